@@ -1,0 +1,40 @@
+# monte: two front-door commands.
+#   make demo   install, then run the longest real flow on the embedded default
+#   make test   install, then lint, type-check and run the whole test suite
+#
+# On a CPU machine the CPU build of torch is pinned first (a plain `torch` would pull a
+# multi-GB CUDA build). On a GPU box: `make install TORCH=torch` (or any CUDA build you like).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.monte-installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[train,dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+lint: install
+	$(BIN)/ruff check monte tests bench
+	$(BIN)/mypy
+
+test: lint
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=10
+
+bench: install
+	$(BIN)/python bench/ledger_append.py
+	$(BIN)/python bench/hash_throughput.py
+
+clean:
+	rm -rf $(VENV) demo .pytest_cache .mypy_cache .ruff_cache

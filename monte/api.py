@@ -1,0 +1,579 @@
+"""The Python API: one function per verb. The CLI is a thin layer over this.
+
+Functions take keyword arguments, return data (pydantic models or plain dicts of JSON types),
+and never print. A refusal is a :class:`monte.errors.MonteError`; when one is raised, nothing
+has been written to the ledger, the vault ref or the data root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from monte.errors import MonteError, error
+from monte.names import check_name
+from monte.workspace import (
+    CONFIG_FILE,
+    DEFAULT_DATA_ROOT,
+    Workspace,
+    data_root_for,
+    find_repo_root,
+    open_workspace,
+)
+
+# --- init ------------------------------------------------------------------------------------
+
+DATA_ROOT_GITIGNORE = """\
+# monte's data root: frozen inputs (tracked by DVC, not git), run folders, scratch.
+*
+!.gitignore
+"""
+
+
+class InitResult(BaseModel):
+    repo_root: str
+    data_root: str
+    created: list[str]
+    already_initialized: bool
+
+
+def init(path: Path | None = None) -> InitResult:
+    """Make the git repository at ``path`` (default: cwd) a monte repository. Idempotent."""
+    repo_root = find_repo_root(path)
+    data_root = data_root_for(repo_root)
+    created: list[str] = []
+    config = repo_root / CONFIG_FILE
+    already = config.exists()
+    if not already:
+        config.write_text(
+            "# monte repository config (see `monte config`).\n"
+            f"# The data root is $MONTE_DATA_ROOT, or {DEFAULT_DATA_ROOT}/ here.\n"
+            "version: 1\n"
+        )
+        created.append(CONFIG_FILE)
+    if not data_root.is_dir():
+        data_root.mkdir(parents=True)
+        created.append(_rel(data_root, repo_root) + "/")
+    gi = data_root / ".gitignore"
+    if data_root.is_relative_to(repo_root) and not gi.exists():
+        gi.write_text(DATA_ROOT_GITIGNORE)
+        created.append(str(gi.relative_to(repo_root)))
+    for folder in ("recipes",):
+        p = repo_root / folder
+        if not p.is_dir():
+            p.mkdir()
+            (p / "README.md").write_text(
+                "Repository recipes: YAML files named here resolve by their stem "
+                "(`monte train --recipe NAME`). `monte config` lists them.\n"
+            )
+            created.append(folder + "/")
+    hooks = repo_root / ".git" / "hooks"
+    if (repo_root / ".git").is_dir() and not hooks.is_dir():
+        hooks.mkdir(parents=True)
+        created.append(".git/hooks/")
+    if not (repo_root / ".dvc").is_dir():
+        _dvc_init(repo_root)
+        created.append(".dvc/")
+    _stage(repo_root, [CONFIG_FILE, "recipes/README.md", f"{DEFAULT_DATA_ROOT}/.gitignore"])
+    return InitResult(repo_root=str(repo_root), data_root=str(data_root), created=created,
+                      already_initialized=already and not created)
+
+
+def _rel(p: Path, root: Path) -> str:
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+
+
+def _stage(repo_root: Path, paths: list[str]) -> None:
+    """Stage what init wrote (as `dvc init` stages .dvc/), so one commit records it."""
+    from dulwich import porcelain
+
+    present = [str(repo_root / p) for p in paths if (repo_root / p).is_file()]
+    if present:
+        porcelain.add(str(repo_root), present)
+
+
+def _dvc_init(repo_root: Path) -> None:
+    """``.dvc/`` is made by DVC itself, so its layout is whatever this DVC version expects."""
+    import contextlib
+    import io
+    import logging
+
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo as DvcRepo
+
+    try:
+        # DVC prints its own banner; monte's output (and --json) must stay monte's.
+        dvc_log = logging.getLogger("dvc")
+        level = dvc_log.level
+        dvc_log.setLevel(logging.WARNING)
+        with contextlib.redirect_stdout(io.StringIO()):
+            dvc = DvcRepo.init(root_dir=str(repo_root), no_scm=False, subdir=False)
+            # No analytics from a tool that runs in CI and on boxes.
+            with dvc.config.edit() as conf:
+                conf["core"]["analytics"] = False
+            dvc.scm.add([str(repo_root / ".dvc" / "config")])
+            dvc.close()
+        dvc_log.setLevel(level)
+    except DvcException as e:
+        raise error("E_STORAGE", f"`dvc init` failed in {repo_root}: {e}",
+                    "fix the DVC setup it names, then run `monte init` again") from None
+
+
+# --- environments ------------------------------------------------------------------------------
+
+
+class EnvInfo(BaseModel):
+    name: str
+    kind: str
+    form: str
+    exams: dict[str, list[str]]
+    benchmarks: list[str]
+    files: int
+    fingerprint: str
+    folder: str
+
+
+def _env_info(m: Any, folder: Path) -> EnvInfo:
+    benches = sorted(set((m.grader or {}).get("benchmarks", {}).values()) | set(
+        (m.provenance.get("benchmarks") or {}).keys()))
+    return EnvInfo(
+        name=m.name, kind=m.env_kind or "", form=m.form or "",
+        exams={e: sorted(s) for e, s in m.exams.items()}, benchmarks=benches,
+        files=len(m.files), fingerprint=m.fingerprint, folder=str(folder),
+    )
+
+
+class EnvAddResult(BaseModel):
+    dry_run: bool
+    plan: dict[str, Any]
+    environment: EnvInfo | None = None
+    note: str = ""
+
+
+def env_add(
+    *,
+    benchmark: str | None = None,
+    server: str | None = None,
+    dev: tuple[str, ...] = (),
+    test: tuple[str, ...] = (),
+    name: str | None = None,
+    dry_run: bool = False,
+    ws: Workspace | None = None,
+) -> EnvAddResult:
+    """Freeze an Environment from the catalog (the seeds' three forms)."""
+    from monte.envs import freeze
+    from monte.ledger.vault import Vault, name_taken
+    from monte.manifest import MANIFEST, read_manifest
+
+    ws = ws or open_workspace()
+    if name is not None:
+        check_name(name, "environment name")
+    plan = freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
+    check_name(plan.name, "environment name")
+    vault = Vault(ws.store)
+    dest = ws.env_dir(plan.name)
+
+    def check_local() -> None:
+        if vault.get("environment", plan.name) is not None:
+            raise name_taken("environment", plan.name, "the vault ref")
+        if dest.exists():
+            raise name_taken("environment", plan.name, f"this data root, {dest}")
+        if plan.env_kind == "trainable":
+            _refuse_source_conflict(ws, vault, plan.name, holder="dataset")
+
+    check_local()  # refuse before prepare runs: prepare can be expensive
+    if dry_run:
+        return EnvAddResult(dry_run=True, plan=plan.describe())
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        manifest = freeze.prepare(plan, staged)
+        (staged / MANIFEST).write_bytes(manifest.dumps())
+
+        def check(snap):  # type: ignore[no-untyped-def]
+            if dest.exists():
+                raise name_taken("environment", plan.name, f"this data root, {dest}")
+            if plan.env_kind == "trainable" and vault.get("dataset", plan.name, snap):
+                raise _source_conflict(plan.name, "dataset")
+
+        vault.record(manifest, check)
+        freeze.move_into_place(staged, dest)
+    finally:
+        freeze.discard(staged)
+    m = read_manifest(dest)
+    assert m is not None
+    return EnvAddResult(
+        dry_run=False, plan=plan.describe(), environment=_env_info(m, dest),
+        note="frozen on this data root; pushing to a Vault arrives with `monte config set vault`",
+    )
+
+
+def _source_conflict(name: str, holder: str) -> MonteError:
+    other = "a dataset" if holder == "dataset" else "an environment"
+    return error(
+        "E_SOURCE_CONFLICT",
+        f"{other} already holds the name {name!r}; datasets and trainable environments share "
+        "the --source namespace",
+        "freeze under another name (--as NAME for an environment)",
+    )
+
+
+def _refuse_source_conflict(ws: Workspace, vault: Any, name: str, holder: str) -> None:
+    if holder == "dataset":
+        if vault.get("dataset", name) is not None or ws.dataset_dir(name).exists():
+            raise _source_conflict(name, "dataset")
+    else:
+        if vault.get("environment", name) is not None or ws.env_dir(name).exists():
+            raise _source_conflict(name, "environment")
+
+
+def env_list(*, available: bool = False, vault: bool = False, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    """``--available``: the catalog; bare: what this data root holds (local, no network)."""
+    if available and vault:
+        raise error("E_USAGE", "--available and --vault name different places to look",
+                    "pass one of them, or neither for what is usable here")
+    if available:
+        from monte.envs.registry import catalog
+
+        return [
+            {"benchmark": e.name, "provider": e.provider, "trainable": e.benchmark.trainable,
+             "sizes": e.benchmark.sizes, "description": e.benchmark.description}
+            for e in catalog().values()
+        ]
+    if vault:
+        raise error("E_STORAGE", "no Vault is configured for this repository",
+                    "the Vault (DVC remote) is set with `monte config set vault URL`; until then, "
+                    "`monte env list` shows what this data root holds")
+    from monte.manifest import read_manifest
+
+    ws = ws or open_workspace()
+    out = []
+    root = ws.data_root / "environments"
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        m = read_manifest(folder)
+        if m is not None:
+            out.append(_env_info(m, folder).model_dump())
+    return out
+
+
+def env_install(*, name: str | None = None, all_: bool = False, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    """Verify (or restore) frozen environments on this data root.
+
+    A manifest here: prove every file against it (and it against the vault ref), fetch nothing.
+    No manifest here but one on the vault ref: the provider re-creates the files (the catalog
+    regenerates them from the recorded seeds) into a staging folder, every hash is proven, and
+    only then is the folder moved into place.
+    """
+    from monte.ledger.vault import Vault
+
+    if bool(name) == bool(all_):
+        raise error("E_USAGE", "name one environment or pass --all", "monte env install NAME | --all")
+    ws = ws or open_workspace()
+    if all_:
+        root = ws.data_root / "environments"
+        names = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) if root.is_dir() else []
+    else:
+        names = [check_name(name or "", "environment name")]
+    vault = Vault(ws.store)
+    return [_install_one(ws, vault, n) for n in names]
+
+
+def _install_one(ws: Workspace, vault: Any, name: str) -> dict[str, Any]:
+    from monte.envs import freeze
+    from monte.manifest import MANIFEST, read_manifest, verify_folder
+
+    folder = ws.env_dir(name)
+    recorded = vault.get("environment", name)
+    here = read_manifest(folder)
+    if here is not None:
+        if recorded is not None and recorded.fingerprint != here.fingerprint:
+            raise error("E_INTEGRITY",
+                        f"environment {name!r}: {folder / MANIFEST} differs from the vault ref's manifest",
+                        f"move {folder} aside and run `monte env install {name}` to restore it")
+        verify_folder(folder, here)
+        return {"name": name, "action": "verified", "files": len(here.files), "folder": str(folder)}
+    if recorded is None:
+        raise error("E_NOT_FOUND", f"no environment named {name!r} on this data root or the vault ref",
+                    "list what is here with `monte env list`; freeze one with `monte env add`")
+    if folder.exists() and any(folder.iterdir()):
+        raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
+                    f"move {folder} aside, then run `monte env install {name}` again")
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        _recreate(recorded, staged)
+        verify_folder(staged, recorded)
+        (staged / MANIFEST).write_bytes(recorded.dumps())
+        if folder.exists():
+            folder.rmdir()
+        freeze.move_into_place(staged, folder)
+    finally:
+        freeze.discard(staged)
+    return {"name": name, "action": "restored", "files": len(recorded.files), "folder": str(folder)}
+
+
+def _recreate(m: Any, staged: Path) -> None:
+    """Re-run the freeze's prepare from what the manifest recorded (catalog environments)."""
+    from monte.envs import freeze
+    from monte.envs.registry import catalog
+
+    prov = m.provenance
+    if prov.get("source") != "catalog":
+        raise error("E_NOT_FOUND", f"environment {m.name!r} is not on this data root",
+                    "copy its folder from the machine that froze it (Vault fetch: `monte config set vault`)")
+    entries = catalog()
+    for b, meta in prov.get("benchmarks", {}).items():
+        if b not in entries:
+            raise error("E_NOT_FOUND", f"benchmark {b!r} of environment {m.name!r} is not installed here",
+                        f"install the package that provides {b!r} (provider {meta.get('provider')})")
+        provider = entries[b].provider_obj
+        if provider is not None and hasattr(provider, "install"):
+            provider.install(m.name, staged, m.model_dump(mode="json"))
+            return
+    roles: dict[str, str] = prov["roles"]
+    exams: dict[str, dict[str, str]] = {}
+    for key, bench in roles.items():
+        if key != "curriculum":
+            exam, split = key.rsplit("/", 1)
+            exams.setdefault(exam, {})[split] = bench
+    plan = freeze.FreezePlan(m.name, m.form, m.env_kind, exams, roles.get("curriculum"),
+                             dict(prov.get("sizes", {})))
+    freeze.prepare(plan, staged)
+
+
+# --- datasets ----------------------------------------------------------------------------------
+
+
+class DatasetInfo(BaseModel):
+    name: str
+    kind: str | None
+    rows: int
+    columns: dict[str, str] | None
+    sha256: str
+    provenance: dict[str, Any]
+    folder: str
+    verified: bool = False
+
+
+def _dataset_info(m: Any, folder: Path, verified: bool = False) -> DatasetInfo:
+    return DatasetInfo(
+        name=m.name, kind=m.dataset_kind, rows=m.rows or 0, columns=m.columns,
+        sha256=m.files["rows.jsonl"].sha256, provenance=m.provenance, folder=str(folder),
+        verified=verified,
+    )
+
+
+def dataset_add(
+    *,
+    name: str,
+    from_file: Path | None = None,
+    from_hf: str | None = None,
+    hf_file: str | None = None,
+    kind: str | None = None,
+    input_key: str = "input",
+    output_key: str = "output",
+    dry_run: bool = False,
+    ws: Workspace | None = None,
+) -> dict[str, Any]:
+    """Freeze a JSONL pile as a Dataset: prove every line, hash it, record where it came from."""
+    from monte.datasets.freeze import screen_jsonl
+    from monte.envs import freeze
+    from monte.hashing import sha256_file
+    from monte.ledger.vault import Vault, name_taken
+    from monte.manifest import MANIFEST, FileEntry, Manifest, read_manifest
+
+    check_name(name, "dataset name")
+    if bool(from_file) == bool(from_hf):
+        raise error("E_USAGE", "name the rows once: --from-file F or --from-hf REPO[@REV]",
+                    "monte dataset add NAME --from-file rows.jsonl")
+    if hf_file and not from_hf:
+        raise error("E_USAGE", "--file picks a file of a --from-hf repo", "drop --file, or use --from-hf")
+    if kind not in (None, "sft"):
+        raise error("E_USAGE", f"unknown --kind {kind!r}", "the only kind today is sft")
+    ws = ws or open_workspace()
+    vault = Vault(ws.store)
+    dest = ws.dataset_dir(name)
+
+    def check(snap: Any = None) -> None:
+        # The Dataset side is the stricter one: any environment of that name refuses.
+        if vault.get("environment", name, snap) is not None or ws.env_dir(name).exists():
+            raise _source_conflict(name, "environment")
+        if vault.get("dataset", name, snap) is not None:
+            raise name_taken("dataset", name, "the vault ref")
+        if dest.exists():
+            raise name_taken("dataset", name, f"this data root, {dest}")
+
+    check()
+    if from_hf:
+        repo, _, rev = from_hf.partition("@")
+        plan = {"name": name, "source": "hf", "repo": repo, "revision": rev or None, "file": hf_file}
+    else:
+        assert from_file is not None
+        plan = {"name": name, "source": "file", "path": str(Path(from_file).resolve())}
+    plan.update(kind=kind, input_key=input_key, output_key=output_key)
+    if dry_run:
+        return {"dry_run": True, "plan": plan}
+    if from_hf:
+        from monte.storage.hub import fetch_dataset_file
+
+        src, sha, fname = fetch_dataset_file(repo, rev or None, hf_file)
+        provenance: dict[str, Any] = {"source": "hf", "repo": repo, "revision": sha,
+                                      "requested_revision": rev or None, "file": fname}
+    else:
+        src = Path(from_file)  # type: ignore[arg-type]
+        if not src.is_file():
+            raise error("E_NOT_FOUND", f"no file {src}", "check the --from-file path")
+        provenance = {"source": "file", "path": str(src.resolve())}
+    rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key)
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        shutil.copyfile(src, staged / "rows.jsonl")
+        digest = sha256_file(staged / "rows.jsonl")
+        provenance["sha256"] = digest
+        manifest = Manifest(
+            kind="dataset", name=name, files={"rows.jsonl": FileEntry(sha256=digest, size=(staged / "rows.jsonl").stat().st_size)},
+            provenance=provenance, dataset_kind=kind, columns=columns, rows=rows,  # type: ignore[arg-type]
+        )
+        (staged / MANIFEST).write_bytes(manifest.dumps())
+        vault.record(manifest, check)
+        freeze.move_into_place(staged, dest)
+    finally:
+        freeze.discard(staged)
+    m = read_manifest(dest)
+    return {"dry_run": False, "plan": plan, "dataset": _dataset_info(m, dest).model_dump()}
+
+
+def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    """The frozen Datasets on this data root, from their manifests (no re-hash)."""
+    from monte.manifest import read_manifest
+
+    if vault:
+        raise error("E_STORAGE", "no Vault is configured for this repository",
+                    "set one with `monte config set vault URL`; bare `monte dataset list` shows this data root")
+    ws = ws or open_workspace()
+    root = ws.data_root / "datasets"
+    out = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        m = read_manifest(folder)
+        if m is not None:
+            out.append(_dataset_info(m, folder).model_dump())
+    return out
+
+
+def dataset_show(*, name: str, ws: Workspace | None = None) -> dict[str, Any]:
+    """One Dataset's manifest, with its hash re-proven against the bytes on disk."""
+    from monte.ledger.vault import Vault
+    from monte.manifest import read_manifest, verify_folder
+
+    check_name(name, "dataset name")
+    ws = ws or open_workspace()
+    folder = ws.dataset_dir(name)
+    m = read_manifest(folder)
+    recorded = Vault(ws.store).get("dataset", name)
+    if m is None:
+        if recorded is None:
+            raise error("E_NOT_FOUND", f"no dataset named {name!r}",
+                        "list them with `monte dataset list`; freeze one with `monte dataset add`")
+        raise error("E_NOT_FOUND", f"dataset {name!r} is recorded on the vault ref but its rows are not on this data root",
+                    "copy the folder from the machine that froze it (Vault fetch: `monte config set vault`)")
+    if recorded is not None and recorded.fingerprint != m.fingerprint:
+        raise error("E_INTEGRITY", f"dataset {name!r}: {folder}/manifest.json differs from the vault ref's manifest",
+                    f"move {folder} aside and restore the frozen copy")
+    verify_folder(folder, m)
+    return _dataset_info(m, folder, verified=True).model_dump()
+
+
+# --- experiments -------------------------------------------------------------------------------
+
+
+def experiment_init(
+    *, name: str, eval_env: str, model: str | None = None, dry_run: bool = False,
+    ws: Workspace | None = None,
+) -> dict[str, Any]:
+    """Freeze ``measurement.json`` as the experiment's first ledger record."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze
+    from monte.ledger.vault import Vault
+    from monte.manifest import now, read_manifest, verify_folder
+
+    check_name(name, "experiment name")
+    check_name(eval_env, "environment name")
+    ws = ws or open_workspace()
+    ledger = Ledger(ws.store, name)
+    if ledger.exists():
+        raise error("E_MEASUREMENT_EXISTS", f"experiment {name!r} already exists; its measurement is frozen",
+                    "choose another experiment name; a changed measurement is a new experiment")
+    folder = ws.env_dir(eval_env)
+    m = read_manifest(folder)
+    if m is None or m.kind != "environment":
+        raise error("E_NOT_FOUND", f"no environment named {eval_env!r} on this data root",
+                    f"freeze it with `monte env add`, or restore it with `monte env install {eval_env}`")
+    recorded = Vault(ws.store).get("environment", eval_env)
+    if recorded is not None and recorded.fingerprint != m.fingerprint:
+        raise error("E_INTEGRITY", f"environment {eval_env!r}: the manifest here differs from the vault ref's",
+                    f"move {folder} aside and run `monte env install {eval_env}`")
+    verify_folder(folder, m)
+    if model is not None and os.path.sep in model and not Path(model).exists():
+        raise error("E_NOT_FOUND", f"no model folder {model}", "pass a local model folder or a hub id")
+    exams = {
+        exam: ExamFreeze(
+            benchmark=(m.grader or {}).get("benchmarks", {}).get(exam, exam),
+            splits={s: SplitFreeze(path=f"environments/{eval_env}/{rel}", sha256=m.files[rel].sha256,
+                                   n=_count_lines(folder / rel)) for s, rel in splits.items()},
+        )
+        for exam, splits in m.exams.items()
+    }
+    measurement = Measurement(
+        experiment=name, created_at=now(), environment=eval_env,
+        environment_fingerprint=m.fingerprint, grader=m.grader or {}, exams=exams,
+        model=str(Path(model).resolve()) if model and Path(model).exists() else model,
+    )
+    if dry_run:
+        return {"dry_run": True, "measurement": measurement.model_dump(mode="json")}
+    commit = ledger.create(measurement)
+    return {"dry_run": False, "measurement": measurement.model_dump(mode="json"), "commit": commit.decode(),
+            "ref": ledger.ref}
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def experiment_list(*, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    from monte.ledger.experiment import Ledger
+
+    ws = ws or open_workspace()
+    names = sorted({ref.split("/")[3] for ref in ws.store.refs_under("refs/heads/monte/")
+                    if ref.endswith("/ledger")})
+    out = []
+    for n in names:
+        meas = Ledger(ws.store, n).measurement()
+        out.append({"name": n, "environment": meas.environment, "exams": sorted(meas.exams),
+                    "model": meas.model, "created_at": meas.created_at})
+    return out
+
+
+# --- config ------------------------------------------------------------------------------------
+
+
+def config_show(*, ws: Workspace | None = None) -> dict[str, Any]:
+    """The recipe search path and every resolvable recipe name (first match wins)."""
+    import monte
+
+    ws = ws or open_workspace(require_data_root=False)
+    packaged = Path(monte.__file__).parent / "recipes"
+    path = [ws.recipes_dir, packaged]
+    recipes: dict[str, str] = {}
+    for folder in path:
+        for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []:
+            recipes.setdefault(f.stem, str(f))
+    return {
+        "repo_root": str(ws.repo_root),
+        "data_root": str(ws.data_root),
+        "config_file": str(ws.repo_root / CONFIG_FILE),
+        "recipe_path": [str(p) for p in path],
+        "recipes": recipes,
+    }

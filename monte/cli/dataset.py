@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from monte.cli.output import handled, table
+
+
+@click.group()
+def dataset() -> None:
+    """Datasets: frozen piles of JSONL rows (what an sft recipe trains on)."""
+
+
+def _added(r: dict) -> None:  # type: ignore[type-arg]
+    if r["dry_run"]:
+        click.echo("plan (dry run, nothing frozen):")
+        for k, v in r["plan"].items():
+            click.echo(f"  {k}: {v}")
+        return
+    d = r["dataset"]
+    click.echo(f"froze dataset {d['name']}: {d['rows']} rows, sha256 {d['sha256'][:16]}, in {d['folder']}")
+    if d["columns"]:
+        click.echo(f"  kind {d['kind']}, columns {d['columns']}")
+
+
+@dataset.command()
+@click.argument("name")
+@click.option("--from-file", type=click.Path(path_type=Path, dir_okay=False), help="A local JSONL file.")
+@click.option("--from-hf", metavar="REPO[@REV]", help="A Hugging Face dataset repo, optionally pinned.")
+@click.option("--file", "hf_file", metavar="PATH", help="The repo-relative JSONL file of --from-hf.")
+@click.option("--kind", type=click.Choice(["sft"]), help="Screen the rows for the SFT trainer.")
+@click.option("--input-key", default="input", show_default=True, help="Prompt column (flat piles).")
+@click.option("--output-key", default="output", show_default=True, help="Completion column (flat piles).")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@handled(_added)
+def add(name: str, from_file: Path | None, from_hf: str | None, hf_file: str | None, kind: str | None,
+        input_key: str, output_key: str, dry_run: bool) -> object:
+    """Freeze a Dataset: prove every line is a JSON object, hash it, record its provenance."""
+    from monte import api
+
+    return api.dataset_add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
+                           input_key=input_key, output_key=output_key, dry_run=dry_run)
+
+
+@dataset.command("list")
+@click.option("--vault", is_flag=True, help="What the Vault holds (network).")
+@handled(lambda rows: table(rows, ["name", "kind", "rows", "columns", "sha256"], title="datasets"))
+def list_(vault: bool) -> object:
+    """The frozen Datasets here, from their manifests."""
+    from monte import api
+
+    return api.dataset_list(vault=vault)
+
+
+def _shown(d: dict) -> None:  # type: ignore[type-arg]
+    click.echo(f"dataset {d['name']}: {d['rows']} rows, kind {d['kind'] or '-'}, columns {d['columns'] or '-'}")
+    click.echo(f"  sha256 {d['sha256']} (re-proven)")
+    click.echo(f"  provenance {d['provenance']}")
+    click.echo(f"  folder {d['folder']}")
+
+
+@dataset.command()
+@click.argument("name")
+@handled(_shown)
+def show(name: str) -> object:
+    """One Dataset's manifest, its hash re-proven against the bytes here."""
+    from monte import api
+
+    return api.dataset_show(name=name)

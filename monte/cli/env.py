@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import click
+
+from monte.cli.output import handled, table
+
+
+@click.group()
+def env() -> None:
+    """Environments: freeze exams (and curricula) from the catalog, list, install."""
+
+
+def _added(r) -> None:  # type: ignore[no-untyped-def]
+    if r.dry_run:
+        click.echo("plan (dry run, nothing frozen):")
+        for k, v in r.plan.items():
+            click.echo(f"  {k}: {v}")
+        return
+    e = r.environment
+    click.echo(f"froze environment {e.name} ({e.kind}, {e.files} files) in {e.folder}")
+    for exam, splits in e.exams.items():
+        click.echo(f"  exam {exam}: {', '.join(splits)}")
+    click.echo(f"  fingerprint {e.fingerprint[:16]}")
+    if r.note:
+        click.echo(f"  note: {r.note}")
+
+
+@env.command()
+@click.option("--benchmark", metavar="BENCH", help="Eval-only: one exam, used as a dev split.")
+@click.option("--server", metavar="BENCH", help="Trainable: a curriculum from BENCH (needs --dev and --test).")
+@click.option("--dev", multiple=True, metavar="BENCH", help="A dev exam (repeatable).")
+@click.option("--test", multiple=True, metavar="BENCH", help="A sealed test exam (repeatable).")
+@click.option("--as", "name", metavar="NAME", help="The environment's name (default: the source name).")
+@click.option("--dry-run", is_flag=True, help="Print what would be frozen; change nothing.")
+@handled(_added)
+def add(benchmark: str | None, server: str | None, dev: tuple[str, ...], test: tuple[str, ...],
+        name: str | None, dry_run: bool) -> object:
+    """Freeze an Environment. Three forms:
+
+    \b
+      monte env add --benchmark BENCH [--as NAME]                 eval-only, one dev exam
+      monte env add --server BENCH --dev BENCH --test BENCH [--as NAME]   trainable
+      monte env add --dev BENCH --test BENCH --as NAME            eval-only, dev + test
+    """
+    from monte import api
+
+    return api.env_add(benchmark=benchmark, server=server, dev=dev, test=test, name=name, dry_run=dry_run)
+
+
+@env.command("list")
+@click.option("--available", is_flag=True, help="What the catalog could freeze.")
+@click.option("--vault", is_flag=True, help="What the Vault holds (network).")
+@handled(lambda rows: table(rows, list(rows[0]) if rows else [], title="environments"))
+def list_(available: bool, vault: bool) -> object:
+    """What is usable here, now (local disk, no network)."""
+    from monte import api
+
+    rows = api.env_list(available=available, vault=vault)
+    if not available:
+        rows = [{k: r[k] for k in ("name", "kind", "exams", "benchmarks", "files")} for r in rows]
+    return rows
+
+
+def _installed(rows: list[dict]) -> None:  # type: ignore[type-arg]
+    for r in rows:
+        click.echo(f"{r['name']}: {r['action']} ({r['files']} files) {r['folder']}")
+
+
+@env.command()
+@click.argument("name", required=False)
+@click.option("--all", "all_", is_flag=True, help="Every environment on this data root.")
+@handled(_installed)
+def install(name: str | None, all_: bool) -> object:
+    """Verify a frozen environment here (or restore it from its manifest)."""
+    from monte import api
+
+    return api.env_install(name=name, all_=all_)

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import click
+
+from monte.cli.output import handled, table
+
+
+@click.group()
+def experiment() -> None:
+    """Experiments: a frozen measurement and the ledger of every Run against it."""
+
+
+def _created(r: dict) -> None:  # type: ignore[type-arg]
+    m = r["measurement"]
+    verb = "would create" if r["dry_run"] else "created"
+    click.echo(f"{verb} experiment {m['experiment']} on environment {m['environment']}")
+    for exam, e in m["exams"].items():
+        click.echo(f"  exam {exam}: " + ", ".join(f"{s} ({v['n']} tasks)" for s, v in e["splits"].items()))
+    click.echo(f"  steps per chunk: {m['train']['steps_per_chunk']}; model: {m['model'] or '-'}")
+    if not r["dry_run"]:
+        click.echo(f"  ledger: {r['ref']} @ {r['commit'][:12]}")
+
+
+@experiment.command("init")
+@click.argument("name")
+@click.option("--eval", "eval_env", required=True, metavar="ENV", help="The environment whose exams score it.")
+@click.option("--model", metavar="M", help="The default base model (a local folder or a hub id).")
+@click.option("--dry-run", is_flag=True, help="Print the measurement; change nothing.")
+@handled(_created)
+def init_(name: str, eval_env: str, model: str | None, dry_run: bool) -> object:
+    """Freeze measurement.json as the experiment's first ledger record."""
+    from monte import api
+
+    return api.experiment_init(name=name, eval_env=eval_env, model=model, dry_run=dry_run)
+
+
+@experiment.command("list")
+@handled(lambda rows: table(rows, ["name", "environment", "exams", "model", "created_at"], title="experiments"))
+def list_() -> object:
+    """Every experiment in this repository."""
+    from monte import api
+
+    return api.experiment_list()

@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from monte.cli.output import handled
+
+
+def _human(r) -> None:  # type: ignore[no-untyped-def]
+    if r.already_initialized:
+        click.echo(f"{r.repo_root} is already a monte repository (data root {r.data_root})")
+        return
+    click.echo(f"monte repository ready: {r.repo_root}")
+    click.echo(f"  data root: {r.data_root}")
+    for c in r.created:
+        click.echo(f"  created {c}")
+    click.echo("next: `monte env list --available`, then `monte env add --benchmark NAME`")
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
+@handled(_human)
+def init(path: Path | None) -> object:
+    """Make this git repository a monte repository (idempotent).
+
+    Creates .monte.yaml, the data root ($MONTE_DATA_ROOT or .monte/), recipes/ and .dvc/
+    (through DVC itself).
+    """
+    from monte import api
+
+    return api.init(path)

@@ -1,0 +1,149 @@
+"""How every command talks: human output or ``--json``, errors, the plan/confirm step.
+
+- ``--json``: exactly one JSON document on stdout, errors included
+  (``{"error": {"code", "message", "fix", "exit_code"}}``).
+- Human output: tables (rich) only when stdout is a terminal; otherwise plain tab-separated
+  lines that ``grep`` and ``cut`` can read. Errors go to stderr as ``E_CODE: message`` and a
+  ``fix:`` line.
+- The exit status comes from the error's family (``monte.errors.Exit``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from monte.errors import Exit, MonteError, error
+
+
+def _jsonable(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, list | tuple):
+        return [_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    click.echo(json.dumps(_jsonable(obj), indent=2, sort_keys=True, ensure_ascii=False))
+
+
+def report_error(e: MonteError, as_json: bool) -> None:
+    if as_json:
+        print_json({"error": e.to_dict()})
+    else:
+        click.echo(f"{e.code}: {e.message}", err=True)
+        if e.fix:
+            click.echo(f"  fix: {e.fix}", err=True)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: str | None = None) -> None:
+    """A table on a terminal; tab-separated lines (with a header) otherwise."""
+    if not rows:
+        if title:
+            click.echo(f"{title}: none")
+        return
+    if is_tty():
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, show_edge=False, header_style="bold")
+        for c in columns:
+            t.add_column(c)
+        for r in rows:
+            t.add_row(*[_cell(r.get(c)) for c in columns])
+        Console().print(t)
+    else:
+        click.echo("\t".join(columns))
+        for r in rows:
+            click.echo("\t".join(_cell(r.get(c)) for c in columns))
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, list | tuple):
+        return ",".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return ",".join(f"{k}:{'+'.join(x) if isinstance(x, list) else x}" for k, x in v.items())
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
+
+
+def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a command body: adds ``--json``, renders its return value, maps errors to exits."""
+
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        @json_option
+        @functools.wraps(f)
+        def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> None:
+            try:
+                result = f(*args, **kwargs)
+            except MonteError as e:
+                report_error(e, as_json)
+                sys.exit(int(e.exit_code))
+            except KeyboardInterrupt:
+                report_error(error("E_INTERNAL", "interrupted", "run the command again"), as_json)
+                sys.exit(130)
+            except click.exceptions.ClickException:
+                raise
+            except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG
+                if os.environ.get("MONTE_DEBUG"):
+                    raise
+                err = error("E_INTERNAL", f"monte hit an unexpected error: {type(e).__name__}: {e}",
+                            "re-run with MONTE_DEBUG=1 for the traceback, and report it")
+                report_error(err, as_json)
+                sys.exit(int(Exit.INTERNAL))
+            if as_json:
+                print_json(result)
+            elif human is not None:
+                human(result)
+            elif result is not None:
+                print_json(result)
+
+        return wrapper
+
+    return deco
+
+
+def confirm_plan(plan: Sequence[str], *, yes: bool, dry_run: bool, as_json: bool = False) -> bool:
+    """Show the plan; return True to go ahead, False for a dry run.
+
+    ``--yes`` skips the question. With no terminal and no ``--yes`` it refuses rather than hang.
+    """
+    if not as_json or dry_run:
+        out = sys.stderr if as_json else sys.stdout
+        for line in plan:
+            click.echo(line, file=out)
+    if dry_run:
+        return False
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        raise error("E_CONFIRM_REQUIRED", "this command needs confirmation and there is no terminal to ask on",
+                    "pass --yes to go ahead, or --dry-run to see the plan only")
+    if not click.confirm("Go ahead?", default=False, err=True):
+        raise error("E_CANCELLED", "cancelled; nothing was changed", "run it again and answer y, or pass --yes")
+    return True
+
+
+def yes_dry_run_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")(f)
+    return click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")(f)

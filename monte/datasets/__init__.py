@@ -1,0 +1,1 @@
+"""Datasets: frozen piles of rows (JSONL), what an ``sft`` recipe trains on."""

@@ -1,0 +1,1 @@
+"""Environments: the benchmark catalog, freezing, installing, grading."""

@@ -1,0 +1,121 @@
+"""Errors with stable codes, and the exit-code table.
+
+Every refusal monte makes is a :class:`MonteError` with a stable ``code`` (``E_*``), a message
+that says what is wrong and a ``fix`` that says what to do. The exit status is decided by the
+error's *family*, one per kind of failure, so scripts can branch on it without parsing text.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """monte's exit statuses. Documented in README.md ("Exit codes"); a test keeps them in step."""
+
+    OK = 0
+    INTERNAL = 1  # a bug in monte: please report it
+    USAGE = 2  # the command line itself is wrong (also click's own usage errors)
+    REFUSED = 3  # a rule of the record refuses the request
+    NOT_FOUND = 4  # an experiment, run, environment, dataset or file does not exist
+    INTEGRITY = 5  # bytes on disk do not match the hash the record holds
+    BAD_INPUT = 6  # a file handed to monte (JSONL, manifest, recipe) cannot be accepted
+    STORAGE = 7  # storage or network: vault, bucket, hub, key ladders
+    BOX = 8  # remote boxes and jobs
+
+
+class MonteError(Exception):
+    """Base of every refusal. Subclasses fix ``exit_code``; instances carry ``code``."""
+
+    exit_code: Exit = Exit.INTERNAL
+    default_code = "E_INTERNAL"
+
+    def __init__(self, message: str, *, fix: str = "", code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.code = code or self.default_code
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            "fix": self.fix,
+            "exit_code": int(self.exit_code),
+        }
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}" + (f" ({self.fix})" if self.fix else "")
+
+
+class InternalError(MonteError):
+    exit_code = Exit.INTERNAL
+    default_code = "E_INTERNAL"
+
+
+class UsageError(MonteError):
+    exit_code = Exit.USAGE
+    default_code = "E_USAGE"
+
+
+class RuleRefusal(MonteError):
+    exit_code = Exit.REFUSED
+    default_code = "E_REFUSED"
+
+
+class NotFound(MonteError):
+    exit_code = Exit.NOT_FOUND
+    default_code = "E_NOT_FOUND"
+
+
+class IntegrityError(MonteError):
+    exit_code = Exit.INTEGRITY
+    default_code = "E_INTEGRITY"
+
+
+class BadInput(MonteError):
+    exit_code = Exit.BAD_INPUT
+    default_code = "E_BAD_INPUT"
+
+
+class StorageError(MonteError):
+    exit_code = Exit.STORAGE
+    default_code = "E_STORAGE"
+
+
+class BoxError(MonteError):
+    exit_code = Exit.BOX
+    default_code = "E_BOX"
+
+
+#: Every code monte can emit, with its family. README.md's table is generated from and tested
+#: against this mapping, so a new code must be added here.
+CODES: dict[str, type[MonteError]] = {
+    "E_INTERNAL": InternalError,
+    "E_USAGE": UsageError,
+    "E_INVALID_NAME": UsageError,
+    "E_CONFIRM_REQUIRED": UsageError,
+    "E_CANCELLED": UsageError,
+    "E_REFUSED": RuleRefusal,
+    "E_NOT_INITIALIZED": RuleRefusal,
+    "E_MEASUREMENT_EXISTS": RuleRefusal,
+    "E_NAME_TAKEN": RuleRefusal,
+    "E_SOURCE_CONFLICT": RuleRefusal,
+    "E_CONFLICT": RuleRefusal,
+    "E_NOT_FOUND": NotFound,
+    "E_DATA_ROOT": NotFound,
+    "E_INTEGRITY": IntegrityError,
+    "E_BAD_INPUT": BadInput,
+    "E_UNSAFE_PATH": BadInput,
+    "E_STORAGE": StorageError,
+    "E_BOX": BoxError,
+}
+
+
+def error(code: str, message: str, fix: str = "") -> MonteError:
+    """Build the right :class:`MonteError` subclass for ``code``."""
+    try:
+        cls = CODES[code]
+    except KeyError:  # a typo in monte itself, not the user's fault
+        raise InternalError(f"unknown error code {code!r}") from None
+    return cls(message, fix=fix, code=code)

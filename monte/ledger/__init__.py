@@ -1,0 +1,1 @@
+"""The ledger: records (no I/O) < store (dulwich, refs, compare-and-swap)."""

@@ -1,0 +1,164 @@
+"""An experiment's ledger: the measurement, the Run rows, reading the state from the tip."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from monte.errors import error
+from monte.ledger.records import (
+    Measurement,
+    RunRow,
+    bucket_index,
+    ledger_ref,
+    run_dir,
+)
+from monte.ledger.store import Change, Snapshot, Store
+
+
+def dumps(obj: object) -> bytes:
+    """The one JSON encoding monte writes: sorted keys, indented, trailing newline."""
+    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _records(snap: Snapshot) -> int:
+    raw = snap.read("meta.json")
+    return int(json.loads(raw)["records"]) if raw else 0
+
+
+def _meta(n: int) -> bytes:
+    return dumps({"records": n})
+
+
+class Ledger:
+    def __init__(self, store: Store, experiment: str) -> None:
+        self.store = store
+        self.experiment = experiment
+        self.ref = ledger_ref(experiment)
+
+    # --- creation ----------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.store.tip(self.ref) is not None
+
+    def create(self, measurement: Measurement) -> bytes:
+        def build(snap: Snapshot) -> Change:
+            if not snap.empty:
+                raise _exists(self.experiment)
+            return Change(
+                summary=f"experiment {self.experiment}: measurement frozen "
+                f"({measurement.environment}, {len(measurement.exams)} exam(s))",
+                writes={
+                    "measurement.json": dumps(measurement.model_dump(mode="json")),
+                    "meta.json": _meta(1),
+                },
+                trailers={"Monte-Event": "created", "Monte-Experiment": self.experiment},
+            )
+
+        if self.exists():
+            raise _exists(self.experiment)
+        return self.store.append(self.ref, build, create=True)
+
+    # --- reading: one tree, the tip -------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        snap = self.store.snapshot(self.ref)
+        if snap.empty:
+            raise error(
+                "E_NOT_FOUND",
+                f"no experiment named {self.experiment!r}",
+                "list experiments with `git branch --list 'monte/*'`, or create it with "
+                f"`monte experiment init {self.experiment} --eval ENV`",
+            )
+        return snap
+
+    def measurement(self, snap: Snapshot | None = None) -> Measurement:
+        snap = snap or self.snapshot()
+        raw = snap.read("measurement.json")
+        if raw is None:
+            raise error("E_INTEGRITY", f"experiment {self.experiment!r} has no measurement.json",
+                        "the ledger ref was written by hand; run `monte ledger verify`")
+        return Measurement.model_validate_json(raw)
+
+    def rows(self, snap: Snapshot | None = None) -> list[RunRow]:
+        """Every Run row, in record order. Reads the fan-out indexes only (<= 256 blobs)."""
+        snap = snap or self.snapshot()
+        rows: list[RunRow] = []
+        for bucket in snap.listdir("runs"):
+            raw = snap.read(f"runs/{bucket}/index.json")
+            if raw:
+                rows.extend(RunRow.model_validate(r) for r in json.loads(raw).values())
+        rows.sort(key=lambda r: r.seq)
+        return rows
+
+    def row(self, run_id: str, snap: Snapshot | None = None) -> RunRow | None:
+        snap = snap or self.snapshot()
+        raw = snap.read(f"{run_dir(run_id)}/row.json")
+        return RunRow.model_validate_json(raw) if raw else None
+
+    # --- appending ----------------------------------------------------------------------------
+
+    def append_row(
+        self,
+        make: Callable[[Snapshot, int], RunRow],
+        *,
+        event: str,
+        summary: Callable[[RunRow], str],
+        files: Callable[[RunRow], dict[str, bytes]] | None = None,
+        trailers: Callable[[RunRow], dict[str, str]] | None = None,
+    ) -> RunRow:
+        """Append a record that writes one Run row.
+
+        ``make(snapshot, seq)`` returns the row to write; it runs again on the new tip after a
+        lost race, so it is where rules are checked (raise to refuse).
+        """
+        made: list[RunRow] = []
+
+        def build(snap: Snapshot) -> Change:
+            if snap.empty:
+                raise self._missing()
+            seq = _records(snap) + 1
+            row = make(snap, seq)
+            row.seq = seq
+            index_path = bucket_index(row.run)
+            raw = snap.read(index_path)
+            index = json.loads(raw) if raw else {}
+            index[row.run] = row.model_dump(mode="json")
+            writes: dict[str, bytes | None] = {
+                f"{run_dir(row.run)}/row.json": dumps(row.model_dump(mode="json")),
+                index_path: dumps(index),
+                "meta.json": _meta(seq),
+            }
+            for name, data in (files(row) if files else {}).items():
+                writes[f"{run_dir(row.run)}/{name}"] = data
+            base = {
+                "Monte-Event": event,
+                "Monte-Run": row.run,
+                "Monte-Kind": row.kind,
+            }
+            if row.split:
+                base["Monte-Split"] = row.split
+            base["Monte-Step"] = str(row.step)
+            if row.cohort:
+                base["Monte-Cohort"] = row.cohort
+            base.update(trailers(row) if trailers else {})
+            made[:] = [row]
+            return Change(summary=summary(row), writes=writes, trailers=base)
+
+        self.store.append(self.ref, build)
+        return made[0]
+
+    def _missing(self):  # type: ignore[no-untyped-def]
+        return error(
+            "E_NOT_FOUND",
+            f"no experiment named {self.experiment!r}",
+            f"create it with `monte experiment init {self.experiment} --eval ENV`",
+        )
+
+
+def _exists(name: str):  # type: ignore[no-untyped-def]
+    return error(
+        "E_MEASUREMENT_EXISTS",
+        f"experiment {name!r} already exists; its measurement is frozen",
+        "choose another experiment name; a changed measurement is a new experiment",
+    )

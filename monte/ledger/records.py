@@ -1,0 +1,111 @@
+"""What the ledger stores, as pydantic models. No I/O here.
+
+Paths inside an experiment's ledger tree:
+
+- ``measurement.json`` — the frozen measurement (first record).
+- ``meta.json`` — ``{"records": N}``, the number of records so far (orders rows).
+- ``runs/<id[:2]>/<id>/row.json`` — one Run row (canonical).
+- ``runs/<id[:2]>/index.json`` — the rows of that fan-out folder, derived, so that reading the
+  whole state reads at most 256 small blobs instead of one blob per run.
+- ``runs/<id[:2]>/<id>/tasks.jsonl`` — per-task results of an eval.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = 1
+
+
+def ledger_ref(experiment: str) -> str:
+    return f"refs/heads/monte/{experiment}/ledger"
+
+
+def lineage_ref(experiment: str, run: str) -> str:
+    return f"refs/heads/monte/{experiment}/lineage/{run}"
+
+
+VAULT_REF = "refs/heads/monte/vault"
+
+
+def run_dir(run_id: str) -> str:
+    return f"runs/{run_id[:2]}/{run_id}"
+
+
+def bucket_index(run_id: str) -> str:
+    return f"runs/{run_id[:2]}/index.json"
+
+
+class SplitFreeze(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str  # relative to the environment's folder on the data root
+    sha256: str
+    n: int
+
+
+class ExamFreeze(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    benchmark: str
+    splits: dict[str, SplitFreeze]  # "dev" and/or "test"
+
+
+class EvalSettings(BaseModel):
+    """How every eval of the experiment generates. Frozen: a change is a new experiment."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_new_tokens: int = 16
+    temperature: float = 0.0
+    top_p: float = 1.0
+    batch_size: int = 32
+    chat_template: bool = False  # prompts are fed raw; a chat model may ask for its template
+    stop: list[str] = Field(default_factory=lambda: ["\n"])
+
+
+class TrainSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps_per_chunk: int = 50
+
+
+class Measurement(BaseModel):
+    """``measurement.json``: what every score in this experiment is measured with."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = SCHEMA
+    experiment: str
+    created_at: str
+    environment: str
+    environment_fingerprint: str
+    grader: dict[str, Any]
+    exams: dict[str, ExamFreeze]
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    train: TrainSettings = Field(default_factory=TrainSettings)
+    model: str | None = None  # the default base model (a local folder or a hub id)
+
+
+RunStatus = Literal["started", "running", "succeeded", "failed", "abandoned"]
+
+
+class RunRow(BaseModel):
+    """One Run: an eval or a training chunk. Rewritten at each transition of the run."""
+
+    model_config = ConfigDict(extra="allow")
+    run: str
+    experiment: str
+    kind: Literal["eval", "train"]
+    status: RunStatus
+    seq: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+    cohort: str = ""
+    model: str = ""
+    exam: str | None = None
+    split: str | None = None
+    step: int = 0
+    smoke: bool = False
+    score: float | None = None
+    n: int | None = None
+    host: str = ""
+    pid: int | None = None
+    plan: dict[str, Any] = Field(default_factory=dict)

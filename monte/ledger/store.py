@@ -1,0 +1,343 @@
+"""The ledger store: one git commit per record, written with dulwich.
+
+A ledger is a ref (``refs/heads/monte/<exp>/ledger``); each commit on it is one record, and its
+tree is the whole state after that record. Appends move the ref by compare-and-swap: a writer
+that loses the race re-reads the new tip, re-applies its record there (re-checking the rules,
+which the record's ``build`` function does) and tries again. Nothing here knows monte's rules;
+it stores bytes at paths and keeps history append-only.
+
+No work tree is touched and no ``git`` binary is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dulwich.errors import NotGitRepository
+from dulwich.object_store import BaseObjectStore
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from monte.errors import error
+
+MODE_FILE = 0o100644
+MODE_DIR = stat.S_IFDIR
+
+# git's own gc.auto heuristic: sample one loose-object folder and pack when it suggests more
+# than ~6700 loose objects (27 in one of 256 folders). Keeps a long-lived ledger a few packs.
+_GC_SAMPLE_DIR = "17"
+_GC_SAMPLE_LIMIT = 27
+_GC_MAX_PACKS = 50
+_MAX_RETRIES = 200
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one record writes: files to set (bytes) or delete (None), a summary line, trailers."""
+
+    summary: str
+    writes: Mapping[str, bytes | None] = field(default_factory=dict)
+    trailers: Mapping[str, str] = field(default_factory=dict)
+
+
+class Snapshot:
+    """A read-only view of one commit's tree. Reads load only the trees on the path asked for."""
+
+    def __init__(self, repo: Repo, commit_id: ObjectID | None) -> None:
+        self._repo = repo
+        self.commit_id = commit_id
+        self._tree_id: ObjectID | None = None
+        if commit_id is not None:
+            commit = repo.object_store[commit_id]
+            assert isinstance(commit, Commit)
+            self._tree_id = commit.tree
+
+    @property
+    def empty(self) -> bool:
+        return self.commit_id is None
+
+    def _lookup(self, path: str) -> tuple[int, ObjectID] | None:
+        if self._tree_id is None:
+            return None
+        tree_id = self._tree_id
+        parts = [p for p in path.split("/") if p]
+        mode, sha = MODE_DIR, tree_id
+        store = self._repo.object_store
+        for part in parts:
+            if mode != MODE_DIR:
+                return None
+            tree = store[sha]
+            assert isinstance(tree, Tree)
+            try:
+                mode, sha = tree[part.encode()]
+            except KeyError:
+                return None
+        return mode, sha
+
+    def read(self, path: str) -> bytes | None:
+        found = self._lookup(path)
+        if found is None or found[0] == MODE_DIR:
+            return None
+        blob = self._repo.object_store[found[1]]
+        assert isinstance(blob, Blob)
+        return blob.data
+
+    def exists(self, path: str) -> bool:
+        return self._lookup(path) is not None
+
+    def listdir(self, path: str = "") -> list[str]:
+        found = self._lookup(path) if path else ((MODE_DIR, self._tree_id) if self._tree_id else None)
+        if found is None or found[0] != MODE_DIR:
+            return []
+        tree = self._repo.object_store[found[1]]
+        assert isinstance(tree, Tree)
+        return [entry.path.decode() for entry in tree.iteritems()]
+
+
+class Store:
+    """A monte repository's ledger, lineage and vault refs."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        try:
+            self.repo = Repo(str(root))
+        except NotGitRepository:
+            raise error(
+                "E_NOT_INITIALIZED",
+                f"{root} is not a git repository",
+                "run monte inside a git repository (git init), then `monte init`",
+            ) from None
+        self.root = Path(root)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def tip(self, ref: str) -> ObjectID | None:
+        try:
+            return self.repo.refs[Ref(ref.encode())]
+        except KeyError:
+            return None
+
+    def snapshot(self, ref: str) -> Snapshot:
+        return Snapshot(self.repo, self.tip(ref))
+
+    def refs_under(self, prefix: str) -> dict[str, ObjectID]:
+        """Refs whose name starts with ``prefix`` (a folder, e.g. ``refs/heads/monte/``)."""
+        keys = self.repo.refs.keys(base=Ref(prefix.rstrip("/").encode()))
+        out = {}
+        for key in keys:
+            name = prefix.rstrip("/") + "/" + key.decode()
+            sha = self.tip(name)
+            if sha is not None:
+                out[name] = sha
+        return out
+
+    def log(self, ref: str) -> Iterator[Commit]:
+        """Commits reachable from ``ref`` along first parents, newest first."""
+        sha = self.tip(ref)
+        while sha is not None:
+            commit = self.repo.object_store[sha]
+            assert isinstance(commit, Commit)
+            yield commit
+            sha = commit.parents[0] if commit.parents else None
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def append(
+        self,
+        ref: str,
+        build: Callable[[Snapshot], Change],
+        *,
+        create: bool = False,
+        extra_parents: tuple[ObjectID, ...] = (),
+    ) -> ObjectID:
+        """Append one record to ``ref`` and return the new commit id.
+
+        ``build`` sees the current tip and returns the :class:`Change` to make, or raises a
+        :class:`~monte.errors.MonteError` to refuse (then nothing is written). On a lost
+        compare-and-swap it is called again on the new tip. With ``create`` the ref must not
+        exist yet (``add_if_new``), so two creators cannot both win.
+        """
+        for attempt in range(_MAX_RETRIES):
+            old = self.tip(ref)
+            snap = Snapshot(self.repo, old)
+            change = build(snap)
+            commit_id = self._write_commit(snap, change, extra_parents)
+            if create and old is None:
+                ok = self.repo.refs.add_if_new(Ref(ref.encode()), commit_id)
+            else:
+                ok = self.repo.refs.set_if_equals(Ref(ref.encode()), old, commit_id) if old else (
+                    self.repo.refs.add_if_new(Ref(ref.encode()), commit_id)
+                )
+            if ok:
+                self._maybe_pack()
+                return commit_id
+            # Lost the race: back off a little (jittered) and re-apply on the new tip.
+            time.sleep(min(0.05, 0.001 * (attempt + 1)) * random.random())
+        raise error(
+            "E_CONFLICT",
+            f"gave up appending to {ref} after {_MAX_RETRIES} lost races",
+            "another writer is appending very fast; retry the command",
+        )
+
+    def _write_commit(self, snap: Snapshot, change: Change, extra_parents: tuple[ObjectID, ...]) -> ObjectID:
+        store = self.repo.object_store
+        base_tree = snap._tree_id
+        changes: dict[str, ObjectID | None] = {}
+        for path, data in change.writes.items():
+            if data is None:
+                changes[path] = None
+            else:
+                blob = Blob.from_string(data)
+                store.add_object(blob)
+                changes[path] = blob.id
+        tree_id = _apply_changes(store, base_tree, changes)
+        commit = Commit()
+        commit.tree = tree_id
+        commit.parents = ([snap.commit_id] if snap.commit_id else []) + list(extra_parents)
+        who, when, tz = _identity(self.repo)
+        commit.author = commit.committer = who
+        commit.author_time = commit.commit_time = when
+        commit.author_timezone = commit.commit_timezone = tz
+        commit.encoding = b"UTF-8"
+        commit.message = format_message(change.summary, change.trailers).encode()
+        store.add_object(commit)
+        return commit.id
+
+    def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
+        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap (``old=None``: create)."""
+        if old is None:
+            return bool(self.repo.refs.add_if_new(Ref(ref.encode()), new))
+        return bool(self.repo.refs.set_if_equals(Ref(ref.encode()), old, new))
+
+    def write_commit(self, tree_files: Mapping[str, bytes], summary: str, trailers: Mapping[str, str],
+                     parents: list[ObjectID]) -> ObjectID:
+        """Write a commit with a fresh tree of ``tree_files`` and explicit parents (lineage)."""
+        store = self.repo.object_store
+        changes: dict[str, ObjectID | None] = {}
+        for path, data in tree_files.items():
+            blob = Blob.from_string(data)
+            store.add_object(blob)
+            changes[path] = blob.id
+        tree_id = _apply_changes(store, None, changes)
+        commit = Commit()
+        commit.tree = tree_id
+        commit.parents = list(parents)
+        who, when, tz = _identity(self.repo)
+        commit.author = commit.committer = who
+        commit.author_time = commit.commit_time = when
+        commit.author_timezone = commit.commit_timezone = tz
+        commit.encoding = b"UTF-8"
+        commit.message = format_message(summary, trailers).encode()
+        store.add_object(commit)
+        return commit.id
+
+    def _maybe_pack(self) -> None:
+        objects = Path(self.repo.controldir()) / "objects"
+        try:
+            sampled = len(os.listdir(objects / _GC_SAMPLE_DIR))
+        except FileNotFoundError:
+            return
+        if sampled <= _GC_SAMPLE_LIMIT:
+            return
+        self.pack()
+
+    def pack(self) -> None:
+        """Pack loose objects; fold many packs into one. Safe beside concurrent writers:
+        an object is deleted loose only after the pack holding it is in place."""
+        store = self.repo.object_store
+        store.pack_loose_objects()
+        pack_dir = Path(self.repo.controldir()) / "objects" / "pack"
+        if len(list(pack_dir.glob("*.pack"))) > _GC_MAX_PACKS:
+            store.repack()
+
+
+def _apply_changes(
+    store: BaseObjectStore, tree_id: ObjectID | None, changes: Mapping[str, ObjectID | None]
+) -> ObjectID:
+    """Write the trees for ``changes`` (path -> blob id, or None to delete) over ``tree_id``.
+
+    Only the trees on a changed path are rewritten, so an append to a fanned-out ledger costs
+    O(depth x fan-out), not O(records).
+    """
+    tree = Tree()
+    if tree_id is not None:
+        old = store[tree_id]
+        assert isinstance(old, Tree)
+        for entry in old.iteritems():
+            tree.add(entry.path, entry.mode, entry.sha)
+    nested: dict[str, dict[str, ObjectID | None]] = {}
+    for path, sha in changes.items():
+        head, _, rest = path.strip("/").partition("/")
+        if rest:
+            nested.setdefault(head, {})[rest] = sha
+        elif sha is None:
+            if head.encode() in tree:
+                del tree[head.encode()]
+        else:
+            tree.add(head.encode(), MODE_FILE, sha)
+    for name, sub in nested.items():
+        key = name.encode()
+        sub_id = tree[key][1] if key in tree and tree[key][0] == MODE_DIR else None
+        new_sub = _apply_changes(store, sub_id, sub)
+        if len(_tree(store, new_sub)) == 0:
+            if key in tree:
+                del tree[key]
+        else:
+            tree.add(key, MODE_DIR, new_sub)
+    store.add_object(tree)
+    return tree.id
+
+
+def format_message(summary: str, trailers: Mapping[str, str]) -> str:
+    summary = " ".join(summary.split())  # one line, always
+    if not trailers:
+        return summary + "\n"
+    lines = [f"{k}: {' '.join(str(v).split())}" for k, v in trailers.items()]
+    return summary + "\n\n" + "\n".join(lines) + "\n"
+
+
+def parse_trailers(message: bytes | str) -> dict[str, str]:
+    text = message.decode() if isinstance(message, bytes) else message
+    paragraphs = text.strip().split("\n\n")
+    if len(paragraphs) < 2:
+        return {}
+    out = {}
+    for line in paragraphs[-1].splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key.startswith("Monte-"):
+            out[key] = value
+    return out
+
+
+def _identity(repo: Repo) -> tuple[bytes, int, int]:
+    """Who and when. Honours GIT_COMMITTER_NAME/EMAIL/DATE (epoch seconds) like git does, so
+    tests can pin commit ids; else the repo's user.name/user.email; else ``monte``."""
+    name = os.environ.get("GIT_COMMITTER_NAME")
+    email = os.environ.get("GIT_COMMITTER_EMAIL")
+    if not (name and email):
+        try:
+            cfg = repo.get_config_stack()
+            name = name or cfg.get((b"user",), b"name").decode()
+            email = email or cfg.get((b"user",), b"email").decode()
+        except KeyError:
+            pass
+    who = f"{name or 'monte'} <{email or 'monte@localhost'}>".encode()
+    date = os.environ.get("GIT_COMMITTER_DATE", "")
+    when = int(time.time())
+    if date:
+        first = date.lstrip("@").split()[0]
+        if first.isdigit():
+            when = int(first)
+    return who, when, 0
+
+
+def _tree(store: BaseObjectStore, sha: ObjectID) -> Tree:
+    tree = store[sha]
+    assert isinstance(tree, Tree)
+    return tree

@@ -1,0 +1,66 @@
+"""The vault ref: one commit per freeze manifest (``refs/heads/monte/vault``)."""
+
+from __future__ import annotations
+
+from monte.errors import error
+from monte.ledger.records import VAULT_REF
+from monte.ledger.store import Change, Snapshot, Store
+from monte.manifest import Manifest, parse_manifest
+
+_FOLDER = {"environment": "environments", "dataset": "datasets"}
+
+
+def manifest_path(kind: str, name: str) -> str:
+    return f"{_FOLDER[kind]}/{name}/manifest.json"
+
+
+class Vault:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def snapshot(self) -> Snapshot:
+        return self.store.snapshot(VAULT_REF)
+
+    def get(self, kind: str, name: str, snap: Snapshot | None = None) -> Manifest | None:
+        snap = snap or self.snapshot()
+        raw = snap.read(manifest_path(kind, name))
+        return parse_manifest(raw, f"{VAULT_REF}:{manifest_path(kind, name)}") if raw else None
+
+    def names(self, kind: str, snap: Snapshot | None = None) -> list[str]:
+        snap = snap or self.snapshot()
+        return sorted(snap.listdir(_FOLDER[kind]))
+
+    def record(self, manifest: Manifest, check=None) -> bytes:  # type: ignore[no-untyped-def]
+        """Commit ``manifest``; refuse if the name is taken (re-checked after a lost race).
+
+        ``check(snapshot)`` may refuse too (e.g. the Dataset/Environment namespace rule).
+        """
+
+        def build(snap: Snapshot) -> Change:
+            if snap.exists(manifest_path(manifest.kind, manifest.name)):
+                raise name_taken(manifest.kind, manifest.name, "the vault ref")
+            if check:
+                check(snap)
+            return Change(
+                summary=f"freeze {manifest.kind} {manifest.name}: {len(manifest.files)} file(s)",
+                writes={manifest_path(manifest.kind, manifest.name): manifest.dumps()},
+                trailers={
+                    "Monte-Event": "freeze",
+                    "Monte-Kind": manifest.kind,
+                    "Monte-Name": manifest.name,
+                    "Monte-Fingerprint": manifest.fingerprint,
+                },
+            )
+
+        return self.store.append(VAULT_REF, build)
+
+
+def name_taken(kind: str, name: str, where: str):  # type: ignore[no-untyped-def]
+    noun = "an environment" if kind == "environment" else "a dataset"
+    cmd = "env add" if kind == "environment" else "dataset add"
+    return error(
+        "E_NAME_TAKEN",
+        f"{noun} named {name!r} is already frozen ({where}); frozen means frozen",
+        f"freeze under another name (`monte {cmd} ... --as NEW_NAME`)"
+        if kind == "environment" else "freeze under another NAME",
+    )

@@ -1,0 +1,141 @@
+"""Freeze manifests: what a frozen Environment or Dataset holds, by hash.
+
+A manifest lists every file of the frozen folder with its sha256 and size. It is written to the
+folder on the data root (``manifest.json``) and committed to the vault ref
+(``environments/<name>/manifest.json`` or ``datasets/<name>/manifest.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from monte.errors import error
+from monte.hashing import sha256_bytes, sha256_files
+
+MANIFEST = "manifest.json"
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def check_relpath(path: str) -> str:
+    """A path inside a frozen folder: relative, POSIX, no ``..``, nothing odd."""
+    p = PurePosixPath(path)
+    if (
+        not path
+        or "\\" in path
+        or "\x00" in path
+        or p.is_absolute()
+        or any(part in ("", ".", "..") for part in path.split("/"))
+    ):
+        raise error(
+            "E_UNSAFE_PATH",
+            f"the manifest lists {path!r}, which escapes its folder",
+            "a manifest may list only relative paths inside its folder; re-freeze it",
+        )
+    return path
+
+
+class FileEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sha256: str
+    size: int
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    kind: Literal["environment", "dataset"]
+    name: str
+    frozen_at: str = Field(default_factory=now)
+    files: dict[str, FileEntry]
+    provenance: dict[str, Any] = Field(default_factory=dict)
+    # environments
+    env_kind: Literal["eval-only", "trainable"] | None = None
+    form: Literal["benchmark", "server", "exams"] | None = None
+    exams: dict[str, dict[str, str]] = Field(default_factory=dict)  # exam -> split -> file
+    curriculum: str | None = None
+    grader: dict[str, Any] | None = None
+    # datasets
+    dataset_kind: Literal["sft"] | None = None
+    columns: dict[str, str] | None = None
+    rows: int | None = None
+
+    @field_validator("files")
+    @classmethod
+    def _safe_paths(cls, files: dict[str, FileEntry]) -> dict[str, FileEntry]:
+        for path in files:
+            check_relpath(path)
+        return files
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of what was frozen: the files' hashes and how they are used and graded."""
+        core = {
+            "kind": self.kind,
+            "files": {k: v.sha256 for k, v in sorted(self.files.items())},
+            "exams": self.exams,
+            "curriculum": self.curriculum,
+            "grader": self.grader,
+            "columns": self.columns,
+        }
+        return sha256_bytes(json.dumps(core, sort_keys=True).encode())
+
+    def dumps(self) -> bytes:
+        return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
+
+
+def parse_manifest(raw: bytes, where: str) -> Manifest:
+    from pydantic import ValidationError
+
+    try:
+        return Manifest.model_validate_json(raw)
+    except ValidationError as e:
+        for err in e.errors():
+            if "escapes its folder" in str(err.get("msg", "")):
+                raise error(
+                    "E_UNSAFE_PATH", f"{where}: {err['msg'].removeprefix('Value error, ')}",
+                    "a manifest may list only relative paths inside its folder; re-freeze it",
+                ) from None
+        raise error("E_BAD_INPUT", f"{where} is not a valid manifest: {e.errors()[0]['msg']}",
+                    "re-freeze it, or restore the file from the vault ref") from None
+
+
+def read_manifest(folder: Path) -> Manifest | None:
+    path = folder / MANIFEST
+    if not path.is_file():
+        return None
+    return parse_manifest(path.read_bytes(), str(path))
+
+
+def verify_folder(folder: Path, manifest: Manifest) -> None:
+    """Prove every file of ``manifest`` against the bytes in ``folder``; refuse naming the file."""
+    root = folder.resolve()
+    paths: list[Path] = []
+    for rel in manifest.files:
+        p = folder / check_relpath(rel)
+        if p.is_symlink() or not p.resolve().is_relative_to(root):
+            raise error("E_UNSAFE_PATH", f"{p} points outside {folder}",
+                        "a frozen folder may hold only regular files; re-install it")
+        if not p.is_file():
+            raise error("E_INTEGRITY", f"{manifest.kind} {manifest.name!r}: {rel} is missing from {folder}",
+                        f"restore it with `monte {'env' if manifest.kind == 'environment' else 'dataset'} "
+                        f"install {manifest.name}` after moving {folder} aside")
+        paths.append(p)
+    digests = sha256_files(paths)
+    for rel, p in zip(manifest.files, paths, strict=True):
+        if digests[str(p)] != manifest.files[rel].sha256:
+            raise error(
+                "E_INTEGRITY",
+                f"{manifest.kind} {manifest.name!r}: {rel} does not match its frozen sha256 "
+                f"(expected {manifest.files[rel].sha256[:12]}…, found {digests[str(p)][:12]}…)",
+                f"the file was changed after the freeze; move {folder} aside and run "
+                f"`monte {'env' if manifest.kind == 'environment' else 'dataset'} install {manifest.name}`"
+                " to restore the frozen copy",
+            )

@@ -1,0 +1,1 @@
+"""Storage that outlives a machine: the model hub (and, later, the Vault and the bucket)."""

@@ -1,0 +1,101 @@
+"""Where things are: the git repository, the data root, the repository's monte config.
+
+- The repository is found from the working directory upwards (a ``.git`` folder or file).
+- The data root is ``$MONTE_DATA_ROOT`` or ``.monte/`` in the repository. It holds frozen
+  environments and datasets (``environments/<name>/``, ``datasets/<name>/``) and run folders.
+- ``.monte.yaml`` at the repository root is the repository's monte config (committed). Its
+  presence is what makes a git repository a monte repository.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from monte.errors import error
+
+CONFIG_FILE = ".monte.yaml"
+DEFAULT_DATA_ROOT = ".monte"
+
+
+def find_repo_root(start: Path | None = None) -> Path:
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    raise error(
+        "E_NOT_INITIALIZED",
+        f"{here} is not inside a git repository",
+        "run `git init` (or cd into your repository), then `monte init`",
+    )
+
+
+def data_root_for(repo_root: Path) -> Path:
+    env = os.environ.get("MONTE_DATA_ROOT")
+    if env:
+        return Path(env).expanduser().resolve()
+    return repo_root / DEFAULT_DATA_ROOT
+
+
+@dataclass
+class Workspace:
+    repo_root: Path
+    data_root: Path
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def store(self):  # type: ignore[no-untyped-def]
+        from monte.ledger.store import Store
+
+        return Store(self.repo_root)
+
+    def env_dir(self, name: str) -> Path:
+        return self.data_root / "environments" / name
+
+    def dataset_dir(self, name: str) -> Path:
+        return self.data_root / "datasets" / name
+
+    @property
+    def recipes_dir(self) -> Path:
+        return self.repo_root / "recipes"
+
+
+def load_config(repo_root: Path) -> dict[str, Any]:
+    path = repo_root / CONFIG_FILE
+    if not path.exists():
+        return {}
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = YAML(typ="safe").load(path.read_text())
+    except YAMLError as e:
+        raise error("E_BAD_INPUT", f"{path} is not valid YAML: {e}", f"fix or delete {path}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise error("E_BAD_INPUT", f"{path} must hold a mapping", f"fix or delete {path}")
+    return data
+
+
+def open_workspace(start: Path | None = None, *, require_data_root: bool = True) -> Workspace:
+    """The monte repository around ``start`` (default: the working directory)."""
+    repo_root = find_repo_root(start)
+    if not (repo_root / CONFIG_FILE).exists():
+        raise error(
+            "E_NOT_INITIALIZED",
+            f"{repo_root} is a git repository but not a monte repository",
+            "run `monte init` in it",
+        )
+    ws = Workspace(repo_root, data_root_for(repo_root), load_config(repo_root))
+    if require_data_root and not ws.data_root.is_dir():
+        hint = (
+            "MONTE_DATA_ROOT points there: create the folder, fix the variable, or unset it"
+            if os.environ.get("MONTE_DATA_ROOT")
+            else "run `monte init` again to recreate it"
+        )
+        raise error("E_DATA_ROOT", f"the data root {ws.data_root} does not exist", hint)
+    return ws
