@@ -17,11 +17,12 @@ def _human(r: dict) -> None:  # type: ignore[type-arg]
 
 
 @click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @click.pass_context
-def config(ctx: click.Context) -> None:
+def config(ctx: click.Context, as_json: bool) -> None:
     """Show where monte looks: the data root, the recipe search path, the recipe names."""
     if ctx.invoked_subcommand is None:
-        ctx.invoke(show, **{k: v for k, v in ctx.params.items()})
+        ctx.invoke(show, as_json=as_json)
 
 
 @config.command()

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.errors import NotGitRepository
+from dulwich.file import FileLocked
 from dulwich.object_store import BaseObjectStore
-from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -168,13 +169,9 @@ class Store:
             snap = Snapshot(self.repo, old)
             change = build(snap)
             commit_id = self._write_commit(snap, change, extra_parents)
-            if create and old is None:
-                ok = self.repo.refs.add_if_new(Ref(ref.encode()), commit_id)
-            else:
-                ok = self.repo.refs.set_if_equals(Ref(ref.encode()), old, commit_id) if old else (
-                    self.repo.refs.add_if_new(Ref(ref.encode()), commit_id)
-                )
-            if ok:
+            if create and old is not None:
+                raise error("E_CONFLICT", f"{ref} already exists", "pick another name")
+            if self.set_ref(ref, old, commit_id):
                 self._maybe_pack()
                 return commit_id
             # Lost the race: back off a little (jittered) and re-apply on the new tip.
@@ -194,7 +191,7 @@ class Store:
                 changes[path] = None
             else:
                 blob = Blob.from_string(data)
-                store.add_object(blob)
+                _add(store, blob)
                 changes[path] = blob.id
         tree_id = _apply_changes(store, base_tree, changes)
         commit = Commit()
@@ -206,14 +203,21 @@ class Store:
         commit.author_timezone = commit.commit_timezone = tz
         commit.encoding = b"UTF-8"
         commit.message = format_message(change.summary, change.trailers).encode()
-        store.add_object(commit)
+        _add(store, commit)
         return commit.id
 
     def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
-        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap (``old=None``: create)."""
-        if old is None:
-            return bool(self.repo.refs.add_if_new(Ref(ref.encode()), new))
-        return bool(self.repo.refs.set_if_equals(Ref(ref.encode()), old, new))
+        """Move ``ref`` from ``old`` to ``new`` by compare-and-swap (``old=None``: create).
+
+        Another process holding the ref's ``.lock`` is a lost race too: False, retry on the tip.
+        """
+        name = Ref(ref.encode())
+        try:
+            if old is None:
+                return bool(self.repo.refs.add_if_new(name, new))
+            return bool(self.repo.refs.set_if_equals(name, old, new))
+        except FileLocked:
+            return False
 
     def write_commit(self, tree_files: Mapping[str, bytes], summary: str, trailers: Mapping[str, str],
                      parents: list[ObjectID]) -> ObjectID:
@@ -222,7 +226,7 @@ class Store:
         changes: dict[str, ObjectID | None] = {}
         for path, data in tree_files.items():
             blob = Blob.from_string(data)
-            store.add_object(blob)
+            _add(store, blob)
             changes[path] = blob.id
         tree_id = _apply_changes(store, None, changes)
         commit = Commit()
@@ -234,7 +238,7 @@ class Store:
         commit.author_timezone = commit.commit_timezone = tz
         commit.encoding = b"UTF-8"
         commit.message = format_message(summary, trailers).encode()
-        store.add_object(commit)
+        _add(store, commit)
         return commit.id
 
     def _maybe_pack(self) -> None:
@@ -290,7 +294,7 @@ def _apply_changes(
                 del tree[key]
         else:
             tree.add(key, MODE_DIR, new_sub)
-    store.add_object(tree)
+    _add(store, tree)
     return tree.id
 
 
@@ -341,3 +345,22 @@ def _tree(store: BaseObjectStore, sha: ObjectID) -> Tree:
     tree = store[sha]
     assert isinstance(tree, Tree)
     return tree
+
+
+def _add(store: BaseObjectStore, obj: ShaFile) -> None:
+    """Add an object, tolerating another process writing the very same object at once.
+
+    Objects are content-addressed, so two writers often produce identical blobs or trees
+    (``meta.json`` of racing appends, identical records under a pinned clock). dulwich writes a
+    loose object through an exclusive ``.lock`` file; the loser of that race gets
+    ``FileLocked`` although the object it wanted is (about to be) there.
+    """
+    for _ in range(200):
+        try:
+            store.add_object(obj)
+            return
+        except (FileLocked, FileExistsError):
+            if obj.id in store:
+                return
+            time.sleep(0.005)
+    raise OSError(f"could not write git object {obj.id.decode()}: a stale .lock file is in the way")

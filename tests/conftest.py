@@ -1,0 +1,134 @@
+"""Shared fixtures: real temporary git repositories, kept out of $HOME and any real data root.
+
+A monte repository is built once per session (``git init`` + ``monte init``, which runs DVC's
+own init) and copied for each test, as DVC's test suite does with its ``make_tmp_dir``.
+Git's environment is scrubbed and the author, committer and time are pinned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+PINNED_ENV = {
+    "GIT_AUTHOR_NAME": "Monte Test",
+    "GIT_AUTHOR_EMAIL": "test@monte.invalid",
+    "GIT_COMMITTER_NAME": "Monte Test",
+    "GIT_COMMITTER_EMAIL": "test@monte.invalid",
+    "GIT_AUTHOR_DATE": "1764400000 +0000",
+    "GIT_COMMITTER_DATE": "1764400000 +0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "DVC_NO_ANALYTICS": "1",
+    "HF_HUB_OFFLINE": "1",
+    "OMP_NUM_THREADS": "1",
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep every test out of $HOME, the real data root and the developer's git config."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.delenv("MONTE_DATA_ROOT", raising=False)
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    monkeypatch.delenv("GIT_WORK_TREE", raising=False)
+    for k, v in PINNED_ENV.items():
+        monkeypatch.setenv(k, v)
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    """The real git binary, as a user would run it."""
+    r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {r.stderr}")
+    return r.stdout
+
+
+@pytest.fixture(scope="session")
+def _template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template") / "repo"
+    root.mkdir()
+    env = {**os.environ, **PINNED_ENV, "HOME": str(root.parent)}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True, env=env)
+    subprocess.run([sys.executable, "-c", "from monte.cli.main import main; main(['init'])"],
+                   cwd=root, check=True, env=env, capture_output=True)
+    return root
+
+
+@pytest.fixture
+def repo(_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh monte repository (git + .monte.yaml + data root + .dvc/), as the cwd."""
+    dest = tmp_path / "repo"
+    shutil.copytree(_template, dest, symlinks=True)
+    monkeypatch.chdir(dest)
+    return dest
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def monte(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Run the CLI in-process: ``monte("env", "list", "--json")`` -> Result(code, out, err)."""
+    from monte.cli.main import main
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        code = 0
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = int(e.code or 0)
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+def monte_proc(*args: str, cwd: Path, env: dict[str, str] | None = None,
+               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run ``monte`` as a real subprocess (for races, start-up and crash tests)."""
+    return subprocess.run(
+        [sys.executable, "-c", "from monte.cli.main import main; main()", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+def snapshot_state(repo: Path, data_root: Path | None = None) -> dict[str, Any]:
+    """Everything a refusal must leave alone: every ref, and every file under the data root."""
+    from monte.hashing import sha256_file
+
+    refs = git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+    data_root = data_root or repo / ".monte"
+    files = {}
+    if data_root.exists():
+        for p in sorted(data_root.rglob("*")):
+            if p.is_file() or p.is_symlink():
+                files[str(p.relative_to(data_root))] = sha256_file(p) if p.is_file() else "link"
+    return {"refs": refs, "files": files}
+
+
+@pytest.fixture
+def unchanged(repo: Path) -> Iterator[None]:
+    """Assert the test body left refs and the data root exactly as they were."""
+    before = snapshot_state(repo)
+    yield
+    assert snapshot_state(repo) == before

@@ -1,0 +1,69 @@
+"""`monte init` turns any git repository into a monte repository, idempotently."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+
+@pytest.fixture
+def bare_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    repo = tmp_path / "r"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def test_init_sets_up_everything_and_is_idempotent(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    r = monte("init", "--json")
+    assert r.code == 0, r.out + r.err
+    assert (bare_git / ".monte.yaml").is_file()
+    assert (bare_git / ".monte").is_dir()
+    assert (bare_git / "recipes").is_dir()
+    assert (bare_git / ".dvc" / "config").is_file()  # made by DVC itself
+    assert "analytics = False" in (bare_git / ".dvc" / "config").read_text()
+    staged = git(bare_git, "diff", "--cached", "--name-only").split()
+    assert {".monte.yaml", ".dvc/config", "recipes/README.md"} <= set(staged)
+    # the data root is ignored by git: nothing under it shows as untracked
+    (bare_git / ".monte" / "scratch.txt").write_text("x")
+    assert ".monte/scratch.txt" not in git(bare_git, "status", "--porcelain")
+    again = monte("init", "--json").json()
+    assert again["already_initialized"] is True and again["created"] == []
+
+
+def test_init_from_a_subfolder_uses_the_repository_root(bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    sub = bare_git / "a" / "b"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(sub)
+    assert monte("init").code == 0
+    assert (bare_git / ".monte.yaml").exists() and not (sub / ".monte.yaml").exists()
+
+
+def test_init_outside_git_refuses(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    r = monte("init", "--json")
+    assert r.code == 3 and r.json()["error"]["code"] == "E_NOT_INITIALIZED"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_honours_monte_data_root(bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path / "elsewhere"
+    monkeypatch.setenv("MONTE_DATA_ROOT", str(root))
+    assert monte("init").code == 0
+    assert root.is_dir()
+    assert monte("env", "add", "--benchmark", "parity").code == 0
+    assert (root / "environments" / "parity" / "manifest.json").is_file()
+
+
+def test_config_lists_recipe_path_and_names(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    monte("init")
+    (bare_git / "recipes" / "my-sft.yaml").write_text("algorithm: sft\n")
+    (bare_git / "recipes" / "sft-tiny.yaml").write_text("algorithm: sft\n")  # shadows the packaged one
+    r = monte("config", "--json").json()
+    assert r["recipe_path"][0] == str(bare_git / "recipes")
+    assert r["recipes"]["my-sft"] == str(bare_git / "recipes" / "my-sft.yaml")
+    assert r["recipes"]["sft-tiny"] == str(bare_git / "recipes" / "sft-tiny.yaml")
+    assert r["recipes"]["grpo-tiny"].endswith("monte/recipes/grpo-tiny.yaml")
