@@ -207,7 +207,7 @@ def env_add(
     assert m is not None
     return EnvAddResult(
         dry_run=False, plan=plan.describe(), environment=_env_info(m, dest),
-        note="frozen on this data root; pushing to a Vault arrives with `monte config set vault`",
+        note="kept on this data root only: no Vault is configured for this repository",
     )
 
 
