@@ -7,6 +7,7 @@ has been written to the ledger, the vault ref or the data root.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -577,3 +578,138 @@ def config_show(*, ws: Workspace | None = None) -> dict[str, Any]:
         "recipe_path": [str(p) for p in path],
         "recipes": recipes,
     }
+
+
+# --- evaluation ----------------------------------------------------------------------------------
+
+
+def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
+              step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
+              ws: Workspace | None = None) -> Any:
+    """Check every rule that can be proven before anything is written; return the plan."""
+    from monte import evals
+
+    if split not in ("dev", "test"):
+        raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
+    return evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
+                           step=step, checkpoint=checkpoint, smoke=smoke)
+
+
+def run_eval(plan: Any, *, on_progress: Any = None, ws: Workspace | None = None) -> Any:
+    """Spend the touch (a ``started`` record), read the proven split, generate, grade, finish."""
+    from monte import evals
+
+    return evals.run_eval(ws or open_workspace(), plan, on_progress=on_progress)
+
+
+def eval_(**kwargs: Any) -> Any:
+    """Plan and run in one call (no confirmation: the Python caller has decided)."""
+    ws = kwargs.pop("ws", None) or open_workspace()
+    on_progress = kwargs.pop("on_progress", None)
+    return run_eval(plan_eval(ws=ws, **kwargs), on_progress=on_progress, ws=ws)
+
+
+def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
+    from monte import evals
+
+    return evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None)
+
+
+# --- reading the record --------------------------------------------------------------------------
+
+
+def status(*, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Rows, delta lines, lineage, cycles and checkpoints, from the ledger tip (one tree)."""
+    from monte import evals
+    from monte import status as st
+    from monte.ledger.experiment import Ledger
+
+    ws = ws or open_workspace(require_data_root=False)
+    exp = evals.experiment_name(ws, experiment)
+    ledger = Ledger(ws.store, exp)
+    snap = ledger.snapshot()
+    meas = ledger.measurement(snap)
+    rows = evals.read_rows(ledger, snap)
+    noms = {}
+    for cohort in snap.listdir("cohorts"):
+        raw = snap.read(f"cohorts/{cohort}/nomination.json")
+        if raw:
+            noms[cohort] = json.loads(raw)["checkpoint"]
+    return st.build(meas, rows, noms)
+
+
+def _find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Any, Any]:
+    from monte import evals
+    from monte.ledger.experiment import Ledger
+    from monte.runs import parse_run_ref
+
+    exp0, run, _ = parse_run_ref(ref, None)
+    exps = [experiment or exp0] if (experiment or exp0) else sorted(
+        {r.split("/")[3] for r in ws.store.refs_under("refs/heads/monte/") if r.endswith("/ledger")})
+    for exp in exps:
+        ledger = Ledger(ws.store, check_name(exp or "", "experiment name"))
+        snap = ledger.snapshot()
+        row = ledger.row(run, snap)
+        if row is not None:
+            rows = [r for r in evals.read_rows(ledger, snap) if r.run == run]
+            return ledger, rows[0] if rows else row
+    raise error("E_NOT_FOUND", f"no run {run!r}" + (f" in experiment {exps[0]}" if len(exps) == 1 else ""),
+                "list runs with `monte status`")
+
+
+def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """One full row, with every provenance field."""
+    ws = ws or open_workspace(require_data_root=False)
+    _, row = _find_run(ws, ref, experiment)
+    out: dict[str, Any] = row.model_dump(mode="json")
+    return out
+
+
+def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
+    """The run's event file (JSON lines)."""
+    from monte.runs import run_folder
+
+    ws = ws or open_workspace()
+    ledger, row = _find_run(ws, ref, experiment)
+    path = run_folder(ws, ledger.experiment, row.run) / "events.jsonl"
+    if not path.exists():
+        raise error("E_NOT_FOUND", f"run {row.run} has no event file on this data root ({path})",
+                    "its events live where it ran; `monte sync` brings the bucket's copy")
+    return path
+
+
+def stop(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Terminate a running Run (on this host) and record it as abandoned."""
+    import signal
+    import socket
+
+    from monte.manifest import now
+    from monte.runs import log_event
+
+    ws = ws or open_workspace()
+    ledger, row = _find_run(ws, ref, experiment)
+    if row.status not in ("started", "running", "abandoned"):
+        raise error("E_REFUSED", f"run {row.run} has {row.status}; only a running run can be stopped",
+                    "nothing to do")
+    killed = False
+    if row.host == socket.gethostname() and row.pid and row.status != "abandoned":
+        from monte.runs import proc_start
+
+        if proc_start(row.pid) == row.proc_start:
+            try:
+                os.kill(row.pid, signal.SIGTERM)
+                killed = True
+            except ProcessLookupError:
+                pass
+
+    def make(snap: Any, seq: int) -> Any:
+        current = ledger.row(row.run, snap)
+        if current is None or current.status not in ("started", "running"):
+            raise error("E_REFUSED", f"run {row.run} is no longer running", "nothing to do")
+        return current.model_copy(update={"status": "abandoned", "updated_at": now(),
+                                          "error": "stopped by `monte stop`"})
+
+    done = ledger.append_row(make, event="abandoned", summary=lambda r: f"{r.kind} {r.run} abandoned (monte stop)")
+    log_event(ws, ledger.experiment, row.run, "abandoned", reason="monte stop", killed=killed)
+    return {"run": done.run, "status": done.status, "signalled": killed}

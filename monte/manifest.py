@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.hashing import sha256_bytes, sha256_files
 
 MANIFEST = "manifest.json"
@@ -96,6 +96,8 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
 
     try:
         return Manifest.model_validate_json(raw)
+    except MonteError as e:  # raised inside a validator (check_relpath): say which manifest
+        raise error(e.code, f"{where}: {e.message}", e.fix) from None
     except ValidationError as e:
         for err in e.errors():
             if "escapes its folder" in str(err.get("msg", "")):

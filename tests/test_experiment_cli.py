@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import git, snapshot_state
+from helpers import git, snapshot_state
 
 
 def test_init_freezes_measurement_as_first_record(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
@@ -72,7 +72,7 @@ def test_dry_run_writes_nothing(repo: Path, monte) -> None:  # type: ignore[no-u
 def test_two_racing_inits_one_wins(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
     import concurrent.futures
 
-    from conftest import monte_proc
+    from helpers import monte_proc
 
     monte("env", "add", "--benchmark", "parity")
     with concurrent.futures.ThreadPoolExecutor(4) as pool:

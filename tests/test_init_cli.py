@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git
+from helpers import git
 
 
 @pytest.fixture

@@ -18,6 +18,13 @@ COMMANDS = {
     "env": "monte.cli.env:env",
     "dataset": "monte.cli.dataset:dataset",
     "experiment": "monte.cli.experiment:experiment",
+    "model": "monte.cli.model:model",
+    "eval": "monte.cli.eval:eval_",
+    "nominate": "monte.cli.nominate:nominate",
+    "status": "monte.cli.runs:status",
+    "show": "monte.cli.runs:show",
+    "logs": "monte.cli.runs:logs",
+    "stop": "monte.cli.runs:stop",
 }
 
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import sys
@@ -91,9 +92,13 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
     """Wrap a command body: adds ``--json``, renders its return value, maps errors to exits."""
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        wants_json = "as_json" in inspect.signature(f).parameters
+
         @json_option
         @functools.wraps(f)
         def wrapper(*args: Any, as_json: bool = False, **kwargs: Any) -> None:
+            if wants_json:  # the body needs to know (e.g. to keep a plan off stdout)
+                kwargs["as_json"] = as_json
             try:
                 result = f(*args, **kwargs)
             except MonteError as e:

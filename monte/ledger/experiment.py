@@ -119,7 +119,8 @@ class Ledger:
                 raise self._missing()
             seq = _records(snap) + 1
             row = make(snap, seq)
-            row.seq = seq
+            if not row.seq:  # a row keeps the number of the record that created it
+                row.seq = seq
             index_path = bucket_index(row.run)
             raw = snap.read(index_path)
             index = json.loads(raw) if raw else {}

@@ -109,3 +109,12 @@ class RunRow(BaseModel):
     host: str = ""
     pid: int | None = None
     plan: dict[str, Any] = Field(default_factory=dict)
+    #: eval rows: the paired delta against the cohort's baseline on the same exam and split,
+    #: computed when the eval finished (``monte.stats.paired``), so status reads no task files.
+    delta: dict[str, Any] | None = None
+    #: eval rows on test: "baseline" (test@0) or "claim" (the final claim).
+    role: str | None = None
+    #: train rows: the checkpoints saved, ``[{"step": N, "commit": sha}]``.
+    checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+    proc_start: str | None = None

@@ -252,13 +252,41 @@ class Store:
         self.pack()
 
     def pack(self) -> None:
-        """Pack loose objects; fold many packs into one. Safe beside concurrent writers:
-        an object is deleted loose only after the pack holding it is in place."""
+        """Pack loose objects; fold many packs into one.
+
+        One packer at a time (an ``O_EXCL`` lock file; a busy lock means someone else is
+        packing, so skip). A loose object is deleted only after the pack holding it is in
+        place, so concurrent readers and writers never miss an object. Packing runs after a
+        record has landed: it must never fail the append, so its errors are swallowed.
+        """
         store = self.repo.object_store
-        store.pack_loose_objects()
-        pack_dir = Path(self.repo.controldir()) / "objects" / "pack"
-        if len(list(pack_dir.glob("*.pack"))) > _GC_MAX_PACKS:
-            store.repack()
+        objects = Path(self.repo.controldir()) / "objects"
+        lock = objects / "monte-pack.lock"
+        try:
+            if lock.exists() and time.time() - lock.stat().st_mtime > 600:
+                lock.unlink(missing_ok=True)  # left by a packer that died
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        except OSError:
+            return
+        try:
+            os.close(fd)
+            loose = [o for o in (store._get_loose_object(s) for s in store._iter_loose_objects())  # type: ignore[attr-defined]
+                     if o is not None]
+            if loose:
+                store.add_objects([(o, None) for o in loose])
+                for o in loose:
+                    try:
+                        store.delete_loose_object(o.id)  # type: ignore[attr-defined]
+                    except FileNotFoundError:
+                        pass
+            if len(list((objects / "pack").glob("*.pack"))) > _GC_MAX_PACKS:
+                store.repack()
+        except (OSError, FileLocked):
+            pass
+        finally:
+            lock.unlink(missing_ok=True)
 
 
 def _apply_changes(

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from monte.cli.output import confirm_plan, handled, is_tty
+
+
+def _human(r: Any) -> None:
+    if r is None:
+        return
+    for row in r.runs:
+        what = f"{row['exam']}/{row['split']}@{row['step']}"
+        if row["smoke"]:
+            click.echo(f"{row['run']}  {what}  smoke ok ({row['n']} tasks, no score)")
+            continue
+        line = f"{row['run']}  {what}  score {row['score']:.4f} (n={row['n']})"
+        d = row.get("delta")
+        if d:
+            kind = "paired" if d["paired"] else "unpaired"
+            line += (f"  delta {d['delta']:+.4f} [{d['lower']:+.4f}, {d['upper']:+.4f}] {kind}"
+                     + (f" {d['verdict']}" if d.get("verdict") else ""))
+        click.echo(line)
+
+
+@click.command("eval")
+@click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
+@click.option("--model", metavar="M", help="The base model folder (default: the experiment's).")
+@click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
+@click.option("--step", type=int, metavar="N", help="The checkpoint at absolute step N.")
+@click.option("--checkpoint", metavar="RUN@STEP", help="Exactly this checkpoint.")
+@click.option("--smoke", is_flag=True, help="A handful of tasks through the whole path; decides nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@handled(_human)
+def eval_(experiment: str | None, model: str | None, split: str, step: int | None, checkpoint: str | None,
+          smoke: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
+    """Score a model on a split and append the row (dev by default)."""
+    from monte import api
+
+    plan = api.plan_eval(experiment=experiment, model=model, split=split, step=step,
+                         checkpoint=checkpoint, smoke=smoke)
+    if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
+        return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
+    return api.run_eval(plan, on_progress=_progress() if is_tty() and not as_json else None)
+
+
+def _progress() -> Any:
+    """A one-line progress bar with tasks/s and ETA (terminal only)."""
+    import time
+
+    start = time.monotonic()
+
+    def update(done: int, total: int) -> None:
+        rate = done / max(time.monotonic() - start, 1e-9)
+        eta = (total - done) / rate if rate else 0.0
+        width = 30
+        bar = "#" * int(width * done / total) + "-" * (width - int(width * done / total))
+        sys.stderr.write(f"\r[{bar}] {done}/{total} tasks  {rate:.1f} tasks/s  ETA {eta:.0f}s")
+        if done == total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return update

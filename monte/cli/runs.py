@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from monte.cli.output import handled, table
+
+
+def _fmt_delta(d: dict[str, Any]) -> str:
+    kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
+    counts = f", fixed {d['fixed']}, broken {d['broken']}" if d.get("fixed") is not None else ""
+    return (f"{d['delta']:+.4f} [{d['lower']:+.4f}, {d['upper']:+.4f}] {kind} (n {d['n']}{counts})")
+
+
+def render_status(r: dict[str, Any]) -> None:
+    click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
+    rows = [{**x, "score": x["score"], "status": x["status"] + (" smoke" if x["smoke"] else "")
+             + (f" {x['role']}" if x["role"] else "")} for x in r["rows"]]
+    table(rows, ["run", "kind", "what", "target", "status", "score", "n"], title="runs")
+    for c in r["cohorts"]:
+        touches = ", ".join(f"{e} {n}/2" for e, n in sorted(c.get("test_touches", {}).items())) or "none"
+        click.echo(f"cohort {c['cohort']}: test reads {touches}"
+                   + (f"; nominated {c['nomination']}" if c.get("nomination") else ""))
+        for key, b in sorted(c.get("baselines", {}).items()):
+            click.echo(f"  baseline {key}@0: {b['score']:.4f} (n={b['n']}, run {b['run']})")
+    for d in r["deltas"]:
+        click.echo(f"delta {d['exam']}/{d['split']} {d['target']} vs base: {_fmt_delta(d)}"
+                   + (f" {d['verdict']}" if d.get("verdict") else ""))
+    for line in r["lineage"]:
+        click.echo(f"lineage: {line}")
+    if r["legend"]:
+        click.echo(r["legend"])
+    if r["cycles"]:
+        click.echo("cycles: " + ", ".join(f"{c['checkpoint']} {c['verdict']}" for c in r["cycles"]))
+    click.echo("checkpoints:" + ("" if r["checkpoints"] else " none"))
+    for c in r["checkpoints"]:
+        dev = ", ".join(f"{e} {s:.4f}" for e, s in c["dev"].items() if s is not None) or "no dev eval"
+        click.echo(f"  {c['checkpoint']}  {c['move']}  from {c['parent']}"
+                   + ("  (stage boundary)" if c["boundary"] else "") + f"  dev: {dev}")
+
+
+@click.command()
+@click.argument("experiment", required=False)
+@handled(render_status)
+def status(experiment: str | None) -> Any:
+    """Rows, delta lines, lineage, cycles and checkpoints of an experiment."""
+    from monte import api
+
+    return api.status(experiment=experiment)
+
+
+@click.command()
+@click.argument("run", metavar="[EXP/]RUN")
+@handled(lambda r: click.echo(json.dumps(r, indent=2, sort_keys=True)))
+def show(run: str) -> Any:
+    """One full row with all provenance fields."""
+    from monte import api
+
+    return api.show(ref=run)
+
+
+@click.command()
+@click.argument("run", metavar="[EXP/]RUN")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
+def logs(run: str, follow: bool) -> None:
+    """The run's event file, as JSON lines."""
+    _logs(run, follow)
+
+
+@handled(None)
+def _logs(run: str, follow: bool) -> None:
+    from monte import api
+
+    path = api.logs(ref=run)
+    with open(path, encoding="utf-8") as f:
+        while True:
+            line = f.readline()
+            if line:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                if follow and json.loads(line).get("event") in ("succeeded", "failed", "abandoned"):
+                    return
+                continue
+            if not follow:
+                return
+            time.sleep(0.5)
+
+
+@click.command()
+@click.argument("run", metavar="[EXP/]RUN")
+@handled(lambda r: click.echo(f"{r['run']}: abandoned" + (" (process signalled)" if r["signalled"] else "")))
+def stop(run: str) -> Any:
+    """Terminate a running Run; its row reads abandoned."""
+    from monte import api
+
+    return api.stop(ref=run)

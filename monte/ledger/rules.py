@@ -1,0 +1,189 @@
+"""The rules of the record, as pure functions over Run rows (no I/O).
+
+Everything here reads the rows of one experiment's ledger tip and either answers a question
+(which checkpoints exist, what the baseline is, which checkpoint the final claim scores) or
+refuses with a :class:`~monte.errors.MonteError`. The API calls these inside a ledger append's
+``build`` so that, after a lost race, they are re-checked on the new tip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from monte.errors import error
+from monte.ledger.records import RunRow
+
+LIVE = ("started", "running")
+
+E_PREFLIGHT_MESSAGE = (
+    "this cohort has no test baseline (test@0), so a checkpoint test eval would spend the final "
+    "touch with nothing to pair against — the test delta would be forfeit forever"
+)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    run: str
+    step: int  # absolute
+    seq: int  # the training row's record number (newer runs have larger seq)
+    cohort: str
+    label: str  # "algorithm:source", the Move that made it
+    recipe: str
+    parent: tuple[str, int] | None  # (run, step) of the parent checkpoint; None: from base
+    start_step: int  # the absolute step the hop started from
+    boundary: bool
+
+    @property
+    def ref(self) -> str:
+        return f"{self.run}@{self.step}"
+
+
+def checkpoints(rows: Iterable[RunRow], cohort: str | None = None) -> list[Checkpoint]:
+    """Every evidence checkpoint: saved by a non-smoke training run, in record order."""
+    out: list[Checkpoint] = []
+    for r in rows:
+        if r.kind != "train" or r.smoke or (cohort and r.cohort != cohort):
+            continue
+        plan = r.plan
+        parent = plan.get("parent")
+        algo = plan.get("recipe", {}).get("algorithm", "?")
+        label = f"{algo}:{plan.get('source', '?')}"
+        for ck in r.checkpoints:
+            out.append(Checkpoint(
+                run=r.run, step=int(ck["step"]), seq=r.seq, cohort=r.cohort, label=label,
+                recipe=plan.get("recipe", {}).get("name", "?"),
+                parent=(parent["run"], int(parent["step"])) if parent else None,
+                start_step=int(plan.get("start_step", 0)), boundary=bool(plan.get("boundary")),
+            ))
+    return out
+
+
+def find_checkpoint(rows: Sequence[RunRow], run: str, step: int | None) -> Checkpoint:
+    cks = [c for c in checkpoints(rows) if c.run == run]
+    for r in rows:
+        if r.run == run and r.kind == "train" and r.smoke:
+            raise error("E_NOT_EVIDENCE", f"run {run} is a smoke run; a smoke chunk is never evidence",
+                        "name a checkpoint of a real training run")
+    if not cks:
+        raise error("E_NOT_FOUND", f"no checkpoint of run {run!r} in this experiment",
+                    "list checkpoints with `monte status`")
+    if step is None:
+        return max(cks, key=lambda c: c.step)
+    for c in cks:
+        if c.step == step:
+            return c
+    have = ", ".join(c.ref for c in cks)
+    raise error("E_NOT_FOUND", f"run {run} has no checkpoint at step {step} (it has {have})",
+                "name one of those")
+
+
+def checkpoint_at_step(rows: Sequence[RunRow], cohort: str, step: int) -> Checkpoint:
+    found = [c for c in checkpoints(rows, cohort) if c.step == step]
+    if not found:
+        raise error("E_NOT_FOUND", f"no checkpoint at step {step} in this cohort",
+                    "list checkpoints with `monte status`")
+    if len(found) > 1:
+        raise error("E_USAGE", f"{len(found)} branches hold step {step}: "
+                    + ", ".join(c.ref for c in found),
+                    "name the branch with --checkpoint RUN@STEP")
+    return found[0]
+
+
+def newest_checkpoint(rows: Sequence[RunRow], cohort: str) -> Checkpoint | None:
+    cks = checkpoints(rows, cohort)
+    return max(cks, key=lambda c: (c.seq, c.step)) if cks else None
+
+
+def is_admissible(r: RunRow) -> bool:
+    return r.kind == "eval" and r.status == "succeeded" and not r.smoke
+
+
+def baseline(rows: Iterable[RunRow], cohort: str, exam: str, split: str) -> RunRow | None:
+    """The first admissible eval of the base model (step 0) on this exam and split."""
+    for r in rows:
+        if (is_admissible(r) and r.cohort == cohort and r.exam == exam and r.split == split
+                and r.plan.get("target", {}).get("kind") == "base"):
+            return r
+    return None
+
+
+def test_touches(rows: Iterable[RunRow], cohort: str, exam: str) -> list[RunRow]:
+    """Reads of the sealed test split. A touch is spent when the eval *starts*: every non-smoke
+    test eval row counts, whatever became of it (a crash still spent its touch)."""
+    return [r for r in rows if r.kind == "eval" and r.split == "test" and not r.smoke
+            and r.cohort == cohort and r.exam == exam]
+
+
+def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkpoint: bool) -> str:
+    """Refuse a test read the seal does not allow; return its role: "baseline" or "claim"."""
+    touches = test_touches(rows, cohort, exam)
+    if len(touches) >= 2:
+        raise error("E_SEALED",
+                    f"the test split of exam {exam!r} has been read twice in cohort {cohort} "
+                    f"({touches[0].run}, {touches[1].run}); a third read is refused",
+                    "the claim is made; start a new cohort (another base model) or a new experiment")
+    if not on_checkpoint:
+        if touches:
+            raise error("E_SEALED", f"test@0 of exam {exam!r} was already taken in cohort {cohort} "
+                        f"(run {touches[0].run}); the remaining read belongs to the final claim",
+                        "nominate a checkpoint and run the final claim: monte eval --split test")
+        if checkpoints(rows, cohort):
+            raise error("E_SEALED", f"cohort {cohort} already holds checkpoints; test@0 must be "
+                        "read before any training", "start a new cohort and take both baselines first")
+        return "baseline"
+    if not touches:
+        raise error("E_PREFLIGHT", E_PREFLIGHT_MESSAGE,
+                    "start a new cohort and take both baselines (dev and test) before you train")
+    return "claim"
+
+
+def nominee_is_admissible(rows: Sequence[RunRow], ck: Checkpoint, exams: Iterable[str]) -> None:
+    for exam in exams:
+        if not any(is_admissible(r) and r.split == "dev" and r.exam == exam and _targets(r, ck)
+                   for r in rows):
+            raise error("E_REFUSED", f"checkpoint {ck.ref} has no admissible dev eval on exam {exam!r}; "
+                        "a presented model is measured, never merely liked",
+                        f"run `monte eval --checkpoint {ck.ref}` first")
+
+
+def _targets(r: RunRow, ck: Checkpoint) -> bool:
+    t = r.plan.get("target", {})
+    return t.get("kind") == "checkpoint" and t.get("run") == ck.run and int(t.get("step", -1)) == ck.step
+
+
+def select_for_claim(rows: Sequence[RunRow], cohort: str, dev_exams: Sequence[str],
+                     nomination: str | None) -> Checkpoint:
+    """The checkpoint the final claim scores: the nomination, or (one dev exam) the best paired
+    dev delta over the baseline; ties to the higher step, then the newer run."""
+    cks = checkpoints(rows, cohort)
+    if nomination:
+        run, _, step = nomination.partition("@")
+        for c in cks:
+            if c.run == run and c.step == int(step):
+                return c
+        raise error("E_INTEGRITY", f"the nomination {nomination} names no checkpoint of this cohort",
+                    "nominate again with `monte nominate RUN@STEP`")
+    if len(dev_exams) != 1:
+        raise error("E_REFUSED", f"this experiment has {len(dev_exams)} dev exams and nothing is "
+                    "nominated; any ranking across exams would be a guess",
+                    "nominate the checkpoint to claim: `monte nominate RUN@STEP`")
+    exam = dev_exams[0]
+    base = baseline(rows, cohort, exam, "dev")
+    if base is None:
+        raise error("E_NO_BASELINE", f"cohort {cohort} has no dev baseline on exam {exam!r}",
+                    "run `monte eval` on the base model first")
+    candidates = [r for r in rows if is_admissible(r) and r.cohort == cohort and r.split == "dev"
+                  and r.exam == exam and r.plan.get("target", {}).get("kind") == "checkpoint"]
+    if not candidates:
+        raise error("E_REFUSED", "no checkpoint of this cohort carries an admissible dev eval",
+                    "evaluate a checkpoint on dev (`monte eval --checkpoint RUN@STEP`) or nominate one")
+    unpairable = [r.run for r in candidates if not (r.delta or {}).get("paired")]
+    if unpairable:
+        raise error("E_UNPAIRABLE",
+                    f"{len(unpairable)} candidate dev eval(s) cannot be paired with the baseline "
+                    f"({', '.join(unpairable[:3])}); taking the best readable one would be a guess",
+                    "run the command where the run directories live (the box), or nominate")
+    best = max(candidates, key=lambda r: ((r.delta or {})["delta"], int(r.plan["target"]["step"]), r.seq))
+    t = best.plan["target"]
+    return next(c for c in cks if c.run == t["run"] and c.step == int(t["step"]))

@@ -1,0 +1,92 @@
+"""Loading a model and generating answers for a split: batched, left-padded, KV cache, greedy.
+
+Only this module (and training) imports torch and transformers, inside functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from monte.errors import error
+
+
+def load(folder: Path) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local Hugging Face model folder, on the GPU when there is one."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # monte draws its own progress; keep --json clean
+    try:
+        tok = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32)
+    except (OSError, ValueError, KeyError) as e:
+        raise error("E_NOT_FOUND", f"{folder} is not a loadable model folder: {e}",
+                    "pass a folder saved with save_pretrained (or `monte model init DIR`)") from None
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    if torch.cuda.is_available():
+        model = model.to("cuda")  # type: ignore[arg-type]
+    model.eval()
+    return model, tok
+
+
+def generate(
+    model: Any,
+    tok: Any,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int,
+    batch_size: int,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    stop: Sequence[str] = (),
+    chat_template: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[str]:
+    """One answer per prompt, in the order given.
+
+    Prompts are sorted by length so a batch pads little, generated with the KV cache, and
+    decoded without the prompt; each answer is cut at the first stop string.
+    """
+    import torch
+
+    texts = list(prompts)
+    if chat_template:
+        texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                         add_generation_prompt=True) for p in texts]
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+    out: list[str] = [""] * len(texts)
+    device = next(model.parameters()).device
+    sample = temperature > 0
+    done = 0
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            enc = tok([texts[i] for i in idx], return_tensors="pt", padding=True).to(device)
+            kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": sample,
+                                      "pad_token_id": tok.pad_token_id, "use_cache": True}
+            if sample:
+                kwargs.update(temperature=temperature, top_p=top_p)
+            else:  # greedy: silence a checkpoint's sampling defaults
+                kwargs.update(temperature=None, top_p=None, top_k=None)
+            gen = model.generate(**enc, **kwargs)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            for i, text in zip(idx, tok.batch_decode(new, skip_special_tokens=True), strict=True):
+                out[i] = _cut(text, stop)
+            done += len(idx)
+            if on_batch:
+                on_batch(done, len(texts))
+    return out
+
+
+def _cut(text: str, stop: Sequence[str]) -> str:
+    for s in stop:
+        # a leading stop (the model's first token is a newline) would empty every answer
+        pos = text.find(s, 1 if text.startswith(s) else 0)
+        if pos >= 0:
+            text = text[:pos]
+    return text

@@ -1,0 +1,13 @@
+"""Paired statistics for monte: pure functions, no I/O (the method is in STATS.md)."""
+
+from __future__ import annotations
+
+from monte.stats.paired import (
+    Z95,
+    Delta,
+    paired_delta,
+    unpaired_delta,
+    verdict,
+)
+
+__all__ = ["Z95", "Delta", "paired_delta", "unpaired_delta", "verdict"]

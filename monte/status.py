@@ -1,0 +1,163 @@
+"""What ``monte status`` shows, computed from the rows at the ledger tip (pure; no torch, no walk).
+
+- delta lines: every admissible eval that has a paired (or unpaired) delta against its cohort's
+  baseline, with the 95% interval;
+- ``lineage:`` lines, one per descent path, in the seeds' notation;
+- ``cycles:``: the first admissible dev eval at a new highest step along each path, judged
+  ``ok`` / ``STRIKE`` (paired) or unjudged (unpaired);
+- the checkpoint list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from monte.ledger.records import Measurement, RunRow
+from monte.ledger.rules import Checkpoint, checkpoints, is_admissible
+
+LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
+
+
+@dataclass(frozen=True)
+class Hop:
+    run: str
+    label: str
+    start: int  # absolute step the hop started from
+    end: int  # absolute step of the hop's last checkpoint on this path
+    boundary: bool
+    parent: tuple[str, int] | None
+
+
+def _hops(cks: Sequence[Checkpoint]) -> dict[str, Hop]:
+    by_run: dict[str, list[Checkpoint]] = {}
+    for c in cks:
+        by_run.setdefault(c.run, []).append(c)
+    return {run: Hop(run, cs[0].label, cs[0].start_step, max(c.step for c in cs), cs[0].boundary, cs[0].parent)
+            for run, cs in by_run.items()}
+
+
+def descent_paths(cks: Sequence[Checkpoint]) -> list[list[Hop]]:
+    """One path per leaf run (no run continues from its last checkpoint), root first."""
+    hops = _hops(cks)
+    continued = {h.parent for h in hops.values() if h.parent}
+    leaves = [h for h in hops.values() if (h.run, h.end) not in continued]
+    order = {c.run: c.seq for c in cks}
+    paths = []
+    for leaf in sorted(leaves, key=lambda h: order[h.run]):
+        path = [leaf]
+        seen = {leaf.run}
+        while path[0].parent and path[0].parent[0] in hops and path[0].parent[0] not in seen:
+            parent = hops[path[0].parent[0]]
+            seen.add(parent.run)
+            path.insert(0, parent)
+        paths.append(path)
+    return paths
+
+
+def render_path(path: Sequence[Hop]) -> str:
+    first = path[0]
+    if first.parent is None:
+        text, prev_end = "base", 0
+    else:  # the parent row is not readable here: the path is truncated
+        text, prev_end = f"{first.parent[0]}(unread)", first.start
+    for hop in path:
+        if hop.start != prev_end:
+            text += f" from {hop.start}"
+        if hop.boundary:
+            text += f" ={hop.label}(+{hop.end - hop.start})=> {hop.end}"
+        else:
+            text += f" -{hop.label}-> {hop.end}"
+        prev_end = hop.end
+    return text
+
+
+def _path_checkpoints(path: Sequence[Hop], cks: Sequence[Checkpoint]) -> list[Checkpoint]:
+    """The checkpoints a path passes through, in order (a hop's own, up to where the next hop forks)."""
+    out: list[Checkpoint] = []
+    for i, hop in enumerate(path):
+        limit = path[i + 1].start if i + 1 < len(path) else hop.end
+        out += sorted((c for c in cks if c.run == hop.run and c.step <= limit), key=lambda c: c.step)
+    return out
+
+
+def _evals_of(rows: Sequence[RunRow], ck: Checkpoint, exam: str) -> list[RunRow]:
+    return [r for r in rows if is_admissible(r) and r.split == "dev" and r.exam == exam
+            and r.plan.get("target", {}).get("kind") == "checkpoint"
+            and r.plan["target"].get("run") == ck.run and int(r.plan["target"].get("step", -1)) == ck.step]
+
+
+def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Sequence[Hop]],
+           dev_exams: Sequence[str]) -> list[dict[str, Any]]:
+    """A Cycle: the first admissible dev eval at a new highest step along one path. Keyed on the
+    path, so two branches off one checkpoint each get their own; a shared prefix counts once."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in paths:
+        for exam in dev_exams:
+            highest = 0
+            for ck in _path_checkpoints(path, cks):
+                evs = _evals_of(rows, ck, exam)
+                if not evs or ck.step <= highest:
+                    continue
+                highest = ck.step
+                first = min(evs, key=lambda r: r.seq)
+                d = first.delta or {}
+                verdict = d.get("verdict") if d.get("paired") else None
+                out.setdefault((ck.ref, exam), {
+                    "checkpoint": ck.ref, "exam": exam, "step": ck.step, "eval": first.run,
+                    "verdict": verdict or "unjudged", "delta": d.get("delta"),
+                    "lower": d.get("lower"), "upper": d.get("upper"), "seq": first.seq})
+    return sorted(out.values(), key=lambda c: c["seq"])
+
+
+def build(meas: Measurement, rows: Sequence[RunRow], nominations: dict[str, str]) -> dict[str, Any]:
+    cks = checkpoints(rows)
+    paths = descent_paths(cks)
+    dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
+    deltas = []
+    for r in rows:
+        if is_admissible(r) and r.delta:
+            deltas.append({"run": r.run, "cohort": r.cohort, "exam": r.exam, "split": r.split,
+                           "target": _target(r), "role": r.role, **r.delta})
+    cohorts: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        c = cohorts.setdefault(r.cohort or "-", {"cohort": r.cohort, "model": r.plan.get("base_model", ""),
+                                                 "test_touches": {}, "baselines": {}})
+        if r.kind == "eval" and r.split == "test" and not r.smoke:
+            c["test_touches"][r.exam] = c["test_touches"].get(r.exam, 0) + 1
+        if (is_admissible(r) and r.plan.get("target", {}).get("kind") == "base"
+                and f"{r.exam}/{r.split}" not in c["baselines"]):
+            c["baselines"][f"{r.exam}/{r.split}"] = {"run": r.run, "score": r.score, "n": r.n}
+    for cohort, ck in nominations.items():
+        cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
+    dev_scores: dict[str, dict[str, float | None]] = {}
+    for r in rows:
+        if is_admissible(r) and r.split == "dev" and r.plan.get("target", {}).get("kind") == "checkpoint":
+            dev_scores.setdefault(_target(r), {}).setdefault(r.exam or "", r.score)
+    return {
+        "experiment": meas.experiment,
+        "environment": meas.environment,
+        "rows": [_row(r) for r in rows],
+        "cohorts": list(cohorts.values()),
+        "deltas": deltas,
+        "lineage": [render_path(p) for p in paths],
+        "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
+        "cycles": cycles(rows, cks, paths, dev_exams),
+        "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
+                         "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
+                         "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
+    }
+
+
+def _target(r: RunRow) -> str:
+    t = r.plan.get("target", {})
+    return "base" if t.get("kind") == "base" else f"{t.get('run')}@{t.get('step')}"
+
+
+def _row(r: RunRow) -> dict[str, Any]:
+    what = f"{r.exam}/{r.split}" if r.kind == "eval" else f"{r.plan.get('recipe', {}).get('algorithm', '?')}:{r.plan.get('source', '?')}"
+    return {"run": r.run, "kind": r.kind, "status": r.status, "what": what,
+            "target": _target(r) if r.kind == "eval" else f"-> {r.step}", "step": r.step,
+            "score": None if r.smoke else r.score, "n": r.n, "smoke": r.smoke, "role": r.role,
+            "cohort": r.cohort, "created_at": r.created_at}

@@ -1,0 +1,1 @@
+"""Training chunks: recipes, TRL adapters, and the record a chunk leaves in the ledger."""

@@ -1,0 +1,115 @@
+"""The record a training chunk leaves: a train row (started -> running -> succeeded/failed) and
+one lineage commit per saved checkpoint. The trainer (TRL) calls these; nothing here trains.
+
+A checkpoint's servable folder lives in the run folder on the data root
+(``runs/<exp>/<run>/checkpoints/step-<N>``); its lineage commit carries the sha256 of every
+servable file, so an eval or a promote can prove the bytes before it uses them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from dulwich.objects import ObjectID
+
+from monte.errors import error
+from monte.ledger.experiment import Ledger
+from monte.ledger.ids import new_run_id
+from monte.ledger.lineage import base_ref, lineage_ref, record_checkpoint, servable_files
+from monte.ledger.records import RunRow
+from monte.ledger.store import Snapshot
+from monte.manifest import now
+from monte.runs import log_event, me, run_folder
+from monte.workspace import Workspace
+
+
+def start_chunk(ws: Workspace, experiment: str, *, cohort: str, base_model: str, plan: dict[str, Any],
+                smoke: bool = False) -> RunRow:
+    """Append the ``started`` train row. ``plan`` holds recipe {name, sha256, algorithm}, source,
+    parent {run, step} or None (from base), boundary, start_step, steps."""
+    ledger = Ledger(ws.store, experiment)
+    run = new_run_id()
+    who = me()
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        return RunRow(run=run, experiment=experiment, kind="train", status="started", created_at=now(),
+                      updated_at=now(), cohort=cohort, model=base_model, step=int(plan["start_step"]),
+                      smoke=smoke, plan={**plan, "base_model": base_model}, **who)
+
+    row = ledger.append_row(
+        make, event="started",
+        summary=lambda r: f"train {r.plan['recipe']['algorithm']}:{r.plan['source']} from "
+        f"{_parent_label(r)} started: {r.run}" + (" (smoke)" if r.smoke else ""))
+    log_event(ws, experiment, row.run, "started", plan=plan)
+    return row
+
+
+def _parent_label(r: RunRow) -> str:
+    p = r.plan.get("parent")
+    return f"{p['run']}@{p['step']}" if p else "base"
+
+
+def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, servable: Path) -> RunRow:
+    """Move a saved servable folder into the run folder, commit it to the lineage, and record it
+    on the row. A smoke run's checkpoints never enter the tree."""
+    if row.smoke:
+        raise error("E_NOT_EVIDENCE", "a smoke chunk saves no checkpoint", "run a real chunk")
+    ledger = Ledger(ws.store, experiment)
+    dest = run_folder(ws, experiment, row.run) / "checkpoints" / f"step-{step}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if servable.resolve() != dest.resolve():
+        shutil.copytree(servable, dest)
+    files = servable_files(dest)
+    parent_commit = _parent_commit(ws, experiment, row)
+    info = {
+        "experiment": experiment, "run": row.run, "step": step, "cohort": row.cohort,
+        "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
+        "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
+    }
+    commit = record_checkpoint(ws.store, experiment, info, parent_commit)
+    log_event(ws, experiment, row.run, "checkpoint", step=step, commit=commit.decode())
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        current = ledger.row(row.run, snap) or row
+        return current.model_copy(update={
+            "status": "running", "updated_at": now(), "step": step,
+            "checkpoints": [*current.checkpoints, {"step": step, "commit": commit.decode()}]})
+
+    return ledger.append_row(make, event="checkpoint",
+                             summary=lambda r: f"checkpoint {r.run}@{step}",
+                             trailers=lambda r: {"Monte-Commit": commit.decode()})
+
+
+def _parent_commit(ws: Workspace, experiment: str, row: RunRow) -> ObjectID:
+    own = ws.store.tip(lineage_ref(experiment, row.run))
+    if own is not None:
+        return own
+    parent = row.plan.get("parent")
+    if parent is None:
+        tip = ws.store.tip(base_ref(experiment, row.cohort))
+        if tip is None:
+            raise error("E_NO_BASELINE", f"cohort {row.cohort} has no base commit",
+                        "evaluate the base model first (`monte eval`)")
+        return tip
+    from monte.ledger.lineage import read_checkpoint
+
+    for commit in ws.store.log(lineage_ref(experiment, parent["run"])):
+        if int(read_checkpoint(ws.store, commit.id)["step"]) == int(parent["step"]):
+            return commit.id
+    raise error("E_NOT_FOUND", f"no lineage commit for the parent {parent['run']}@{parent['step']}",
+                "name a checkpoint listed by `monte status`")
+
+
+def finish_chunk(ws: Workspace, experiment: str, row: RunRow, status: str, error_text: str | None = None) -> RunRow:
+    ledger = Ledger(ws.store, experiment)
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        current = ledger.row(row.run, snap) or row
+        return current.model_copy(update={"status": status, "updated_at": now(), "error": error_text})
+
+    done = ledger.append_row(make, event="finished" if status == "succeeded" else status,
+                             summary=lambda r: f"train {r.run} {status} at step {r.step}")
+    log_event(ws, experiment, row.run, status, step=done.step)
+    return done

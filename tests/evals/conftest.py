@@ -1,0 +1,42 @@
+"""Fixtures for the evaluation tests: a real tiny model, an experiment, and checkpoints.
+
+Checkpoints here are recorded through the same API `monte train` uses
+(`monte.training.record`): a real, loadable model folder per checkpoint, a train row, and a
+lineage commit. Their weights are differently-seeded tiny models rather than trained ones:
+these tests are about the rules of the record, not about learning.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    import torch
+
+    from monte.models.tiny import init_model
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for seed in (0, 1, 2, 3):
+        init_model(root / f"seed{seed}", seed=seed)
+        out[seed] = root / f"seed{seed}"
+    return out
+
+
+@pytest.fixture
+def base_model(tiny_models: dict[int, Path]) -> Path:
+    return tiny_models[0]
+
+
+@pytest.fixture
+def exp(repo: Path, monte, base_model: Path) -> str:  # type: ignore[no-untyped-def]
+    """An experiment on the trainable parity environment (dev 200, test 200), base model seed 0."""
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model))
+    assert r.code == 0, r.err
+    return "exp"

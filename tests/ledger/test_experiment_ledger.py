@@ -1,0 +1,199 @@
+"""`monte.ledger.experiment` and `monte.ledger.ids`: an experiment's ledger ref, its Run rows
+under a fanned-out `runs/` tree, and the run ids that key them, checked with the real git."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import git, snapshot_state
+
+from monte.errors import MonteError
+from monte.ledger.experiment import Ledger
+from monte.ledger.ids import new_run_id
+from monte.ledger.records import ExamFreeze, Measurement, RunRow, SplitFreeze
+from monte.ledger.store import Snapshot, Store
+
+EXP = "arith-sft"
+REF = f"monte/{EXP}/ledger"
+RUN_ID = re.compile(r"^[0-9a-hjkmnp-tv-z]{12}$")  # lowercase Crockford base32
+
+
+def measurement(env: str = "arith") -> Measurement:
+    return Measurement(
+        experiment=EXP, created_at="2025-11-29T00:00:00Z", environment=env,
+        environment_fingerprint="sha256:" + "ab" * 32,
+        grader={"name": "exact_match"},
+        exams={"arith": ExamFreeze(benchmark="arith", splits={
+            "dev": SplitFreeze(path="arith/dev.jsonl", sha256="cd" * 32, n=200),
+            "test": SplitFreeze(path="arith/test.jsonl", sha256="ef" * 32, n=200)})},
+    )
+
+
+def row(run: str, status: str = "succeeded", **kw: object) -> Callable[[Snapshot, int], RunRow]:
+    fields: dict[str, object] = {"kind": "eval", "split": "dev", "exam": "arith", "cohort": "c1",
+                                 "model": "base", "score": 0.5, "n": 200, **kw}
+    return lambda _snap, _seq: RunRow(run=run, experiment=EXP, status=status, **fields)  # type: ignore[arg-type]
+
+
+def append(ledger: Ledger, make: Callable[[Snapshot, int], RunRow], event: str = "finished") -> RunRow:
+    return ledger.append_row(make, event=event, summary=lambda r: f"{r.kind} {r.run}: {r.status}")
+
+
+def show_json(repo: Path, path: str) -> object:
+    return json.loads(git(repo, "show", f"{REF}:{path}"))
+
+
+@pytest.fixture
+def ledger(repo: Path) -> Ledger:
+    led = Ledger(Store(repo), EXP)
+    led.create(measurement())
+    return led
+
+
+# --- creation --------------------------------------------------------------------------------
+
+
+def test_create_freezes_the_measurement_in_the_first_commit(repo: Path, ledger: Ledger) -> None:
+    assert git(repo, "rev-list", "--count", REF).strip() == "1"
+    assert show_json(repo, "measurement.json") == measurement().model_dump(mode="json")
+    assert show_json(repo, "meta.json") == {"records": 1}
+    assert git(repo, "log", "-1", "--format=%(trailers:key=Monte-Event,valueonly)", REF).strip() \
+        == "created"
+    assert f"refs/heads/{REF}" in git(repo, "branch", "--list", "--format=%(refname)", "monte/*")
+    assert ledger.measurement() == measurement()
+
+
+def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger) -> None:
+    before = snapshot_state(repo)
+    objects = git(repo, "count-objects", "-v")
+    for again in (Ledger(Store(repo), EXP), ledger):
+        with pytest.raises(MonteError) as e:
+            again.create(measurement(env="another-env"))  # a changed measurement is refused too
+        assert e.value.code == "E_MEASUREMENT_EXISTS" and e.value.exit_code == 3
+    assert snapshot_state(repo) == before
+    assert git(repo, "count-objects", "-v") == objects
+    assert show_json(repo, "measurement.json")["environment"] == "arith"  # type: ignore[index]
+
+
+# --- rows --------------------------------------------------------------------------------------
+
+
+def test_append_row_writes_the_row_and_its_fanout_index(repo: Path, ledger: Ledger) -> None:
+    a, b, c = "ab0000000001", "ab0000000002", "cd0000000003"  # a and b share a bucket
+    for run in (a, b, c):
+        append(ledger, row(run))
+    listed = git(repo, "ls-tree", "-r", "--name-only", REF).split()
+    assert listed == ["measurement.json", "meta.json",
+                      f"runs/ab/{a}/row.json", f"runs/ab/{b}/row.json", "runs/ab/index.json",
+                      f"runs/cd/{c}/row.json", "runs/cd/index.json"]
+    # `git show` prints a row as JSON, exactly what the ledger reads back
+    shown = show_json(repo, f"runs/ab/{a}/row.json")
+    assert shown == ledger.row(a).model_dump(mode="json")  # type: ignore[union-attr]
+    assert shown["run"] == a and shown["status"] == "succeeded"  # type: ignore[index]
+    # each bucket's index holds exactly that bucket's rows, equal to their row.json
+    for bucket, runs in (("ab", [a, b]), ("cd", [c])):
+        index = show_json(repo, f"runs/{bucket}/index.json")
+        assert sorted(index) == runs  # type: ignore[arg-type]
+        for run in runs:
+            assert index[run] == show_json(repo, f"runs/{bucket}/{run}/row.json")  # type: ignore[index]
+    assert show_json(repo, "meta.json") == {"records": 4}
+
+
+def test_append_row_trailers_make_the_log_searchable(repo: Path, ledger: Ledger) -> None:
+    append(ledger, row("ab0000000001", status="started", kind="train", split=None, step=50,
+                       cohort="c7"), event="started")
+    out = git(repo, "log", "-1", "--format=%(trailers:only,unfold)", REF).strip().splitlines()
+    assert out == ["Monte-Event: started", "Monte-Run: ab0000000001", "Monte-Kind: train",
+                   "Monte-Step: 50", "Monte-Cohort: c7"]
+    assert git(repo, "log", "--format=%s", "--grep=^Monte-Run: ab0000000001$", REF).strip() == \
+        "train ab0000000001: started"
+
+
+def test_rows_come_back_in_record_order_and_equal_every_row_json(repo: Path, ledger: Ledger) -> None:
+    ids = ["zz0000000001", "000000000002", "mm0000000003", "zz0000000004"]
+    for run in ids:
+        append(ledger, row(run, status="started"), event="started")
+    append(ledger, row(ids[1], status="succeeded", score=0.75), event="finished")  # a transition
+    rows = Ledger(Store(repo), EXP).rows()  # a fresh reader
+    # record order: each run where its latest record put it; the rewritten run moved last
+    assert [r.run for r in rows] == [ids[0], ids[2], ids[3], ids[1]]
+    assert [r.seq for r in rows] == [2, 4, 5, 6]
+    assert rows[-1].status == "succeeded" and rows[-1].score == 0.75
+    on_disk = {path.split("/")[2]: show_json(repo, path)
+               for path in git(repo, "ls-tree", "-r", "--name-only", REF, "runs").split()
+               if path.endswith("/row.json")}
+    assert {r.run: r.model_dump(mode="json") for r in rows} == on_disk
+    assert show_json(repo, "meta.json") == {"records": 6}
+    assert git(repo, "rev-list", "--count", REF).strip() == "6"
+
+
+def test_a_refused_row_writes_nothing(repo: Path, ledger: Ledger) -> None:
+    append(ledger, row("ab0000000001"))
+    before = snapshot_state(repo)
+
+    def refuse(snap: Snapshot, seq: int) -> RunRow:
+        raise MonteError("a rule says no", code="E_REFUSED")
+
+    with pytest.raises(MonteError):
+        append(ledger, refuse)
+    with pytest.raises(MonteError) as e:
+        append(Ledger(Store(repo), "no-such-exp"), row("ab0000000002"))
+    assert e.value.code == "E_NOT_FOUND"
+    assert snapshot_state(repo) == before
+
+
+def test_a_lost_race_reapplies_the_row_on_the_new_tip(repo: Path, ledger: Ledger) -> None:
+    """The bucket index is derived from the tip: a writer that lost the race must rebuild it
+    there, or the other writer's row would vanish from `rows()`."""
+    other = Ledger(Store(repo), EXP)
+    seqs: list[int] = []
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        seqs.append(seq)
+        if len(seqs) == 1:
+            append(other, row("ab0000000009"))  # lands between our read and our swap
+        return row("ab0000000001")(snap, seq)
+
+    mine = append(ledger, make)
+    assert seqs == [2, 3] and mine.seq == 3
+    assert [(r.run, r.seq) for r in ledger.rows()] == [("ab0000000009", 2), ("ab0000000001", 3)]
+    assert sorted(show_json(repo, "runs/ab/index.json")) == ["ab0000000001", "ab0000000009"]  # type: ignore[arg-type]
+
+
+# --- run ids and the fan-out -------------------------------------------------------------------
+
+
+def test_run_ids_are_short_unique_and_spread_over_every_bucket() -> None:
+    n = 100_000
+    ids = [new_run_id() for _ in range(n)]
+    assert all(RUN_ID.match(i) for i in ids)
+    assert len(set(ids)) == n
+    buckets = Counter(i[:2] for i in ids)
+    assert len(buckets) == 32 * 32  # ~98 per bucket expected: all 1024 are used
+    assert max(buckets.values()) < 2 * n / 1024
+    first = Counter(i[0] for i in ids)
+    assert len(first) == 32 and all(abs(c - n / 32) < 0.15 * n / 32 for c in first.values())
+
+
+def test_the_runs_tree_stays_fanned_out(repo: Path, ledger: Ledger) -> None:
+    n = 200
+    ids = [new_run_id() for _ in range(n)]
+    for run in ids:
+        append(ledger, row(run))
+    top = git(repo, "ls-tree", REF, "runs/").splitlines()
+    buckets = {line.split("\t")[1].removeprefix("runs/") for line in top}
+    # runs/ holds one folder per 2-character prefix, never a run: at most 32*32 entries,
+    # however many runs the ledger gathers
+    assert all(line.split()[1] == "tree" for line in top)
+    assert buckets == {i[:2] for i in ids} and len(buckets) <= 1024
+    assert all(len(b) == 2 and RUN_ID.match(b + "0" * 10) for b in buckets)
+    # each bucket holds its index and its own runs only
+    for bucket in list(buckets)[:20]:
+        names = git(repo, "ls-tree", "--name-only", f"{REF}:runs/{bucket}").split()
+        assert sorted(names) == sorted(["index.json", *(i for i in ids if i[:2] == bucket)])
+    assert len(ledger.rows()) == n
