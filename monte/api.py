@@ -490,12 +490,12 @@ def dataset_show(*, name: str, ws: Workspace | None = None) -> dict[str, Any]:
 
 
 def experiment_init(
-    *, name: str, eval_env: str, model: str | None = None, dry_run: bool = False,
-    ws: Workspace | None = None,
+    *, name: str, eval_env: str, model: str | None = None, steps_per_chunk: int = 50,
+    dry_run: bool = False, ws: Workspace | None = None,
 ) -> dict[str, Any]:
     """Freeze ``measurement.json`` as the experiment's first ledger record."""
     from monte.ledger.experiment import Ledger
-    from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze
+    from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze, TrainSettings
     from monte.ledger.vault import Vault
     from monte.manifest import now, read_manifest, verify_folder
 
@@ -530,6 +530,7 @@ def experiment_init(
         experiment=name, created_at=now(), environment=eval_env,
         environment_fingerprint=m.fingerprint, grader=m.grader or {}, exams=exams,
         model=str(Path(model).resolve()) if model and Path(model).exists() else model,
+        train=TrainSettings(steps_per_chunk=steps_per_chunk),
     )
     if dry_run:
         return {"dry_run": True, "measurement": measurement.model_dump(mode="json")}
@@ -713,3 +714,108 @@ def stop(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     done = ledger.append_row(make, event="abandoned", summary=lambda r: f"{r.kind} {r.run} abandoned (monte stop)")
     log_event(ws, ledger.experiment, row.run, "abandoned", reason="monte stop", killed=killed)
     return {"run": done.run, "status": done.status, "signalled": killed}
+
+
+# --- training --------------------------------------------------------------------------------------
+
+
+def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
+               model: str | None = None, smoke: bool = False, experiment: str | None = None,
+               ws: Workspace | None = None) -> Any:
+    """Check every refusal of the seeds before anything is written; return the chunk's plan."""
+    from monte.training import chunk
+
+    return chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
+                            parent=parent, from_base=from_base, model=model, smoke=smoke)
+
+
+def run_train(plan: Any, *, on_progress: Any = None, ws: Workspace | None = None) -> Any:
+    """Train one chunk with TRL and record its checkpoint as a lineage commit."""
+    from monte.training import chunk
+
+    return chunk.run_train(ws or open_workspace(), plan, on_progress=on_progress)
+
+
+def train(**kwargs: Any) -> Any:
+    ws = kwargs.pop("ws", None) or open_workspace()
+    on_progress = kwargs.pop("on_progress", None)
+    return run_train(plan_train(ws=ws, **kwargs), on_progress=on_progress, ws=ws)
+
+
+def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, Any]:
+    """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
+    from monte.models.tiny import init_model
+
+    return init_model(path, size=size, seed=seed)
+
+
+def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None,
+            ws: Workspace | None = None) -> dict[str, Any]:
+    """Export a succeeded training checkpoint's servable folder, sha256-verified file by file."""
+    from monte import evals
+    from monte.ledger import rules
+    from monte.ledger.experiment import Ledger
+    from monte.runs import parse_run_ref
+    from monte.training.chunk import _checkpoint_info
+
+    ws = ws or open_workspace()
+    if confirm.strip() != ref.strip():
+        raise error("E_USAGE", f"--confirm {confirm!r} does not match {ref!r}",
+                    f"type the checkpoint out in full: --confirm {ref}")
+    exp0, run, step = parse_run_ref(ref, None)
+    exp = evals.experiment_name(ws, experiment or exp0)
+    ledger = Ledger(ws.store, exp)
+    rows = evals.read_rows(ledger)
+    row = next((r for r in rows if r.run == run), None)
+    if row is None:
+        raise error("E_NOT_FOUND", f"no run {run!r} in experiment {exp}", "list runs with `monte status`")
+    if row.kind != "train":
+        raise error("E_REFUSED", f"run {run} is an eval; only a training checkpoint can be promoted",
+                    "name a training run's checkpoint (RUN@STEP)")
+    if row.smoke:
+        raise error("E_NOT_EVIDENCE", f"run {run} is a smoke run; it cannot be a promote source",
+                    "promote a real chunk's checkpoint")
+    if row.status != "succeeded":
+        raise error("E_REFUSED", f"run {run} has {row.status}; only a succeeded run's checkpoint is promoted",
+                    "promote a succeeded run")
+    ck = rules.find_checkpoint(rows, run, step)
+    info = _checkpoint_info(ws, exp, ck)  # proves every servable file against the lineage commit
+    dest = Path(dest).expanduser()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise error("E_REFUSED", f"{dest} exists and is not empty", "choose a new folder")
+    src = ws.data_root / info["weights"]
+    staged = dest.parent / f".{dest.name}.promote-{os.getpid()}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        staged.mkdir()
+        for name in info["files"]:
+            shutil.copy2(src / name, staged / name)
+        from monte.hashing import sha256_files
+
+        got = sha256_files([staged / n for n in info["files"]])
+        for name, digest in info["files"].items():
+            if got[str(staged / name)] != digest:
+                raise error("E_INTEGRITY", f"the copy of {name} does not match its lineage hash",
+                            "check the destination disk and promote again")
+        if dest.exists():
+            dest.rmdir()
+        os.rename(staged, dest)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    size = sum((dest / n).stat().st_size for n in info["files"])
+    return {"checkpoint": ck.ref, "experiment": exp, "dest": str(dest), "files": len(info["files"]),
+            "bytes": size, "sha256": info["files"]}
+
+
+# --- plot ----------------------------------------------------------------------------------------
+
+
+def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Draw each lineage path's dev delta against step (cycles, test reads) to ``out``.
+
+    ``out`` must end in .png, .svg or .pdf (E_USAGE) and its folder must exist (E_NOT_FOUND).
+    With no checkpoint dev eval yet the figure is still written, with ``note`` saying so.
+    """
+    from monte import plot as pl
+
+    return pl.plot_experiment(out=out, experiment=experiment, ws=ws)

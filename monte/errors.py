@@ -107,6 +107,7 @@ CODES: dict[str, type[MonteError]] = {
     "E_NO_BASELINE": RuleRefusal,
     "E_UNPAIRABLE": RuleRefusal,
     "E_NOT_EVIDENCE": RuleRefusal,
+    "E_LEAK": RuleRefusal,
     "E_NOT_FOUND": NotFound,
     "E_DATA_ROOT": NotFound,
     "E_INTEGRITY": IntegrityError,

@@ -25,13 +25,16 @@ def _created(r: dict) -> None:  # type: ignore[type-arg]
 @click.argument("name")
 @click.option("--eval", "eval_env", required=True, metavar="ENV", help="The environment whose exams score it.")
 @click.option("--model", metavar="M", help="The default base model (a local folder or a hub id).")
+@click.option("--steps-per-chunk", type=click.IntRange(1, 100_000), default=50, show_default=True,
+              help="Steps in one training chunk (what train@N means); frozen with the experiment.")
 @click.option("--dry-run", is_flag=True, help="Print the measurement; change nothing.")
 @handled(_created)
-def init_(name: str, eval_env: str, model: str | None, dry_run: bool) -> object:
+def init_(name: str, eval_env: str, model: str | None, steps_per_chunk: int, dry_run: bool) -> object:
     """Freeze measurement.json as the experiment's first ledger record."""
     from monte import api
 
-    return api.experiment_init(name=name, eval_env=eval_env, model=model, dry_run=dry_run)
+    return api.experiment_init(name=name, eval_env=eval_env, model=model, steps_per_chunk=steps_per_chunk,
+                               dry_run=dry_run)
 
 
 @experiment.command("list")

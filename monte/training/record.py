@@ -17,7 +17,13 @@ from dulwich.objects import ObjectID
 from monte.errors import error
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
-from monte.ledger.lineage import base_ref, lineage_ref, record_checkpoint, servable_files
+from monte.ledger.lineage import (
+    TRAINER_STATE,
+    base_ref,
+    lineage_ref,
+    record_checkpoint,
+    servable_files,
+)
 from monte.ledger.records import RunRow
 from monte.ledger.store import Snapshot
 from monte.manifest import now
@@ -51,7 +57,8 @@ def _parent_label(r: RunRow) -> str:
     return f"{p['run']}@{p['step']}" if p else "base"
 
 
-def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, servable: Path) -> RunRow:
+def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, servable: Path,
+                    extra: dict[str, Any] | None = None) -> RunRow:
     """Move a saved servable folder into the run folder, commit it to the lineage, and record it
     on the row. A smoke run's checkpoints never enter the tree."""
     if row.smoke:
@@ -60,13 +67,17 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
     dest = run_folder(ws, experiment, row.run) / "checkpoints" / f"step-{step}"
     dest.parent.mkdir(parents=True, exist_ok=True)
     if servable.resolve() != dest.resolve():
-        shutil.copytree(servable, dest)
+        dest.mkdir()
+        for f in servable.iterdir():  # the servable files only; trainer state stays with the trainer
+            if f.is_file() and f.name not in TRAINER_STATE and not f.name.startswith("rng_state"):
+                shutil.copy2(f, dest / f.name)
     files = servable_files(dest)
     parent_commit = _parent_commit(ws, experiment, row)
     info = {
         "experiment": experiment, "run": row.run, "step": step, "cohort": row.cohort,
         "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
         "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
+        **(extra or {}),
     }
     commit = record_checkpoint(ws.store, experiment, info, parent_commit)
     log_event(ws, experiment, row.run, "checkpoint", step=step, commit=commit.decode())

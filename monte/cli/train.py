@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from monte.cli.output import confirm_plan, handled, is_tty
+
+
+def _human(r: Any) -> None:
+    if r is None:
+        return
+    row = r.run
+    cks = ", ".join(f"{row['run']}@{c['step']}" for c in row["checkpoints"]) or "none (smoke)"
+    click.echo(f"{row['run']}  {row['plan']['recipe']['algorithm']}:{row['plan']['source']}  {row['status']}"
+               f"  checkpoints: {cks}")
+
+
+def progress(label: str) -> Any:
+    start = time.monotonic()
+
+    def update(done: int, total: int) -> None:
+        rate = done / max(time.monotonic() - start, 1e-9)
+        eta = (total - done) / rate if rate else 0.0
+        width = 30
+        bar = "#" * int(width * done / total) + "-" * (width - int(width * done / total))
+        sys.stderr.write(f"\r{label} [{bar}] {done}/{total}  {rate:.2f}/s  ETA {eta:.0f}s")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return update
+
+
+@click.command()
+@click.option("--recipe", required=True, metavar="R", help="A recipe name (see `monte config`) or a YAML path.")
+@click.option("--source", required=True, metavar="S", help="A frozen Dataset (sft) or trainable Environment.")
+@click.option("--parent", metavar="RUN@STEP", help="Continue (same recipe) or warm-start (other recipe) from it.")
+@click.option("--from-base", is_flag=True, help="Open a fresh branch from the base model at step 0.")
+@click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")
+@click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
+@click.option("--smoke", is_flag=True, help="A 3-step micro-chunk that is never evidence.")
+@click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@handled(_human)
+def train(recipe: str, source: str, parent: str | None, from_base: bool, model: str | None,
+          experiment: str | None, smoke: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
+    """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
+    from monte import api
+
+    plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
+                          smoke=smoke, experiment=experiment)
+    if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
+        return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
+    return api.run_train(plan, on_progress=progress("train") if is_tty() and not as_json else None)
+
+
+@click.command()
+@click.argument("checkpoint", metavar="RUN@STEP")
+@click.option("--dest", required=True, type=click.Path(file_okay=False), help="The folder to export into (new).")
+@click.option("--confirm", "confirm_", required=True, metavar="RUN@STEP", help="The checkpoint, typed out in full.")
+@click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
+@handled(lambda r: click.echo(f"promoted {r['checkpoint']} to {r['dest']}: {r['files']} files, "
+                              f"{r['bytes'] / 1e6:.1f} MB, every sha256 verified"))
+def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None) -> Any:
+    """Export a succeeded training checkpoint's servable folder, sha256-verified."""
+    from pathlib import Path
+
+    from monte import api
+
+    return api.promote(ref=checkpoint, dest=Path(dest), confirm=confirm_, experiment=experiment)

@@ -1,0 +1,340 @@
+"""``monte train``: one chunk of ``steps_per_chunk`` steps, through TRL's trainers.
+
+Which TRL classes, and why:
+
+- ``sft``: ``trl.SFTTrainer`` on a prompt/completion (or conversational) dataset made from a
+  frozen ``--kind sft`` Dataset; loss on the completion only.
+- ``grpo``: ``trl.GRPOTrainer`` with one reward function that calls the environment's own grader
+  and pays 1 only for a full score (partial credit gets gamed). ``steps_per_generation`` equals
+  ``gradient_accumulation_steps`` and ``num_iterations`` is 1, so a chunk edge never falls inside
+  a generation buffer (that buffer is not in a checkpoint).
+- ``distillation``: ``trl.DistillationTrainer`` (on-policy: the student samples and is trained
+  toward the teacher's token distribution), prompts from the environment's curriculum.
+
+Continuation and stage boundary (the seeds' two rules):
+
+- Same recipe as the parent: ``resume_from_checkpoint`` on the parent's trainer state restores
+  optimizer, scheduler, RNG and data position, and the trainer's step counter continues. The
+  model handed to the trainer is the *stage's* starting weights, because GRPO loads its KL
+  reference from there at construction; the resume then loads the parent's weights.
+- Different recipe: a weights-only warm start from the parent's servable folder; the counter
+  restarts and the KL reference is the parent checkpoint.
+
+Learning-rate schedules are constant (with optional warm-up): a decaying schedule is rebuilt
+from the new ``max_steps`` on resume and would jump at every chunk edge.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from monte.errors import MonteError, error
+from monte.ledger import rules
+from monte.ledger.experiment import Ledger
+from monte.ledger.lineage import (
+    cohort_of,
+    ensure_base,
+    lineage_ref,
+    read_checkpoint,
+    servable_files,
+)
+from monte.ledger.records import RunRow
+from monte.runs import log_event, parse_run_ref, run_folder
+from monte.training import recipes, sources
+from monte.workspace import Workspace
+
+SMOKE_STEPS = 3
+
+
+class TrainPlan(BaseModel):
+    experiment: str
+    cohort: str
+    base_model: str
+    base_files: dict[str, str]
+    recipe: recipes.ResolvedRecipe
+    source: sources.Source
+    parent: dict[str, Any] | None  # {"run", "step"}
+    boundary: bool
+    start_step: int
+    steps: int
+    smoke: bool
+    init_model: str  # the weights the trainer is constructed from
+    stage_start: str  # the stage's starting weights (the KL reference)
+    resume_from: str | None  # the parent's trainer state (continuation only)
+    resume_step: int  # the trainer's own step counter at the start
+    leak: dict[str, Any]
+
+    def lines(self) -> list[str]:
+        move = ("smoke (3 steps, never evidence)" if self.smoke else
+                "stage boundary: weights-only warm start" if self.boundary else
+                "continuation: optimizer, scheduler, RNG and data position restored" if self.resume_from else
+                "fresh branch from the base model")
+        frm = f"{self.parent['run']}@{self.parent['step']}" if self.parent else "base"
+        return [
+            f"plan: train {self.recipe.algorithm}:{self.source.name} from {frm} in {self.experiment}",
+            f"  recipe {self.recipe.name} (sha256 {self.recipe.sha256[:12]}), {self.steps} steps: "
+            f"{self.start_step} -> {self.start_step + self.steps}",
+            f"  {move}",
+            f"  source {self.source.kind} {self.source.name}"
+            + (f" ({self.leak['dev_overlap']} item(s) also in a dev exam)" if self.leak.get("dev_overlap") else ""),
+            f"  cohort {self.cohort} (base model {self.base_model})",
+        ]
+
+
+def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: str, parent: str | None,
+               from_base: bool, model: str | None, smoke: bool) -> TrainPlan:
+    from monte.evals import experiment_name, read_rows
+
+    exp = experiment_name(ws, experiment)
+    ledger = Ledger(ws.store, exp)
+    snap = ledger.snapshot()
+    meas = ledger.measurement(snap)
+    rows = read_rows(ledger, snap)
+    rec = recipes.resolve(recipe, ws.repo_root)
+    if smoke and (parent or from_base):
+        raise error("E_USAGE", "a smoke chunk states neither --parent nor --from-base: it never enters the tree",
+                    "drop --parent/--from-base, or drop --smoke for a real chunk")
+    if not smoke and bool(parent) == bool(from_base):
+        raise error("E_USAGE", "a real chunk states its starting point: --parent RUN@STEP or --from-base"
+                    + (" (not both)" if parent else ""), "monte train ... --from-base  |  --parent RUN@STEP")
+    base = model or rec.settings.get("model") or meas.model
+    if not base:
+        raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {rec.name}",
+                    "pass --model PATH")
+    base_dir = Path(base).expanduser()
+    if not base_dir.is_absolute() and not base_dir.exists():
+        base_dir = ws.repo_root / base_dir
+    files = servable_files(base_dir)
+    cohort = cohort_of(files)
+    if not smoke:
+        _require_baselines(rows, cohort, meas)
+    src = sources.resolve(ws, source)
+    sources.check_pairing(rec.algorithm, src)
+    leak = sources.leak_check(ws, meas, src)
+    steps = SMOKE_STEPS if smoke else meas.train.steps_per_chunk
+    base_str = str(base_dir.resolve())
+    if not parent:
+        return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
+                         source=src, parent=None, boundary=False, start_step=0, steps=steps, smoke=smoke,
+                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0, leak=leak)
+    ref_exp, run, step = parse_run_ref(parent, exp)
+    if ref_exp != exp:
+        raise error("E_USAGE", f"{parent} names experiment {ref_exp}, not {exp}", f"pass --experiment {ref_exp}")
+    ck = rules.find_checkpoint(rows, run, step)
+    if ck.cohort != cohort:
+        raise error("E_REFUSED", f"checkpoint {ck.ref} belongs to cohort {ck.cohort}, not {cohort}",
+                    "pass the --model that checkpoint was trained from")
+    info = _checkpoint_info(ws, exp, ck)
+    weights = str(ws.data_root / info["weights"])
+    same = info["recipe"].get("name") == rec.name and info["recipe"].get("sha256") == rec.sha256
+    if same:
+        if info.get("source") != src.name:
+            raise error("E_REFUSED", f"a same-recipe continuation keeps its parent's --source "
+                        f"({info.get('source')}); its optimizer and dataloader state index those rows",
+                        "start a fresh branch with --from-base, or cross a stage boundary with another recipe")
+        if not info.get("trainer_state"):
+            raise error("E_NOT_FOUND", f"checkpoint {ck.ref} kept no trainer state to continue from",
+                        "cross a stage boundary (another recipe) for a weights-only warm start")
+        state = ws.data_root / info["trainer_state"]
+        if not state.is_dir():
+            raise error("E_NOT_FOUND", f"the trainer state of {ck.ref} is not on this data root ({state})",
+                        "run where the run directories live (the box)")
+        stage = info.get("stage_start", base_str)
+        stage_path = stage if os.path.isabs(stage) else str(ws.data_root / stage)
+        return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
+                         source=src, parent={"run": ck.run, "step": ck.step}, boundary=False,
+                         start_step=ck.step, steps=steps, smoke=False, init_model=stage_path,
+                         stage_start=stage_path, resume_from=str(state),
+                         resume_step=int(info.get("trainer_step", 0)), leak=leak)
+    return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
+                     source=src, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
+                     steps=steps, smoke=False, init_model=weights, stage_start=weights, resume_from=None,
+                     resume_step=0, leak=leak)
+
+
+def _require_baselines(rows: list[RunRow], cohort: str, meas: Any) -> None:
+    missing = []
+    for exam, x in sorted(meas.exams.items()):
+        for split in ("dev", "test"):
+            if split in x.splits and rules.baseline(rows, cohort, exam, split) is None:
+                missing.append(f"{exam}/{split}@0")
+    if missing:
+        raise error("E_NO_BASELINE", f"cohort {cohort} has no baseline for {', '.join(missing)}; training is "
+                    "refused until every exam has its baseline",
+                    "evaluate the base model first: `monte eval` (dev) and `monte eval --split test`")
+
+
+def _checkpoint_info(ws: Workspace, exp: str, ck: rules.Checkpoint) -> dict[str, Any]:
+    for commit in ws.store.log(lineage_ref(exp, ck.run)):
+        info = read_checkpoint(ws.store, commit.id)
+        if int(info["step"]) == ck.step:
+            folder = ws.data_root / info["weights"]
+            have = servable_files(folder) if folder.is_dir() else {}
+            for name, digest in info["files"].items():
+                if have.get(name) != digest:
+                    raise error("E_INTEGRITY", f"checkpoint {ck.ref}: {name} is missing or does not match "
+                                "its lineage commit", "restore the weights from the hub copy")
+            return info
+    raise error("E_INTEGRITY", f"checkpoint {ck.ref} has no lineage commit", "run `monte ledger verify`")
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+class TrainResult(BaseModel):
+    experiment: str
+    run: dict[str, Any]
+
+
+def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None) -> TrainResult:
+    from monte.training.record import finish_chunk, save_checkpoint, start_chunk
+
+    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
+    row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model, smoke=plan.smoke,
+                      plan={"recipe": plan.recipe.identity(), "source": plan.source.name,
+                            "source_kind": plan.source.kind, "parent": plan.parent, "boundary": plan.boundary,
+                            "start_step": plan.start_step, "steps": plan.steps,
+                            "settings": plan.recipe.settings})
+    folder = run_folder(ws, plan.experiment, row.run)
+    try:
+        trainer_dir, trainer_step = _train(ws, plan, folder / "trainer", row.run, on_progress)
+        if not plan.smoke:
+            stage = plan.stage_start
+            try:
+                stage = str(Path(stage).relative_to(ws.data_root))
+            except ValueError:
+                pass
+            row = save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
+                "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
+                "stage_start": stage})
+    except BaseException as exc:
+        reason = (f"{exc.code}: {exc.message}" if isinstance(exc, MonteError)
+                  else "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
+        finish_chunk(ws, plan.experiment, row, "failed", error_text=reason)
+        log_event(ws, plan.experiment, row.run, "error", traceback=traceback.format_exc()[-3000:])
+        raise
+    done = finish_chunk(ws, plan.experiment, row, "succeeded")
+    return TrainResult(experiment=plan.experiment, run=done.model_dump(mode="json"))
+
+
+def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
+           on_progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
+    """Build the TRL trainer for the recipe and run the chunk. Returns (trainer checkpoint, step)."""
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    import datasets
+
+    datasets.disable_progress_bars()
+    r = plan.recipe.parsed()
+    max_steps = plan.resume_step + plan.steps
+    cuda = torch.cuda.is_available()
+    common: dict[str, Any] = dict(
+        output_dir=str(out), max_steps=max_steps, learning_rate=r.learning_rate,
+        lr_scheduler_type=r.lr_scheduler_type, warmup_steps=r.warmup_steps,
+        per_device_train_batch_size=r.per_device_train_batch_size,
+        gradient_accumulation_steps=r.gradient_accumulation_steps, weight_decay=r.weight_decay,
+        max_grad_norm=r.max_grad_norm, seed=r.seed, data_seed=r.seed, use_cpu=not cuda, bf16=False,
+        activation_checkpointing=False, report_to=[], logging_steps=1, disable_tqdm=True,
+        save_strategy="no" if plan.smoke else "steps", save_steps=max_steps, save_only_model=False,
+        dataloader_num_workers=0,
+    )
+    tok = AutoTokenizer.from_pretrained(plan.init_model)
+    rows = [json.loads(line) for line in open(plan.source.rows, encoding="utf-8")]
+
+    class Progress(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if on_progress:
+                on_progress(state.global_step - plan.resume_step, plan.steps)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs:
+                log_event(ws, plan.experiment, run, "log", step=plan.start_step + state.global_step - plan.resume_step,
+                          **{k: v for k, v in logs.items() if isinstance(v, int | float)})
+
+    trainer = _build(plan, r, common, tok, rows, [Progress()])
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
+        trainer.remove_callback(cb)
+    trainer.train(resume_from_checkpoint=plan.resume_from)
+    ckpt = out / f"checkpoint-{max_steps}"
+    if not plan.smoke and not ckpt.is_dir():
+        raise error("E_INTERNAL", f"the trainer did not save {ckpt}", "report this with `monte logs RUN`")
+    if not plan.smoke:
+        tok.save_pretrained(str(ckpt))  # a servable folder carries its tokenizer
+    return ckpt, max_steps
+
+
+def _build(plan: TrainPlan, r: Any, common: dict[str, Any], tok: Any, rows: list[dict[str, Any]],
+           callbacks: list[Any]) -> Any:
+    from datasets import Dataset
+
+    algo = plan.recipe.algorithm
+    if algo == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        cols = plan.source.columns or {}
+        if "messages" in cols:
+            data = Dataset.from_list([{"messages": row["messages"]} for row in rows])
+        else:
+            data = Dataset.from_list([{"prompt": str(row[cols["input"]]), "completion": str(row[cols["output"]])}
+                                      for row in rows])
+        sft_cfg = SFTConfig(**common, max_length=r.max_length, completion_only_loss=r.completion_only_loss)
+        return SFTTrainer(model=plan.init_model, args=sft_cfg, train_dataset=data, processing_class=tok,
+                          callbacks=callbacks)
+    prompts = Dataset.from_list([{"prompt": str(row["prompt"]), "answer": str(row.get("answer", "")),
+                                  "metadata": json.dumps(row.get("metadata", {}), sort_keys=True),
+                                  "item_id": str(row.get("id", ""))} for row in rows])
+    if algo == "grpo":
+        from trl import GRPOConfig, GRPOTrainer
+
+        grpo_cfg = GRPOConfig(**common, num_generations=r.num_generations, beta=r.beta,
+                         max_completion_length=r.max_completion_length, temperature=r.temperature,
+                         steps_per_generation=r.gradient_accumulation_steps, num_iterations=1)
+        return GRPOTrainer(model=plan.init_model, reward_funcs=_reward(plan, r.reward_threshold), args=grpo_cfg,
+                           train_dataset=prompts, processing_class=tok, callbacks=callbacks)
+    from trl import DistillationConfig, DistillationTrainer
+
+    distill_cfg = DistillationConfig(**common, max_completion_length=r.max_completion_length, temperature=r.temperature,
+                             beta=r.beta)
+    return DistillationTrainer(model=plan.init_model, teacher_model=_teacher(r.teacher, plan), args=distill_cfg,
+                               train_dataset=prompts.select_columns(["prompt"]), processing_class=tok,
+                               callbacks=callbacks)
+
+
+def _reward(plan: TrainPlan, threshold: float) -> Callable[..., list[float | None]]:
+    """The environment's own grader as the reward: 1 for a full score, else 0."""
+    from monte.envs.registry import get
+
+    bench = get(plan.source.benchmark or "").benchmark
+
+    def grader_reward(prompts: list[Any], completions: list[Any], answer: list[str], metadata: list[str],
+                      item_id: list[str], **_: Any) -> list[float | None]:
+        out: list[float | None] = []
+        for p, c, a, m, i in zip(prompts, completions, answer, metadata, item_id, strict=True):
+            text = c if isinstance(c, str) else (c[-1]["content"] if c else "")
+            item = {"id": i, "prompt": p, "answer": a, "metadata": json.loads(m)}
+            out.append(1.0 if bench.grade(item, text) >= threshold else 0.0)
+        return out
+
+    grader_reward.__name__ = f"grader_{plan.source.benchmark}"
+    return grader_reward
+
+
+def _teacher(spec: str, plan: TrainPlan) -> str:
+    p = Path(spec).expanduser()
+    if p.is_dir():
+        return str(p)
+    raise error("E_NOT_FOUND", f"the recipe's teacher {spec!r} is not a model folder",
+                "set `teacher:` to a local model folder (absolute, or relative to where you run monte)")

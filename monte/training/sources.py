@@ -1,0 +1,107 @@
+"""What a Run trains on (``--source``): a frozen Dataset (sft) or a trainable Environment's
+curriculum (grpo, distillation). One namespace for both; a name held by both refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from monte.envs.freeze import normalise
+from monte.errors import error
+from monte.ledger.records import Measurement
+from monte.manifest import read_manifest, verify_folder
+from monte.workspace import Workspace
+
+NEEDS = {"sft": "dataset", "grpo": "environment", "distillation": "environment"}
+
+
+class Source(BaseModel):
+    name: str
+    kind: str  # "dataset" | "environment"
+    rows: str  # the rows file on the data root
+    columns: dict[str, str] | None = None
+    benchmark: str | None = None  # environments: the curriculum's benchmark (its grader)
+    fingerprint: str
+
+
+def resolve(ws: Workspace, name: str) -> Source:
+    ds = read_manifest(ws.dataset_dir(name))
+    env = read_manifest(ws.env_dir(name))
+    if ds is not None and env is not None and env.env_kind == "trainable":
+        raise error("E_SOURCE_CONFLICT", f"both a dataset and a trainable environment are named {name!r}",
+                    "the --source namespace is shared; re-freeze one of them under another name")
+    if ds is not None:
+        verify_folder(ws.dataset_dir(name), ds)
+        if ds.dataset_kind != "sft" or not ds.columns:
+            raise error("E_REFUSED", f"dataset {name!r} was frozen without --kind sft, so it declares no "
+                        "columns and cannot be trained on",
+                        "freeze it again under a new name with `monte dataset add NEW --from-file ... --kind sft`")
+        return Source(name=name, kind="dataset", rows=str(ws.dataset_dir(name) / "rows.jsonl"),
+                      columns=ds.columns, fingerprint=ds.fingerprint)
+    if env is not None:
+        if env.env_kind != "trainable" or not env.curriculum:
+            raise error("E_REFUSED", f"environment {name!r} is eval-only: it has no curriculum to train on",
+                        "freeze a trainable one with `monte env add --server B --dev B --test B`")
+        verify_folder(ws.env_dir(name), env)
+        return Source(name=name, kind="environment", rows=str(ws.env_dir(name) / env.curriculum),
+                      benchmark=env.provenance.get("roles", {}).get("curriculum"), fingerprint=env.fingerprint)
+    raise error("E_NOT_FOUND", f"no dataset or trainable environment named {name!r} on this data root",
+                f"freeze it (`monte dataset add` / `monte env add --server`), or bring it here with "
+                f"`monte dataset show {name}` / `monte env install {name}`")
+
+
+def check_pairing(algorithm: str, source: Source) -> None:
+    need = NEEDS[algorithm]
+    if source.kind != need:
+        fix = ("an sft recipe trains on demonstrations: pass --source a Dataset frozen with --kind sft"
+               if algorithm == "sft" else
+               f"a {algorithm} recipe reads its reward or prompts from an environment: pass --source a "
+               "trainable Environment (or use an sft recipe with this Dataset)")
+        raise error("E_REFUSED", f"a {algorithm} recipe cannot train on {source.kind} {source.name!r}", fix)
+
+
+def prompts_of(source: Source) -> list[tuple[str, str]]:
+    """(id, prompt) of every row, for the leak check."""
+    out = []
+    with open(source.rows, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            row = json.loads(line)
+            if source.kind == "environment":
+                out.append((str(row.get("id", i)), str(row["prompt"])))
+            elif source.columns and "messages" in source.columns:
+                text = " ".join(m["content"] for m in row["messages"] if m.get("role") != "assistant")
+                out.append((f"line {i + 1}", text))
+            else:
+                out.append((f"line {i + 1}", str(row[(source.columns or {})["input"]])))
+    return out
+
+
+def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, Any]:
+    """Refuse a source holding any item of a sealed (test) exam; report dev overlap."""
+    sealed: set[str] = set()
+    dev: set[str] = set()
+    for exam in meas.exams.values():
+        for split, s in exam.splits.items():
+            target = sealed if split == "test" else dev
+            with open(ws.data_root / s.path, encoding="utf-8") as f:
+                target.update(normalise(json.loads(line)["prompt"]) for line in f if line.strip())
+    leaks = []
+    dev_overlap = 0
+    for rid, prompt in prompts_of(source):
+        key = normalise(prompt)
+        if key in sealed:
+            leaks.append(rid)
+        elif key in dev:
+            dev_overlap += 1
+    if leaks:
+        raise error("E_LEAK", f"{source.kind} {source.name!r} holds {len(leaks)} item(s) of this experiment's "
+                    f"sealed test exam (e.g. {leaks[0]})",
+                    "remove those items and freeze the rows again under a new name")
+    return {"dev_overlap": dev_overlap}
+
+
+def rows_path(source: Source) -> Path:
+    return Path(source.rows)
