@@ -28,6 +28,7 @@ COMMANDS = {
     "train": "monte.cli.train:train",
     "promote": "monte.cli.train:promote",
     "plot": "monte.cli.plot:plot",
+    "quickstart": "monte.cli.quickstart:quickstart",
 }
 
 

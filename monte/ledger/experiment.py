@@ -21,6 +21,11 @@ def dumps(obj: object) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+def _compact(obj: object) -> bytes:
+    """Derived indexes: compact (C encoder), one line; they are for monte, not for reading."""
+    return (json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
 def _records(snap: Snapshot) -> int:
     raw = snap.read("meta.json")
     return int(json.loads(raw)["records"]) if raw else 0
@@ -81,13 +86,14 @@ class Ledger:
         return Measurement.model_validate_json(raw)
 
     def rows(self, snap: Snapshot | None = None) -> list[RunRow]:
-        """Every Run row, in record order. Reads the fan-out indexes only (<= 256 blobs)."""
+        """Every Run row, in record order. Reads the fan-out indexes only (<= 1,024 blobs)."""
         snap = snap or self.snapshot()
         rows: list[RunRow] = []
-        for bucket in snap.listdir("runs"):
-            raw = snap.read(f"runs/{bucket}/index.json")
-            if raw:
-                rows.extend(RunRow.model_validate(r) for r in json.loads(raw).values())
+        for first in snap.listdir("runs"):
+            for second in snap.listdir(f"runs/{first}"):
+                raw = snap.read(f"runs/{first}/{second}/index.json")
+                if raw:
+                    rows.extend(RunRow.model_validate(r) for r in json.loads(raw).values())
         rows.sort(key=lambda r: r.seq)
         return rows
 
@@ -127,7 +133,7 @@ class Ledger:
             index[row.run] = row.model_dump(mode="json")
             writes: dict[str, bytes | None] = {
                 f"{run_dir(row.run)}/row.json": dumps(row.model_dump(mode="json")),
-                index_path: dumps(index),
+                index_path: _compact(index),
                 "meta.json": _meta(seq),
             }
             for name, data in (files(row) if files else {}).items():

@@ -4,10 +4,13 @@ Paths inside an experiment's ledger tree:
 
 - ``measurement.json`` — the frozen measurement (first record).
 - ``meta.json`` — ``{"records": N}``, the number of records so far (orders rows).
-- ``runs/<id[:2]>/<id>/row.json`` — one Run row (canonical).
-- ``runs/<id[:2]>/index.json`` — the rows of that fan-out folder, derived, so that reading the
-  whole state reads at most 256 small blobs instead of one blob per run.
-- ``runs/<id[:2]>/<id>/tasks.jsonl`` — per-task results of an eval.
+- ``runs/<id[0]>/<id[1]>/<id>/row.json`` — one Run row (canonical).
+- ``runs/<id[0]>/<id[1]>/index.json`` — the rows of that fan-out folder, derived, so that
+  reading the whole state reads at most 1,024 small blobs instead of one blob per run.
+- ``runs/<id[0]>/<id[1]>/<id>/tasks.jsonl`` — per-task results of an eval.
+
+Run ids are base32, so each fan-out level has at most 32 entries: an append rewrites five small
+trees (root, ``runs/``, two fan-out levels, the run's folder), whatever the ledger's size.
 """
 
 from __future__ import annotations
@@ -31,11 +34,11 @@ VAULT_REF = "refs/heads/monte/vault"
 
 
 def run_dir(run_id: str) -> str:
-    return f"runs/{run_id[:2]}/{run_id}"
+    return f"runs/{run_id[0]}/{run_id[1]}/{run_id}"
 
 
 def bucket_index(run_id: str) -> str:
-    return f"runs/{run_id[:2]}/index.json"
+    return f"runs/{run_id[0]}/{run_id[1]}/index.json"
 
 
 class SplitFreeze(BaseModel):

@@ -262,6 +262,9 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
                 log_event(ws, plan.experiment, run, "log", step=plan.start_step + state.global_step - plan.resume_step,
                           **{k: v for k, v in logs.items() if isinstance(v, int | float)})
 
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
     trainer = _build(plan, r, common, tok, rows, [Progress()])
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 

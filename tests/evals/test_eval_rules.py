@@ -25,7 +25,7 @@ def test_base_dev_eval_appends_a_scored_row_with_per_task_results(repo: Path, mo
     assert row["status"] == "succeeded" and row["split"] == "dev" and row["step"] == 0
     assert row["n"] == 200 and 0.0 <= row["score"] <= 1.0
     assert row["plan"]["target"]["kind"] == "base"
-    ref = f"monte/exp/ledger:runs/{row['run'][:2]}/{row['run']}"
+    ref = f"monte/exp/ledger:runs/{row['run'][0]}/{row['run'][1]}/{row['run']}"
     tasks = [json.loads(x) for x in git(repo, "show", f"{ref}/tasks.jsonl").splitlines()]
     assert len(tasks) == 200 and {"id", "score", "answer"} <= set(tasks[0])
     assert sum(t["score"] for t in tasks) / 200 == row["score"]

@@ -89,14 +89,14 @@ def test_append_row_writes_the_row_and_its_fanout_index(repo: Path, ledger: Ledg
         append(ledger, row(run))
     listed = git(repo, "ls-tree", "-r", "--name-only", REF).split()
     assert listed == ["measurement.json", "meta.json",
-                      f"runs/ab/{a}/row.json", f"runs/ab/{b}/row.json", "runs/ab/index.json",
-                      f"runs/cd/{c}/row.json", "runs/cd/index.json"]
+                      f"runs/a/b/{a}/row.json", f"runs/a/b/{b}/row.json", "runs/a/b/index.json",
+                      f"runs/c/d/{c}/row.json", "runs/c/d/index.json"]
     # `git show` prints a row as JSON, exactly what the ledger reads back
-    shown = show_json(repo, f"runs/ab/{a}/row.json")
+    shown = show_json(repo, f"runs/a/b/{a}/row.json")
     assert shown == ledger.row(a).model_dump(mode="json")  # type: ignore[union-attr]
     assert shown["run"] == a and shown["status"] == "succeeded"  # type: ignore[index]
     # each bucket's index holds exactly that bucket's rows, equal to their row.json
-    for bucket, runs in (("ab", [a, b]), ("cd", [c])):
+    for bucket, runs in (("a/b", [a, b]), ("c/d", [c])):
         index = show_json(repo, f"runs/{bucket}/index.json")
         assert sorted(index) == runs  # type: ignore[arg-type]
         for run in runs:
@@ -124,7 +124,7 @@ def test_rows_come_back_in_record_order_and_equal_every_row_json(repo: Path, led
     assert [r.run for r in rows] == [ids[0], ids[2], ids[3], ids[1]]
     assert [r.seq for r in rows] == [2, 4, 5, 6]
     assert rows[-1].status == "succeeded" and rows[-1].score == 0.75
-    on_disk = {path.split("/")[2]: show_json(repo, path)
+    on_disk = {path.split("/")[3]: show_json(repo, path)
                for path in git(repo, "ls-tree", "-r", "--name-only", REF, "runs").split()
                if path.endswith("/row.json")}
     assert {r.run: r.model_dump(mode="json") for r in rows} == on_disk
@@ -162,7 +162,7 @@ def test_a_lost_race_reapplies_the_row_on_the_new_tip(repo: Path, ledger: Ledger
     mine = append(ledger, make)
     assert seqs == [2, 3] and mine.seq == 3
     assert [(r.run, r.seq) for r in ledger.rows()] == [("ab0000000009", 2), ("ab0000000001", 3)]
-    assert sorted(show_json(repo, "runs/ab/index.json")) == ["ab0000000001", "ab0000000009"]  # type: ignore[arg-type]
+    assert sorted(show_json(repo, "runs/a/b/index.json")) == ["ab0000000001", "ab0000000009"]  # type: ignore[arg-type]
 
 
 # --- run ids and the fan-out -------------------------------------------------------------------
@@ -185,15 +185,18 @@ def test_the_runs_tree_stays_fanned_out(repo: Path, ledger: Ledger) -> None:
     ids = [new_run_id() for _ in range(n)]
     for run in ids:
         append(ledger, row(run))
-    top = git(repo, "ls-tree", REF, "runs/").splitlines()
-    buckets = {line.split("\t")[1].removeprefix("runs/") for line in top}
-    # runs/ holds one folder per 2-character prefix, never a run: at most 32*32 entries,
-    # however many runs the ledger gathers
-    assert all(line.split()[1] == "tree" for line in top)
-    assert buckets == {i[:2] for i in ids} and len(buckets) <= 1024
-    assert all(len(b) == 2 and RUN_ID.match(b + "0" * 10) for b in buckets)
-    # each bucket holds its index and its own runs only
-    for bucket in list(buckets)[:20]:
-        names = git(repo, "ls-tree", "--name-only", f"{REF}:runs/{bucket}").split()
-        assert sorted(names) == sorted(["index.json", *(i for i in ids if i[:2] == bucket)])
+    # two fan-out levels of one base32 character each: no tree under runs/ ever has more than
+    # 32 folders, however many runs the ledger gathers
+    first = git(repo, "ls-tree", f"{REF}:runs").splitlines()
+    assert all(line.split()[1] == "tree" for line in first)
+    assert {line.split("\t")[1] for line in first} == {i[0] for i in ids} and len(first) <= 32
+    for line in first[:8]:
+        a = line.split("\t")[1]
+        second = git(repo, "ls-tree", f"{REF}:runs/{a}").splitlines()
+        assert len(second) <= 32 and all(entry.split()[1] == "tree" for entry in second)
+        for entry in second[:5]:
+            b = entry.split("\t")[1]
+            names = git(repo, "ls-tree", "--name-only", f"{REF}:runs/{a}/{b}").split()
+            # each bucket holds its index and its own runs only
+            assert sorted(names) == sorted(["index.json", *(i for i in ids if i[:2] == a + b)])
     assert len(ledger.rows()) == n

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from monte.cli.output import handled, is_tty
+
+
+def _human(r: dict[str, Any]) -> None:
+    from monte.cli.runs import render_status
+
+    click.echo("")
+    render_status(r["status"])
+    click.echo(f"\nfinal claim {r['claim']}: test {r['test_score']:.3f}, delta {r['test_delta']:+.3f} "
+               f"[{r['test_lower']:+.3f}, {r['test_upper']:+.3f}] vs test@0: {r['verdict']}")
+    click.echo(f"the whole loop took {r['seconds']:.0f}s; the record is in {r['folder']} "
+               "(try `git log --graph --oneline --all` there)")
+
+
+@click.command()
+@click.argument("folder", required=False, default="monte-quickstart",
+                type=click.Path(file_okay=False, path_type=Path))
+@handled(_human)
+def quickstart(folder: Path, as_json: bool) -> Any:
+    """Run the whole loop in a fresh FOLDER, offline, with a tiny model built here."""
+    from monte import quickstart as qs
+    from monte.cli.train import progress
+
+    say = (lambda s: click.echo(s, err=True)) if as_json else click.echo
+    return qs.run(folder, say=say, progress=(lambda label: progress(label)) if is_tty() and not as_json
+                  else (lambda label: None))

@@ -1,0 +1,103 @@
+"""``monte quickstart``: the whole loop in a fresh folder, offline, on a laptop CPU.
+
+A git repository, a tiny base model built here, the built-in trainable ``parity`` environment
+(content-disjoint dev and test exams plus a curriculum), an SFT dataset made from that
+curriculum, an experiment, both baselines, an SFT chunk from base, its continuation, a stage
+boundary to GRPO, a dev eval of every checkpoint, the final test claim on the checkpoint the
+selection rule picks (best paired dev delta), a promote, and ``monte status``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from monte.errors import error
+
+ENV = "parity"
+DATASET = "parity-sft"
+EXPERIMENT = "quickstart"
+
+
+def run(folder: Path, *, say: Callable[[str], None] = print,
+        progress: Callable[[str], Callable[[int, int], None] | None] = lambda label: None) -> dict[str, Any]:
+    from monte import api
+    from monte.workspace import open_workspace
+
+    folder = folder.resolve()
+    if folder.exists() and any(folder.iterdir()):
+        raise error("E_REFUSED", f"{folder} exists and is not empty", "pass a new folder: monte quickstart DIR")
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    steps: list[dict[str, Any]] = []
+
+    def step(cmd: str) -> None:
+        say(f"\n[{time.monotonic() - t0:6.1f}s] $ {cmd}")
+        steps.append({"command": cmd, "at": round(time.monotonic() - t0, 1)})
+
+    step("git init && monte init")
+    subprocess.run(["git", "init", "-q", "-b", "main", str(folder)], check=True)
+    api.init(folder)
+    ws = open_workspace(folder)
+    step("monte model init base-model --size tiny --seed 0")
+    info = api.model_init(path=folder / "base-model", size="tiny", seed=0)
+    say(f"  a {info['parameters']:,}-parameter model, built here from a seed (no download)")
+    step(f"monte env add --server {ENV} --dev {ENV} --test {ENV}")
+    env = api.env_add(server=ENV, dev=(ENV,), test=(ENV,), ws=ws).environment
+    assert env is not None
+    say(f"  froze {env.name}: {env.files} files, dev/test/curriculum disjoint by content")
+    rows = folder / f"{DATASET}.jsonl"
+    with open(ws.env_dir(ENV) / "curriculum.jsonl", encoding="utf-8") as src, open(rows, "w") as out:
+        for line in src:
+            item = json.loads(line)
+            out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
+    step(f"monte dataset add {DATASET} --from-file {rows.name} --kind sft")
+    ds = api.dataset_add(name=DATASET, from_file=rows, kind="sft", ws=ws)["dataset"]
+    say(f"  froze {ds['rows']} demonstrations, sha256 {ds['sha256'][:12]}")
+    step(f"monte experiment init {EXPERIMENT} --eval {ENV} --model base-model")
+    api.experiment_init(name=EXPERIMENT, eval_env=ENV, model=str(folder / "base-model"), ws=ws)
+
+    def evaluate(cmd: str, **kw: Any) -> dict[str, Any]:
+        step(cmd)
+        res = api.eval_(ws=ws, experiment=EXPERIMENT, on_progress=progress("eval"), **kw)
+        row: dict[str, Any] = res.runs[0]
+        d = row.get("delta")
+        say(f"  {row['exam']}/{row['split']}@{row['step']}: score {row['score']:.3f} (n={row['n']})"
+            + (f", delta {d['delta']:+.3f} [{d['lower']:+.3f}, {d['upper']:+.3f}] {d.get('verdict') or ''}"
+               if d else ""))
+        return row
+
+    def train(cmd: str, **kw: Any) -> str:
+        step(cmd)
+        res = api.train(ws=ws, experiment=EXPERIMENT, on_progress=progress("train"), **kw)
+        ref = f"{res.run['run']}@{res.run['checkpoints'][-1]['step']}"
+        say(f"  checkpoint {ref}")
+        return ref
+
+    evaluate("monte eval --yes                      # dev@0, the baseline")
+    evaluate("monte eval --split test --yes         # test@0: the first of two test reads", split="test")
+    a = train(f"monte train --recipe sft-tiny --source {DATASET} --from-base --yes",
+              recipe="sft-tiny", source=DATASET, from_base=True)
+    evaluate(f"monte eval --checkpoint {a} --yes", checkpoint=a)
+    b = train(f"monte train --recipe sft-tiny --source {DATASET} --parent {a} --yes   # continue",
+              recipe="sft-tiny", source=DATASET, parent=a)
+    evaluate(f"monte eval --checkpoint {b} --yes", checkpoint=b)
+    c = train(f"monte train --recipe grpo-tiny --source {ENV} --parent {b} --yes      # stage boundary",
+              recipe="grpo-tiny", source=ENV, parent=b)
+    evaluate(f"monte eval --checkpoint {c} --yes", checkpoint=c)
+    claim = evaluate("monte eval --split test --yes         # the final claim: best paired dev delta",
+                     split="test")
+    target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
+    step(f"monte promote {target} --dest promoted --confirm {target}")
+    promoted = api.promote(ref=target, dest=folder / "promoted", confirm=target, ws=ws)
+    say(f"  {promoted['files']} files, {promoted['bytes'] / 1e6:.1f} MB, every sha256 verified")
+    elapsed = time.monotonic() - t0
+    d = claim.get("delta") or {}
+    return {"folder": str(folder), "seconds": round(elapsed, 1), "claim": target,
+            "test_delta": d.get("delta"), "test_lower": d.get("lower"), "test_upper": d.get("upper"),
+            "verdict": d.get("verdict"), "test_score": claim["score"], "steps": steps,
+            "status": api.status(experiment=EXPERIMENT, ws=ws)}
