@@ -1,5 +1,5 @@
 # monte: two front-door commands.
-#   make demo   install, then run the longest real flow on the embedded default
+#   make demo   install, then run the whole loop (monte quickstart) in ./demo, offline
 #   make test   install, then lint, type-check and run the whole test suite
 #
 # On a CPU machine the CPU build of torch is pinned first (a plain `torch` would pull a
@@ -23,7 +23,8 @@ $(STAMP): pyproject.toml Makefile
 install: $(STAMP)
 
 demo: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+	rm -rf demo
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/monte quickstart demo
 
 lint: install
 	$(BIN)/ruff check monte tests bench
