@@ -819,3 +819,118 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
     from monte import plot as pl
 
     return pl.plot_experiment(out=out, experiment=experiment, ws=ws)
+
+
+# --- the ledger polices itself ---------------------------------------------------------------------
+
+
+def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
+                  ws: Workspace | None = None) -> dict[str, Any]:
+    """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation."""
+    from monte.ledger import verify as vf
+
+    ws = ws or open_workspace(require_data_root=False)
+    if experiment and all_:
+        raise error("E_USAGE", "name one experiment or pass --all", "monte ledger verify EXP | --all")
+    if from_rev and (all_ or not experiment):
+        raise error("E_USAGE", "--from verifies one experiment's new records", "monte ledger verify EXP --from REV")
+    names = vf.experiments(ws.store) if (all_ or not experiment) else [check_name(experiment, "experiment name")]
+    if experiment and ws.store.tip(f"refs/heads/monte/{experiment}/ledger") is None:
+        raise error("E_NOT_FOUND", f"no experiment named {experiment!r}", "list them with `monte experiment list`")
+    since = None
+    if from_rev:
+        try:
+            since = ws.store.repo[from_rev.encode()].id
+        except (KeyError, ValueError):
+            raise error("E_NOT_FOUND", f"no commit {from_rev!r}", "pass a commit id of the ledger") from None
+    v = vf.Verifier(ws.store)
+    violations = [{"experiment": "", **x.to_dict()} for x in v.verify_vault()]
+    records = 0
+    for name in names:
+        found = v.verify(name, since=since)
+        violations += [{"experiment": name, **x.to_dict()} for x in found]
+        records += sum(1 for _ in ws.store.log(f"refs/heads/monte/{name}/ledger"))
+        for ref in ws.store.refs_under(f"refs/heads/monte/{name}/lineage/"):
+            violations += [{"experiment": name, **x.to_dict()}
+                           for x in v.verify_lineage(name, ref.rsplit("/", 1)[1])]
+    if violations:
+        lines = "; ".join(f"{x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
+        raise error("E_VERIFY", f"{len(violations)} violation(s): {lines}",
+                    "the ledger was written outside monte; find who wrote these commits "
+                    "(`git show COMMIT`) and restore the ref from a good copy", details=violations)
+    return {"ok": True, "experiments": names, "records": records}
+
+
+def ledger_verify_updates(lines: list[str], *, ws: Workspace | None = None) -> dict[str, Any]:
+    """For git hooks: check proposed updates (``old new ref`` per line) before they happen."""
+    from monte.ledger import verify as vf
+
+    ws = ws or open_workspace(require_data_root=False)
+    violations = []
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        old, new, ref = parts[0].encode(), parts[1].encode(), parts[2]
+        violations += [{"ref": ref, **x.to_dict()} for x in vf.verify_update(ws.store, ref, old, new)]
+    if violations:
+        lines_ = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
+        raise error("E_VERIFY", f"refused by monte: {lines_}",
+                    "this update would break the record's rules; set MONTE_HOOKS=off only to repair by hand",
+                    details=violations)
+    return {"ok": True, "updates": len(lines)}
+
+
+HOOKS = ("reference-transaction", "pre-push", "pre-receive")
+HOOK_MARK = "# installed by `monte hooks install`"
+
+
+def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> dict[str, Any]:
+    """Install monte's git hooks; an existing hook is kept as ``<name>.local`` and runs first."""
+    import stat as st
+    import sys
+
+    import monte
+
+    if git_dir is None:
+        ws = ws or open_workspace(require_data_root=False)
+        git_dir = Path(ws.store.repo.controldir())
+    hooks = git_dir / "hooks"
+    hooks.mkdir(exist_ok=True)
+    templates = Path(monte.__file__).parent / "githooks"
+    done = []
+    for name in HOOKS:
+        path = hooks / name
+        if path.exists() and HOOK_MARK not in path.read_text(errors="replace"):
+            local = hooks / f"{name}.local"
+            if local.exists():
+                raise error("E_REFUSED", f"{path} is not monte's and {local} exists too",
+                            "merge them by hand, then run `monte hooks install` again")
+            path.rename(local)
+        path.write_text(
+            "#!/bin/sh\n"
+            f"{HOOK_MARK}; `monte hooks uninstall` removes it.\n"
+            "# A hook that was here before runs first, as <name>.local.\n"
+            'input=$(cat)\n'
+            'if [ -x "$0.local" ]; then printf "%s\\n" "$input" | "$0.local" "$@" || exit $?; fi\n'
+            f"MONTE_PYTHON='{sys.executable}'; export MONTE_PYTHON\n"
+            f'printf "%s\\n" "$input" | sh \'{templates / name}\' "$@"\n'
+        )
+        path.chmod(path.stat().st_mode | st.S_IXUSR | st.S_IXGRP | st.S_IXOTH)
+        done.append(str(path))
+    return {"installed": done}
+
+
+def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
+    ws = ws or open_workspace(require_data_root=False)
+    hooks = Path(ws.store.repo.controldir()) / "hooks"
+    removed = []
+    for name in HOOKS:
+        path = hooks / name
+        if path.exists() and HOOK_MARK in path.read_text(errors="replace"):
+            path.unlink()
+            removed.append(str(path))
+            local = hooks / f"{name}.local"
+            if local.exists():
+                local.rename(path)
+    return {"removed": removed}

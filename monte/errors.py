@@ -30,19 +30,24 @@ class MonteError(Exception):
     exit_code: Exit = Exit.INTERNAL
     default_code = "E_INTERNAL"
 
-    def __init__(self, message: str, *, fix: str = "", code: str | None = None) -> None:
+    def __init__(self, message: str, *, fix: str = "", code: str | None = None,
+                 details: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.fix = fix
         self.code = code or self.default_code
+        self.details = details
 
-    def to_dict(self) -> dict[str, str | int]:
-        return {
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "code": self.code,
             "message": self.message,
             "fix": self.fix,
             "exit_code": int(self.exit_code),
         }
+        if self.details is not None:
+            out["details"] = self.details
+        return out
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}" + (f" ({self.fix})" if self.fix else "")
@@ -111,6 +116,7 @@ CODES: dict[str, type[MonteError]] = {
     "E_NOT_FOUND": NotFound,
     "E_DATA_ROOT": NotFound,
     "E_INTEGRITY": IntegrityError,
+    "E_VERIFY": IntegrityError,
     "E_BAD_INPUT": BadInput,
     "E_UNSAFE_PATH": BadInput,
     "E_STORAGE": StorageError,
@@ -118,10 +124,10 @@ CODES: dict[str, type[MonteError]] = {
 }
 
 
-def error(code: str, message: str, fix: str = "") -> MonteError:
+def error(code: str, message: str, fix: str = "", details: list[dict[str, str]] | None = None) -> MonteError:
     """Build the right :class:`MonteError` subclass for ``code``."""
     try:
         cls = CODES[code]
     except KeyError:  # a typo in monte itself, not the user's fault
         raise InternalError(f"unknown error code {code!r}") from None
-    return cls(message, fix=fix, code=code)
+    return cls(message, fix=fix, code=code, details=details)

@@ -29,6 +29,8 @@ COMMANDS = {
     "promote": "monte.cli.train:promote",
     "plot": "monte.cli.plot:plot",
     "quickstart": "monte.cli.quickstart:quickstart",
+    "ledger": "monte.cli.ledger:ledger",
+    "hooks": "monte.cli.ledger:hooks",
 }
 
 

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from monte.cli.output import handled
+
+
+@click.group()
+def ledger() -> None:
+    """The ledger polices itself: re-derive every rule from the commit history."""
+
+
+def _verified(r: dict[str, Any]) -> None:
+    if "updates" in r:
+        return
+    click.echo(f"ok: {r['records']} record(s) in {len(r['experiments'])} experiment(s) "
+               f"({', '.join(r['experiments']) or 'none'}) and the vault keep every rule")
+
+
+@ledger.command()
+@click.argument("experiment", required=False)
+@click.option("--all", "all_", is_flag=True, help="Every experiment in the repository (the default).")
+@click.option("--from", "from_rev", metavar="REV", help="Only the records after REV (an ancestor).")
+@click.option("--updates", is_flag=True, hidden=True, help="Read `old new ref` lines from stdin (git hooks).")
+@click.option("--local", is_flag=True, hidden=True, help="With --updates: verify the whole local history.")
+@handled(_verified)
+def verify(experiment: str | None, all_: bool, from_rev: str | None, updates: bool, local: bool) -> Any:
+    """Re-derive every rule from the commit history alone; exit non-zero naming each violation."""
+    from monte import api
+
+    if updates:
+        lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
+        if local:
+            lines = [" ".join(["0" * 40, *line.split()[1:]]) if line.split()[1] != "0" * 40 else line
+                     for line in lines]
+        return api.ledger_verify_updates(lines)
+    return api.ledger_verify(experiment=experiment, all_=all_, from_rev=from_rev)
+
+
+@click.group()
+def hooks() -> None:
+    """Git hooks that make git itself refuse a forged ledger record."""
+
+
+def _lines(key: str, verb: str) -> Any:
+    def render(r: dict[str, Any]) -> None:
+        for p in r[key]:
+            click.echo(f"{verb} {p}")
+
+    return render
+
+
+@hooks.command()
+@handled(_lines("installed", "installed"))
+def install() -> Any:
+    """Install reference-transaction, pre-push and pre-receive (an existing hook runs first)."""
+    from monte import api
+
+    return api.hooks_install()
+
+
+@hooks.command()
+@handled(_lines("removed", "removed"))
+def uninstall() -> Any:
+    """Remove monte's hooks only (a chained hook is put back)."""
+    from monte import api
+
+    return api.hooks_uninstall()

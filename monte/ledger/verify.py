@@ -1,0 +1,545 @@
+"""``monte ledger verify``: re-derive every rule from the commit history alone.
+
+Nothing a row says about itself is trusted: touches are counted from the records that created
+them, deltas for the final claim's selection are recomputed from the per-task files, baselines
+are the records themselves, and checkpoints are checked against their lineage commits. Each
+violation names the commit, the rule and a one-line explanation.
+
+Rules (the names printed):
+
+- ``one-record``: one record per commit (a row, or a nomination), with a ``Monte-Event`` trailer,
+  on a single first-parent line from the experiment's creation.
+- ``well-formed``: every path is one monte writes; every row parses; the derived fan-out index
+  equals the rows it indexes.
+- ``append-only``: no record removed; no finished row rewritten; identity fields never change;
+  ``measurement.json`` never changes; per-task files never change once written.
+- ``unique-run-id``: a new run never reuses an id.
+- ``two-touch``: at most two test reads per sealed exam per cohort; ``test@0`` on the base model,
+  before any checkpoint of the cohort and only once; the second read on a checkpoint, after
+  ``test@0``, and on the nominated or rule-selected checkpoint.
+- ``baselines-first``: a real training chunk only after every exam's baselines.
+- ``lineage``: each checkpoint's lineage commit exists, names its run and step, hangs off the
+  parent the plan names (or the cohort's base commit), and absolute steps add up.
+- ``frozen-hashes``: the split hashes in ``measurement.json`` match the vault's manifest.
+- ``no-smoke-evidence``: a smoke run is never a parent, an eval target or a nominee.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+
+from monte.ledger.records import VAULT_REF, RunRow, ledger_ref
+from monte.ledger.store import MODE_DIR, Store, parse_trailers
+
+ROW = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/row\.json$")
+TASKS = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/tasks\.jsonl$")
+INDEX = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/index\.json$")
+NOMINATION = re.compile(r"^cohorts/([0-9a-zA-Z._-]+)/nomination\.json$")
+TRANSITIONS = {
+    "started": {"running", "succeeded", "failed", "abandoned"},
+    "running": {"running", "succeeded", "failed", "abandoned"},
+}
+IDENTITY = ("run", "experiment", "kind", "cohort", "exam", "split", "smoke", "created_at", "role")
+
+
+@dataclass(frozen=True)
+class Violation:
+    commit: str
+    rule: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"commit": self.commit, "rule": self.rule, "message": self.message}
+
+
+@dataclass
+class _State:
+    rows: dict[str, RunRow] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    tasks: dict[str, ObjectID] = field(default_factory=dict)
+    nominations: dict[str, str] = field(default_factory=dict)
+    measurement: ObjectID | None = None
+    meas: dict[str, Any] | None = None
+    touches: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+class Verifier:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.objects = store.repo.object_store
+
+    # --- object access ---------------------------------------------------------------------------
+
+    def _obj(self, sha: ObjectID) -> Any:
+        return self.objects[sha]
+
+    def _flat_changes(self, old: ObjectID | None, new: ObjectID | None, prefix: str = "") -> Iterator[
+            tuple[str, ObjectID | None, ObjectID | None]]:
+        """(path, old blob, new blob) for every file that differs; descends only into trees
+        whose ids differ, so a fanned-out ledger diffs in O(depth)."""
+        if old == new:
+            return
+        a = self._obj(old) if old else Tree()
+        b = self._obj(new) if new else Tree()
+        names = {e.path for e in a.iteritems()} | {e.path for e in b.iteritems()}
+        for name in sorted(names):
+            ea = a[name] if name in a else None
+            eb = b[name] if name in b else None
+            path = prefix + name.decode()
+            if ea and eb and ea[1] == eb[1]:
+                continue
+            a_dir = ea is not None and ea[0] == MODE_DIR
+            b_dir = eb is not None and eb[0] == MODE_DIR
+            if a_dir or b_dir:
+                yield from self._flat_changes(ea[1] if a_dir and ea else None, eb[1] if b_dir and eb else None,
+                                              path + "/")
+                if ea and not a_dir:
+                    yield path, ea[1], None
+                if eb and not b_dir:
+                    yield path, None, eb[1]
+            else:
+                yield path, ea[1] if ea else None, eb[1] if eb else None
+
+    def _blob(self, sha: ObjectID) -> bytes:
+        obj = self._obj(sha)
+        assert isinstance(obj, Blob)
+        return bytes(obj.data)
+
+    # --- the walk --------------------------------------------------------------------------------
+
+    def verify(self, experiment: str, *, tip: ObjectID | None = None, since: ObjectID | None = None) -> list[Violation]:
+        """Verify the ledger of ``experiment`` (up to ``tip``, default the ref); with ``since``,
+        only the records after that commit (which must be an ancestor on the first-parent line)."""
+        ref = ledger_ref(experiment)
+        tip = tip or self.store.tip(ref)
+        out: list[Violation] = []
+        if tip is None:
+            return out
+        chain: list[Commit] = []
+        sha: ObjectID | None = tip
+        while sha is not None and sha != since:
+            c = self._obj(sha)
+            if not isinstance(c, Commit):
+                return [Violation(sha.decode()[:12], "well-formed", "the ledger ref points at a non-commit")]
+            chain.append(c)
+            sha = c.parents[0] if c.parents else None
+        if since is not None and sha != since:
+            return [Violation(tip.decode()[:12], "append-only",
+                              f"{since.decode()[:12]} is not an ancestor of the ledger tip: history was rewritten")]
+        chain.reverse()
+        state = _State()
+        prev_tree: ObjectID | None = None
+        if since is not None:
+            base = self._obj(since)
+            prev_tree = base.tree
+            self._load(state, base.tree)
+        for i, c in enumerate(chain):
+            out += self._record(experiment, state, c, prev_tree, first=(since is None and i == 0))
+            prev_tree = c.tree
+        return out
+
+    def _load(self, state: _State, tree: ObjectID) -> None:
+        """State at an already-verified commit (for ``--from``)."""
+        for path, _, blob in self._flat_changes(None, tree):
+            assert blob is not None
+            if (m := ROW.match(path)) is not None:
+                row = RunRow.model_validate_json(self._blob(blob))
+                state.rows[m.group(3)] = row
+                state.seen.add(m.group(3))
+            elif (m := TASKS.match(path)) is not None:
+                state.tasks[m.group(3)] = blob
+            elif (m := NOMINATION.match(path)) is not None:
+                state.nominations[m.group(1)] = json.loads(self._blob(blob))["checkpoint"]
+            elif path == "measurement.json":
+                state.measurement = blob
+                state.meas = json.loads(self._blob(blob))
+        for row in sorted(state.rows.values(), key=lambda r: r.seq):
+            if row.kind == "eval" and row.split == "test" and not row.smoke:
+                state.touches.setdefault((row.cohort, row.exam or ""), []).append(row.run)
+
+    def _record(self, experiment: str, state: _State, c: Commit, prev_tree: ObjectID | None,
+                *, first: bool) -> list[Violation]:
+        cid = c.id.decode()[:12]
+        out: list[Violation] = []
+
+        def bad(rule: str, msg: str) -> None:
+            out.append(Violation(cid, rule, msg))
+
+        trailers = parse_trailers(c.message)
+        if "Monte-Event" not in trailers:
+            bad("one-record", "the commit has no Monte-Event trailer: not a monte record")
+        if first and c.parents:
+            bad("one-record", "the experiment's first record has a parent")
+        if len(c.parents) > 1:
+            bad("one-record", "a merge commit on the ledger line")
+        changes = list(self._flat_changes(prev_tree, c.tree))
+        row_changes = [(p, o, n) for p, o, n in changes if ROW.match(p)]
+        if len(row_changes) > 1:
+            bad("one-record", f"one commit changes {len(row_changes)} rows; a record is one row")
+        for path, old, new in changes:
+            if new is None:
+                bad("append-only", f"{path} was removed: records are never deleted")
+                continue
+            if path == "measurement.json":
+                if not first:
+                    bad("append-only", "measurement.json changed after the experiment was created: it is frozen")
+                else:
+                    state.measurement = new
+                    try:
+                        state.meas = json.loads(self._blob(new))
+                    except ValueError:
+                        bad("well-formed", "measurement.json is not JSON")
+                    else:
+                        out += [Violation(cid, v.rule, v.message) for v in self._frozen_hashes(state.meas or {})]
+            elif path == "meta.json" or INDEX.match(path):
+                continue  # derived; indexes are checked below
+            elif (m := TASKS.match(path)) is not None:
+                if old is not None:
+                    bad("append-only", f"per-task results of run {m.group(3)} were rewritten")
+                state.tasks[m.group(3)] = new
+            elif (m := NOMINATION.match(path)) is not None:
+                out += self._nomination(state, cid, m.group(1), new)
+            elif ROW.match(path) is None:
+                bad("well-formed", f"{path} is not a path monte writes")
+        if first and state.measurement is None:
+            bad("well-formed", "the experiment's first record holds no measurement.json")
+        for path, _, new in row_changes:
+            if new is not None:
+                out += self._row(experiment, state, cid, ROW.match(path).group(3), new)  # type: ignore[union-attr]
+        for path, _, new in changes:
+            if new is not None and (m := INDEX.match(path)) is not None:
+                out += self._index(state, cid, path, new, m.group(1) + m.group(2))
+        return out
+
+    def _index(self, state: _State, cid: str, path: str, blob: ObjectID, bucket: str) -> list[Violation]:
+        try:
+            index = json.loads(self._blob(blob))
+        except ValueError:
+            return [Violation(cid, "well-formed", f"{path} is not JSON")]
+        want = {r: row.model_dump(mode="json") for r, row in state.rows.items() if r[:2] == bucket}
+        if index != want:
+            return [Violation(cid, "well-formed", f"{path} does not match the rows it indexes")]
+        return []
+
+    # --- rows ------------------------------------------------------------------------------------
+
+    def _row(self, experiment: str, state: _State, cid: str, run: str, blob: ObjectID) -> list[Violation]:
+        out: list[Violation] = []
+        try:
+            row = RunRow.model_validate_json(self._blob(blob))
+        except ValueError as e:
+            return [Violation(cid, "well-formed", f"the row of run {run} does not parse: {str(e)[:120]}")]
+        if row.run != run:
+            out.append(Violation(cid, "well-formed", f"the row at {run}'s path names run {row.run}"))
+        old = state.rows.get(run)
+        if old is None:
+            if run in state.seen:
+                out.append(Violation(cid, "unique-run-id", f"run id {run} is used again"))
+            if row.status != "started":
+                out.append(Violation(cid, "one-record", f"run {run} appears as {row.status}, not started"))
+            out += self._new_row(experiment, state, cid, row)
+        else:
+            if old.status not in TRANSITIONS:
+                rule = "unique-run-id" if row.status == "started" else "append-only"
+                out.append(Violation(cid, rule, f"run {run} had {old.status}; a finished row is never rewritten"))
+            elif row.status not in TRANSITIONS[old.status]:
+                out.append(Violation(cid, "append-only", f"run {run} went {old.status} -> {row.status}"))
+            for f in IDENTITY:
+                if getattr(old, f) != getattr(row, f):
+                    out.append(Violation(cid, "append-only", f"run {run}: {f} changed"))
+            if old.plan != row.plan:
+                out.append(Violation(cid, "append-only", f"run {run}: its plan changed"))
+            if row.checkpoints[: len(old.checkpoints)] != old.checkpoints:
+                out.append(Violation(cid, "append-only", f"run {run}: a checkpoint was rewritten"))
+            for ck in row.checkpoints[len(old.checkpoints):]:
+                out += self._checkpoint(experiment, state, cid, row, ck)
+            if row.status == "succeeded" and row.kind == "eval" and not row.smoke and run not in state.tasks:
+                out.append(Violation(cid, "well-formed", f"eval {run} succeeded without per-task results"))
+        state.rows[run] = row
+        state.seen.add(run)
+        return out
+
+    def _checkpoints(self, state: _State, cohort: str) -> list[tuple[str, int]]:
+        return [(r.run, int(ck["step"])) for r in state.rows.values() if r.kind == "train" and not r.smoke
+                and r.cohort == cohort for ck in r.checkpoints]
+
+    def _new_row(self, experiment: str, state: _State, cid: str, row: RunRow) -> list[Violation]:
+        out: list[Violation] = []
+        target = row.plan.get("target", {}) if row.kind == "eval" else {}
+        if target.get("kind") == "checkpoint":
+            src = state.rows.get(str(target.get("run")))
+            if src is not None and src.smoke:
+                out.append(Violation(cid, "no-smoke-evidence", f"eval {row.run} scores smoke run {src.run}"))
+        if row.kind == "train":
+            parent = row.plan.get("parent")
+            if parent and (p := state.rows.get(parent["run"])) is not None and p.smoke:
+                out.append(Violation(cid, "no-smoke-evidence", f"train {row.run} continues smoke run {p.run}"))
+            if not row.smoke:
+                out += self._baselines_first(state, cid, row)
+        if row.kind == "eval" and row.split == "test" and not row.smoke:
+            out += self._test_touch(state, cid, row, target)
+        return out
+
+    def _baselines_first(self, state: _State, cid: str, row: RunRow) -> list[Violation]:
+        missing = []
+        for exam, x in sorted((state.meas or {}).get("exams", {}).items()):
+            for split in ("dev", "test"):
+                if split in x.get("splits", {}) and not any(
+                        r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.cohort == row.cohort
+                        and r.exam == exam and r.split == split and r.plan.get("target", {}).get("kind") == "base"
+                        for r in state.rows.values()):
+                    missing.append(f"{exam}/{split}@0")
+        if missing:
+            return [Violation(cid, "baselines-first",
+                              f"train {row.run} started before the baselines {', '.join(missing)}")]
+        return []
+
+    def _test_touch(self, state: _State, cid: str, row: RunRow, target: dict[str, Any]) -> list[Violation]:
+        key = (row.cohort, row.exam or "")
+        touches = state.touches.setdefault(key, [])
+        out: list[Violation] = []
+        if len(touches) >= 2:
+            out.append(Violation(cid, "two-touch", f"a third read of {row.exam}/test in cohort {row.cohort} "
+                                 f"(after {', '.join(touches)})"))
+        elif target.get("kind") == "base":
+            if touches:
+                out.append(Violation(cid, "two-touch", f"test@0 of {row.exam} read a second time"))
+            elif self._checkpoints(state, row.cohort):
+                out.append(Violation(cid, "two-touch", f"test@0 of {row.exam} read after the cohort has checkpoints"))
+        else:
+            if not touches:
+                out.append(Violation(cid, "two-touch", f"a checkpoint test read of {row.exam} before test@0"))
+            claimed = f"{target.get('run')}@{target.get('step')}"
+            chosen = self._chosen(state, row.cohort)
+            if chosen is not None and chosen != claimed:
+                out.append(Violation(cid, "two-touch", f"the claim reads {claimed}, but the nominated or "
+                                     f"rule-selected checkpoint is {chosen}"))
+        touches.append(row.run)
+        return out
+
+    def _chosen(self, state: _State, cohort: str) -> str | None:
+        """The nomination, or the best paired dev delta recomputed from the per-task files."""
+        if cohort in state.nominations:
+            return state.nominations[cohort]
+        exams = [e for e, x in (state.meas or {}).get("exams", {}).items() if "dev" in x.get("splits", {})]
+        if len(exams) != 1:
+            return "a nomination (several dev exams)"
+        from monte.stats.paired import paired_delta
+
+        exam = exams[0]
+        rows = sorted(state.rows.values(), key=lambda r: r.seq)
+        base = next((r for r in rows if r.kind == "eval" and r.status == "succeeded" and not r.smoke
+                     and r.cohort == cohort and r.exam == exam and r.split == "dev"
+                     and r.plan.get("target", {}).get("kind") == "base"), None)
+        if base is None or base.run not in state.tasks:
+            return None
+        base_tasks = self._tasks(state, base.run)
+        best: tuple[float, int, int] | None = None
+        chosen = None
+        for r in rows:
+            t = r.plan.get("target", {})
+            if (r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.cohort == cohort
+                    and r.exam == exam and r.split == "dev" and t.get("kind") == "checkpoint"):
+                mine = self._tasks(state, r.run) if r.run in state.tasks else None
+                if mine is None or set(mine) != set(base_tasks):
+                    return None  # unpairable: the live rule refuses; nothing to compare against
+                ids = sorted(base_tasks)
+                d = paired_delta([base_tasks[i] for i in ids], [mine[i] for i in ids]).delta
+                key = (d, int(t.get("step", 0)), r.seq)
+                if best is None or key > best:
+                    best, chosen = key, f"{t.get('run')}@{t.get('step')}"
+        return chosen
+
+    def _tasks(self, state: _State, run: str) -> dict[str, float]:
+        lines = self._blob(state.tasks[run]).decode().splitlines()
+        return {(t := json.loads(line))["id"]: float(t["score"]) for line in lines if line.strip()}
+
+    def _nomination(self, state: _State, cid: str, cohort: str, blob: ObjectID) -> list[Violation]:
+        try:
+            ck = json.loads(self._blob(blob))["checkpoint"]
+        except (ValueError, KeyError):
+            return [Violation(cid, "well-formed", f"the nomination of cohort {cohort} does not parse")]
+        out = []
+        claims = [r for r in state.rows.values() if r.cohort == cohort and r.kind == "eval" and r.split == "test"
+                  and not r.smoke and r.plan.get("target", {}).get("kind") == "checkpoint"]
+        if claims:
+            out.append(Violation(cid, "two-touch", f"cohort {cohort} re-nominated after its claim started"))
+        run, _, step = ck.partition("@")
+        src = state.rows.get(run)
+        if src is not None and src.smoke:
+            out.append(Violation(cid, "no-smoke-evidence", f"nominee {ck} is a smoke run"))
+        if not any(r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.split == "dev"
+                   and r.plan.get("target", {}).get("run") == run and str(r.plan["target"].get("step")) == step
+                   for r in state.rows.values()):
+            out.append(Violation(cid, "two-touch", f"nominee {ck} carries no admissible dev eval"))
+        state.nominations[cohort] = ck
+        return out
+
+    # --- lineage and frozen hashes ---------------------------------------------------------------
+
+    def _checkpoint(self, experiment: str, state: _State, cid: str, row: RunRow, ck: dict[str, Any]) -> list[Violation]:
+        from monte.ledger.lineage import base_ref
+
+        out: list[Violation] = []
+        sha = str(ck.get("commit", "")).encode()
+        try:
+            commit = self._obj(ObjectID(sha))
+        except (KeyError, ValueError, AssertionError):
+            return [Violation(cid, "lineage", f"checkpoint {row.run}@{ck.get('step')}: lineage commit "
+                              f"{sha.decode()[:12]} does not exist")]
+        tree = self._obj(commit.tree)
+        try:
+            info = json.loads(self._blob(tree[b"checkpoint.json"][1]))
+        except (KeyError, ValueError):
+            return [Violation(cid, "lineage", f"lineage commit {sha.decode()[:12]} holds no checkpoint.json")]
+        step = int(ck.get("step", -1))
+        if info.get("run") != row.run or int(info.get("step", -2)) != step:
+            out.append(Violation(cid, "lineage", f"lineage commit {sha.decode()[:12]} names "
+                                 f"{info.get('run')}@{info.get('step')}, not {row.run}@{step}"))
+        start = int(row.plan.get("start_step", 0))
+        if not start < step <= start + int(row.plan.get("steps", step - start)):
+            out.append(Violation(cid, "lineage", f"checkpoint {row.run}@{step} is outside its chunk "
+                                 f"({start} + {row.plan.get('steps')})"))
+        earlier = [c for c in row.checkpoints if c is not ck and int(c["step"]) < step]
+        if earlier:
+            want = str(max(earlier, key=lambda c: int(c["step"]))["commit"]).encode()
+        elif row.plan.get("parent"):
+            p = row.plan["parent"]
+            src = state.rows.get(p["run"])
+            hit = [c for c in (src.checkpoints if src else []) if int(c["step"]) == int(p["step"])]
+            want = str(hit[0]["commit"]).encode() if hit else b"?"
+        else:
+            tip = self.store.tip(base_ref(experiment, row.cohort))
+            want = tip or b"?"
+        if [want] != list(commit.parents):
+            out.append(Violation(cid, "lineage", f"lineage commit {sha.decode()[:12]} of {row.run}@{step} hangs "
+                                 f"off {b','.join(commit.parents).decode()[:12] or 'nothing'}, "
+                                 f"not the plan's parent {want.decode()[:12]}"))
+        return out
+
+    def _frozen_hashes(self, meas: dict[str, Any]) -> list[Violation]:
+        out: list[Violation] = []
+        env = meas.get("environment", "")
+        snap_tip = self.store.tip(VAULT_REF)
+        if snap_tip is None:
+            return [Violation("-", "frozen-hashes", f"no vault ref holds environment {env!r}")]
+        from monte.ledger.store import Snapshot
+
+        raw = Snapshot(self.store.repo, snap_tip).read(f"environments/{env}/manifest.json")
+        if raw is None:
+            return [Violation("-", "frozen-hashes", f"the vault holds no manifest for environment {env!r}")]
+        files = json.loads(raw).get("files", {})
+        prefix = f"environments/{env}/"
+        for exam, x in meas.get("exams", {}).items():
+            for split, s in x.get("splits", {}).items():
+                rel = str(s.get("path", "")).removeprefix(prefix)
+                if files.get(rel, {}).get("sha256") != s.get("sha256"):
+                    out.append(Violation("-", "frozen-hashes", f"{exam}/{split}: measurement.json's sha256 does not "
+                                         "match the vault manifest"))
+        return out
+
+
+    def _chain(self, tip: ObjectID, since: ObjectID | None) -> tuple[list[Commit], bool]:
+        """The first-parent line from ``since`` (exclusive) to ``tip``, oldest first, and whether
+        ``since`` was on it."""
+        chain: list[Commit] = []
+        sha: ObjectID | None = tip
+        while sha is not None and sha != since:
+            c = self._obj(sha)
+            chain.append(c)
+            sha = c.parents[0] if c.parents else None
+        return list(reversed(chain)), since is None or sha == since
+
+    def verify_vault(self, *, tip: ObjectID | None = None, since: ObjectID | None = None) -> list[Violation]:
+        """Each vault commit adds exactly one manifest; none is ever changed or removed."""
+        tip = tip or self.store.tip(VAULT_REF)
+        if tip is None:
+            return []
+        chain, ok = self._chain(tip, since)
+        if not ok:
+            return [Violation(tip.decode()[:12], "append-only", "the vault ref's history was rewritten")]
+        out: list[Violation] = []
+        prev = self._obj(since).tree if since is not None else None
+        for c in chain:
+            changes = list(self._flat_changes(prev, c.tree))
+            cid = c.id.decode()[:12]
+            for path, old, new in changes:
+                if old is not None:
+                    out.append(Violation(cid, "append-only", f"{path} was {'removed' if new is None else 'rewritten'}: "
+                                         "frozen means frozen"))
+            added = [p for p, o, n in changes if o is None and n is not None]
+            if len(added) != 1 or not re.match(r"^(environments|datasets)/[^/]+/manifest\.json$", added[0]):
+                out.append(Violation(cid, "one-record", f"a vault record adds one manifest; this adds {added or 'nothing'}"))
+            prev = c.tree
+        return out
+
+    def verify_lineage(self, experiment: str, run: str, *, tip: ObjectID | None = None,
+                        since: ObjectID | None = None) -> list[Violation]:
+        """Every commit new on a lineage ref is a checkpoint of that run, in increasing steps."""
+        from monte.ledger.lineage import lineage_ref
+
+        tip = tip or self.store.tip(lineage_ref(experiment, run))
+        if tip is None:
+            return []
+        chain, ok = self._chain(tip, since)
+        if not ok:
+            return [Violation(tip.decode()[:12], "append-only", f"the lineage of {run} was rewritten")]
+        out: list[Violation] = []
+        last = -1
+        for c in chain:
+            cid = c.id.decode()[:12]
+            tree = self._obj(c.tree)
+            if b"checkpoint.json" not in tree:
+                if b"base.json" in tree and not c.parents:
+                    continue  # the chain reached the cohort's base commit
+                out.append(Violation(cid, "lineage", f"a commit on the lineage of {run} holds no checkpoint.json"))
+                continue
+            info = json.loads(self._blob(tree[b"checkpoint.json"][1]))
+            if info.get("run") != run:
+                continue  # the parent run's checkpoints, below this run's first
+            step = int(info.get("step", -1))
+            if step <= last:
+                out.append(Violation(cid, "lineage", f"checkpoint {run}@{step} does not follow step {last}"))
+            last = step
+        return out
+
+
+def experiments(store: Store) -> list[str]:
+    return sorted({r.split("/")[3] for r in store.refs_under("refs/heads/monte/") if r.endswith("/ledger")})
+
+
+ZERO = b"0" * 40
+
+
+def verify_update(store: Store, ref: str, old: bytes, new: bytes) -> list[Violation]:
+    """Check one proposed ref update (from a git hook: ``old new ref``) before it happens."""
+    parts = ref.split("/")
+    if not ref.startswith("refs/heads/monte/"):
+        return []
+    short = new.decode()[:12]
+    if new == ZERO:
+        return [Violation(old.decode()[:12], "append-only", f"{ref} would be deleted: monte refs are never removed")]
+    if old == ZERO:  # `git update-ref REF NEW` does not say the old value: read it
+        current = store.tip(ref)
+        old = current if current is not None else ZERO
+    v = Verifier(store)
+    since = None if old == ZERO else ObjectID(old)
+    if ref == VAULT_REF:
+        return v.verify_vault(tip=ObjectID(new), since=since)
+    if len(parts) == 5 and parts[4] == "ledger":
+        return v.verify(parts[3], tip=ObjectID(new), since=since)
+    if len(parts) == 6 and parts[4] == "lineage":
+        return v.verify_lineage(parts[3], parts[5], tip=ObjectID(new), since=since)
+    if len(parts) == 6 and parts[4] == "base":
+        if since is not None:
+            return [Violation(short, "append-only", f"{ref} would move: a cohort's base commit is written once")]
+        return []
+    return [Violation(short, "well-formed", f"{ref} is not a ref monte writes")]
+
+
