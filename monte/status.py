@@ -158,6 +158,7 @@ def _target(r: RunRow) -> str:
 def _row(r: RunRow) -> dict[str, Any]:
     what = f"{r.exam}/{r.split}" if r.kind == "eval" else f"{r.plan.get('recipe', {}).get('algorithm', '?')}:{r.plan.get('source', '?')}"
     return {"run": r.run, "kind": r.kind, "status": r.status, "what": what,
-            "target": _target(r) if r.kind == "eval" else f"-> {r.step}", "step": r.step,
+            "target": _target(r) if r.kind == "eval" else ("smoke" if r.smoke else f"-> {r.step}"),
+            "step": r.step,
             "score": None if r.smoke else r.score, "n": r.n, "smoke": r.smoke, "role": r.role,
             "cohort": r.cohort, "created_at": r.created_at}

@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=args, prog_name="monte", standalone_mode=False)
     except click.exceptions.UsageError as e:  # includes NoSuchOption, BadParameter, MissingParameter
         if "--json" in args:
+            where = e.ctx.command_path if e.ctx else "monte"
             msg: dict[str, Any] = {"code": "E_USAGE", "message": e.format_message(),
-                                   "fix": "see `monte " + " ".join(a for a in args if not a.startswith("-"))[:60]
-                                   + " --help`", "exit_code": 2}
+                                   "fix": f"see `{where} --help`", "exit_code": 2}
             click.echo(json.dumps({"error": msg}, indent=2, sort_keys=True))
         else:
             e.show()

@@ -5,7 +5,7 @@
   from those hashes.
 - ``refs/heads/monte/<exp>/lineage/<run>``: the run's checkpoints, each a commit whose tree is
   ``checkpoint.json`` and whose parent is the parent checkpoint's commit (or the base commit for
-  ``--from-base``). ``git log --graph 'monte/<exp>/lineage/*'`` draws the tree.
+  ``--from-base``). ``git log --graph --oneline --branches='monte/<exp>/lineage/*'`` draws the tree.
 """
 
 from __future__ import annotations

@@ -70,6 +70,8 @@ class TrainPlan(BaseModel):
     resume_from: str | None  # the parent's trainer state (continuation only)
     resume_step: int  # the trainer's own step counter at the start
     leak: dict[str, Any]
+    teacher: str | None = None  # distillation: the teacher's folder
+    teacher_files: dict[str, str] | None = None  # and the sha256 of its servable files
 
     def lines(self) -> list[str]:
         move = ("smoke (3 steps, never evidence)" if self.smoke else
@@ -117,13 +119,17 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
         _require_baselines(rows, cohort, meas)
     src = sources.resolve(ws, source)
     sources.check_pairing(rec.algorithm, src)
+    extra: dict[str, Any] = {}
+    if rec.algorithm == "distillation":  # refuse a missing teacher before anything is written
+        teacher = _teacher(rec.parsed().teacher, ws.repo_root)
+        extra = {"teacher": teacher, "teacher_files": servable_files(Path(teacher))}
     leak = sources.leak_check(ws, meas, src)
     steps = SMOKE_STEPS if smoke else meas.train.steps_per_chunk
     base_str = str(base_dir.resolve())
     if not parent:
         return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
                          source=src, parent=None, boundary=False, start_step=0, steps=steps, smoke=smoke,
-                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0, leak=leak)
+                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0, leak=leak, **extra)
     ref_exp, run, step = parse_run_ref(parent, exp)
     if ref_exp != exp:
         raise error("E_USAGE", f"{parent} names experiment {ref_exp}, not {exp}", f"pass --experiment {ref_exp}")
@@ -152,7 +158,7 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
                          source=src, parent={"run": ck.run, "step": ck.step}, boundary=False,
                          start_step=ck.step, steps=steps, smoke=False, init_model=stage_path,
                          stage_start=stage_path, resume_from=str(state),
-                         resume_step=int(info.get("trainer_step", 0)), leak=leak)
+                         resume_step=int(info.get("trainer_step", 0)), leak=leak, **extra)
     return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
                      source=src, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
                      steps=steps, smoke=False, init_model=weights, stage_start=weights, resume_from=None,
@@ -201,7 +207,9 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                       plan={"recipe": plan.recipe.identity(), "source": plan.source.name,
                             "source_kind": plan.source.kind, "parent": plan.parent, "boundary": plan.boundary,
                             "start_step": plan.start_step, "steps": plan.steps,
-                            "settings": plan.recipe.settings})
+                            "settings": plan.recipe.settings, "init_model": plan.init_model,
+                            "resume_from": plan.resume_from, "teacher": plan.teacher,
+                            "teacher_files": plan.teacher_files})
     folder = run_folder(ws, plan.experiment, row.run)
     try:
         trainer_dir, trainer_step = _train(ws, plan, folder / "trainer", row.run, on_progress)
@@ -311,7 +319,7 @@ def _build(plan: TrainPlan, r: Any, common: dict[str, Any], tok: Any, rows: list
 
     distill_cfg = DistillationConfig(**common, max_completion_length=r.max_completion_length, temperature=r.temperature,
                              beta=r.beta)
-    return DistillationTrainer(model=plan.init_model, teacher_model=_teacher(r.teacher, plan), args=distill_cfg,
+    return DistillationTrainer(model=plan.init_model, teacher_model=plan.teacher or r.teacher, args=distill_cfg,
                                train_dataset=prompts.select_columns(["prompt"]), processing_class=tok,
                                callbacks=callbacks)
 
@@ -335,9 +343,12 @@ def _reward(plan: TrainPlan, threshold: float) -> Callable[..., list[float | Non
     return grader_reward
 
 
-def _teacher(spec: str, plan: TrainPlan) -> str:
+def _teacher(spec: str, repo_root: Path) -> str:
+    """The teacher's model folder: absolute, or relative to the repository root."""
     p = Path(spec).expanduser()
-    if p.is_dir():
-        return str(p)
-    raise error("E_NOT_FOUND", f"the recipe's teacher {spec!r} is not a model folder",
-                "set `teacher:` to a local model folder (absolute, or relative to where you run monte)")
+    if not p.is_absolute():
+        p = repo_root / p
+    if p.is_dir() and (p / "config.json").is_file():
+        return str(p.resolve())
+    raise error("E_NOT_FOUND", f"the recipe's teacher {spec!r} is not a model folder ({p})",
+                "set `teacher:` to a local model folder (absolute, or relative to the repository root)")

@@ -21,7 +21,8 @@ from monte.hashing import sha256_bytes
 
 
 class _Common(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: `per_device_train_batch_size: true` or a quoted number is a mistake, not a value
+    model_config = ConfigDict(extra="forbid", strict=True)
     model: str | None = None
     learning_rate: float = Field(1e-4, gt=0, lt=1)
     lr_scheduler_type: Literal["constant", "constant_with_warmup"] = "constant_with_warmup"
@@ -50,7 +51,7 @@ class GRPORecipe(_Common):
 
 class DistillationRecipe(_Common):
     algorithm: Literal["distillation"]
-    teacher: str  # a model folder (relative to the repository) or a checkpoint RUN@STEP
+    teacher: str  # a model folder (absolute, or relative to the repository root)
     max_completion_length: int = Field(16, ge=1)
     temperature: float = Field(1.0, gt=0)
     beta: float = Field(0.0, ge=0, le=1)
@@ -122,7 +123,7 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
     algo = data.get("algorithm")
     if algo is None:
         raise error("E_BAD_INPUT", f"recipe {path} has no 'algorithm'", "add `algorithm: sft` (or grpo, distillation)")
-    if algo not in _BY_ALGO:
+    if not isinstance(algo, str) or algo not in _BY_ALGO:
         raise error("E_BAD_INPUT", f"recipe {path}: unknown algorithm {algo!r}",
                     "use one of: sft, grpo, distillation")
     try:

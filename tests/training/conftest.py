@@ -1,0 +1,69 @@
+"""Fixtures for the training tests: real tiny models and a trainable experiment with 4-step chunks.
+
+Everything trains for real, through TRL, on a randomly initialised 3 M-parameter model (no
+download). Chunks are kept to 4 steps with batches of 8-16, so each takes about a second once
+torch is imported; torch runs on one thread (two threads on a busy 2-core box is many times slower).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from trainhelp import GRPO, SFT, curriculum, distill, write_recipe, write_sft_rows
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Tiny models seeds 0 (the base) and 1 (a teacher): same tokenizer, different weights."""
+    from monte.models.tiny import init_model
+
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for seed in (0, 1):
+        init_model(root / f"seed{seed}", seed=seed)
+        out[seed] = root / f"seed{seed}"
+    return out
+
+
+@pytest.fixture
+def base_model(tiny_models: dict[int, Path]) -> Path:
+    return tiny_models[0]
+
+
+@pytest.fixture
+def teacher(tiny_models: dict[int, Path]) -> Path:
+    return tiny_models[1]
+
+
+@pytest.fixture
+def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+    """The trainable parity environment, an SFT dataset ``parity-sft`` from its curriculum, the
+    experiment ``exp`` (4 steps per chunk) and the repo recipes ``sft-t``, ``grpo-t`` and
+    ``distill-t``. No baseline yet."""
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    rows = write_sft_rows(tmp_path / "parity-sft.jsonl", curriculum(repo)[:256])
+    r = monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft")
+    assert r.code == 0, r.err
+    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model),
+              "--steps-per-chunk", "4")
+    assert r.code == 0, r.err
+    write_recipe(repo, "sft-t", SFT)
+    write_recipe(repo, "grpo-t", GRPO)
+    write_recipe(repo, "distill-t", distill(teacher))
+    return "exp"
+
+
+@pytest.fixture
+def ready(trainable: str, monte) -> str:  # type: ignore[no-untyped-def]
+    """``trainable`` plus both baselines of the base model's cohort: dev@0 and test@0."""
+    assert monte("eval", "--yes").code == 0
+    assert monte("eval", "--split", "test", "--yes").code == 0
+    return trainable

@@ -1,0 +1,131 @@
+"""`monte promote RUN@STEP --dest D --confirm RUN@STEP`: a sha256-verified export of a succeeded
+training checkpoint's servable folder. Every refusal leaves the ledger, the data root and --dest
+as they were."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import git, snapshot_state
+from trainhelp import refused, trained
+
+from monte.hashing import sha256_file
+
+
+@pytest.fixture
+def run(ready: str, monte) -> str:  # type: ignore[no-untyped-def]
+    """One real 4-step SFT chunk from the base model: checkpoint RUN@4."""
+    return str(trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"])
+
+
+def _folder(repo: Path, run: str) -> Path:
+    return repo / ".monte" / "runs" / "exp" / run / "checkpoints" / "step-4"
+
+
+def _lineage_files(repo: Path, run: str) -> dict[str, str]:
+    files: dict[str, str] = json.loads(git(repo, "show", f"monte/exp/lineage/{run}:checkpoint.json"))["files"]
+    return files
+
+
+def _promote(monte, ref: str, dest: Path, confirm: str | None = None, *extra: str):  # type: ignore[no-untyped-def]
+    return monte("promote", ref, "--dest", str(dest), "--confirm", confirm or ref, *extra)
+
+
+def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ref = f"{run}@4"
+    files = _lineage_files(repo, run)
+    (_folder(repo, run) / "notes.txt").write_text("not part of the model\n")  # a stray file stays behind
+    before = snapshot_state(repo)
+    dest = tmp_path / "exports" / "parity-model"  # its parent need not exist
+    r = _promote(monte, ref, dest, None, "--json")
+    assert r.code == 0, r.out + r.err
+    out = r.json()
+    assert out["checkpoint"] == ref and out["dest"] == str(dest)
+    assert sorted(p.name for p in dest.iterdir()) == sorted(files)
+    assert {p.name: sha256_file(p) for p in dest.iterdir()} == files == out["sha256"]
+    assert out["files"] == len(files) and out["bytes"] == sum(p.stat().st_size for p in dest.iterdir())
+    assert not {"optimizer.pt", "trainer_state.json", "notes.txt"} & {p.name for p in dest.iterdir()}
+    assert [p.name for p in dest.parent.iterdir()] == ["parity-model"]  # no staging folder left
+    assert snapshot_state(repo) == before  # an export writes nothing to the record
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(str(dest)).config.model_type == "qwen2"
+    # the human form reports the count and the size; an existing empty folder is a fine --dest
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _promote(monte, ref, empty)
+    assert r.code == 0, r.out + r.err
+    mb = out["bytes"] / 1e6
+    assert r.out.strip() == (f"promoted {ref} to {empty}: {len(files)} files, {mb:.1f} MB, "
+                             "every sha256 verified")
+
+
+def test_confirm_must_name_the_checkpoint_in_full(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "out"
+    for wrong in (f"{run}@8", run, f"{run[:6]}@4"):
+        err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(dest), "--confirm", wrong,
+                      code="E_USAGE", exit_code=2)
+        assert f"--confirm {run}@4" in err["fix"]
+        assert not dest.exists()
+    assert monte("promote", f"{run}@4", "--dest", str(dest)).code == 2  # --confirm is required
+    assert not dest.exists()
+
+
+def test_only_a_real_training_checkpoint_is_promoted(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "out"
+    evals = [x["run"] for x in monte("status", "--json").json()["rows"] if x["kind"] == "eval"]
+    err = refused(monte, repo, "promote", f"{evals[0]}@0", "--dest", str(dest), "--confirm", f"{evals[0]}@0",
+                  code="E_REFUSED", exit_code=3)
+    assert "eval" in err["message"] and "training run" in err["fix"]
+    smoke = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--smoke")["run"]
+    err = refused(monte, repo, "promote", f"{smoke}@3", "--dest", str(dest), "--confirm", f"{smoke}@3",
+                  code="E_NOT_EVIDENCE", exit_code=3)
+    assert "smoke" in err["message"]
+    err = refused(monte, repo, "promote", f"{run}@8", "--dest", str(dest), "--confirm", f"{run}@8",
+                  code="E_NOT_FOUND", exit_code=4)
+    assert f"{run}@4" in err["message"]  # says which checkpoints the run has
+    refused(monte, repo, "promote", "nosuch@4", "--dest", str(dest), "--confirm", "nosuch@4",
+            code="E_NOT_FOUND", exit_code=4)
+    assert not dest.exists()
+
+
+def test_a_non_empty_dest_is_refused(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dest = tmp_path / "taken"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("mine\n")
+    err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(dest), "--confirm", f"{run}@4",
+                  code="E_REFUSED", exit_code=3)
+    assert str(dest) in err["message"] and "new folder" in err["fix"]
+    assert [p.name for p in dest.iterdir()] == ["keep.txt"] and (dest / "keep.txt").read_text() == "mine\n"
+    afile = tmp_path / "a-file"
+    afile.write_text("x")
+    err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(afile), "--confirm", f"{run}@4",
+                  code="E_USAGE", exit_code=2)  # click's own check: --dest is a folder
+    assert "is a file" in err["message"] and afile.read_text() == "x"
+
+
+def test_a_usage_error_points_at_the_commands_help(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    afile = tmp_path / ("a-file-with-a-long-name-" * 3)
+    afile.write_text("x")
+    r = monte("promote", "abcdefghijkl@4", "--dest", str(afile), "--confirm", "abcdefghijkl@4", "--json")
+    assert r.code == 2
+    assert r.json()["error"]["fix"] == "see `monte promote --help`"
+
+
+@pytest.mark.parametrize("damage", ["modify", "delete"])
+def test_a_tampered_checkpoint_is_an_integrity_error(repo: Path, monte, run: str, tmp_path: Path, damage: str) -> None:  # type: ignore[no-untyped-def]
+    weights = _folder(repo, run) / "model.safetensors"
+    if damage == "modify":
+        data = bytearray(weights.read_bytes())
+        data[-1] ^= 0xFF  # one bit of one weight: same size, another sha256
+        weights.write_bytes(bytes(data))
+    else:
+        weights.unlink()
+    dest = tmp_path / "out"
+    err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(dest), "--confirm", f"{run}@4",
+                  code="E_INTEGRITY", exit_code=5)
+    assert "model.safetensors" in err["message"] and f"{run}@4" in err["message"]
+    assert err["fix"]
+    assert not dest.exists() and list(tmp_path.glob(".out.promote-*")) == []

@@ -1,0 +1,92 @@
+"""Helpers for the training tests: small repo recipes, SFT rows, and refusal checks.
+
+The recipes keep batches small so a 4-step chunk of a 3 M-parameter model takes about a second
+on one CPU thread. Every learning-rate schedule is constant: a continuation is then exactly the
+same arithmetic as one longer chunk (TRAINING-NOTES.md, "resume equivalence").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from helpers import snapshot_state
+
+SFT = """\
+# small SFT for tests (TRL SFTTrainer)
+algorithm: sft
+learning_rate: 3.0e-3
+lr_scheduler_type: constant
+per_device_train_batch_size: 16
+max_length: 32
+"""
+
+GRPO = """\
+# small GRPO for tests: the environment's grader is the reward
+algorithm: grpo
+learning_rate: 1.0e-4
+lr_scheduler_type: constant
+per_device_train_batch_size: 8
+num_generations: 4
+max_completion_length: 4
+"""
+
+
+def distill(teacher: Path | str) -> str:
+    return ("algorithm: distillation\n"
+            f"teacher: {teacher}\n"
+            "learning_rate: 1.0e-4\n"
+            "lr_scheduler_type: constant\n"
+            "per_device_train_batch_size: 8\n"
+            "max_completion_length: 4\n")
+
+
+def write_recipe(repo: Path, name: str, text: str) -> Path:
+    path = repo / "recipes" / f"{name}.yaml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def curriculum(repo: Path, env: str = "parity") -> list[dict[str, Any]]:
+    with open(repo / ".monte" / "environments" / env / "curriculum.jsonl", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def exam_prompts(repo: Path, split: str, env: str = "parity") -> list[str]:
+    path = repo / ".monte" / "environments" / env / "exams" / env / f"{split}.jsonl"
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line)["prompt"] for line in f if line.strip()]
+
+
+def write_sft_rows(path: Path, items: list[dict[str, Any]]) -> Path:
+    """``{"input": prompt, "output": " " + answer}`` rows (the answer follows the prompt's ``=``)."""
+    path.write_text("".join(json.dumps({"input": it["prompt"], "output": " " + it["answer"]}) + "\n"
+                            for it in items))
+    return path
+
+
+def train(monte: Any, *args: str) -> Any:
+    """``monte train --yes --json ARGS``."""
+    return monte("train", "--yes", "--json", *args)
+
+
+def trained(monte: Any, *args: str) -> dict[str, Any]:
+    """Run a chunk that must succeed; return its row."""
+    r = train(monte, *args)
+    assert r.code == 0, r.out + r.err
+    row: dict[str, Any] = r.json()["run"]
+    assert row["status"] == "succeeded"
+    return row
+
+
+def refused(monte: Any, repo: Path, *args: str, code: str, exit_code: int) -> dict[str, str]:
+    """Run a command that must refuse with ``code``, changing no ref and no file; return the error."""
+    before = snapshot_state(repo)
+    r = monte(*args, "--json")
+    assert r.code == exit_code, r.out + r.err
+    err: dict[str, str] = r.json()["error"]
+    assert err["code"] == code, err
+    assert snapshot_state(repo) == before
+    return err
