@@ -545,11 +545,10 @@ def _count_lines(path: Path) -> int:
 
 
 def experiment_list(*, ws: Workspace | None = None) -> list[dict[str, Any]]:
-    from monte.ledger.experiment import Ledger
+    from monte.ledger.experiment import Ledger, experiment_names
 
     ws = ws or open_workspace()
-    names = sorted({ref.split("/")[3] for ref in ws.store.refs_under("refs/heads/monte/")
-                    if ref.endswith("/ledger")})
+    names = experiment_names(ws.store)
     out = []
     for n in names:
         meas = Ledger(ws.store, n).measurement()
@@ -642,12 +641,11 @@ def status(*, experiment: str | None = None, ws: Workspace | None = None) -> dic
 
 def _find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Any, Any]:
     from monte import evals
-    from monte.ledger.experiment import Ledger
+    from monte.ledger.experiment import Ledger, experiment_names
     from monte.runs import parse_run_ref
 
     exp0, run, _ = parse_run_ref(ref, None)
-    exps = [experiment or exp0] if (experiment or exp0) else sorted(
-        {r.split("/")[3] for r in ws.store.refs_under("refs/heads/monte/") if r.endswith("/ledger")})
+    exps = [experiment or exp0] if (experiment or exp0) else experiment_names(ws.store)
     for exp in exps:
         ledger = Ledger(ws.store, check_name(exp or "", "experiment name"))
         snap = ledger.snapshot()
@@ -849,7 +847,7 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     for name in names:
         found = v.verify(name, since=since)
         violations += [{"experiment": name, **x.to_dict()} for x in found]
-        records += sum(1 for _ in ws.store.log(f"refs/heads/monte/{name}/ledger"))
+        records += v.records
         for ref in ws.store.refs_under(f"refs/heads/monte/{name}/lineage/"):
             violations += [{"experiment": name, **x.to_dict()}
                            for x in v.verify_lineage(name, ref.rsplit("/", 1)[1])]

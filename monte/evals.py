@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from monte.errors import MonteError, error
 from monte.hashing import sha256_bytes
 from monte.ledger import rules
-from monte.ledger.experiment import Ledger, dumps
+from monte.ledger.experiment import Ledger, dumps, experiment_names
 from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base, read_checkpoint, servable_files
 from monte.ledger.records import Measurement, RunRow, run_dir
@@ -32,8 +32,7 @@ def experiment_name(ws: Workspace, given: str | None) -> str:
     """The experiment named, or the only one in the repository."""
     if given:
         return check_name(given, "experiment name")
-    names = sorted({ref.split("/")[3] for ref in ws.store.refs_under("refs/heads/monte/")
-                    if ref.endswith("/ledger")})
+    names = experiment_names(ws.store)
     if len(names) == 1:
         return names[0]
     if not names:

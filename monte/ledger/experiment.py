@@ -16,6 +16,11 @@ from monte.ledger.records import (
 from monte.ledger.store import Change, Snapshot, Store
 
 
+def experiment_names(store: Store) -> list[str]:
+    """Every experiment in the repository: the ``refs/heads/monte/<exp>/ledger`` refs."""
+    return sorted({ref.split("/")[3] for ref in store.refs_under("refs/heads/monte/") if ref.endswith("/ledger")})
+
+
 def dumps(obj: object) -> bytes:
     """The one JSON encoding monte writes: sorted keys, indented, trailing newline."""
     return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()

@@ -73,6 +73,7 @@ class Verifier:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.objects = store.repo.object_store
+        self.records = 0  # records checked by the last verify()
 
     # --- object access ---------------------------------------------------------------------------
 
@@ -133,6 +134,7 @@ class Verifier:
             return [Violation(tip.decode()[:12], "append-only",
                               f"{since.decode()[:12]} is not an ancestor of the ledger tip: history was rewritten")]
         chain.reverse()
+        self.records = len(chain)
         state = _State()
         prev_tree: ObjectID | None = None
         if since is not None:
@@ -511,7 +513,9 @@ class Verifier:
 
 
 def experiments(store: Store) -> list[str]:
-    return sorted({r.split("/")[3] for r in store.refs_under("refs/heads/monte/") if r.endswith("/ledger")})
+    from monte.ledger.experiment import experiment_names
+
+    return experiment_names(store)
 
 
 ZERO = b"0" * 40
