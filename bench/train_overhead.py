@@ -1,0 +1,122 @@
+"""monte's overhead on one SFT chunk: `monte train` against the same TRL trainer called directly.
+
+Both sides run as fresh processes (interpreter start and imports included, as a user pays them),
+with the same model, rows, recipe settings and step count, saving a checkpoint at the end; they
+alternate, and the best of each is compared. Peak resident memory of each process is reported
+beside its time.
+
+    .venv/bin/python bench/train_overhead.py [--rounds 2] [--steps 50] [--json-out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+WRAP = """
+import resource, sys, time
+t = time.perf_counter()
+code = 0
+try:
+    {body}
+except SystemExit as e:
+    code = e.code or 0
+print("BENCH", time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
+
+MONTE = "from monte.cli.main import main; main(['train', '--recipe', 'sft-tiny', '--source', 'parity-sft', '--from-base', '--yes', '--json'])"
+
+DIRECT = """import json
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+    rows = [json.loads(l) for l in open({rows!r})]
+    data = Dataset.from_list([{{"prompt": r["input"], "completion": r["output"]}} for r in rows])
+    tok = AutoTokenizer.from_pretrained({model!r})
+    cfg = SFTConfig(output_dir={out!r}, max_steps={steps}, learning_rate=3e-3, lr_scheduler_type="constant_with_warmup",
+                    warmup_steps=10, per_device_train_batch_size=128, max_length=64, seed=0, data_seed=0, use_cpu=True,
+                    bf16=False, activation_checkpointing=False, report_to=[], logging_steps=1, disable_tqdm=True,
+                    save_strategy="steps", save_steps={steps}, dataloader_num_workers=0, completion_only_loss=True)
+    SFTTrainer(model={model!r}, args=cfg, train_dataset=data, processing_class=tok).train()
+    tok.save_pretrained({out!r} + "/checkpoint-{steps}")"""
+
+
+def sh(*args: str, cwd: Path) -> str:
+    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def monte(*args: str, cwd: Path) -> str:
+    return sh(PY, "-c", "from monte.cli.main import main; main()", *args, cwd=cwd)
+
+
+def timed(body: str, cwd: Path) -> tuple[float, int]:
+    r = subprocess.run([PY, "-c", WRAP.format(body=body)], cwd=cwd, capture_output=True, text=True,
+                       env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+    if r.returncode != 0:
+        raise SystemExit(f"failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    line = next(x for x in r.stderr.splitlines() if x.startswith("BENCH "))
+    _, secs, rss = line.split()
+    return float(secs), int(rss)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--quick", action="store_true", help="5 steps, 1 round")
+    ap.add_argument("--json-out")
+    a = ap.parse_args()
+    if a.quick:
+        a.steps, a.rounds = 5, 1
+    root = Path(tempfile.mkdtemp(prefix="monte-bench-train-"))
+    repo = root / "repo"
+    repo.mkdir()
+    sh("git", "init", "-q", "-b", "main", ".", cwd=repo)
+    monte("init", cwd=repo)
+    monte("model", "init", "base", cwd=repo)
+    monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", cwd=repo)
+    rows = repo / "sft.jsonl"
+    with open(repo / ".monte/environments/parity/curriculum.jsonl") as src, open(rows, "w") as out:
+        for line in src:
+            item = json.loads(line)
+            out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
+    monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft", cwd=repo)
+    monte("experiment", "init", "exp", "--eval", "parity", "--model", "base", "--steps-per-chunk", str(a.steps),
+          cwd=repo)
+    monte("eval", "--yes", cwd=repo)
+    monte("eval", "--split", "test", "--yes", cwd=repo)
+    results: dict[str, list[tuple[float, int]]] = {"monte": [], "direct": []}
+    for i in range(a.rounds):
+        results["monte"].append(timed(MONTE, repo))
+        out = root / f"direct-{i}"
+        results["direct"].append(timed(DIRECT.format(rows=str(rows), model=str(repo / "base"), out=str(out),
+                                                     steps=a.steps), repo))
+        print(f"round {i + 1}: monte {results['monte'][-1][0]:.1f}s, direct {results['direct'][-1][0]:.1f}s",
+              flush=True)
+    best = {k: min(v) for k, v in results.items()}
+    peak = {k: max(r for _, r in v) for k, v in results.items()}
+    ratio = best["monte"][0] / best["direct"][0]
+    report = {"steps": a.steps, "rounds": a.rounds, "monte_s": best["monte"][0], "direct_s": best["direct"][0],
+              "ratio": ratio, "monte_peak_rss_kib": peak["monte"], "direct_peak_rss_kib": peak["direct"],
+              "all": results}
+    print(f"one {a.steps}-step SFT chunk, best of {a.rounds}: monte train {best['monte'][0]:.1f}s, "
+          f"TRL direct {best['direct'][0]:.1f}s, ratio {ratio:.3f} (target <= 1.10)")
+    print(f"peak RSS: monte {peak['monte'] / 1024:.0f} MiB, direct {peak['direct'] / 1024:.0f} MiB "
+          f"(ratio {peak['monte'] / peak['direct']:.2f})")
+    if a.json_out:
+        Path(a.json_out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
