@@ -67,6 +67,23 @@ class _State:
     measurement: ObjectID | None = None
     meas: dict[str, Any] | None = None
     touches: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    since: Any = None  # the Snapshot at --from, for lazy lookups
+    # incremental indexes, so a 10,000-record walk stays linear
+    buckets: dict[str, set[str]] = field(default_factory=dict)
+    baselines: set[tuple[str, str, str]] = field(default_factory=set)
+    checkpoints: dict[str, int] = field(default_factory=dict)
+
+    def put(self, row: RunRow) -> None:
+        old = self.rows.get(row.run)
+        self.rows[row.run] = row
+        self.seen.add(row.run)
+        self.buckets.setdefault(row.run[:2], set()).add(row.run)
+        if (row.kind == "eval" and row.status == "succeeded" and not row.smoke
+                and row.plan.get("target", {}).get("kind") == "base"):
+            self.baselines.add((row.cohort, row.exam or "", row.split or ""))
+        if row.kind == "train" and not row.smoke:
+            self.checkpoints[row.cohort] = (self.checkpoints.get(row.cohort, 0) + len(row.checkpoints)
+                                            - (len(old.checkpoints) if old else 0))
 
 
 class Verifier:
@@ -74,11 +91,25 @@ class Verifier:
         self.store = store
         self.objects = store.repo.object_store
         self.records = 0  # records checked by the last verify()
+        self._trees: dict[ObjectID, Tree] = {}
 
     # --- object access ---------------------------------------------------------------------------
 
     def _obj(self, sha: ObjectID) -> Any:
         return self.objects[sha]
+
+    def _tree(self, sha: ObjectID | None) -> Tree:
+        """Trees, cached: record i's new trees are record i+1's old ones, and most of a
+        fanned-out ledger's trees are shared between neighbouring records."""
+        if sha is None:
+            return Tree()
+        tree = self._trees.get(sha)
+        if tree is None:
+            tree = self._obj(sha)
+            if len(self._trees) > 4096:
+                self._trees.clear()
+            self._trees[sha] = tree
+        return tree
 
     def _flat_changes(self, old: ObjectID | None, new: ObjectID | None, prefix: str = "") -> Iterator[
             tuple[str, ObjectID | None, ObjectID | None]]:
@@ -86,8 +117,8 @@ class Verifier:
         whose ids differ, so a fanned-out ledger diffs in O(depth)."""
         if old == new:
             return
-        a = self._obj(old) if old else Tree()
-        b = self._obj(new) if new else Tree()
+        a = self._tree(old)
+        b = self._tree(new)
         names = {e.path for e in a.iteritems()} | {e.path for e in b.iteritems()}
         for name in sorted(names):
             ea = a[name] if name in a else None
@@ -140,30 +171,45 @@ class Verifier:
         if since is not None:
             base = self._obj(since)
             prev_tree = base.tree
-            self._load(state, base.tree)
+            self._load(state, since)
         for i, c in enumerate(chain):
             out += self._record(experiment, state, c, prev_tree, first=(since is None and i == 0))
             prev_tree = c.tree
         return out
 
-    def _load(self, state: _State, tree: ObjectID) -> None:
-        """State at an already-verified commit (for ``--from``)."""
-        for path, _, blob in self._flat_changes(None, tree):
-            assert blob is not None
-            if (m := ROW.match(path)) is not None:
-                row = RunRow.model_validate_json(self._blob(blob))
-                state.rows[m.group(3)] = row
-                state.seen.add(m.group(3))
-            elif (m := TASKS.match(path)) is not None:
-                state.tasks[m.group(3)] = blob
-            elif (m := NOMINATION.match(path)) is not None:
-                state.nominations[m.group(1)] = json.loads(self._blob(blob))["checkpoint"]
-            elif path == "measurement.json":
-                state.measurement = blob
-                state.meas = json.loads(self._blob(blob))
+    def _load(self, state: _State, commit: ObjectID) -> None:
+        """State at an already-verified commit (for ``--from``), read from its derived indexes
+        (at most 1,024 blobs), so an incremental check costs the new records, not the history.
+        Per-task files of runs before that commit are looked up lazily (``_tasks_blob``)."""
+        from monte.ledger.store import Snapshot
+
+        snap = Snapshot(self.store.repo, commit)
+        for first in snap.listdir("runs"):
+            for second in snap.listdir(f"runs/{first}"):
+                raw = snap.read(f"runs/{first}/{second}/index.json")
+                for row in json.loads(raw or b"{}").values():
+                    state.put(RunRow.model_validate(row))
+        for cohort in snap.listdir("cohorts"):
+            raw = snap.read(f"cohorts/{cohort}/nomination.json")
+            if raw:
+                state.nominations[cohort] = json.loads(raw)["checkpoint"]
+        raw = snap.read("measurement.json")
+        if raw:
+            state.meas = json.loads(raw)
+        state.since = snap
         for row in sorted(state.rows.values(), key=lambda r: r.seq):
             if row.kind == "eval" and row.split == "test" and not row.smoke:
                 state.touches.setdefault((row.cohort, row.exam or ""), []).append(row.run)
+
+    def _tasks_blob(self, state: _State, run: str) -> ObjectID | None:
+        if run in state.tasks:
+            return state.tasks[run]
+        if state.since is not None:
+            found = state.since._lookup(f"runs/{run[0]}/{run[1]}/{run}/tasks.jsonl")
+            if found is not None:
+                state.tasks[run] = found[1]
+                return found[1]
+        return None
 
     def _record(self, experiment: str, state: _State, c: Commit, prev_tree: ObjectID | None,
                 *, first: bool) -> list[Violation]:
@@ -224,7 +270,7 @@ class Verifier:
             index = json.loads(self._blob(blob))
         except ValueError:
             return [Violation(cid, "well-formed", f"{path} is not JSON")]
-        want = {r: row.model_dump(mode="json") for r, row in state.rows.items() if r[:2] == bucket}
+        want = {r: state.rows[r].model_dump(mode="json") for r in state.buckets.get(bucket, ())}
         if index != want:
             return [Violation(cid, "well-formed", f"{path} does not match the rows it indexes")]
         return []
@@ -261,15 +307,11 @@ class Verifier:
                 out.append(Violation(cid, "append-only", f"run {run}: a checkpoint was rewritten"))
             for ck in row.checkpoints[len(old.checkpoints):]:
                 out += self._checkpoint(experiment, state, cid, row, ck)
-            if row.status == "succeeded" and row.kind == "eval" and not row.smoke and run not in state.tasks:
+            if (row.status == "succeeded" and row.kind == "eval" and not row.smoke
+                    and self._tasks_blob(state, run) is None):
                 out.append(Violation(cid, "well-formed", f"eval {run} succeeded without per-task results"))
-        state.rows[run] = row
-        state.seen.add(run)
+        state.put(row)
         return out
-
-    def _checkpoints(self, state: _State, cohort: str) -> list[tuple[str, int]]:
-        return [(r.run, int(ck["step"])) for r in state.rows.values() if r.kind == "train" and not r.smoke
-                and r.cohort == cohort for ck in r.checkpoints]
 
     def _new_row(self, experiment: str, state: _State, cid: str, row: RunRow) -> list[Violation]:
         out: list[Violation] = []
@@ -292,10 +334,7 @@ class Verifier:
         missing = []
         for exam, x in sorted((state.meas or {}).get("exams", {}).items()):
             for split in ("dev", "test"):
-                if split in x.get("splits", {}) and not any(
-                        r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.cohort == row.cohort
-                        and r.exam == exam and r.split == split and r.plan.get("target", {}).get("kind") == "base"
-                        for r in state.rows.values()):
+                if split in x.get("splits", {}) and (row.cohort, exam, split) not in state.baselines:
                     missing.append(f"{exam}/{split}@0")
         if missing:
             return [Violation(cid, "baselines-first",
@@ -312,7 +351,7 @@ class Verifier:
         elif target.get("kind") == "base":
             if touches:
                 out.append(Violation(cid, "two-touch", f"test@0 of {row.exam} read a second time"))
-            elif self._checkpoints(state, row.cohort):
+            elif state.checkpoints.get(row.cohort, 0):
                 out.append(Violation(cid, "two-touch", f"test@0 of {row.exam} read after the cohort has checkpoints"))
         else:
             if not touches:
@@ -339,7 +378,7 @@ class Verifier:
         base = next((r for r in rows if r.kind == "eval" and r.status == "succeeded" and not r.smoke
                      and r.cohort == cohort and r.exam == exam and r.split == "dev"
                      and r.plan.get("target", {}).get("kind") == "base"), None)
-        if base is None or base.run not in state.tasks:
+        if base is None or self._tasks_blob(state, base.run) is None:
             return None
         base_tasks = self._tasks(state, base.run)
         best: tuple[float, int, int] | None = None
@@ -348,7 +387,7 @@ class Verifier:
             t = r.plan.get("target", {})
             if (r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.cohort == cohort
                     and r.exam == exam and r.split == "dev" and t.get("kind") == "checkpoint"):
-                mine = self._tasks(state, r.run) if r.run in state.tasks else None
+                mine = self._tasks(state, r.run) if self._tasks_blob(state, r.run) is not None else None
                 if mine is None or set(mine) != set(base_tasks):
                     return None  # unpairable: the live rule refuses; nothing to compare against
                 ids = sorted(base_tasks)
@@ -359,7 +398,9 @@ class Verifier:
         return chosen
 
     def _tasks(self, state: _State, run: str) -> dict[str, float]:
-        lines = self._blob(state.tasks[run]).decode().splitlines()
+        blob = self._tasks_blob(state, run)
+        assert blob is not None
+        lines = self._blob(blob).decode().splitlines()
         return {(t := json.loads(line))["id"]: float(t["score"]) for line in lines if line.strip()}
 
     def _nomination(self, state: _State, cid: str, cohort: str, blob: ObjectID) -> list[Violation]:
