@@ -102,3 +102,25 @@ def unchanged(repo: Path) -> Iterator[None]:
     before = snapshot_state(repo)
     yield
     assert snapshot_state(repo) == before
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Real tiny models (no download), seeds 0..3: one tokenizer, different weights. Torch runs
+    on one thread: two threads on a busy 2-core machine are many times slower."""
+    import torch
+
+    from monte.models.tiny import init_model
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("models")
+    out = {}
+    for seed in (0, 1, 2, 3):
+        init_model(root / f"seed{seed}", seed=seed)
+        out[seed] = root / f"seed{seed}"
+    return out
+
+
+@pytest.fixture
+def base_model(tiny_models: dict[int, Path]) -> Path:
+    return tiny_models[0]

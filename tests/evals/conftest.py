@@ -1,4 +1,5 @@
-"""Fixtures for the evaluation tests: a real tiny model, an experiment, and checkpoints.
+"""Fixtures for the evaluation tests: an experiment on the real tiny base model (``tiny_models``
+and ``base_model`` come from the root conftest), and checkpoints.
 
 Checkpoints here are recorded through the same API `monte train` uses
 (`monte.training.record`): a real, loadable model folder per checkpoint, a train row, and a
@@ -11,26 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    import torch
-
-    from monte.models.tiny import init_model
-
-    torch.set_num_threads(1)
-    root = tmp_path_factory.mktemp("models")
-    out = {}
-    for seed in (0, 1, 2, 3):
-        init_model(root / f"seed{seed}", seed=seed)
-        out[seed] = root / f"seed{seed}"
-    return out
-
-
-@pytest.fixture
-def base_model(tiny_models: dict[int, Path]) -> Path:
-    return tiny_models[0]
 
 
 @pytest.fixture

@@ -20,24 +20,6 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
-    """Tiny models seeds 0 (the base) and 1 (a teacher): same tokenizer, different weights."""
-    from monte.models.tiny import init_model
-
-    root = tmp_path_factory.mktemp("models")
-    out = {}
-    for seed in (0, 1):
-        init_model(root / f"seed{seed}", seed=seed)
-        out[seed] = root / f"seed{seed}"
-    return out
-
-
-@pytest.fixture
-def base_model(tiny_models: dict[int, Path]) -> Path:
-    return tiny_models[0]
-
-
 @pytest.fixture
 def teacher(tiny_models: dict[int, Path]) -> Path:
     return tiny_models[1]
