@@ -7,9 +7,10 @@ download), this script measures in the same run, with the same model object and 
 
 - monte: ``evals.run_eval(ws, api.plan_eval(split="dev"), load=...)`` over the dev split (200
   tasks): plan, the ``started`` record, batched left-padded greedy generation with the KV cache,
-  grading, the ``tasks.jsonl`` + finished record. The model is loaded once beforehand and handed
-  in through ``load=`` (``api.run_eval`` has no ``load`` argument; ``monte.evals.run_eval`` does),
-  so the one-time import and load are not timed;
+  grading, the ``tasks.jsonl`` + finished record (the time inside ``generate`` is taken too, so
+  what the plan, the record and the grading add is reported on its own). The model is loaded
+  once beforehand and handed in through ``load=`` (``api.run_eval`` has no ``load`` argument;
+  ``monte.evals.run_eval`` does), so the one-time import and load are not timed;
 - plain: a loop over the same 200 prompts, ``model.generate(**tok(prompt, return_tensors="pt"),
   max_new_tokens=N, do_sample=False)``, one prompt at a time, where N is the experiment's
   ``eval.max_new_tokens`` (measurement.json, 16).
@@ -72,17 +73,35 @@ def cut(text: str, stop: list[str]) -> str:
     return _cut(text, stop)
 
 
-def run_monte(ws: Any, load: Any, smoke: bool = False) -> tuple[float, float, dict[str, Any]]:
-    """One ``plan_eval`` + ``run_eval`` on dev; (plan seconds, run seconds, the finished row)."""
+def run_monte(ws: Any, load: Any, smoke: bool = False) -> tuple[float, float, float, dict[str, Any]]:
+    """One ``plan_eval`` + ``run_eval`` on dev; (plan seconds, run seconds, seconds inside
+    ``generate`` during the run, the finished row). The rest of the run is the record
+    (started + finished commits, tasks.jsonl, events) and the grading."""
     from monte import api, evals
+    from monte.models import generate as gen
 
-    t0 = time.perf_counter()
-    plan = api.plan_eval(experiment=EXPERIMENT, split="dev", smoke=smoke, ws=ws)
-    t1 = time.perf_counter()
-    result = evals.run_eval(ws, plan, load=load)
-    t2 = time.perf_counter()
+    inside: list[float] = []
+    generate = gen.generate
+
+    def timed(*a: Any, **k: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return generate(*a, **k)
+        finally:
+            inside.append(time.perf_counter() - t)
+
+    gen.generate = timed  # type: ignore[assignment]  # run_eval looks it up at call time
+    try:
+        t0 = time.perf_counter()
+        plan = api.plan_eval(experiment=EXPERIMENT, split="dev", smoke=smoke, ws=ws)
+        t1 = time.perf_counter()
+        result = evals.run_eval(ws, plan, load=load)
+        t2 = time.perf_counter()
+    finally:
+        gen.generate = generate  # type: ignore[assignment]
+    assert len(inside) == 1, inside
     (row,) = result.runs
-    return t1 - t0, t2 - t1, row
+    return t1 - t0, t2 - t1, inside[0], row
 
 
 def run_plain(model: Any, tok: Any, prompts: list[str], max_new_tokens: int) -> tuple[float, list[str]]:
@@ -159,24 +178,20 @@ def main(argv: list[str] | None = None) -> int:
         run_plain(model, tok, prompts[:5], max_new)
         assert all(Path(f).resolve() == model_dir.resolve() for f in loaded_from), loaded_from
 
-        monte_plan, monte_run, monte_total, plain_total, gen_only = [], [], [], [], []
+        monte_plan, monte_run, monte_total, monte_gen, plain_total = [], [], [], [], []
         rows: list[dict[str, Any]] = []
         plain_raw: list[str] = []
         for r in range(rounds):
-            tp, tr, row = run_monte(ws, load)
+            tp, tr, tg, row = run_monte(ws, load)
             monte_plan.append(tp)
             monte_run.append(tr)
             monte_total.append(tp + tr)
+            monte_gen.append(tg)
             rows.append(row)
             tq, plain_raw = run_plain(model, tok, prompts, max_new)
             plain_total.append(tq)
-            t0 = time.perf_counter()  # monte's generate alone: what the record and grading add
-            gen.generate(model, tok, prompts, max_new_tokens=max_new, batch_size=int(settings["batch_size"]),
-                         temperature=settings["temperature"], top_p=settings["top_p"], stop=settings["stop"],
-                         chat_template=settings["chat_template"])
-            gen_only.append(time.perf_counter() - t0)
-            print(f"  round {r + 1}/{rounds}: monte {tp + tr:.2f} s (plan {tp * 1e3:.0f} ms),"
-                  f" plain {tq:.2f} s, monte's generate alone {gen_only[-1]:.2f} s", flush=True)
+            print(f"  round {r + 1}/{rounds}: monte {tp + tr:.2f} s (generate {tg:.2f} s, plan {tp * 1e3:.0f} ms,"
+                  f" record + grading {(tr - tg) * 1e3:.0f} ms), plain {tq:.2f} s", flush=True)
 
         n = len(items)
         best_m, best_p = min(monte_total), min(plain_total)
@@ -185,9 +200,12 @@ def main(argv: list[str] | None = None) -> int:
             "total_s": monte_total, "plan_s": monte_plan, "run_s": monte_run,
             "tasks_per_s_best": n / best_m, "tasks_per_s_median": n / med_m,
         }
-        result["generate_only"] = {
-            "total_s": gen_only, "tasks_per_s_best": n / min(gen_only),
-            "record_and_grading_overhead_s_median": statistics.median(monte_total) - statistics.median(gen_only),
+        overhead = [t - g for t, g in zip(monte_total, monte_gen, strict=True)]
+        result["monte_breakdown"] = {
+            "generate_s": monte_gen,
+            "plan_record_grading_s": overhead,
+            "plan_record_grading_s_median": statistics.median(overhead),
+            "share_of_total_median": statistics.median(o / t for o, t in zip(overhead, monte_total, strict=True)),
         }
         result["plain"] = {
             "total_s": plain_total,
@@ -267,9 +285,10 @@ def print_summary(r: dict[str, Any]) -> None:
     print(f"  monte plan_eval + run_eval       best {min(m['total_s']):.2f} s  median {statistics.median(m['total_s']):.2f} s"
           f"  -> {m['tasks_per_s_best']:.1f} tasks/s best, {m['tasks_per_s_median']:.1f} median"
           f"  (plan {statistics.median(m['plan_s']) * 1e3:.0f} ms)")
-    g = r["generate_only"]
-    print(f"  monte's generate() alone         best {min(g['total_s']):.2f} s  median {statistics.median(g['total_s']):.2f} s"
-          f"  -> plan + record + grading add {g['record_and_grading_overhead_s_median'] * 1e3:.0f} ms (median)")
+    g = r["monte_breakdown"]
+    print(f"    of which generate()            median {statistics.median(g['generate_s']):.2f} s;"
+          f" plan + ledger record + grading {g['plan_record_grading_s_median'] * 1e3:.0f} ms"
+          f" ({g['share_of_total_median']:.0%} of the call)")
     print(f"  plain generate, one at a time    best {min(p['total_s']):.2f} s  median {statistics.median(p['total_s']):.2f} s"
           f"  -> {p['tasks_per_s_best']:.1f} tasks/s best, {p['tasks_per_s_median']:.1f} median")
     print(f"  ratio monte/plain                best {ra['best']:.1f}x  median {ra['median']:.1f}x"

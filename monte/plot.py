@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 from monte.errors import error
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import baseline, checkpoints, is_admissible
-from monte.status import _evals_of, _path_checkpoints, cycles, descent_paths, render_path
+from monte.status import (
+    by_run,
+    cycles,
+    descent_paths,
+    first_dev_evals,
+    path_checkpoints,
+    render_path,
+)
 
 if TYPE_CHECKING:
     from monte.workspace import Workspace
@@ -74,14 +81,15 @@ def collect(meas: Measurement, rows: Sequence[RunRow]) -> dict[str, Any]:
     cycle_rows = cycles(rows, cks, paths, dev_exams)
     cohorts = sorted({r.cohort for r in rows if r.cohort})
     series: list[dict[str, Any]] = []
+    first_evals = first_dev_evals(rows)
+    runs = by_run(cks)
     for exam in dev_exams:
         for path in paths:
             points = []
-            for ck in _path_checkpoints(path, cks):
-                evs = _evals_of(rows, ck, exam)
-                if not evs:
+            for ck in path_checkpoints(path, runs):
+                first = first_evals.get((ck.run, ck.step, exam))
+                if first is None:
                     continue
-                first = min(evs, key=lambda r: r.seq)
                 d = first.delta or {}
                 if d.get("delta") is None:  # no baseline to measure against
                     continue

@@ -73,41 +73,59 @@ def render_path(path: Sequence[Hop]) -> str:
     return text
 
 
-def _path_checkpoints(path: Sequence[Hop], cks: Sequence[Checkpoint]) -> list[Checkpoint]:
+def by_run(cks: Sequence[Checkpoint]) -> dict[str, list[Checkpoint]]:
+    """Checkpoints grouped by run, each run's in step order."""
+    out: dict[str, list[Checkpoint]] = {}
+    for c in sorted(cks, key=lambda c: c.step):
+        out.setdefault(c.run, []).append(c)
+    return out
+
+
+def path_checkpoints(path: Sequence[Hop], runs: dict[str, list[Checkpoint]]) -> list[Checkpoint]:
     """The checkpoints a path passes through, in order (a hop's own, up to where the next hop forks)."""
     out: list[Checkpoint] = []
     for i, hop in enumerate(path):
         limit = path[i + 1].start if i + 1 < len(path) else hop.end
-        out += sorted((c for c in cks if c.run == hop.run and c.step <= limit), key=lambda c: c.step)
+        out += [c for c in runs.get(hop.run, []) if c.step <= limit]
     return out
 
 
-def _evals_of(rows: Sequence[RunRow], ck: Checkpoint, exam: str) -> list[RunRow]:
-    return [r for r in rows if is_admissible(r) and r.split == "dev" and r.exam == exam
-            and r.plan.get("target", {}).get("kind") == "checkpoint"
-            and r.plan["target"].get("run") == ck.run and int(r.plan["target"].get("step", -1)) == ck.step]
+def first_dev_evals(rows: Sequence[RunRow]) -> dict[tuple[str, int, str], RunRow]:
+    """The first admissible dev eval of each (checkpoint run, step, exam), in one pass."""
+    first: dict[tuple[str, int, str], RunRow] = {}
+    for r in rows:
+        t = r.plan.get("target", {})
+        if not (is_admissible(r) and r.split == "dev" and t.get("kind") == "checkpoint"):
+            continue
+        key = (str(t.get("run")), int(t.get("step", -1)), r.exam or "")
+        if key not in first or r.seq < first[key].seq:
+            first[key] = r
+    return first
 
 
 def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Sequence[Hop]],
            dev_exams: Sequence[str]) -> list[dict[str, Any]]:
     """A Cycle: the first admissible dev eval at a new highest step along one path. Keyed on the
-    path, so two branches off one checkpoint each get their own; a shared prefix counts once."""
+    path, so two branches off one checkpoint each get their own; a shared prefix counts once.
+    Linear in rows plus path lengths."""
+    first = first_dev_evals(rows)
+    runs = by_run(cks)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for path in paths:
+        on_path = path_checkpoints(path, runs)
         for exam in dev_exams:
             highest = 0
-            for ck in _path_checkpoints(path, cks):
-                evs = _evals_of(rows, ck, exam)
-                if not evs or ck.step <= highest:
+            for ck in on_path:
+                ev = first.get((ck.run, ck.step, exam))
+                if ev is None or ck.step <= highest:
                     continue
                 highest = ck.step
-                first = min(evs, key=lambda r: r.seq)
-                d = first.delta or {}
+                d = ev.delta or {}
                 verdict = d.get("verdict") if d.get("paired") else None
                 out.setdefault((ck.ref, exam), {
-                    "checkpoint": ck.ref, "exam": exam, "step": ck.step, "eval": first.run,
+                    "checkpoint": ck.ref, "exam": exam, "step": ck.step, "eval": ev.run,
                     "verdict": verdict or "unjudged", "delta": d.get("delta"),
-                    "lower": d.get("lower"), "upper": d.get("upper"), "seq": first.seq})
+                    "lower": d.get("lower"), "upper": d.get("upper"), "seq": ev.seq})
     return sorted(out.values(), key=lambda c: c["seq"])
 
 

@@ -23,18 +23,20 @@ import click
 from monte.errors import Exit, MonteError, error
 
 
-def _jsonable(obj: Any) -> Any:
+def print_json(obj: Any) -> None:
+    """Indented on a terminal; compact (the C encoder, several times faster on a large status)
+    when a program reads it."""
+    if sys.stdout.isatty():
+        click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_default))
+    else:
+        click.echo(json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default))
+
+
+def _default(obj: Any) -> Any:
+    """What json cannot encode by itself: pydantic models (and paths, tuples of them...)."""
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
-    if isinstance(obj, list | tuple):
-        return [_jsonable(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    return obj
-
-
-def print_json(obj: Any) -> None:
-    click.echo(json.dumps(_jsonable(obj), indent=2, sort_keys=True, ensure_ascii=False))
+    return str(obj)
 
 
 def report_error(e: MonteError, as_json: bool) -> None:

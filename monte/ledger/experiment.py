@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable
 
@@ -94,13 +95,24 @@ class Ledger:
         """Every Run row, in record order. Reads the fan-out indexes only (<= 1,024 blobs)."""
         snap = snap or self.snapshot()
         rows: list[RunRow] = []
+        paused = gc.isenabled()
+        gc.disable()  # tens of thousands of small objects, none of them garbage: skip the scans
+        try:
+            self._read_rows(snap, rows)
+        finally:
+            if paused:
+                gc.enable()
+        rows.sort(key=lambda r: r.seq)
+        return rows
+
+    def _read_rows(self, snap: Snapshot, rows: list[RunRow]) -> None:
         for first in snap.listdir("runs"):
             for second in snap.listdir(f"runs/{first}"):
                 raw = snap.read(f"runs/{first}/{second}/index.json")
                 if raw:
-                    rows.extend(RunRow.model_validate(r) for r in json.loads(raw).values())
-        rows.sort(key=lambda r: r.seq)
-        return rows
+                    # derived data monte wrote (and `monte ledger verify` checks): build the rows
+                    # without re-validating each, so reading 10,000 rows stays fast
+                    rows.extend(RunRow.model_construct(**r) for r in json.loads(raw).values())
 
     def row(self, run_id: str, snap: Snapshot | None = None) -> RunRow | None:
         snap = snap or self.snapshot()
