@@ -837,8 +837,10 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
         raise error("E_NOT_FOUND", f"no experiment named {experiment!r}", "list them with `monte experiment list`")
     since = None
     if from_rev:
+        from dulwich.objectspec import parse_commit
+
         try:
-            since = ws.store.repo[from_rev.encode()].id
+            since = parse_commit(ws.store.repo, from_rev.encode()).id
         except (KeyError, ValueError):
             raise error("E_NOT_FOUND", f"no commit {from_rev!r}", "pass a commit id of the ledger") from None
     v = vf.Verifier(ws.store)
@@ -848,9 +850,7 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
         found = v.verify(name, since=since)
         violations += [{"experiment": name, **x.to_dict()} for x in found]
         records += v.records
-        for ref in ws.store.refs_under(f"refs/heads/monte/{name}/lineage/"):
-            violations += [{"experiment": name, **x.to_dict()}
-                           for x in v.verify_lineage(name, ref.rsplit("/", 1)[1])]
+        violations += [{"experiment": name, **x.to_dict()} for x in _lineage_matches_ledger(ws, v, name)]
     if violations:
         lines = "; ".join(f"{x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
         raise error("E_VERIFY", f"{len(violations)} violation(s): {lines}",
@@ -859,18 +859,42 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     return {"ok": True, "experiments": names, "records": records}
 
 
-def ledger_verify_updates(lines: list[str], *, ws: Workspace | None = None) -> dict[str, Any]:
-    """For git hooks: check proposed updates (``old new ref`` per line) before they happen."""
-    from monte.ledger import verify as vf
+def _lineage_matches_ledger(ws: Workspace, v: Any, name: str) -> list[Any]:
+    """Each lineage ref walks cleanly and its tip is the last checkpoint its run's row lists."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.verify import Violation
 
-    ws = ws or open_workspace(require_data_root=False)
+    rows = {r.run: r for r in Ledger(ws.store, name).rows()}
+    out = []
+    for ref, tip in ws.store.refs_under(f"refs/heads/monte/{name}/lineage/").items():
+        run = ref.rsplit("/", 1)[1]
+        out += v.verify_lineage(name, run)
+        row = rows.get(run)
+        if row is None:
+            out.append(Violation(tip.decode()[:12], "append-only", f"lineage ref of {run}: no such run in the "
+                                 "ledger (a record was removed, or the ref was made by hand)"))
+        elif row.checkpoints and row.checkpoints[-1]["commit"] != tip.decode():
+            out.append(Violation(tip.decode()[:12], "lineage", f"the lineage ref of {run} is not the checkpoint "
+                                 f"its row records ({row.checkpoints[-1]['commit'][:12]})"))
+    return out
+
+
+def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> dict[str, Any]:
+    """For git hooks: check proposed updates (``old new ref`` per line) before they happen.
+
+    Inside a hook the repository is the one git names (a bare one, with the pushed objects in
+    quarantine); ``full`` verifies each new tip's whole history (pre-push)."""
+    from monte.ledger import verify as vf
+    from monte.ledger.store import Store
+
+    store = Store.from_git_env() or (ws or open_workspace(require_data_root=False)).store
     violations = []
     for line in lines:
         parts = line.split()
         if len(parts) < 3:
             continue
         old, new, ref = parts[0].encode(), parts[1].encode(), parts[2]
-        violations += [{"ref": ref, **x.to_dict()} for x in vf.verify_update(ws.store, ref, old, new)]
+        violations += [{"ref": ref, **x.to_dict()} for x in vf.verify_update(store, ref, old, new, full=full)]
     if violations:
         lines_ = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
         raise error("E_VERIFY", f"refused by monte: {lines_}",

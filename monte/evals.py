@@ -17,7 +17,7 @@ from monte.hashing import sha256_bytes
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger, dumps, experiment_names
 from monte.ledger.ids import new_run_id
-from monte.ledger.lineage import ensure_base, read_checkpoint, servable_files
+from monte.ledger.lineage import ensure_base, servable_files
 from monte.ledger.records import Measurement, RunRow, run_dir
 from monte.ledger.store import Change, Snapshot
 from monte.manifest import now
@@ -171,28 +171,9 @@ def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str
 
 def _checkpoint_folder(ws: Workspace, exp: str, ck: rules.Checkpoint) -> Path:
     """The checkpoint's servable folder, every file proven against its lineage commit."""
-    from monte.ledger.lineage import lineage_ref
+    from monte.training.chunk import _checkpoint_info
 
-    tip = ws.store.tip(lineage_ref(exp, ck.run))
-    info = None
-    for commit in ws.store.log(lineage_ref(exp, ck.run)) if tip else []:
-        data = read_checkpoint(ws.store, commit.id)
-        if int(data["step"]) == ck.step:
-            info = data
-            break
-    if info is None:
-        raise error("E_INTEGRITY", f"checkpoint {ck.ref} has a row but no lineage commit",
-                    "run `monte ledger verify`")
-    folder = ws.data_root / info["weights"]
-    if not folder.is_dir():
-        raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder})",
-                    "run where the run directories live (the box), or fetch the weights")
-    have = servable_files(folder)
-    for name, digest in info["files"].items():
-        if have.get(name) != digest:
-            raise error("E_INTEGRITY", f"checkpoint {ck.ref}: {name} does not match its lineage commit",
-                        "the weights changed after training; restore them from the hub copy")
-    return folder
+    return ws.data_root / _checkpoint_info(ws, exp, ck)["weights"]
 
 
 def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:

@@ -33,10 +33,7 @@ def verify(experiment: str | None, all_: bool, from_rev: str | None, updates: bo
 
     if updates:
         lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
-        if local:
-            lines = [" ".join(["0" * 40, *line.split()[1:]]) if line.split()[1] != "0" * 40 else line
-                     for line in lines]
-        return api.ledger_verify_updates(lines)
+        return api.ledger_verify_updates(lines, full=local)
     return api.ledger_verify(experiment=experiment, all_=all_, from_rev=from_rev)
 
 

@@ -33,6 +33,7 @@ class Checkpoint:
     parent: tuple[str, int] | None  # (run, step) of the parent checkpoint; None: from base
     start_step: int  # the absolute step the hop started from
     boundary: bool
+    commit: str = ""  # the lineage commit the row records (what evals and promotes trust)
 
     @property
     def ref(self) -> str:
@@ -55,6 +56,7 @@ def checkpoints(rows: Iterable[RunRow], cohort: str | None = None) -> list[Check
                 recipe=plan.get("recipe", {}).get("name", "?"),
                 parent=(parent["run"], int(parent["step"])) if parent else None,
                 start_step=int(plan.get("start_step", 0)), boundary=bool(plan.get("boundary")),
+                commit=str(ck.get("commit", "")),
             ))
     return out
 

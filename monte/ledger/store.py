@@ -127,6 +127,23 @@ class Store:
         # Close pack files before interpreter teardown (dulwich's __del__ fails noisily then).
         weakref.finalize(self, self.repo.close)
 
+    @classmethod
+    def from_git_env(cls) -> Store | None:
+        """The repository a git hook runs in, as git describes it (``GIT_DIR``, and for a push
+        the quarantine: ``GIT_OBJECT_DIRECTORY`` + ``GIT_ALTERNATE_OBJECT_DIRECTORIES``), so a
+        hook sees the objects being pushed, in a bare repository too. None outside a hook."""
+        git_dir = os.environ.get("GIT_DIR")
+        if not git_dir:
+            return None
+        objects = os.environ.get("GIT_OBJECT_DIRECTORY")
+        alternates = [a for a in os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep) if a]
+        store = cls.__new__(cls)
+        store.repo = Repo(controldir=os.path.abspath(git_dir), object_directory=objects,
+                          alternates=alternates or None, bare=True)
+        store.root = Path(git_dir)
+        weakref.finalize(store, store.repo.close)
+        return store
+
     # --- reading -----------------------------------------------------------------------------
 
     def tip(self, ref: str) -> ObjectID | None:

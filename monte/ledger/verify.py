@@ -233,6 +233,9 @@ class Verifier:
         for path, old, new in changes:
             if new is None:
                 bad("append-only", f"{path} was removed: records are never deleted")
+                if (m := ROW.match(path)) is not None:  # one finding, not a stale-index one too
+                    state.rows.pop(m.group(3), None)
+                    state.buckets.get(m.group(3)[:2], set()).discard(m.group(3))
                 continue
             if path == "measurement.json":
                 if not first:
@@ -291,6 +294,10 @@ class Verifier:
                 out.append(Violation(cid, "unique-run-id", f"run id {run} is used again"))
             if row.status != "started":
                 out.append(Violation(cid, "one-record", f"run {run} appears as {row.status}, not started"))
+            if row.checkpoints:
+                out.append(Violation(cid, "lineage", f"run {run} starts with checkpoints already on it"))
+                for ck in row.checkpoints:
+                    out += self._checkpoint(experiment, state, cid, row, ck)
             out += self._new_row(experiment, state, cid, row)
         else:
             if old.status not in TRANSITIONS:
@@ -307,9 +314,15 @@ class Verifier:
                 out.append(Violation(cid, "append-only", f"run {run}: a checkpoint was rewritten"))
             for ck in row.checkpoints[len(old.checkpoints):]:
                 out += self._checkpoint(experiment, state, cid, row, ck)
-            if (row.status == "succeeded" and row.kind == "eval" and not row.smoke
-                    and self._tasks_blob(state, run) is None):
-                out.append(Violation(cid, "well-formed", f"eval {run} succeeded without per-task results"))
+            if row.status == "succeeded" and row.kind == "eval" and not row.smoke:
+                if self._tasks_blob(state, run) is None:
+                    out.append(Violation(cid, "well-formed", f"eval {run} succeeded without per-task results"))
+                else:
+                    scores = list(self._tasks(state, run).values())
+                    mean = sum(scores) / len(scores) if scores else 0.0
+                    if row.n != len(scores) or row.score is None or abs(row.score - mean) > 1e-9:
+                        out.append(Violation(cid, "well-formed", f"eval {run}: score {row.score} over n={row.n} "
+                                             f"does not match its per-task results ({mean:.6f} over {len(scores)})"))
         state.put(row)
         return out
 
@@ -562,15 +575,20 @@ def experiments(store: Store) -> list[str]:
 ZERO = b"0" * 40
 
 
-def verify_update(store: Store, ref: str, old: bytes, new: bytes) -> list[Violation]:
-    """Check one proposed ref update (from a git hook: ``old new ref``) before it happens."""
+def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool = False) -> list[Violation]:
+    """Check one proposed ref update (from a git hook: ``old new ref``) before it happens.
+
+    ``full``: verify the new tip's whole history (pre-push: the remote's old value may not be
+    here, and the local ref already points at what is pushed)."""
     parts = ref.split("/")
     if not ref.startswith("refs/heads/monte/"):
         return []
     short = new.decode()[:12]
     if new == ZERO:
         return [Violation(old.decode()[:12], "append-only", f"{ref} would be deleted: monte refs are never removed")]
-    if old == ZERO:  # `git update-ref REF NEW` does not say the old value: read it
+    if full:
+        old = ZERO
+    elif old == ZERO:  # `git update-ref REF NEW` does not say the old value: read it
         current = store.tip(ref)
         old = current if current is not None else ZERO
     v = Verifier(store)

@@ -41,7 +41,6 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import (
     cohort_of,
     ensure_base,
-    lineage_ref,
     read_checkpoint,
     servable_files,
 )
@@ -178,17 +177,28 @@ def _require_baselines(rows: list[RunRow], cohort: str, meas: Any) -> None:
 
 
 def _checkpoint_info(ws: Workspace, exp: str, ck: rules.Checkpoint) -> dict[str, Any]:
-    for commit in ws.store.log(lineage_ref(exp, ck.run)):
-        info = read_checkpoint(ws.store, commit.id)
-        if int(info["step"]) == ck.step:
-            folder = ws.data_root / info["weights"]
-            have = servable_files(folder) if folder.is_dir() else {}
-            for name, digest in info["files"].items():
-                if have.get(name) != digest:
-                    raise error("E_INTEGRITY", f"checkpoint {ck.ref}: {name} is missing or does not match "
-                                "its lineage commit", "restore the weights from the hub copy")
-            return info
-    raise error("E_INTEGRITY", f"checkpoint {ck.ref} has no lineage commit", "run `monte ledger verify`")
+    """The checkpoint's lineage commit, as its row records it (not whatever the lineage ref points
+    at now), with every servable file proven against it."""
+    from dulwich.objects import ObjectID
+
+    try:
+        info = read_checkpoint(ws.store, ObjectID(ck.commit.encode()))
+    except (KeyError, ValueError):
+        raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit {ck.commit[:12]} is missing",
+                    "run `monte ledger verify`") from None
+    if info.get("run") != ck.run or int(info.get("step", -1)) != ck.step:
+        raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit names {info.get('run')}@{info.get('step')}",
+                    "run `monte ledger verify`")
+    folder = ws.data_root / info["weights"]
+    if not folder.is_dir():
+        raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder})",
+                    "run where the run directories live (the box), or fetch the weights")
+    have = servable_files(folder)
+    for name, digest in info["files"].items():
+        if have.get(name) != digest:
+            raise error("E_INTEGRITY", f"checkpoint {ck.ref}: {name} is missing or does not match its lineage "
+                        "commit", "the weights changed after training; restore them from the hub copy")
+    return info
 
 
 # --- running -------------------------------------------------------------------------------------

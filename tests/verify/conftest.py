@@ -1,0 +1,154 @@
+"""Fixtures for the verifier and hook tests: honest ledgers built once with monte, copied per test.
+
+Three session templates, each built on the one before with monte's own API and a real tiny model
+(seed 0 is the base model):
+
+- ``_exp_template``: the parity environment frozen, experiment ``exp`` created (1 record);
+- ``_baselines_template``: plus dev@0 and test@0 (5 records);
+- ``_honest_template``: plus checkpoint A (seed 1, from base, step 50), a dev eval of A,
+  checkpoint B (seed 2, child of A, step 100), a dev eval of B and a smoke training run
+  (17 records). No nomination and no claim yet: forgeries and honest endings start there.
+
+Checkpoints are recorded through the calls `monte train` uses (as in tests/evals): the weights
+are differently-seeded tiny models, not trained ones. Each test gets a copy (``honest``, as the
+cwd); ``bare`` is a bare repository holding the honest history with monte's hooks installed.
+``tiny_models`` (seeds 0..3, torch on one thread) comes from tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from forgehelp import Honest, checkpoint
+
+PINNED = {
+    "GIT_AUTHOR_NAME": "Monte Test",
+    "GIT_AUTHOR_EMAIL": "test@monte.invalid",
+    "GIT_COMMITTER_NAME": "Monte Test",
+    "GIT_COMMITTER_EMAIL": "test@monte.invalid",
+    "GIT_AUTHOR_DATE": "1764400000 +0000",
+    "GIT_COMMITTER_DATE": "1764400000 +0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "DVC_NO_ANALYTICS": "1",
+    "HF_HUB_OFFLINE": "1",
+    "OMP_NUM_THREADS": "1",
+}
+
+
+def scrubbed(mp: pytest.MonkeyPatch, home: Path) -> None:
+    """The environment every test runs in (as tests/conftest.py's ``_isolated``)."""
+    mp.setenv("HOME", str(home))
+    mp.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    mp.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    for k in ("MONTE_DATA_ROOT", "GIT_DIR", "GIT_WORK_TREE", "MONTE_HOOKS"):
+        mp.delenv(k, raising=False)
+    for k, v in PINNED.items():
+        mp.setenv(k, v)
+
+
+def _in(repo: Path, home: Path, build: Callable[[], Any]) -> Any:
+    with pytest.MonkeyPatch.context() as mp:
+        scrubbed(mp, home)
+        mp.chdir(repo)
+        return build()
+
+
+@pytest.fixture(scope="session")
+def _exp_template(_template: Path, tiny_models: dict[int, Path],
+                  tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The parity environment frozen and experiment ``exp`` created (base: seed 0); no run yet."""
+    from monte import api
+    from monte.workspace import open_workspace
+
+    dest = tmp_path_factory.mktemp("exp") / "repo"
+    shutil.copytree(_template, dest, symlinks=True)
+
+    def build() -> None:
+        ws = open_workspace(dest)
+        api.env_add(server="parity", dev=("parity",), test=("parity",), ws=ws)
+        api.experiment_init(name="exp", eval_env="parity", model=str(tiny_models[0]), ws=ws)
+
+    _in(dest, dest.parent / "home", build)
+    return dest
+
+
+@pytest.fixture(scope="session")
+def _baselines_template(_exp_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Honest:
+    """``_exp_template`` plus both baselines: dev@0 and test@0 (5 records)."""
+    from monte import api
+    from monte.workspace import open_workspace
+
+    dest = tmp_path_factory.mktemp("baselines") / "repo"
+    shutil.copytree(_exp_template, dest, symlinks=True)
+
+    def build() -> dict[str, str]:
+        ws = open_workspace(dest)
+        return {"dev0": api.eval_(step=0, ws=ws).runs[0]["run"],
+                "test0": api.eval_(split="test", ws=ws).runs[0]["run"]}
+
+    return Honest(dest, _in(dest, dest.parent / "home", build))
+
+
+def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> dict[str, str]:
+    from monte import api
+    from monte.ledger.lineage import cohort_of, servable_files
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(repo)
+    ids = dict(ids)
+    ids["a"] = checkpoint(repo, models[1])
+    ids["dev_a"] = api.eval_(checkpoint=f"{ids['a']}@50", ws=ws).runs[0]["run"]
+    ids["b"] = checkpoint(repo, models[2], parent=(ids["a"], 50))
+    ids["dev_b"] = api.eval_(checkpoint=f"{ids['b']}@100", ws=ws).runs[0]["run"]
+    ids["smoke"] = checkpoint(repo, models[3], smoke=True)
+    # the checkpoint the final claim would score with no nomination (best paired dev delta)
+    ids["selected"] = api.plan_eval(split="test", ws=ws).target.run
+    ids["other"] = ids["b"] if ids["selected"] == ids["a"] else ids["a"]
+    ids["cohort"] = cohort_of(servable_files(models[0]))
+    ids["cohort2"] = cohort_of(servable_files(models[3]))  # another base model: no baselines
+    return ids
+
+
+@pytest.fixture(scope="session")
+def _honest_template(_baselines_template: Honest, tiny_models: dict[int, Path],
+                     tmp_path_factory: pytest.TempPathFactory) -> Honest:
+    dest = tmp_path_factory.mktemp("honest") / "repo"
+    shutil.copytree(_baselines_template.path, dest, symlinks=True)
+    ids = _in(dest, dest.parent / "home", lambda: build_honest(dest, tiny_models, _baselines_template.ids))
+    return Honest(dest, ids)
+
+
+@pytest.fixture
+def honest(_honest_template: Honest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Honest:
+    """A copy of the honest ledger's repository (data root included), as the cwd."""
+    dest = tmp_path / "repo"
+    shutil.copytree(_honest_template.path, dest, symlinks=True)
+    monkeypatch.chdir(dest)
+    return Honest(dest, dict(_honest_template.ids))
+
+
+@pytest.fixture(scope="session")
+def _bare_template(_honest_template: Honest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bare repository holding the honest history, with monte's hooks (pre-receive) in it."""
+    from monte import api
+
+    bare = tmp_path_factory.mktemp("bare") / "ledger.git"
+    env = {**os.environ, **PINNED, "MONTE_HOOKS": "off"}
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True, env=env)
+    subprocess.run(["git", "-C", str(_honest_template.path), "push", "-q", str(bare), "refs/heads/monte/*"],
+                   check=True, env=env, capture_output=True)
+    api.hooks_install(git_dir=bare)
+    return bare
+
+
+@pytest.fixture
+def bare(_bare_template: Path, tmp_path: Path) -> Path:
+    dest = tmp_path / "ledger.git"
+    shutil.copytree(_bare_template, dest, symlinks=True)
+    return dest
