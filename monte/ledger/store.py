@@ -211,26 +211,31 @@ class Store:
         )
 
     def _write_commit(self, snap: Snapshot, change: Change, extra_parents: tuple[ObjectID, ...]) -> ObjectID:
+        parents = ([snap.commit_id] if snap.commit_id else []) + list(extra_parents)
+        return self._commit(snap._tree_id, change.writes, change.summary, change.trailers, parents, snap._trees)
+
+    def _commit(self, base_tree: ObjectID | None, writes: Mapping[str, bytes | None], summary: str,
+                trailers: Mapping[str, str], parents: list[ObjectID],
+                cache: dict[ObjectID, Tree] | None = None) -> ObjectID:
+        """Write the blobs, the trees over ``base_tree`` and the commit; return its id."""
         store = self.repo.object_store
-        base_tree = snap._tree_id
         changes: dict[str, ObjectID | None] = {}
-        for path, data in change.writes.items():
+        for path, data in writes.items():
             if data is None:
                 changes[path] = None
             else:
                 blob = Blob.from_string(data)
                 _add(store, blob)
                 changes[path] = blob.id
-        tree_id = _apply_changes(store, base_tree, changes, snap._trees)
         commit = Commit()
-        commit.tree = tree_id
-        commit.parents = ([snap.commit_id] if snap.commit_id else []) + list(extra_parents)
+        commit.tree = _apply_changes(store, base_tree, changes, cache)
+        commit.parents = parents
         who, when, tz = _identity(self.repo)
         commit.author = commit.committer = who
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = tz
         commit.encoding = b"UTF-8"
-        commit.message = format_message(change.summary, change.trailers).encode()
+        commit.message = format_message(summary, trailers).encode()
         _add(store, commit)
         return commit.id
 
@@ -250,24 +255,7 @@ class Store:
     def write_commit(self, tree_files: Mapping[str, bytes], summary: str, trailers: Mapping[str, str],
                      parents: list[ObjectID]) -> ObjectID:
         """Write a commit with a fresh tree of ``tree_files`` and explicit parents (lineage)."""
-        store = self.repo.object_store
-        changes: dict[str, ObjectID | None] = {}
-        for path, data in tree_files.items():
-            blob = Blob.from_string(data)
-            _add(store, blob)
-            changes[path] = blob.id
-        tree_id = _apply_changes(store, None, changes)
-        commit = Commit()
-        commit.tree = tree_id
-        commit.parents = list(parents)
-        who, when, tz = _identity(self.repo)
-        commit.author = commit.committer = who
-        commit.author_time = commit.commit_time = when
-        commit.author_timezone = commit.commit_timezone = tz
-        commit.encoding = b"UTF-8"
-        commit.message = format_message(summary, trailers).encode()
-        _add(store, commit)
-        return commit.id
+        return self._commit(None, tree_files, summary, trailers, list(parents))
 
     def _maybe_pack(self) -> None:
         objects = Path(self.repo.controldir()) / "objects"
