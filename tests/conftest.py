@@ -18,34 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, monte_proc, snapshot_state  # noqa: F401  (re-exported)
-
-PINNED_ENV = {
-    "GIT_AUTHOR_NAME": "Monte Test",
-    "GIT_AUTHOR_EMAIL": "test@monte.invalid",
-    "GIT_COMMITTER_NAME": "Monte Test",
-    "GIT_COMMITTER_EMAIL": "test@monte.invalid",
-    "GIT_AUTHOR_DATE": "1764400000 +0000",
-    "GIT_COMMITTER_DATE": "1764400000 +0000",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "DVC_NO_ANALYTICS": "1",
-    "HF_HUB_OFFLINE": "1",
-    "OMP_NUM_THREADS": "1",
-}
+from helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keep every test out of $HOME, the real data root and the developer's git config."""
-    home = tmp_path_factory.mktemp("home")
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    monkeypatch.delenv("MONTE_DATA_ROOT", raising=False)
-    monkeypatch.delenv("GIT_DIR", raising=False)
-    monkeypatch.delenv("GIT_WORK_TREE", raising=False)
-    for k, v in PINNED_ENV.items():
-        monkeypatch.setenv(k, v)
+    scrubbed(monkeypatch, tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import click
 
-from monte.cli.output import confirm_plan, handled, is_tty
+from monte.cli.output import confirm_plan, handled, is_tty, progress
 
 
 def _human(r: Any) -> None:
@@ -44,23 +43,5 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
                          checkpoint=checkpoint, smoke=smoke)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
-    return api.run_eval(plan, on_progress=_progress() if is_tty() and not as_json else None)
+    return api.run_eval(plan, on_progress=progress("eval", "tasks") if is_tty() and not as_json else None)
 
-
-def _progress() -> Any:
-    """A one-line progress bar with tasks/s and ETA (terminal only)."""
-    import time
-
-    start = time.monotonic()
-
-    def update(done: int, total: int) -> None:
-        rate = done / max(time.monotonic() - start, 1e-9)
-        eta = (total - done) / rate if rate else 0.0
-        width = 30
-        bar = "#" * int(width * done / total) + "-" * (width - int(width * done / total))
-        sys.stderr.write(f"\r[{bar}] {done}/{total} tasks  {rate:.1f} tasks/s  ETA {eta:.0f}s")
-        if done == total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return update

@@ -154,3 +154,23 @@ def confirm_plan(plan: Sequence[str], *, yes: bool, dry_run: bool, as_json: bool
 def yes_dry_run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")(f)
     return click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")(f)
+
+
+def progress(label: str, unit: str) -> Callable[[int, int], None]:
+    """A one-line progress bar on stderr with rate and ETA (used only on a terminal)."""
+    import time
+
+    start = time.monotonic()
+
+    def update(done: int, total: int) -> None:
+        rate = done / max(time.monotonic() - start, 1e-9)
+        eta = (total - done) / rate if rate else 0.0
+        width = 30
+        filled = int(width * done / total) if total else width
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {unit}"
+                         f"  {rate:.1f} {unit}/s  ETA {eta:.0f}s")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return update

@@ -26,8 +26,8 @@ def _human(r: dict[str, Any]) -> None:
 def quickstart(folder: Path, as_json: bool) -> Any:
     """Run the whole loop in a fresh FOLDER, offline, with a tiny model built here."""
     from monte import quickstart as qs
-    from monte.cli.train import progress
+    from monte.cli.output import progress
 
     say = (lambda s: click.echo(s, err=True)) if as_json else click.echo
-    return qs.run(folder, say=say, progress=(lambda label: progress(label)) if is_tty() and not as_json
+    return qs.run(folder, say=say, progress=(lambda label: progress(label, "tasks" if label == "eval" else "steps")) if is_tty() and not as_json
                   else (lambda label: None))

@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-import sys
-import time
 from typing import Any
 
 import click
 
-from monte.cli.output import confirm_plan, handled, is_tty
+from monte.cli.output import confirm_plan, handled, is_tty, progress
 
 
 def _human(r: Any) -> None:
@@ -16,22 +14,6 @@ def _human(r: Any) -> None:
     cks = ", ".join(f"{row['run']}@{c['step']}" for c in row["checkpoints"]) or "none (smoke)"
     click.echo(f"{row['run']}  {row['plan']['recipe']['algorithm']}:{row['plan']['source']}  {row['status']}"
                f"  checkpoints: {cks}")
-
-
-def progress(label: str) -> Any:
-    start = time.monotonic()
-
-    def update(done: int, total: int) -> None:
-        rate = done / max(time.monotonic() - start, 1e-9)
-        eta = (total - done) / rate if rate else 0.0
-        width = 30
-        bar = "#" * int(width * done / total) + "-" * (width - int(width * done / total))
-        sys.stderr.write(f"\r{label} [{bar}] {done}/{total}  {rate:.2f}/s  ETA {eta:.0f}s")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return update
 
 
 @click.command()
@@ -54,7 +36,7 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
                           smoke=smoke, experiment=experiment)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
-    return api.run_train(plan, on_progress=progress("train") if is_tty() and not as_json else None)
+    return api.run_train(plan, on_progress=progress("train", "steps") if is_tty() and not as_json else None)
 
 
 @click.command()

@@ -8,8 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from evalhelp import checkpoint
-from helpers import git, monte_proc, snapshot_state
+from helpers import checkpoint, git, monte_proc, snapshot_state
 
 from monte.ledger.rules import E_PREFLIGHT_MESSAGE
 

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from evalhelp import checkpoint
-from helpers import snapshot_state
+from helpers import checkpoint, snapshot_state
 
 from monte.cli.plot import plot
 

@@ -26,30 +26,7 @@ from typing import Any
 
 import pytest
 from forgehelp import Honest, checkpoint
-
-PINNED = {
-    "GIT_AUTHOR_NAME": "Monte Test",
-    "GIT_AUTHOR_EMAIL": "test@monte.invalid",
-    "GIT_COMMITTER_NAME": "Monte Test",
-    "GIT_COMMITTER_EMAIL": "test@monte.invalid",
-    "GIT_AUTHOR_DATE": "1764400000 +0000",
-    "GIT_COMMITTER_DATE": "1764400000 +0000",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "DVC_NO_ANALYTICS": "1",
-    "HF_HUB_OFFLINE": "1",
-    "OMP_NUM_THREADS": "1",
-}
-
-
-def scrubbed(mp: pytest.MonkeyPatch, home: Path) -> None:
-    """The environment every test runs in (as tests/conftest.py's ``_isolated``)."""
-    mp.setenv("HOME", str(home))
-    mp.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    mp.setenv("XDG_CACHE_HOME", str(home / ".cache"))
-    for k in ("MONTE_DATA_ROOT", "GIT_DIR", "GIT_WORK_TREE", "MONTE_HOOKS"):
-        mp.delenv(k, raising=False)
-    for k, v in PINNED.items():
-        mp.setenv(k, v)
+from helpers import PINNED_ENV, scrubbed
 
 
 def _in(repo: Path, home: Path, build: Callable[[], Any]) -> Any:
@@ -139,7 +116,7 @@ def _bare_template(_honest_template: Honest, tmp_path_factory: pytest.TempPathFa
     from monte import api
 
     bare = tmp_path_factory.mktemp("bare") / "ledger.git"
-    env = {**os.environ, **PINNED, "MONTE_HOOKS": "off"}
+    env = {**os.environ, **PINNED_ENV, "MONTE_HOOKS": "off"}
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True, env=env)
     subprocess.run(["git", "-C", str(_honest_template.path), "push", "-q", str(bare), "refs/heads/monte/*"],
                    check=True, env=env, capture_output=True)

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from helpers import checkpoint  # noqa: F401  (re-exported)
 
 ZERO = "0" * 40
 
@@ -132,33 +133,6 @@ class Honest:
 
     def __getitem__(self, name: str) -> str:
         return self.ids[name]
-
-
-def checkpoint(repo: Path, weights: Path, *, parent: tuple[str, int] | None = None, steps: int = 50,
-               smoke: bool = False, experiment: str = "exp") -> str:
-    """Record a finished training chunk with one checkpoint through monte's training record
-    calls (as tests/evals/evalhelp.py does); return the run id."""
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.lineage import ensure_base, servable_files
-    from monte.training.record import finish_chunk, save_checkpoint, start_chunk
-    from monte.workspace import open_workspace
-
-    ws = open_workspace(repo)
-    meas = Ledger(ws.store, experiment).measurement()
-    base_dir = Path(meas.model or "")
-    cohort, _ = ensure_base(ws.store, experiment, str(base_dir), servable_files(base_dir))
-    start = parent[1] if parent else 0
-    plan: dict[str, Any] = {"recipe": {"name": "sft-tiny", "sha256": "0" * 64, "algorithm": "sft"},
-                            "source": "parity-sft",
-                            "parent": {"run": parent[0], "step": parent[1]} if parent else None,
-                            "boundary": False, "start_step": start, "steps": steps}
-    row = start_chunk(ws, experiment, cohort=cohort, base_model=str(base_dir), plan=plan, smoke=smoke)
-    if not smoke:
-        tmp = repo.parent / f"ck-{row.run}"
-        shutil.copytree(weights, tmp)
-        row = save_checkpoint(ws, experiment, row, start + steps, tmp)
-    finish_chunk(ws, experiment, row, "succeeded")
-    return row.run
 
 
 # --- the ledger as a forger sees it ---------------------------------------------------------------
