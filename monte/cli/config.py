@@ -8,6 +8,8 @@ from monte.cli.output import handled
 def _human(r: dict) -> None:  # type: ignore[type-arg]
     click.echo(f"repository:  {r['repo_root']}")
     click.echo(f"data root:   {r['data_root']}")
+    click.echo(f"vault:       {r.get('vault') or '(none: `monte config set vault URL`)'}")
+    click.echo(f"bucket:      {r.get('bucket') or '(none: `monte config set bucket URL`)'}")
     click.echo("recipe search path (first match wins):")
     for p in r["recipe_path"]:
         click.echo(f"  {p}")
@@ -32,3 +34,19 @@ def show() -> object:
     from monte import api
 
     return api.config_show()
+
+
+@config.command("set")
+@click.argument("setting", type=click.Choice(["vault", "bucket"]))
+@click.argument("url")
+@handled(lambda r: click.echo(f"{r['setting']} = {r['url']} (in {r['file']})"
+                              + (f"; DVC remote 'vault' in {r['dvc_config']}" if r.get("dvc_config") else "")))
+def set_(setting: str, url: str) -> object:
+    """Name the Vault or the results bucket: gs://BUCKET[/PREFIX], or a local folder.
+
+    Stored in .monte.yaml (commit it, so every clone and box agrees). MONTE_VAULT and
+    MONTE_BUCKET override it for one shell; --bucket on push/sync overrides both.
+    """
+    from monte import api
+
+    return api.config_set(setting=setting, url=url)

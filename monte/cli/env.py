@@ -56,7 +56,7 @@ def list_(available: bool, vault: bool) -> object:
     from monte import api
 
     rows = api.env_list(available=available, vault=vault)
-    if not available:
+    if not available and not vault:
         rows = [{k: r[k] for k in ("name", "kind", "exams", "benchmarks", "files")} for r in rows]
     return rows
 

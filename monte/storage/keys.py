@@ -1,0 +1,213 @@
+"""The GCS key ladders: where monte finds the service-account key for the bucket and the Vault.
+
+Two ladders, tried top to bottom; the first rung that is *set* decides:
+
+* read (``monte sync``, any Vault read): ``--key-file PATH``, ``MONTE_GCS_KEY_FILE`` (a path),
+  ``MONTE_GCS_KEY_OP`` (the name of a 1Password document, read with ``op document get``);
+* write (``monte push``, Vault freezes): ``--key-file PATH``, ``MONTE_GCS_BOX_KEY_FILE``,
+  ``MONTE_GCS_BOX_KEY_OP``, then the whole read ladder.
+
+A rung that is set but broken (a missing or unreadable file, something that is not a JSON key,
+no ``op`` on PATH, ``op`` failing) is refused with ``E_STORAGE``; it never falls through to the
+next rung. An empty variable counts as unset.
+
+The key itself is only ever held in memory: it is never written to disk, never put in argv and
+never quoted in a message (messages name the variable, the path or the document, nothing else).
+Stdlib only, so importing this costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from monte.errors import error
+
+KEY_FILE = "MONTE_GCS_KEY_FILE"
+KEY_OP = "MONTE_GCS_KEY_OP"
+BOX_KEY_FILE = "MONTE_GCS_BOX_KEY_FILE"
+BOX_KEY_OP = "MONTE_GCS_BOX_KEY_OP"
+
+#: The rungs in order, by their human names, for messages.
+READ_LADDER: tuple[str, ...] = ("--key-file", KEY_FILE, KEY_OP)
+WRITE_LADDER: tuple[str, ...] = ("--key-file", BOX_KEY_FILE, BOX_KEY_OP, KEY_FILE, KEY_OP)
+
+#: Credential types google-auth can load from a JSON document.
+KEY_TYPES = frozenset({
+    "service_account",
+    "authorized_user",
+    "external_account",
+    "external_account_authorized_user",
+    "impersonated_service_account",
+    "gdch_service_account",
+})
+
+MAX_KEY_BYTES = 1 << 20  # a key is a few KiB; anything past this is not one
+OP_TIMEOUT_S = 120.0  # room for a person to approve the 1Password prompt
+
+# (variable, "file" | "op", on the read-write part of the ladder)
+_READ_RUNGS = ((KEY_FILE, "file", False), (KEY_OP, "op", False))
+_WRITE_RUNGS = ((BOX_KEY_FILE, "file", True), (BOX_KEY_OP, "op", True), *_READ_RUNGS)
+_FILE_FOR_OP = {KEY_OP: KEY_FILE, BOX_KEY_OP: BOX_KEY_FILE}
+
+
+@dataclass(frozen=True)
+class Key:
+    """A resolved key. ``info`` is the parsed JSON, in memory only; it never shows in repr/str."""
+
+    info: dict[str, Any] = field(repr=False)
+    source: str  # where it came from, printable: never the content
+    writable_ladder: bool  # came from --key-file or a BOX variable (the read-write rungs)
+
+    def __repr__(self) -> str:
+        return f"Key(source={self.source!r}, writable_ladder={self.writable_ladder})"
+
+    def __str__(self) -> str:
+        return self.source
+
+
+def read_key(key_file: str | Path | None = None) -> Key | None:
+    """The key for reading: ``--key-file``, ``MONTE_GCS_KEY_FILE``, ``MONTE_GCS_KEY_OP``; None if
+    no rung is set."""
+    return _resolve(key_file, _READ_RUNGS)
+
+
+def write_key(key_file: str | Path | None = None) -> Key | None:
+    """The key for writing: ``--key-file``, ``MONTE_GCS_BOX_KEY_FILE``, ``MONTE_GCS_BOX_KEY_OP``,
+    then the read ladder; None if no rung is set."""
+    return _resolve(key_file, _WRITE_RUNGS)
+
+
+def require(key: Key | None, what: str, *, write: bool) -> Key:
+    """``key``, or ``E_STORAGE`` saying no key resolved for ``what`` and listing the ladder."""
+    if key is not None:
+        return key
+    ladder = WRITE_LADDER if write else READ_LADDER
+    raise error(
+        "E_STORAGE",
+        f"no GCS key resolved for {what}",
+        f"set the first that suits, in this order: {', '.join(ladder)} "
+        "(--key-file and *_FILE take the path of a service-account JSON key; "
+        "*_OP names a 1Password document, read with `op document get`)",
+    )
+
+
+def write_secret_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as mode 0600, creating parent folders. The file is created 0600
+    and, if it already existed, truncated and chmodded before a byte is written, so the data is
+    never readable by anyone else, not even for an instant."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_TRUNC | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
+# --- resolution ----------------------------------------------------------------------------------
+
+
+def _resolve(key_file: str | Path | None,
+             rungs: tuple[tuple[str, str, bool], ...]) -> Key | None:
+    if key_file is not None and str(key_file) != "":
+        path = Path(key_file).expanduser()
+        return _from_file(path, f"--key-file {path}", "--key-file", True)
+    for var, kind, writable in rungs:
+        value = os.environ.get(var, "")
+        if not value:
+            continue
+        if kind == "file":
+            path = Path(value).expanduser()
+            return _from_file(path, f"{var} ({path})", var, writable)
+        return _from_op(value, var, writable)
+    return None
+
+
+def _file_fix(label: str) -> str:
+    if label == "--key-file":
+        return "pass --key-file the path of a Google service-account JSON key"
+    return f"point {label} at a Google service-account JSON key, or unset it"
+
+
+def _from_file(path: Path, source: str, label: str, writable: bool) -> Key:
+    problem = ""
+    raw = b""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_KEY_BYTES + 1)
+    except FileNotFoundError:
+        problem = "does not exist"
+    except IsADirectoryError:
+        problem = "is a directory, not a key file"
+    except OSError as e:
+        problem = f"cannot be read ({e.strerror or type(e).__name__})"
+    if problem:
+        raise error("E_STORAGE", f"GCS key {source} {problem}", _file_fix(label))
+    info = _parse(raw)
+    if info is None:
+        raise error("E_STORAGE", f"GCS key {source} is not a JSON key file", _file_fix(label))
+    return Key(info=info, source=source, writable_ladder=writable)
+
+
+def _from_op(name: str, var: str, writable: bool) -> Key:
+    source = f"1Password document {name!r} ({var})"
+    alt = _FILE_FOR_OP[var]
+    op = shutil.which("op")
+    if op is None:
+        raise error(
+            "E_STORAGE",
+            f"{var} is set, but the 1Password CLI `op` is not on PATH",
+            f"install the 1Password CLI and sign in (`op signin`), or set {alt} to a key file "
+            f"path instead (and unset {var})",
+        )
+    # The name is not a secret, so argv is fine; the document comes back on stdout, in memory.
+    problem = ""
+    try:
+        proc = subprocess.run([op, "document", "get", name], capture_output=True,
+                              timeout=OP_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:  # holds partial stdout: raised outside this block
+        problem = f"did not answer within {OP_TIMEOUT_S:g} s"
+    except OSError as e:
+        problem = f"could not be run ({e.strerror or type(e).__name__})"
+    if problem:
+        raise error("E_STORAGE", f"`op document get {name!r}` ({var}) {problem}",
+                    f"sign in with `op signin` and try again, or set {alt} instead")
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()]
+        first = next((ln for ln in lines if ln), "")[:200]
+        raise error(
+            "E_STORAGE",
+            f"`op document get {name!r}` ({var}) failed with exit status {proc.returncode}"
+            + (f": {first}" if first else ""),
+            f"sign in with `op signin`, check the document name in {var}, or set {alt} instead",
+        )
+    info = _parse(proc.stdout)
+    del proc
+    if info is None:
+        raise error("E_STORAGE", f"{source} is not a JSON key file",
+                    f"store the service-account JSON key itself as that document, or set {alt}")
+    return Key(info=info, source=source, writable_ladder=writable)
+
+
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    """The key as a dict, or None. Parse errors are swallowed here and never re-raised or chained:
+    a JSONDecodeError holds the whole document, and a UnicodeDecodeError its bytes."""
+    if len(raw) > MAX_KEY_BYTES:
+        return None
+    try:
+        info = json.loads(raw)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError alike
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("type"), str) \
+            or info["type"] not in KEY_TYPES:
+        return None
+    return info

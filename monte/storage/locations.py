@@ -1,0 +1,91 @@
+"""Where the Vault and the results bucket are: named once per repository.
+
+``monte config set vault URL`` / ``monte config set bucket URL`` store them in ``.monte.yaml``
+(committed, so every clone and box agrees); ``MONTE_VAULT`` / ``MONTE_BUCKET`` override them for
+one shell; ``--bucket`` on push/sync overrides both. A URL is ``gs://bucket[/prefix]`` or a local
+folder (relative paths are relative to the repository root). The Vault is also written into
+``.dvc/config`` as the DVC remote ``vault`` (the default remote), so ``dvc`` itself sees it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from monte.errors import error
+from monte.workspace import CONFIG_FILE, Workspace
+
+SETTINGS = {"vault": "MONTE_VAULT", "bucket": "MONTE_BUCKET"}
+
+
+def normalise_url(url: str, repo_root: Path) -> str:
+    url = url.strip()
+    if not url:
+        raise error("E_USAGE", "the URL is empty", "write gs://BUCKET[/PREFIX] or a folder path")
+    if url.startswith("gs://"):
+        bucket = url[5:].split("/", 1)[0]
+        if not bucket:
+            raise error("E_USAGE", f"{url!r} names no bucket", "write gs://BUCKET[/PREFIX]")
+        return url.rstrip("/")
+    if "://" in url and not url.startswith("file://"):
+        raise error("E_USAGE", f"{url!r}: only gs:// URLs and local folders are supported",
+                    "write gs://BUCKET[/PREFIX] or a folder path")
+    path = Path(url[7:] if url.startswith("file://") else url).expanduser()
+    return str(path if path.is_absolute() else (repo_root / path).resolve())
+
+
+def url_for(ws: Workspace, setting: str, override: str | None = None) -> str | None:
+    """The configured URL (``override`` > environment variable > ``.monte.yaml``), or None."""
+    raw = override or os.environ.get(SETTINGS[setting]) or ws.config.get(setting)
+    if not raw:
+        return None
+    if not isinstance(raw, str):
+        raise error("E_BAD_INPUT", f"{CONFIG_FILE}: {setting} must be a URL string",
+                    f"fix it with `monte config set {setting} URL`")
+    return normalise_url(raw, ws.repo_root)
+
+
+def require_url(ws: Workspace, setting: str, override: str | None = None) -> str:
+    url = url_for(ws, setting, override)
+    if url is None:
+        noun = "Vault" if setting == "vault" else "results bucket"
+        extra = " or pass --bucket B" if setting == "bucket" else ""
+        raise error("E_STORAGE", f"no {noun} is configured for this repository",
+                    f"name it once with `monte config set {setting} gs://BUCKET/PREFIX` (or a folder), "
+                    f"or set {SETTINGS[setting]}{extra}")
+    return url
+
+
+def set_url(ws: Workspace, setting: str, url: str) -> str:
+    """Store ``url`` in ``.monte.yaml`` (comments kept); the Vault also in ``.dvc/config``."""
+    from ruamel.yaml import YAML
+
+    if setting not in SETTINGS:
+        raise error("E_USAGE", f"unknown setting {setting!r}", f"settable: {', '.join(SETTINGS)}")
+    value = normalise_url(url, ws.repo_root)
+    path = ws.repo_root / CONFIG_FILE
+    yaml = YAML()  # round-trip: the file's comments survive
+    data = yaml.load(path.read_text()) if path.exists() else None
+    if data is None:
+        data = {}
+    data[setting] = value
+    tmp = path.with_suffix(".yaml.tmp")
+    with open(tmp, "w") as f:
+        yaml.dump(data, f)
+    os.replace(tmp, path)
+    ws.config[setting] = value
+    if setting == "vault":
+        _dvc_remote(ws.repo_root, value)
+    return value
+
+
+def _dvc_remote(repo_root: Path, url: str) -> None:
+    """Name the Vault as DVC's default remote ``vault`` in ``.dvc/config``."""
+    from dvc.config import Config
+
+    if not (repo_root / ".dvc").is_dir():
+        return
+    config = Config(dvc_dir=str(repo_root / ".dvc"), validate=False)
+    with config.edit("repo") as conf:
+        conf.setdefault("remote", {})["vault"] = {"url": url}
+        conf.setdefault("core", {})["remote"] = "vault"

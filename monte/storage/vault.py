@@ -1,0 +1,272 @@
+"""The Vault: a DVC remote that holds every frozen Environment and Dataset, plus name claims.
+
+Layout under the Vault URL (``gs://bucket/prefix`` or a folder):
+
+- ``files/md5/..``: DVC's own remote layout. A frozen folder is pushed with DVC's data API
+  (``dvc_data``: build the folder's ``.dir`` object into the repository's DVC cache
+  ``.dvc/cache``, transfer it to the remote through dvc-gs or DVC's local file system), so
+  ``dvc pull`` with the ``.dvc`` entry the manifest carries fetches it too.
+- ``monte/claims/<kind>s/<name>.json``: the name claim, written create-only (GCS
+  ``ifGenerationMatch=0``; ``link(2)`` on a folder; see :mod:`monte.storage.objects`). Whoever
+  writes it first owns the name, in every region.
+- ``monte/manifests/<kind>s/<name>.json``: the manifest and the DVC hash of the folder, written
+  after the bytes landed: its presence is what says the upload completed.
+
+Every fetch proves every file against the manifest's sha256 before anything is moved into place.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from monte.errors import MonteError, error
+from monte.manifest import Manifest, now, parse_manifest
+from monte.storage.objects import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
+
+_PLURAL = {"environment": "environments", "dataset": "datasets"}
+
+
+def claim_name(kind: str, name: str) -> str:
+    return f"monte/claims/{_PLURAL[kind]}/{name}.json"
+
+
+def manifest_name(kind: str, name: str) -> str:
+    return f"monte/manifests/{_PLURAL[kind]}/{name}.json"
+
+
+@dataclass
+class Claim:
+    kind: str
+    name: str
+    fingerprint: str
+    host: str
+    claimed_at: str
+
+
+class VaultRemote:
+    def __init__(self, url: str, key: Any, repo_root: Path) -> None:
+        self.url = url
+        self.key = key
+        self.repo_root = repo_root
+        self.store: ObjectStore = open_store(url, key, what="the Vault")
+
+    # --- claims -----------------------------------------------------------------------------
+
+    def claim_of(self, kind: str, name: str) -> Claim | None:
+        raw = self.store.get(claim_name(kind, name))
+        if raw is None:
+            return None
+        try:
+            d = json.loads(raw)
+            return Claim(kind, name, str(d["fingerprint"]), str(d.get("host", "")), str(d.get("claimed_at", "")))
+        except (ValueError, KeyError, TypeError):
+            raise error("E_INTEGRITY", f"the Vault's claim on {kind} {name!r} is not readable",
+                        "inspect it in the Vault; it is not something monte wrote") from None
+
+    def claim(self, kind: str, name: str, fingerprint: str) -> bool:
+        """Claim ``name`` create-only. True when this call (or an earlier one for the same
+        fingerprint, e.g. a retried upload) owns it."""
+        body = json.dumps({"kind": kind, "name": name, "fingerprint": fingerprint,
+                           "host": socket.gethostname(), "claimed_at": now()}, sort_keys=True).encode()
+        if self.store.create(claim_name(kind, name), body):
+            return True
+        held = self.claim_of(kind, name)
+        return held is not None and held.fingerprint == fingerprint
+
+    def names(self, kind: str) -> list[dict[str, Any]]:
+        """What the Vault holds of ``kind``: every claim, and whether its upload completed."""
+        claims = self.store.list(f"monte/claims/{_PLURAL[kind]}/")
+        done = self.store.list(f"monte/manifests/{_PLURAL[kind]}/")
+        out = []
+        for path in sorted(claims):
+            name = path.rsplit("/", 1)[1].removesuffix(".json")
+            c = self.claim_of(kind, name)
+            out.append({"name": name, "kind": kind, "fingerprint": c.fingerprint if c else "",
+                        "claimed_by": c.host if c else "", "claimed_at": c.claimed_at if c else "",
+                        "complete": f"monte/manifests/{_PLURAL[kind]}/{name}.json" in done})
+        return out
+
+    def manifest(self, kind: str, name: str) -> tuple[Manifest, dict[str, Any]] | None:
+        raw = self.store.get(manifest_name(kind, name))
+        if raw is None:
+            return None
+        where = f"{self.url}/{manifest_name(kind, name)}"
+        try:
+            doc = json.loads(raw)
+            m = parse_manifest(json.dumps(doc["manifest"]).encode(), where)
+            dvc = dict(doc["dvc"])
+        except MonteError:
+            raise
+        except (ValueError, KeyError, TypeError):
+            raise error("E_INTEGRITY", f"{where} is not a manifest monte wrote",
+                        "inspect the Vault; nothing was fetched") from None
+        if m.kind != kind or m.name != name:
+            raise error("E_INTEGRITY", f"{where} describes {m.kind} {m.name!r}, not {kind} {name!r}",
+                        "the Vault was tampered with; nothing was fetched")
+        claim = self.claim_of(kind, name)
+        if claim is None or claim.fingerprint != m.fingerprint:
+            raise error("E_INTEGRITY", f"{where} does not match the Vault's claim on {name!r}",
+                        "the Vault was tampered with; nothing was fetched")
+        return m, dvc
+
+    # --- bytes, through DVC -----------------------------------------------------------------
+
+    def _dvc(self, cache_dir: Path | None = None) -> tuple[Any, Any]:
+        """(a DVC cache: the repository's ``.dvc/cache`` or ``cache_dir``; the DVC remote)."""
+        from dvc_data.hashfile.db import HashFileDB
+        from dvc_objects.fs.local import LocalFileSystem
+
+        cache = HashFileDB(LocalFileSystem(), str(cache_dir or self.repo_root / ".dvc" / "cache" / "files" / "md5"))
+        store = self.store
+        if isinstance(store, LocalStore):
+            remote = HashFileDB(LocalFileSystem(), str(store.root / "files" / "md5"))
+        else:
+            assert isinstance(store, GcsStore)
+            from dvc_gs import GSFileSystem
+
+            host = emulator_host()
+            if host:
+                fs = GSFileSystem(allow_anonymous_login=True, endpointurl=host)
+            else:  # the key stays in memory: gcsfs takes the service-account info as a dict
+                fs = GSFileSystem(credentialpath=self.key.info)
+            path = f"{store.bucket_name}/{store.prefix}".rstrip("/")
+            remote = HashFileDB(fs, f"{path}/files/md5")
+        return cache, remote
+
+    def upload(self, manifest: Manifest, folder: Path) -> dict[str, Any]:
+        """Push ``folder`` to the DVC remote, then write its manifest (the completion mark)."""
+        from dvc_data.hashfile.build import build
+        from dvc_data.hashfile.transfer import transfer
+        from dvc_objects.fs.local import LocalFileSystem
+
+        cache, remote = self._dvc()
+        try:
+            staging, meta, obj = build(cache, str(folder), LocalFileSystem(), "md5")
+            transfer(staging, cache, {obj.hash_info}, shallow=False, hardlink=False)
+            result = transfer(cache, remote, {obj.hash_info}, shallow=False)
+        except MonteError:
+            raise
+        except Exception as e:
+            raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: "
+                        f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
+                        "check the connection and the key, then retry") from None
+        if result.failed:
+            raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {folder.name} "
+                        "did not upload", "check the connection and the key, then retry")
+        dvc = {"md5": obj.hash_info.value, "nfiles": meta.nfiles, "size": meta.size,
+               "path": f"{_PLURAL[manifest.kind]}/{manifest.name}"}
+        doc = {"manifest": json.loads(manifest.dumps()), "dvc": dvc}
+        self.store.put(manifest_name(manifest.kind, manifest.name),
+                       (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode())
+        return dvc
+
+    def fetch(self, kind: str, name: str, staged: Path) -> Manifest:
+        """Fetch the folder into ``staged`` (an empty folder) and return its manifest. The caller
+        proves every hash before moving it anywhere."""
+        from dvc_data.hashfile import load
+        from dvc_data.hashfile.checkout import CheckoutError, checkout
+        from dvc_data.hashfile.hash_info import HashInfo
+        from dvc_data.hashfile.transfer import transfer
+        from dvc_objects.fs.local import LocalFileSystem
+
+        found = self.manifest(kind, name)
+        if found is None:
+            if self.claim_of(kind, name) is not None:
+                raise error("E_NOT_FOUND", f"the Vault holds the name {name!r} but its upload never completed",
+                            "re-run the freeze's `monte env add`/`dataset add` on the machine that holds it")
+            raise error("E_NOT_FOUND", f"no {kind} named {name!r} on this data root or in the Vault",
+                        f"list the Vault with `monte {'env' if kind == 'environment' else 'dataset'} list --vault`")
+        m, dvc = found
+        # A private cache beside the staging folder: bytes that fail a check never reach the
+        # repository's DVC cache, so a later fetch (after the Vault is repaired) starts clean.
+        cache, remote = self._dvc(staged.parent / "dvc-cache")
+        hi = HashInfo("md5", str(dvc["md5"]))
+        try:
+            result = transfer(remote, cache, {hi}, shallow=False)
+            if result.failed:
+                raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {name} "
+                            "could not be fetched", "check the connection and retry")
+            obj = load(cache, hi)
+            if staged.exists():
+                shutil.rmtree(staged)
+            checkout(str(staged), LocalFileSystem(), obj, cache)
+        except MonteError:
+            raise
+        except CheckoutError:
+            raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} does not match its DVC hashes: an "
+                        "object was changed after it was pushed", "nothing was written; re-push the freeze "
+                        "from the machine that holds it, or freeze under a new name") from None
+        except Exception as e:
+            raise error("E_STORAGE", f"the Vault {self.url}: fetching {name} failed: "
+                        f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
+                        "check the connection and retry; nothing was written") from None
+        return m
+
+
+# --- who may read and write, for this machine ------------------------------------------------
+
+
+@dataclass
+class Access:
+    """The Vault as this machine can reach it: ``reader`` checks names, ``writer`` pushes; either
+    may be None, and ``note`` says why (never a key's content, only where it came from)."""
+
+    url: str | None
+    reader: VaultRemote | None
+    writer: VaultRemote | None
+    note: str = ""
+
+
+def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
+    """Resolve the Vault for a freeze (``write``) or a read. A local-folder Vault needs no key;
+    a ``gs://`` Vault reads with any key the read ladder or the write ladder resolves, and
+    writes with the write ladder's key once it passes the write probe."""
+    from monte.storage.keys import read_key, write_key
+    from monte.storage.locations import url_for
+
+    url = url_for(ws, "vault")
+    if url is None:
+        return Access(None, None, None, "kept on this data root only: no Vault is configured for this "
+                      "repository (`monte config set vault URL`)")
+    if not url.startswith("gs://"):
+        remote = VaultRemote(url, None, ws.repo_root)
+        remote.store.check()
+        if write and not remote.store.can_write():
+            return Access(url, remote, None, f"kept on this data root only: this machine cannot write the "
+                          f"Vault folder {url}")
+        return Access(url, remote, remote if write else None)
+    # Checking a name is a read, and any key that resolves may make it (the seeds).
+    rkey = read_key(key_file)
+    wkey = write_key(key_file)
+    key = rkey or wkey
+    if key is None:
+        return Access(url, None, None, "kept on this data root only: no GCS key resolved, so the name was "
+                      "checked against this data root alone (set MONTE_GCS_BOX_KEY_FILE or "
+                      "MONTE_GCS_BOX_KEY_OP to push; MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP to read)")
+    reader = VaultRemote(url, key, ws.repo_root)
+    if not write:
+        return Access(url, reader, None)
+    if wkey is None:  # unreachable today (the write ladder ends in the read ladder), kept for clarity
+        return Access(url, reader, None, "kept on this data root only: no write key resolved")
+    writer = reader if wkey is key else VaultRemote(url, wkey, ws.repo_root)
+    if not writer.store.can_write():
+        return Access(url, reader, None, f"kept on this data root only: the key from {wkey.source} cannot "
+                      "write the Vault. Set MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP, move the folder "
+                      "out of the data root and freeze again")
+    return Access(url, reader, writer)
+
+
+def require_reader(ws: Any, key_file: str | None = None) -> VaultRemote:
+    a = access(ws, write=False, key_file=key_file)
+    if a.reader is None:
+        if a.url is None:
+            raise error("E_STORAGE", "no Vault is configured for this repository",
+                        "name it with `monte config set vault gs://BUCKET/PREFIX` (or a folder)")
+        raise error("E_STORAGE", f"no GCS key resolved to read the Vault {a.url}",
+                    "set --key-file, MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP")
+    return a.reader
