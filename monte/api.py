@@ -165,10 +165,19 @@ def env_add(
     dry_run: bool = False,
     ws: Workspace | None = None,
 ) -> EnvAddResult:
-    """Freeze an Environment from the catalog (the seeds' three forms)."""
+    """Freeze an Environment from the catalog (the seeds' three forms), then push it to the Vault.
+
+    Order (the seeds'): the flag mix; the name against this data root and the vault ref, then
+    against the Vault with any key that reads (a ``--server`` freeze also against Datasets, local
+    first); the write probe, before prepare runs; prepare; the create-only name claim in the
+    Vault (a lost claim writes nothing here); the manifest and the folder; the upload. A failed
+    upload keeps the freeze and refuses with ``E_STORAGE``; a keyless or read-only machine keeps
+    the freeze here with a note.
+    """
     from monte.envs import freeze
     from monte.ledger.vault import Vault, name_taken
     from monte.manifest import MANIFEST, read_manifest
+    from monte.storage import vault as remote_vault
 
     ws = ws or open_workspace()
     if name is not None:
@@ -177,6 +186,11 @@ def env_add(
     check_name(plan.name, "environment name")
     vault = Vault(ws.store)
     dest = ws.env_dir(plan.name)
+    if not dry_run:
+        resumed = _resume_upload(ws, "environment", plan.name, dest)
+        if resumed is not None:
+            return EnvAddResult(dry_run=False, plan=plan.describe(), environment=_env_info(resumed, dest),
+                                note="finished the Vault upload of the freeze kept on this data root")
 
     def check_local() -> None:
         if vault.get("environment", plan.name) is not None:
@@ -187,12 +201,20 @@ def env_add(
             _refuse_source_conflict(ws, vault, plan.name, holder="dataset")
 
     check_local()  # refuse before prepare runs: prepare can be expensive
+    where = remote_vault.access(ws, write=not dry_run)
+    if where.reader is not None:
+        if plan.env_kind == "trainable" and where.reader.claim_of("dataset", plan.name) is not None:
+            raise _source_conflict(plan.name, "dataset")
+        if where.reader.claim_of("environment", plan.name) is not None:
+            raise name_taken("environment", plan.name, f"the Vault {where.url}")
     if dry_run:
-        return EnvAddResult(dry_run=True, plan=plan.describe())
+        return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
     staged = freeze.staging_dir(ws.data_root)
     try:
         manifest = freeze.prepare(plan, staged)
         (staged / MANIFEST).write_bytes(manifest.dumps())
+        if where.writer is not None and not where.writer.claim("environment", plan.name, manifest.fingerprint):
+            raise _lost_claim("environment", plan.name, where.url)
 
         def check(snap):  # type: ignore[no-untyped-def]
             if dest.exists():
@@ -206,10 +228,51 @@ def env_add(
         freeze.discard(staged)
     m = read_manifest(dest)
     assert m is not None
-    return EnvAddResult(
-        dry_run=False, plan=plan.describe(), environment=_env_info(m, dest),
-        note="kept on this data root only: no Vault is configured for this repository",
-    )
+    note = where.note
+    if where.writer is not None:
+        _upload_or_keep(where.writer, m, dest, "env add")
+        note = f"pushed to the Vault {where.url}"
+    return EnvAddResult(dry_run=False, plan=plan.describe(), environment=_env_info(m, dest), note=note)
+
+
+def _lost_claim(kind: str, name: str, url: str | None) -> MonteError:
+    noun = "environment" if kind == "environment" else "dataset"
+    fix = (f"re-add under another name with `--as NEW_NAME`, or run `monte env install {name}` to bring "
+           "the winner's copy here") if kind == "environment" else (
+        f"re-add under another NAME, or run `monte dataset show {name}` to bring the winner's copy here")
+    return error("E_NAME_TAKEN", f"another writer claimed the {noun} name {name!r} in the Vault {url} "
+                 "first; this freeze was discarded and nothing was written here", fix)
+
+
+def _upload_or_keep(writer: Any, m: Any, dest: Path, cmd: str) -> None:
+    """Push a freeze that is already in place; on any failure keep it and refuse E_STORAGE."""
+    try:
+        writer.upload(m, dest)
+    except (MonteError, OSError, KeyboardInterrupt) as e:
+        why = e.message if isinstance(e, MonteError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
+                                                            else str(e))
+        raise error("E_STORAGE", f"the freeze survived on this data root, in {dest}, but the Vault upload "
+                    f"failed: {why}", f"re-run the same `monte {cmd}` to finish the upload") from None
+
+
+def _resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> Any:
+    """A freeze kept here whose Vault claim is ours but whose upload never completed: finish it.
+    Returns the manifest when it did, None when there is nothing to resume."""
+    from monte.manifest import read_manifest
+    from monte.storage import vault as remote_vault
+
+    m = read_manifest(dest) if dest.is_dir() else None
+    if m is None:
+        return None
+    where = remote_vault.access(ws, write=True)
+    w = where.writer
+    if w is None:
+        return None
+    claim = w.claim_of(kind, name)
+    if claim is None or claim.fingerprint != m.fingerprint or w.manifest(kind, name) is not None:
+        return None
+    _upload_or_keep(w, m, dest, "env add" if kind == "environment" else "dataset add")
+    return m
 
 
 def _source_conflict(name: str, holder: str) -> MonteError:
@@ -244,13 +307,13 @@ def env_list(*, available: bool = False, vault: bool = False, ws: Workspace | No
              "sizes": e.benchmark.sizes, "description": e.benchmark.description}
             for e in catalog().values()
         ]
+    ws = ws or open_workspace()
     if vault:
-        raise error("E_STORAGE", "no Vault is configured for this repository",
-                    "the Vault (DVC remote) is set with `monte config set vault URL`; until then, "
-                    "`monte env list` shows what this data root holds")
+        from monte.storage.vault import require_reader
+
+        return require_reader(ws).names("environment")
     from monte.manifest import read_manifest
 
-    ws = ws or open_workspace()
     out = []
     root = ws.data_root / "environments"
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
@@ -289,6 +352,10 @@ def _install_one(ws: Workspace, vault: Any, name: str) -> dict[str, Any]:
     folder = ws.env_dir(name)
     recorded = vault.get("environment", name)
     here = read_manifest(folder)
+    if here is None:
+        fetched = _fetch_from_vault(ws, "environment", name, folder)
+        if fetched is not None:
+            return {"name": name, "action": "fetched", "files": len(fetched.files), "folder": str(folder)}
     if here is not None:
         if recorded is not None and recorded.fingerprint != here.fingerprint:
             raise error("E_INTEGRITY",
@@ -344,6 +411,49 @@ def _recreate(m: Any, staged: Path) -> None:
     freeze.prepare(plan, staged)
 
 
+def _fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Any:
+    """Fetch a frozen folder this data root lacks from the Vault: into a staging folder, every
+    hash proven against the Vault's manifest (and the vault ref's, when it has one), only then
+    moved into place. None when no Vault or no key is there to ask (the caller decides)."""
+    from monte.envs import freeze
+    from monte.ledger.vault import Vault
+    from monte.manifest import MANIFEST, verify_folder
+    from monte.storage import vault as remote_vault
+
+    where = remote_vault.access(ws, write=False)
+    if where.reader is None:
+        return None
+    if where.reader.claim_of(kind, name) is None:
+        return None
+    if folder.exists() and any(folder.iterdir()):
+        raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
+                    f"move {folder} aside, then try again")
+    local = Vault(ws.store)
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        m = where.reader.fetch(kind, name, staged / "payload")
+        recorded = local.get(kind, name)
+        if recorded is not None and recorded.fingerprint != m.fingerprint:
+            raise error("E_INTEGRITY", f"the Vault's {kind} {name!r} differs from the one the vault ref records",
+                        "two freezes claim one name; inspect both, nothing was written")
+        verify_folder(staged / "payload", m)
+        extra = sorted(p.relative_to(staged / "payload").as_posix() for p in (staged / "payload").rglob("*")
+                       if not p.is_dir() and p.relative_to(staged / "payload").as_posix() not in m.files
+                       and p.name != MANIFEST)
+        if extra:
+            raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} holds files its manifest does not "
+                        f"name ({', '.join(extra[:3])})", "the Vault was tampered with; nothing was written")
+        (staged / "payload" / MANIFEST).write_bytes(m.dumps())
+        if recorded is None:
+            local.record(m)
+        if folder.exists():
+            folder.rmdir()
+        freeze.move_into_place(staged / "payload", folder)
+    finally:
+        freeze.discard(staged)
+    return m
+
+
 # --- datasets ----------------------------------------------------------------------------------
 
 
@@ -396,6 +506,20 @@ def dataset_add(
     ws = ws or open_workspace()
     vault = Vault(ws.store)
     dest = ws.dataset_dir(name)
+    if not dry_run:
+        resumed = _resume_upload(ws, "dataset", name, dest)
+        if resumed is not None:
+            return {"dry_run": False, "plan": {"name": name}, "dataset": _dataset_info(resumed, dest).model_dump(),
+                    "note": "finished the Vault upload of the freeze kept on this data root"}
+    from monte.storage import vault as remote_vault
+
+    # The Dataset side asks the Vault first, and refuses any Environment of that name there.
+    where = remote_vault.access(ws, write=not dry_run)
+    if where.reader is not None:
+        if where.reader.claim_of("environment", name) is not None:
+            raise _source_conflict(name, "environment")
+        if where.reader.claim_of("dataset", name) is not None:
+            raise name_taken("dataset", name, f"the Vault {where.url}")
 
     def check(snap: Any = None) -> None:
         # The Dataset side is the stricter one: any environment of that name refuses.
@@ -415,7 +539,7 @@ def dataset_add(
         plan = {"name": name, "source": "file", "path": str(Path(from_file).resolve())}
     plan.update(kind=kind, input_key=input_key, output_key=output_key)
     if dry_run:
-        return {"dry_run": True, "plan": plan}
+        return {"dry_run": True, "plan": plan, "note": where.note}
     if from_hf:
         from monte.storage.hub import fetch_dataset_file
 
@@ -438,22 +562,29 @@ def dataset_add(
             provenance=provenance, dataset_kind=kind, columns=columns, rows=rows,  # type: ignore[arg-type]
         )
         (staged / MANIFEST).write_bytes(manifest.dumps())
+        if where.writer is not None and not where.writer.claim("dataset", name, manifest.fingerprint):
+            raise _lost_claim("dataset", name, where.url)
         vault.record(manifest, check)
         freeze.move_into_place(staged, dest)
     finally:
         freeze.discard(staged)
     m = read_manifest(dest)
-    return {"dry_run": False, "plan": plan, "dataset": _dataset_info(m, dest).model_dump()}
+    note = where.note
+    if where.writer is not None:
+        _upload_or_keep(where.writer, m, dest, "dataset add")
+        note = f"pushed to the Vault {where.url}"
+    return {"dry_run": False, "plan": plan, "dataset": _dataset_info(m, dest).model_dump(), "note": note}
 
 
 def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[dict[str, Any]]:
     """The frozen Datasets on this data root, from their manifests (no re-hash)."""
     from monte.manifest import read_manifest
 
-    if vault:
-        raise error("E_STORAGE", "no Vault is configured for this repository",
-                    "set one with `monte config set vault URL`; bare `monte dataset list` shows this data root")
     ws = ws or open_workspace()
+    if vault:
+        from monte.storage.vault import require_reader
+
+        return require_reader(ws).names("dataset")
     root = ws.data_root / "datasets"
     out = []
     for folder in sorted(root.iterdir()) if root.is_dir() else []:
@@ -472,6 +603,8 @@ def dataset_show(*, name: str, ws: Workspace | None = None) -> dict[str, Any]:
     ws = ws or open_workspace()
     folder = ws.dataset_dir(name)
     m = read_manifest(folder)
+    if m is None:
+        m = _fetch_from_vault(ws, "dataset", name, folder)
     recorded = Vault(ws.store).get("dataset", name)
     if m is None:
         if recorded is None:
@@ -577,7 +710,29 @@ def config_show(*, ws: Workspace | None = None) -> dict[str, Any]:
         "config_file": str(ws.repo_root / CONFIG_FILE),
         "recipe_path": [str(p) for p in path],
         "recipes": recipes,
+        "vault": _where(ws, "vault"),
+        "bucket": _where(ws, "bucket"),
     }
+
+
+def _where(ws: Workspace, setting: str) -> str | None:
+    from monte.storage.locations import url_for
+
+    try:
+        return url_for(ws, setting)
+    except MonteError:
+        return None
+
+
+def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> dict[str, Any]:
+    """Name the Vault or the results bucket for this repository (``.monte.yaml``)."""
+    from monte.storage.locations import set_url
+
+    ws = ws or open_workspace(require_data_root=False)
+    value = set_url(ws, setting, url)
+    dvc = ws.repo_root / ".dvc" / "config"
+    return {"setting": setting, "url": value, "file": str(ws.repo_root / CONFIG_FILE),
+            "dvc_config": str(dvc) if setting == "vault" and dvc.exists() else None}
 
 
 # --- evaluation ----------------------------------------------------------------------------------
@@ -585,28 +740,37 @@ def config_show(*, ws: Workspace | None = None) -> dict[str, Any]:
 
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
-              ws: Workspace | None = None) -> Any:
-    """Check every rule that can be proven before anything is written; return the plan."""
+              push: bool = False, ws: Workspace | None = None) -> Any:
+    """Check every rule that can be proven before anything is written; return the plan.
+
+    ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
+    when no bucket is configured)."""
     from monte import evals
 
     if split not in ("dev", "test"):
         raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
     return evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
-                           step=step, checkpoint=checkpoint, smoke=smoke)
+                           step=step, checkpoint=checkpoint, smoke=smoke, push=push)
 
 
-def run_eval(plan: Any, *, on_progress: Any = None, ws: Workspace | None = None) -> Any:
-    """Spend the touch (a ``started`` record), read the proven split, generate, grade, finish."""
+def run_eval(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
+             ws: Workspace | None = None) -> Any:
+    """Spend the touch (a ``started`` record), read the proven split, generate, grade, finish.
+
+    ``on_transition(row, transition)`` runs after each transition's record lands; a ``push`` plan
+    with none given pushes the results then, and refuses E_STORAGE if a finished run's final
+    push fails (the run itself stays recorded locally)."""
     from monte import evals
 
-    return evals.run_eval(ws or open_workspace(), plan, on_progress=on_progress)
+    return evals.run_eval(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
 
 
 def eval_(**kwargs: Any) -> Any:
     """Plan and run in one call (no confirmation: the Python caller has decided)."""
     ws = kwargs.pop("ws", None) or open_workspace()
     on_progress = kwargs.pop("on_progress", None)
-    return run_eval(plan_eval(ws=ws, **kwargs), on_progress=on_progress, ws=ws)
+    on_transition = kwargs.pop("on_transition", None)
+    return run_eval(plan_eval(ws=ws, **kwargs), on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
 def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
@@ -718,26 +882,34 @@ def stop(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
-               model: str | None = None, smoke: bool = False, experiment: str | None = None,
+               model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
                ws: Workspace | None = None) -> Any:
-    """Check every refusal of the seeds before anything is written; return the chunk's plan."""
+    """Check every refusal of the seeds before anything is written; return the chunk's plan.
+
+    ``push``: results to the results bucket after each transition, and (a real chunk) the
+    checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
+    refuses E_STORAGE here, before any compute."""
     from monte.training import chunk
 
     return chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
-                            parent=parent, from_base=from_base, model=model, smoke=smoke)
+                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push)
 
 
-def run_train(plan: Any, *, on_progress: Any = None, ws: Workspace | None = None) -> Any:
-    """Train one chunk with TRL and record its checkpoint as a lineage commit."""
+def run_train(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
+              ws: Workspace | None = None) -> Any:
+    """Train one chunk with TRL and record its checkpoint as a lineage commit (a ``push`` plan:
+    after uploading it to the hub, and pushing the results after each transition)."""
     from monte.training import chunk
 
-    return chunk.run_train(ws or open_workspace(), plan, on_progress=on_progress)
+    return chunk.run_train(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
 
 
 def train(**kwargs: Any) -> Any:
+    """Plan and run one chunk in one call (no confirmation: the Python caller has decided)."""
     ws = kwargs.pop("ws", None) or open_workspace()
     on_progress = kwargs.pop("on_progress", None)
-    return run_train(plan_train(ws=ws, **kwargs), on_progress=on_progress, ws=ws)
+    on_transition = kwargs.pop("on_transition", None)
+    return run_train(plan_train(ws=ws, **kwargs), on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
 def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, Any]:
@@ -747,9 +919,12 @@ def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, An
     return init_model(path, size=size, seed=seed)
 
 
-def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None,
+def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,
             ws: Workspace | None = None) -> dict[str, Any]:
-    """Export a succeeded training checkpoint's servable folder, sha256-verified file by file."""
+    """Export a succeeded training checkpoint's servable folder, sha256-verified file by file.
+
+    ``from_hub``: export the hub copy its lineage commit records (a ``--push`` chunk's), every
+    file proven against that commit before anything lands in ``dest`` (a mismatch: E_INTEGRITY)."""
     from monte import evals
     from monte.ledger import rules
     from monte.ledger.experiment import Ledger
@@ -777,22 +952,44 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
         raise error("E_REFUSED", f"run {run} has {row.status}; only a succeeded run's checkpoint is promoted",
                     "promote a succeeded run")
     ck = rules.find_checkpoint(rows, run, step)
-    info = _checkpoint_info(ws, exp, ck)  # proves every servable file against the lineage commit
+    # proves every servable file against the lineage commit (the hub copy: proven once fetched)
+    info = _checkpoint_info(ws, exp, ck, local=not from_hub)
+    hub_copy = info.get("hub") or {}
+    if from_hub and not (hub_copy.get("repo") and hub_copy.get("revision")):
+        raise error("E_NOT_FOUND", f"checkpoint {ck.ref} has no hub copy: its chunk was not trained with --push",
+                    "promote it without --from-hub, where its run folder lives (the box)")
     dest = Path(dest).expanduser()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise error("E_REFUSED", f"{dest} exists and is not empty", "choose a new folder")
     src = ws.data_root / info["weights"]
     staged = dest.parent / f".{dest.name}.promote-{os.getpid()}"
+    fetched = dest.parent / f".{dest.name}.hub-{os.getpid()}"
+    made_parent = not dest.parent.exists()
     dest.parent.mkdir(parents=True, exist_ok=True)
     try:
         staged.mkdir()
-        for name in info["files"]:
-            shutil.copy2(src / name, staged / name)
+        if from_hub:
+            from monte.storage import hub
+
+            fetched.mkdir()
+            got_files = hub.download_checkpoint(hub_copy["repo"], hub_copy["revision"], sorted(info["files"]),
+                                                fetched)
+            for name in info["files"]:
+                shutil.copyfile(got_files[name].resolve(), staged / name)
+        else:
+            for name in info["files"]:
+                shutil.copy2(src / name, staged / name)
         from monte.hashing import sha256_files
 
         got = sha256_files([staged / n for n in info["files"]])
         for name, digest in info["files"].items():
             if got[str(staged / name)] != digest:
+                if from_hub:
+                    raise error("E_INTEGRITY", f"{name} of the hub copy ({hub_copy['repo']}, revision "
+                                f"{hub_copy['revision'][:12]}) does not match the sha256 its lineage commit "
+                                f"records for {ck.ref}; nothing was written to {dest}",
+                                "the hub copy was changed after training; promote from the run folder "
+                                "(without --from-hub) where it lives")
                 raise error("E_INTEGRITY", f"the copy of {name} does not match its lineage hash",
                             "check the destination disk and promote again")
         if dest.exists():
@@ -800,9 +997,18 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
         os.rename(staged, dest)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
+        shutil.rmtree(fetched, ignore_errors=True)
+        if made_parent and not dest.exists():
+            try:
+                dest.parent.rmdir()  # a refused promote leaves no folder behind it made
+            except OSError:
+                pass
     size = sum((dest / n).stat().st_size for n in info["files"])
-    return {"checkpoint": ck.ref, "experiment": exp, "dest": str(dest), "files": len(info["files"]),
-            "bytes": size, "sha256": info["files"]}
+    out = {"checkpoint": ck.ref, "experiment": exp, "dest": str(dest), "files": len(info["files"]),
+           "bytes": size, "sha256": info["files"]}
+    if from_hub:
+        out["hub"] = {"repo": hub_copy["repo"], "revision": hub_copy["revision"]}
+    return out
 
 
 # --- plot ----------------------------------------------------------------------------------------
@@ -956,3 +1162,76 @@ def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
             if local.exists():
                 local.rename(path)
     return {"removed": removed}
+
+
+# --- the results bucket --------------------------------------------------------------------------
+
+
+def push(*, experiment: str | None = None, run: str | None = None, bucket: str | None = None,
+         key_file: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Upload one experiment's ledger objects, refs and run files to the results bucket."""
+    from monte import evals
+    from monte.storage import results
+
+    ws = ws or open_workspace(require_data_root=False)
+    exp = evals.experiment_name(ws, experiment)
+    if run is not None:
+        from monte.runs import parse_run_ref
+
+        r_exp, run, _ = parse_run_ref(run, exp)
+        if r_exp and r_exp != exp:
+            raise error("E_USAGE", f"--run {run} names experiment {r_exp}, not {exp}", "name one experiment")
+        check_name(run, "run id")
+    return results.push(ws, exp, run=run, bucket=bucket, key_file=key_file)
+
+
+def sync(*, experiments: list[str] | None = None, bucket: str | None = None, key_file: str | None = None,
+         ws: Workspace | None = None) -> dict[str, Any]:
+    """Pull the results bucket into mirror refs and run folders; merge each ledger (the union)."""
+    from monte.storage import results
+
+    ws = ws or open_workspace(require_data_root=False)
+    return results.sync(ws, experiments or None, bucket=bucket, key_file=key_file)
+
+
+# --- boxes ---------------------------------------------------------------------------------------
+
+
+def _box_workspace() -> Workspace | None:
+    """The workspace, when there is one: status and down work anywhere, and use it only to read
+    and remove identity files."""
+    try:
+        ws = open_workspace(require_data_root=False)
+    except MonteError:
+        return None
+    return ws if ws.data_root.is_dir() else None
+
+
+def box_up(*, type_: str | None = None, region: str | None = None, cold: bool = False,
+           keep_alive: bool = False, ssh_key: str | None = None, on_progress: Any = None,
+           ws: Workspace | None = None) -> dict[str, Any]:
+    """Launch a Lambda box (home region first, then anywhere), wait until it is active, write
+    ``<data root>/boxes/<id>.json`` (0600) and arm its watchdog. ``on_progress(line)`` hears each
+    step. A failure after the instance exists terminates it before refusing (``E_BOX``)."""
+    from monte.remote import boxes
+
+    ws = ws or open_workspace()
+    return boxes.up(ws, type_=type_, region=region, cold=cold, keep_alive=keep_alive,
+                    ssh_key=ssh_key, on_progress=on_progress)
+
+
+def box_status(*, ws: Workspace | None = None) -> dict[str, Any]:
+    """Every instance on the Lambda account: monte's own (``monte-*``) with ``age_hours`` and
+    ``over_ttl``, everything else as ``foreign``."""
+    from monte.remote import boxes
+
+    return boxes.status(ws or _box_workspace())
+
+
+def box_down(*, instance: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Terminate one of monte's boxes through Lambda's API (default: the only one running) and
+    remove its identity file. Refuses a foreign instance (``E_BOX``); several boxes and no
+    ``instance`` is ``E_USAGE``."""
+    from monte.remote import boxes
+
+    return boxes.down(ws or _box_workspace(), instance)

@@ -59,6 +59,65 @@ def read_tasks(snap: Snapshot, run: str) -> list[dict[str, Any]] | None:
         return None
 
 
+#: The transitions of a run (seeds, "Remote runs"): after each one, --push uploads its results.
+TRANSITIONS = ("started", "checkpoint", "scored", "weights-uploaded", "finished")
+_ENDED = ("succeeded", "failed", "abandoned")
+
+
+class Pusher:
+    """``--push``: upload the run's results to the results bucket after each transition.
+
+    Called as ``pusher(row, transition)`` right after the transition's record lands. A push that
+    fails mid-run is logged to the run's event file (``push-failed``) and the run goes on: the
+    next push carries everything the failed one would have. The push after a run has ended is
+    the one that must land; :meth:`check` refuses with E_STORAGE when it did not.
+    """
+
+    def __init__(self, ws: Workspace, experiment: str) -> None:
+        self.ws = ws
+        self.experiment = experiment
+        self.unpushed: dict[str, MonteError] = {}  # ended run -> why its last push failed
+        self.pushes = 0
+
+    def preflight(self) -> None:
+        """Open the bucket (and resolve its key) before any compute: a bucket that cannot be
+        written refuses here, with nothing recorded."""
+        from monte.storage import results
+
+        results.open_bucket(self.ws, bucket=None, key_file=None, write=True)
+
+    def __call__(self, row: RunRow, transition: str) -> None:
+        from monte.storage import results
+
+        try:
+            results.push(self.ws, self.experiment, run=row.run)
+        except Exception as exc:  # a push never kills the run it reports on
+            e = exc if isinstance(exc, MonteError) else error(
+                "E_STORAGE", f"the push failed ({type(exc).__name__})", "retry with `monte push`")
+            log_event(self.ws, self.experiment, row.run, "push-failed", transition=transition,
+                      code=e.code, message=e.message)
+            if row.status in _ENDED:
+                self.unpushed[row.run] = e
+            return
+        self.pushes += 1
+        self.unpushed.pop(row.run, None)
+
+    def check(self) -> None:
+        """Refuse (E_STORAGE) when a finished run's final push did not land."""
+        if not self.unpushed:
+            return
+        runs = sorted(self.unpushed)
+        why = self.unpushed[runs[0]]
+        retry = "; ".join(f"`monte push {self.experiment} --run {r}`" for r in runs)
+        raise error("E_STORAGE", f"run {', '.join(runs)} finished and is recorded locally, but its final push "
+                    f"to the results bucket failed: {why.code}: {why.message}",
+                    f"{why.fix + '; then ' if why.fix else ''}{retry} retries",
+                    details=[{"run": r, "code": e.code, "message": e.message} for r, e in self.unpushed.items()])
+
+
+Transition = Callable[[RunRow, str], None]
+
+
 class Target(BaseModel):
     kind: str  # "base" | "checkpoint"
     run: str | None = None
@@ -90,6 +149,8 @@ class EvalPlan(BaseModel):
     exams: list[ExamPlan]
     smoke: bool
     settings: dict[str, Any]
+    push: bool = False  # upload results to the results bucket after each transition
+    bucket: str | None = None  # where (--push only)
 
     def lines(self) -> list[str]:
         n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams)
@@ -101,11 +162,13 @@ class EvalPlan(BaseModel):
             out.append(f"  {e.exam}/{e.split}: {min(e.n, SMOKE_TASKS) if self.smoke else e.n} tasks{role}")
         out.append(f"  model: {self.target.model}")
         out.append(f"  {n} generations, max {self.settings['max_new_tokens']} new tokens each")
+        if self.push:
+            out.append(f"  push: results to {self.bucket} after each transition")
         return out
 
 
 def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split: str,
-              step: int | None, checkpoint: str | None, smoke: bool) -> EvalPlan:
+              step: int | None, checkpoint: str | None, smoke: bool, push: bool = False) -> EvalPlan:
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
@@ -135,8 +198,17 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     if split == "test" and not smoke:
         for e in exams:
             e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint")
+    bucket = push_bucket(ws) if push else None
     return EvalPlan(experiment=exp, cohort=cohort, base_model=str(base_dir.resolve()), base_files=files,
-                    target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump())
+                    target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(), push=push,
+                    bucket=bucket)
+
+
+def push_bucket(ws: Workspace) -> str:
+    """``--push`` needs a results bucket: refuse (E_STORAGE) before any compute when none is named."""
+    from monte.storage.locations import require_url
+
+    return require_url(ws, "bucket")
 
 
 def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str, base: str, split: str,
@@ -209,12 +281,22 @@ class EvalResult(BaseModel):
 
 
 def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int], None] | None = None,
-             load: Callable[[Path], tuple[Any, Any]] | None = None) -> EvalResult:
+             load: Callable[[Path], tuple[Any, Any]] | None = None,
+             on_transition: Transition | None = None) -> EvalResult:
+    """Run the plan: one row per exam. ``on_transition(row, transition)`` is called right after
+    each transition's record lands (started, scored, finished); with ``plan.push`` and none given,
+    a :class:`Pusher` uploads the results then, and a finished run's failed final push refuses."""
     from monte.envs.registry import get as get_bench
     from monte.models import generate as gen
 
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
+    pusher = None
+    if plan.push and on_transition is None:
+        pusher = Pusher(ws, plan.experiment)
+        pusher.preflight()
+        on_transition = pusher
+    transition = on_transition or (lambda row, what: None)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
     model = tok = None
     results = []
@@ -222,6 +304,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
         items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
         row = _start(ledger, plan, e)
         log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label)
+        transition(row, "started")
         try:
             if model is None:
                 model, tok = (load or gen.load)(Path(plan.target.model))
@@ -241,10 +324,17 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
             _finish(ledger, row, "failed", error_text=reason)
             log_event(ws, plan.experiment, row.run, "failed", reason=reason,
                       traceback=traceback.format_exc()[-2000:])
+            failed = ledger.row(row.run)
+            transition(failed or row, "finished")
             raise
+        # one record both scores the run and ends it: the "scored" and "finished" transitions land
+        # together, so one push reports both
         done = _finish(ledger, row, "succeeded", tasks=tasks, smoke=plan.smoke)
         log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+        transition(done, "finished")
         results.append(done.model_dump(mode="json"))
+    if pusher is not None:
+        pusher.check()
     return EvalResult(experiment=plan.experiment, runs=results)
 
 

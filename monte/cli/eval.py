@@ -31,16 +31,18 @@ def _human(r: Any) -> None:
 @click.option("--step", type=int, metavar="N", help="The checkpoint at absolute step N.")
 @click.option("--checkpoint", metavar="RUN@STEP", help="Exactly this checkpoint.")
 @click.option("--smoke", is_flag=True, help="A handful of tasks through the whole path; decides nothing.")
+@click.option("--push", is_flag=True,
+              help="Upload the results to the results bucket after each transition (`monte config set bucket`).")
 @click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @handled(_human)
 def eval_(experiment: str | None, model: str | None, split: str, step: int | None, checkpoint: str | None,
-          smoke: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
+          smoke: bool, push: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Score a model on a split and append the row (dev by default)."""
     from monte import api
 
     plan = api.plan_eval(experiment=experiment, model=model, split=split, step=step,
-                         checkpoint=checkpoint, smoke=smoke)
+                         checkpoint=checkpoint, smoke=smoke, push=push)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_eval(plan, on_progress=progress("eval", "tasks") if is_tty() and not as_json else None)

@@ -29,8 +29,11 @@ COMMANDS = {
     "promote": "monte.cli.train:promote",
     "plot": "monte.cli.plot:plot",
     "quickstart": "monte.cli.quickstart:quickstart",
+    "push": "monte.cli.results:push",
+    "sync": "monte.cli.results:sync",
     "ledger": "monte.cli.ledger:ledger",
     "hooks": "monte.cli.ledger:hooks",
+    "box": "monte.cli.box:box",
 }
 
 

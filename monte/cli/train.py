@@ -24,16 +24,19 @@ def _human(r: Any) -> None:
 @click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
 @click.option("--smoke", is_flag=True, help="A 3-step micro-chunk that is never evidence.")
+@click.option("--push", is_flag=True,
+              help="Upload the results to the results bucket after each transition, and a real chunk's "
+              "checkpoint to the hub repo MONTE_HUB_REPO (or `hub:` in .monte.yaml).")
 @click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @handled(_human)
 def train(recipe: str, source: str, parent: str | None, from_base: bool, model: str | None,
-          experiment: str | None, smoke: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
+          experiment: str | None, smoke: bool, push: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
     from monte import api
 
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
-                          smoke=smoke, experiment=experiment)
+                          smoke=smoke, push=push, experiment=experiment)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_train(plan, on_progress=progress("train", "steps") if is_tty() and not as_json else None)
@@ -44,12 +47,15 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
 @click.option("--dest", required=True, type=click.Path(file_okay=False), help="The folder to export into (new).")
 @click.option("--confirm", "confirm_", required=True, metavar="RUN@STEP", help="The checkpoint, typed out in full.")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
+@click.option("--from-hub", is_flag=True,
+              help="Export the hub copy the checkpoint's lineage commit records (a --push chunk's), verified.")
 @handled(lambda r: click.echo(f"promoted {r['checkpoint']} to {r['dest']}: {r['files']} files, "
                               f"{r['bytes'] / 1e6:.1f} MB, every sha256 verified"))
-def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None) -> Any:
+def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, from_hub: bool) -> Any:
     """Export a succeeded training checkpoint's servable folder, sha256-verified."""
     from pathlib import Path
 
     from monte import api
 
-    return api.promote(ref=checkpoint, dest=Path(dest), confirm=confirm_, experiment=experiment)
+    return api.promote(ref=checkpoint, dest=Path(dest), confirm=confirm_, experiment=experiment,
+                       from_hub=from_hub)

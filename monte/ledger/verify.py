@@ -8,7 +8,13 @@ violation names the commit, the rule and a one-line explanation.
 Rules (the names printed):
 
 - ``one-record``: one record per commit (a row, or a nomination), with a ``Monte-Event`` trailer,
-  on a single first-parent line from the experiment's creation.
+  on a single first-parent line from the experiment's creation. The one other commit allowed is
+  a merge of two ledgers that diverged (``monte.ledger.merge``): two parents, a ``Monte-Event:
+  merge`` trailer, and a tree that is exactly the union of its parents (re-derived here). The
+  records it merges in (reachable from its second parent, not its first) are checked as records,
+  oldest first, on top of the state before the merge, under every rule below: two machines
+  that each spent the final test read break ``two-touch`` at the merge. Their violations name the
+  merge commit and the merged-in record.
 - ``well-formed``: every path is one monte writes; every row parses; the derived fan-out index
   equals the rows it indexes.
 - ``append-only``: no record removed; no finished row rewritten; identity fields never change;
@@ -34,6 +40,7 @@ from typing import Any
 
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 
+from monte.ledger.merge import MERGE_EVENT, Conflict, merge_bases, union_tree
 from monte.ledger.records import VAULT_REF, RunRow, ledger_ref
 from monte.ledger.store import MODE_DIR, Store, parse_trailers
 
@@ -56,6 +63,16 @@ class Violation:
 
     def to_dict(self) -> dict[str, str]:
         return {"commit": self.commit, "rule": self.rule, "message": self.message}
+
+
+@dataclass
+class _Seen:
+    """The commits already in the verified state: a merge's records are those of its second
+    parent not in here. With ``--from`` the ancestors of that commit are added the first time a
+    merge needs them (``pending``), so a linear incremental check never walks the history."""
+
+    ids: set[ObjectID] = field(default_factory=set)
+    pending: ObjectID | None = None
 
 
 @dataclass
@@ -92,6 +109,7 @@ class Verifier:
         self.objects = store.repo.object_store
         self.records = 0  # records checked by the last verify()
         self._trees: dict[ObjectID, Tree] = {}
+        self._overlay: dict[ObjectID, Any] = {}  # trees a re-derived merge made, never written
 
     # --- object access ---------------------------------------------------------------------------
 
@@ -105,7 +123,9 @@ class Verifier:
             return Tree()
         tree = self._trees.get(sha)
         if tree is None:
-            tree = self._obj(sha)
+            tree = self._overlay.get(sha)
+            if tree is None:
+                tree = self._obj(sha)
             if len(self._trees) > 4096:
                 self._trees.clear()
             self._trees[sha] = tree
@@ -162,20 +182,127 @@ class Verifier:
             chain.append(c)
             sha = c.parents[0] if c.parents else None
         if since is not None and sha != since:
+            if self._reaches(tip, since):
+                # merged in from the second parent's side (a ledger that pulled, then pushed):
+                # not a rewrite; the walk from the creation checks it all
+                return self.verify(experiment, tip=tip)
             return [Violation(tip.decode()[:12], "append-only",
                               f"{since.decode()[:12]} is not an ancestor of the ledger tip: history was rewritten")]
         chain.reverse()
         self.records = len(chain)
         state = _State()
+        seen = _Seen(pending=since)
         prev_tree: ObjectID | None = None
         if since is not None:
             base = self._obj(since)
             prev_tree = base.tree
             self._load(state, since)
         for i, c in enumerate(chain):
-            out += self._record(experiment, state, c, prev_tree, first=(since is None and i == 0))
+            first = since is None and i == 0
+            if len(c.parents) == 2 and not first:
+                out += self._merge(experiment, state, c, prev_tree, seen)
+            else:
+                out += self._record(experiment, state, c, prev_tree, first=first)
+            seen.ids.add(c.id)
             prev_tree = c.tree
         return out
+
+    def _reaches(self, tip: ObjectID, target: ObjectID) -> bool:
+        """Whether ``target`` is an ancestor of ``tip`` over all parents (a full walk)."""
+        return target in self._ancestors(tip)
+
+    def _ancestors(self, tip: ObjectID) -> set[ObjectID]:
+        out = {tip}
+        todo = [tip]
+        while todo:
+            c = self._obj(todo.pop())
+            if not isinstance(c, Commit):
+                continue
+            for p in c.parents:
+                if p not in out:
+                    out.add(p)
+                    todo.append(p)
+        return out
+
+    # --- merges ----------------------------------------------------------------------------------
+
+    def _merge(self, experiment: str, state: _State, c: Commit, prev_tree: ObjectID | None, seen: _Seen,
+               *, side: bool = False) -> list[Violation]:
+        """A merge of two ledgers: the records it brings in, replayed on the state before it,
+        then its tree against the union re-derived from its parents, then its indexes."""
+        cid = c.id.decode()[:12]
+        out: list[Violation] = []
+
+        def bad(rule: str, msg: str) -> None:
+            out.append(Violation(cid, rule, msg))
+
+        if parse_trailers(c.message).get("Monte-Event") != MERGE_EVENT:
+            bad("one-record", "a merge commit without the Monte-Event: merge trailer: the only merge on a "
+                "ledger is monte's union of two ledgers")
+        if seen.pending is not None:
+            seen.ids |= self._ancestors(seen.pending)
+            seen.pending = None
+        p1, p2 = c.parents
+        bases = merge_bases(self.objects, p1, p2)
+        if not bases:
+            bad("one-record", f"the merge joins {p2.decode()[:12]}, a history that shares no record with this ledger")
+            return out
+        for s in self._side(p2, seen):
+            sid = s.id.decode()[:12]
+            parent_tree = self._obj(s.parents[0]).tree if s.parents else None
+            if len(s.parents) == 2:
+                found = self._merge(experiment, state, s, parent_tree, seen, side=True)
+            else:
+                found = self._record(experiment, state, s, parent_tree, first=False, side=True)
+                self.records += 1
+            out += [Violation(cid, v.rule, f"{v.message} (record {sid}, merged in)") for v in found]
+            seen.ids.add(s.id)
+        try:
+            union = union_tree(self.objects, p1, p2, bases)
+        except Conflict as e:
+            bad("well-formed", f"the merged ledgers disagree about {e.path}: they have no union")
+        else:
+            if union.tree != c.tree:
+                self._overlay = dict(union.new)
+                try:
+                    diffs = list(self._flat_changes(union.tree, c.tree))
+                finally:
+                    self._overlay = {}
+                # name a record's path first: a stale index or count follows from it
+                diffs.sort(key=lambda d: d[0] == "meta.json" or bool(INDEX.match(d[0])))
+                what = "; ".join(f"{p} is missing" if n is None else f"{p} is in neither parent" if o is None
+                                 else f"{p} differs" for p, o, n in diffs[:3]) or "its tree differs"
+                bad("well-formed", f"the merge commit's tree is not the union of its parents: {what}")
+        for path, _, new in self._flat_changes(prev_tree, c.tree):
+            if new is None:
+                bad("append-only", f"{path} was removed by the merge: records are never deleted")
+                if (m := ROW.match(path)) is not None:
+                    state.rows.pop(m.group(3), None)
+                    state.buckets.get(m.group(3)[:2], set()).discard(m.group(3))
+            elif not side and (m := INDEX.match(path)) is not None:
+                out += self._index(state, cid, path, new, m.group(1) + m.group(2))
+        return out
+
+    def _side(self, tip: ObjectID, seen: _Seen) -> list[Commit]:
+        """The commits reachable from ``tip`` and not in ``seen``, parents before children (each
+        merge's first-parent line before the line it merged in)."""
+        order: list[Commit] = []
+        visited: set[ObjectID] = set()
+        stack: list[tuple[ObjectID, Commit | None]] = [(tip, None)]
+        while stack:
+            sha, done = stack.pop()
+            if done is not None:
+                order.append(done)
+                continue
+            if sha in visited or sha in seen.ids:
+                continue
+            visited.add(sha)
+            c = self._obj(sha)
+            if not isinstance(c, Commit):
+                continue
+            stack.append((sha, c))
+            stack.extend((p, None) for p in reversed(c.parents))
+        return order
 
     def _load(self, state: _State, commit: ObjectID) -> None:
         """State at an already-verified commit (for ``--from``), read from its derived indexes
@@ -212,7 +339,7 @@ class Verifier:
         return None
 
     def _record(self, experiment: str, state: _State, c: Commit, prev_tree: ObjectID | None,
-                *, first: bool) -> list[Violation]:
+                *, first: bool, side: bool = False) -> list[Violation]:
         cid = c.id.decode()[:12]
         out: list[Violation] = []
 
@@ -225,7 +352,10 @@ class Verifier:
         if first and c.parents:
             bad("one-record", "the experiment's first record has a parent")
         if len(c.parents) > 1:
-            bad("one-record", "a merge commit on the ledger line")
+            bad("one-record", f"a merge commit of {len(c.parents)} parents on the ledger line: a ledger merge "
+                "joins two ledgers")
+        elif trailers.get("Monte-Event") == MERGE_EVENT:
+            bad("one-record", "a merge record with one parent: a merge joins two ledgers")
         changes = list(self._flat_changes(prev_tree, c.tree))
         row_changes = [(p, o, n) for p, o, n in changes if ROW.match(p)]
         if len(row_changes) > 1:
@@ -263,6 +393,8 @@ class Verifier:
         for path, _, new in row_changes:
             if new is not None:
                 out += self._row(experiment, state, cid, ROW.match(path).group(3), new)  # type: ignore[union-attr]
+        if side:  # merged in: its indexes lack the other side's runs; the merge's are checked
+            return out
         for path, _, new in changes:
             if new is not None and (m := INDEX.match(path)) is not None:
                 out += self._index(state, cid, path, new, m.group(1) + m.group(2))

@@ -71,6 +71,9 @@ class TrainPlan(BaseModel):
     leak: dict[str, Any]
     teacher: str | None = None  # distillation: the teacher's folder
     teacher_files: dict[str, str] | None = None  # and the sha256 of its servable files
+    push: bool = False  # upload results to the results bucket after each transition
+    bucket: str | None = None  # where (--push only)
+    hub: str | None = None  # the hub model repo the checkpoint goes to (a real --push chunk)
 
     def lines(self) -> list[str]:
         move = ("smoke (3 steps, never evidence)" if self.smoke else
@@ -86,11 +89,28 @@ class TrainPlan(BaseModel):
             f"  source {self.source.kind} {self.source.name}"
             + (f" ({self.leak['dev_overlap']} item(s) also in a dev exam)" if self.leak.get("dev_overlap") else ""),
             f"  cohort {self.cohort} (base model {self.base_model})",
+            *([f"  push: results to {self.bucket} after each transition"
+               + (f"; weights to the hub repo {self.hub}, one branch per checkpoint" if self.hub else "")]
+              if self.push else []),
         ]
 
 
 def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: str, parent: str | None,
-               from_base: bool, model: str | None, smoke: bool) -> TrainPlan:
+               from_base: bool, model: str | None, smoke: bool, push: bool = False) -> TrainPlan:
+    plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
+                       from_base=from_base, model=model, smoke=smoke)
+    if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
+        from monte.evals import push_bucket
+        from monte.storage import hub
+
+        plan.push = True
+        plan.bucket = push_bucket(ws)
+        plan.hub = None if smoke else hub.require_repo(ws)
+    return plan
+
+
+def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: str, parent: str | None,
+                from_base: bool, model: str | None, smoke: bool) -> TrainPlan:
     from monte.evals import experiment_name, read_rows
 
     exp = experiment_name(ws, experiment)
@@ -176,9 +196,9 @@ def _require_baselines(rows: list[RunRow], cohort: str, meas: Any) -> None:
                     "evaluate the base model first: `monte eval` (dev) and `monte eval --split test`")
 
 
-def _checkpoint_info(ws: Workspace, exp: str, ck: rules.Checkpoint) -> dict[str, Any]:
+def _checkpoint_info(ws: Workspace, exp: str, ck: rules.Checkpoint, *, local: bool = True) -> dict[str, Any]:
     """The checkpoint's lineage commit, as its row records it (not whatever the lineage ref points
-    at now), with every servable file proven against it."""
+    at now), with every servable file proven against it (``local=False``: the commit alone)."""
     from dulwich.objects import ObjectID
 
     try:
@@ -189,10 +209,16 @@ def _checkpoint_info(ws: Workspace, exp: str, ck: rules.Checkpoint) -> dict[str,
     if info.get("run") != ck.run or int(info.get("step", -1)) != ck.step:
         raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit names {info.get('run')}@{info.get('step')}",
                     "run `monte ledger verify`")
+    if not local:
+        return info
     folder = ws.data_root / info["weights"]
     if not folder.is_dir():
+        hub = info.get("hub") or {}
         raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder})",
-                    "run where the run directories live (the box), or fetch the weights")
+                    "run where the run directories live (the box), or fetch the weights"
+                    + (f": its hub copy ({hub.get('repo')}, revision {str(hub.get('revision'))[:12]}) "
+                       f"exports with `monte promote {ck.ref} --dest D --confirm {ck.ref} --from-hub`"
+                       if hub.get("repo") and hub.get("revision") else ""))
     have = servable_files(folder)
     for name, digest in info["files"].items():
         if have.get(name) != digest:
@@ -209,9 +235,26 @@ class TrainResult(BaseModel):
     run: dict[str, Any]
 
 
-def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None) -> TrainResult:
+def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None,
+              on_transition: Callable[[RunRow, str], None] | None = None) -> TrainResult:
+    """Train the chunk and record it. ``on_transition(row, transition)`` is called right after
+    each transition lands (started, weights-uploaded, checkpoint, finished); with ``plan.push``
+    and none given, a :class:`monte.evals.Pusher` uploads the results then. A real ``--push``
+    chunk uploads its checkpoint to the hub before the lineage commit, which records the revision.
+    A failed upload keeps the local checkpoint and the run; the command then refuses E_STORAGE."""
+    from monte.evals import Pusher
+    from monte.storage import hub
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk
 
+    pusher = None
+    if plan.push and on_transition is None:
+        pusher = Pusher(ws, plan.experiment)
+        pusher.preflight()
+        on_transition = pusher
+    if plan.hub and not plan.smoke:
+        hub.ensure_repo(plan.hub)  # a token that cannot write refuses before any compute
+    transition = on_transition or (lambda row, what: None)
+    hub_failures: list[MonteError] = []
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
     row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model, smoke=plan.smoke,
                       plan={"recipe": plan.recipe.identity(), "source": plan.source.name,
@@ -220,6 +263,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                             "settings": plan.recipe.settings, "init_model": plan.init_model,
                             "resume_from": plan.resume_from, "teacher": plan.teacher,
                             "teacher_files": plan.teacher_files})
+    transition(row, "started")
     folder = run_folder(ws, plan.experiment, row.run)
     try:
         trainer_dir, trainer_step = _train(ws, plan, folder / "trainer", row.run, on_progress)
@@ -229,17 +273,121 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                 stage = str(Path(stage).relative_to(ws.data_root))
             except ValueError:
                 pass
+            upload = (_hub_upload(ws, plan, row, transition, hub_failures)
+                      if plan.hub else None)
             row = save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
                 "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
-                "stage_start": stage})
+                "stage_start": stage}, before_commit=upload)
+            transition(row, "checkpoint")
     except BaseException as exc:
         reason = (f"{exc.code}: {exc.message}" if isinstance(exc, MonteError)
                   else "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
-        finish_chunk(ws, plan.experiment, row, "failed", error_text=reason)
+        failed = finish_chunk(ws, plan.experiment, row, "failed", error_text=reason)
         log_event(ws, plan.experiment, row.run, "error", traceback=traceback.format_exc()[-3000:])
+        transition(failed, "finished")
         raise
     done = finish_chunk(ws, plan.experiment, row, "succeeded")
+    transition(done, "finished")
+    _refuse_unfinished_uploads(done, hub_failures, pusher)
     return TrainResult(experiment=plan.experiment, run=done.model_dump(mode="json"))
+
+
+def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pusher: Any) -> None:
+    """The run is recorded; refuse (E_STORAGE) if its weights missed the hub or its final push
+    missed the bucket, saying what still stands and what retries."""
+    problems = list(hub_failures)
+    if pusher is not None:
+        try:
+            pusher.check()
+        except MonteError as e:
+            problems.append(e)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise error("E_STORAGE", "; and ".join(p.message for p in problems), "; ".join(p.fix for p in problems if p.fix))
+
+
+def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callable[[RunRow, str], None],
+                failures: list[MonteError]) -> Callable[[Path, dict[str, str], Any], dict[str, Any]]:
+    """``before_commit`` for a real --push chunk: the checkpoint's servable files and a model card
+    go to a hub branch of their own (``<exp>--<run>--step<N>``); the lineage commit then records
+    ``hub: {repo, branch, revision, ledger_commit}``. A failed upload is logged and remembered,
+    the checkpoint is recorded without a hub copy, and the run goes on."""
+    from monte.ledger.records import ledger_ref
+    from monte.storage import hub
+
+    assert plan.hub is not None
+    repo = plan.hub
+
+    def upload(folder: Path, files: dict[str, str], parent_commit: Any) -> dict[str, Any]:
+        step = plan.start_step + plan.steps
+        ref = f"{row.run}@{step}"
+        tip = ws.store.tip(ledger_ref(plan.experiment))
+        ledger_commit = tip.decode() if tip is not None else ""
+        branch = hub.branch_name(plan.experiment, row.run, step)
+        card = _model_card(ws, plan, row, step, files, ledger_commit, parent_commit.decode())
+        try:
+            oid = hub.upload_checkpoint(repo, branch, folder, sorted(files), card,
+                                        f"monte: {plan.experiment} checkpoint {ref}")
+        except MonteError as e:
+            log_event(ws, plan.experiment, row.run, "weights-upload-failed", step=step, repo=repo, branch=branch,
+                      code=e.code, message=e.message)
+            failures.append(error(
+                "E_STORAGE", f"run {row.run} finished and checkpoint {ref} is recorded, but its weights did not "
+                f"reach the hub: {e.message}",
+                f"{e.fix}; the checkpoint is kept on this data root ({folder}) and serves `monte eval` and "
+                f"`monte promote` here"))
+            return {}
+        log_event(ws, plan.experiment, row.run, "weights-uploaded", step=step, repo=repo, branch=branch,
+                  revision=oid)
+        transition(row, "weights-uploaded")
+        return {"hub": {"repo": repo, "branch": branch, "revision": oid, "ledger_commit": ledger_commit}}
+
+    return upload
+
+
+def _model_card(ws: Workspace, plan: TrainPlan, row: RunRow, step: int, files: dict[str, str],
+                ledger_commit: str, parent_commit: str) -> str:
+    """The hub revision's README.md: where the weights come from, in the ledger's own terms."""
+    from monte.ledger.lineage import lineage_ref
+    from monte.ledger.records import ledger_ref
+
+    r = plan.recipe.identity()
+    table = "\n".join(f"| `{name}` | `{digest}` |" for name, digest in sorted(files.items()))
+    return (
+        "---\nlibrary_name: transformers\ntags:\n- monte\n---\n\n"
+        f"# {plan.experiment}: checkpoint {row.run}@{step}\n\n"
+        f"Trained by monte: {r['algorithm']}:{plan.source.name} (recipe `{r['name']}`, sha256 "
+        f"`{r['sha256']}`), steps {plan.start_step} -> {step}, cohort `{plan.cohort}`.\n\n"
+        f"```\n{_lineage_line(ws, plan, row, step)}\n```\n\n"
+        f"- ledger commit: `{ledger_commit}` (`{ledger_ref(plan.experiment)}`)\n"
+        f"- parent lineage commit: `{parent_commit}`; this checkpoint's lineage commit is the next one on "
+        f"`{lineage_ref(plan.experiment, row.run)}`, and its `checkpoint.json` names this revision\n\n"
+        "Every file's sha256, as the lineage commit records it (`monte promote RUN@STEP --from-hub` proves "
+        "them before anything lands):\n\n| file | sha256 |\n|---|---|\n"
+        f"{table}\n"
+    )
+
+
+def _lineage_line(ws: Workspace, plan: TrainPlan, row: RunRow, step: int) -> str:
+    """This checkpoint's descent path in ``monte status``'s ``lineage:`` notation."""
+    from monte.evals import read_rows
+    from monte.status import LEGEND, Hop, render_path
+
+    by_run: dict[str, rules.Checkpoint] = {}
+    for c in rules.checkpoints(read_rows(Ledger(ws.store, plan.experiment))):
+        by_run.setdefault(c.run, c)
+    parent = (plan.parent["run"], int(plan.parent["step"])) if plan.parent else None
+    path = [Hop(row.run, f"{plan.recipe.algorithm}:{plan.source.name}", plan.start_step, step, plan.boundary,
+                parent)]
+    seen = {row.run}
+    while path[0].parent and path[0].parent[0] in by_run and path[0].parent[0] not in seen:
+        prun, pstep = path[0].parent
+        c = by_run[prun]
+        seen.add(prun)
+        path.insert(0, Hop(prun, c.label, c.start_step, pstep, c.boundary, c.parent))
+    line = f"lineage: {render_path(path)}"
+    return line + (f"  {LEGEND}" if any(h.boundary for h in path) else "")
 
 
 def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,

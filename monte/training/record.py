@@ -9,6 +9,7 @@ servable file, so an eval or a promote can prove the bytes before it uses them.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,15 @@ def _parent_label(r: RunRow) -> str:
 
 
 def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, servable: Path,
-                    extra: dict[str, Any] | None = None) -> RunRow:
+                    extra: dict[str, Any] | None = None,
+                    before_commit: Callable[[Path, dict[str, str], ObjectID], dict[str, Any]] | None = None,
+                    ) -> RunRow:
     """Move a saved servable folder into the run folder, commit it to the lineage, and record it
-    on the row. A smoke run's checkpoints never enter the tree."""
+    on the row. A smoke run's checkpoints never enter the tree.
+
+    ``before_commit(folder, files, parent_commit)`` runs once the folder is in place and hashed,
+    before the lineage commit is written; what it returns is recorded in ``checkpoint.json``
+    (``--push`` uploads the weights there and records the hub revision)."""
     if row.smoke:
         raise error("E_NOT_EVIDENCE", "a smoke chunk saves no checkpoint", "run a real chunk")
     ledger = Ledger(ws.store, experiment)
@@ -73,11 +80,12 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
                 shutil.copy2(f, dest / f.name)
     files = servable_files(dest)
     parent_commit = _parent_commit(ws, experiment, row)
+    more = before_commit(dest, files, parent_commit) if before_commit else {}
     info = {
         "experiment": experiment, "run": row.run, "step": step, "cohort": row.cohort,
         "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
         "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
-        **(extra or {}),
+        **(extra or {}), **more,
     }
     commit = record_checkpoint(ws.store, experiment, info, parent_commit)
     log_event(ws, experiment, row.run, "checkpoint", step=step, commit=commit.decode())

@@ -165,7 +165,7 @@ def write_fake_key(path: Path) -> Path:
 
 @pytest.fixture
 def gcs(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
-    """Point monte at the emulator with a fresh bucket and a key on the write ladder."""
+    """Point monte at the emulator with a fresh bucket and one key on both ladders."""
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator.host)
     monkeypatch.setenv("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
     monkeypatch.setenv("MONTE_GCS_RETRY_S", "5")
@@ -173,6 +173,7 @@ def gcs(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
               "MONTE_VAULT", "MONTE_BUCKET"):
         monkeypatch.delenv(k, raising=False)
     key = write_fake_key(tmp_path / "gcs-key.json")
-    monkeypatch.setenv("MONTE_GCS_BOX_KEY_FILE", str(key))
+    monkeypatch.setenv("MONTE_GCS_BOX_KEY_FILE", str(key))  # the write ladder's first rung
+    monkeypatch.setenv("MONTE_GCS_KEY_FILE", str(key))  # the read ladder's
     bucket = emulator.create_bucket()
     return {"bucket": bucket, "url": f"gs://{bucket}", "key": str(key), "host": emulator.host}

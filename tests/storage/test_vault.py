@@ -87,6 +87,7 @@ def test_a_read_only_key_still_refuses_a_held_name_and_keeps_a_new_freeze_local(
 def test_keyless_freeze_checks_this_data_root_only_and_says_so(repo: Path, vault: str, monte: Any,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MONTE_GCS_BOX_KEY_FILE")
+    monkeypatch.delenv("MONTE_GCS_KEY_FILE")
     r = monte("env", "add", "--benchmark", "parity", "--as", "par", "--json")
     assert r.code == 0, r.out
     assert "no GCS key resolved" in r.json()["note"]

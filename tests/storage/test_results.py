@@ -1,0 +1,227 @@
+"""`monte push` / `monte sync` against the real GCS emulator: two clones of one repository (a
+laptop and a box) sharing one results bucket."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import git, monte_proc, snapshot_state
+
+from monte.ledger.experiment import Ledger
+from monte.ledger.ids import new_run_id
+from monte.ledger.records import RunRow
+from monte.ledger.store import Store
+from monte.storage.keys import write_key
+from monte.storage.objects import open_store
+
+
+def _append_evals(repo: Path, n: int, exp: str = "exp", status: str = "failed") -> list[str]:
+    """``n`` eval runs, each a started and a finished record, through the ledger's own API."""
+    ledger = Ledger(Store(repo), exp)
+    runs = []
+    for _ in range(n):
+        rid = new_run_id()
+        row = ledger.append_row(lambda snap, seq, rid=rid: RunRow(run=rid, experiment=exp, kind="eval",
+                                                                  status="started", cohort="c", exam="parity",
+                                                                  split="dev", created_at="t"),
+                                event="started", summary=lambda r: f"eval {r.run} started")
+        ledger.append_row(lambda snap, seq, row=row: row.model_copy(update={"status": status, "error": "x"}),
+                          event=status, summary=lambda r: f"eval {r.run} {status}")
+        runs.append(rid)
+        folder = repo / ".monte" / "runs" / exp / rid
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "events.jsonl").write_text(f'{{"event": "started", "run": "{rid}"}}\n')
+    return runs
+
+
+def _runs(repo: Path, exp: str = "exp") -> set[str]:
+    return {r.run for r in Ledger(Store(repo), exp).rows()}
+
+
+@pytest.fixture
+def laptop(repo: Path, gcs: dict[str, str], monte: Any) -> Path:
+    assert monte("env", "add", "--benchmark", "parity").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
+    assert monte("config", "set", "bucket", gcs["url"] + "/results").code == 0
+    return repo
+
+
+def _box(laptop: Path, tmp_path: Path) -> Path:
+    """A second clone: the repository's files, no monte refs, its own data root."""
+    box = tmp_path / "box"
+    shutil.copytree(laptop, box, symlinks=True, ignore=shutil.ignore_patterns(".monte"))
+    (box / ".monte").mkdir()
+    for ref in git(box, "for-each-ref", "--format=%(refname)", "refs/heads/monte/", "refs/remotes/").split():
+        if "/vault" not in ref:
+            git(box, "update-ref", "-d", ref)
+    shutil.rmtree(box / ".git" / "monte", ignore_errors=True)
+    git(box, "reflog", "expire", "--expire=now", "--all")
+    git(box, "gc", "-q", "--prune=now")  # the experiment's objects are gone too, as on a new machine
+    assert not git(box, "for-each-ref", "refs/heads/monte/exp/")
+    return box
+
+
+def test_push_then_sync_into_another_clone(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    runs = _append_evals(laptop, 3)
+    r = monte("push", "--json")
+    assert r.code == 0, r.out
+    assert r.json()["packs"] == 1 and r.json()["files"] == 3
+    again = monte("push", "--json").json()
+    assert (again["packs"], again["refs"], again["files"], again["uploaded_bytes"]) == (0, 0, 0, 0)
+
+    box = _box(laptop, tmp_path)
+    monkeypatch.chdir(box)
+    r = monte("sync", "--json")
+    assert r.code == 0, r.out
+    assert r.json()["experiments"][0]["ledger"] == "fast-forward"
+    assert _runs(box) == set(runs)
+    assert git(box, "rev-parse", "refs/remotes/results/monte/exp/ledger") == git(laptop, "rev-parse", "monte/exp/ledger")
+    for rid in runs:
+        assert (box / ".monte" / "runs" / "exp" / rid / "events.jsonl").is_file()
+    git(box, "fsck", "--strict")
+    assert monte("ledger", "verify", "--json").code == 0
+    assert monte("status", "--json").code == 0
+
+
+def test_two_clones_append_and_both_read_the_union(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    first = _append_evals(laptop, 2)
+    assert monte("push").code == 0
+    box = _box(laptop, tmp_path)
+    monkeypatch.chdir(box)
+    assert monte("sync").code == 0
+    on_box = _append_evals(box, 2)
+    assert monte("push").code == 0
+    monkeypatch.chdir(laptop)
+    on_laptop = _append_evals(laptop, 2)  # diverged: neither side has the other's new runs
+    r = monte("push", "--json")
+    assert r.code == 0, r.out
+    assert r.json()["merged"] == ["ledger"]  # the bucket moved: merged, then pushed the union
+    assert _runs(laptop) == set(first + on_box + on_laptop)
+    monkeypatch.chdir(box)
+    r = monte("sync", "--json")
+    assert r.json()["experiments"][0]["ledger"] == "fast-forward"
+    assert _runs(box) == set(first + on_box + on_laptop)
+    rows = Ledger(Store(box), "exp").rows()
+    assert len(rows) == len({r.run for r in rows}) == 6  # nothing lost, nothing duplicated
+    for repo in (laptop, box):
+        monkeypatch.chdir(repo)
+        assert monte("ledger", "verify", "--json").code == 0, repo
+        git(repo, "fsck", "--strict")
+
+
+def test_racing_pushes_from_two_clones_lose_nothing(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
+                                                    tmp_path: Path) -> None:
+    assert monte("push").code == 0
+    box = _box(laptop, tmp_path)
+    monkeypatch.chdir(box)
+    assert monte("sync").code == 0
+    a = _append_evals(laptop, 3)
+    b = _append_evals(box, 3)
+    procs = [subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main(['push', '--json'])"],
+                              cwd=c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in (laptop, box)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, out + err
+    third = _box(laptop, tmp_path / "third")
+    monkeypatch.chdir(third)
+    assert monte("sync").code == 0
+    assert _runs(third) == set(a + b)
+
+
+def test_killing_the_emulator_mid_push_loses_and_duplicates_nothing(
+        laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emulator: Any) -> None:
+    runs = _append_evals(laptop, 40)
+    proc = subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main(['push', '--json'])"],
+                            cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.6)
+    emulator.kill()
+    try:
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 7), out  # done before the kill, or a clean E_STORAGE
+        if proc.returncode == 7:
+            assert '"E_STORAGE"' in out
+    finally:
+        emulator.start()
+    r = monte("push", "--json")
+    assert r.code == 0, r.out
+    box = _box(laptop, tmp_path)
+    monkeypatch.chdir(box)
+    assert monte("sync").code == 0
+    rows = Ledger(Store(box), "exp").rows()
+    assert {r.run for r in rows} == set(runs) and len(rows) == 40
+    assert monte("ledger", "verify", "--json").code == 0
+
+
+def test_a_tampered_pack_is_refused_on_sync(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path, gcs: dict[str, str]) -> None:
+    _append_evals(laptop, 2)
+    assert monte("push").code == 0
+    store = open_store(gcs["url"] + "/results", write_key())
+    pack = next(iter(store.list("git/exp/packs/")))
+    data = bytearray(store.get(pack) or b"")
+    data[40] ^= 0xFF
+    store.put(pack, bytes(data))
+    box = _box(laptop, tmp_path)
+    monkeypatch.chdir(box)
+    before = snapshot_state(box)
+    r = monte("sync", "--json")
+    assert r.code == 5 and r.json()["error"]["code"] == "E_INTEGRITY", r.out
+    assert snapshot_state(box)["refs"] == before["refs"]
+
+
+def test_push_never_uploads_weights(laptop: Path, monte: Any, gcs: dict[str, str]) -> None:
+    runs = _append_evals(laptop, 1)
+    folder = laptop / ".monte" / "runs" / "exp" / runs[0]
+    ckpt = folder / "trainer" / "checkpoint-50"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 1000)
+    (ckpt / "optimizer.pt").write_bytes(b"\0" * 1000)
+    (ckpt / "trainer_state.json").write_text("{}")
+    r = monte("push", "--json")
+    assert r.code == 0, r.out
+    names = open_store(gcs["url"] + "/results", write_key()).list("runs/")
+    assert any(n.endswith("trainer_state.json") for n in names)
+    assert not any(n.endswith((".safetensors", ".pt")) for n in names)
+    (folder / "stray.safetensors").write_bytes(b"\0" * 10)  # a weight file outside the trainer's folders
+    before = open_store(gcs["url"] + "/results", write_key()).list("")
+    r = monte("push", "--json")
+    assert r.code == 3 and r.json()["error"]["code"] == "E_REFUSED" and "stray.safetensors" in r.out
+    assert open_store(gcs["url"] + "/results", write_key()).list("") == before
+
+
+def test_no_key_no_bucket_and_a_missing_bucket_are_storage_errors(laptop: Path, monte: Any, gcs: dict[str, str],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MONTE_GCS_BOX_KEY_FILE")
+    monkeypatch.delenv("MONTE_GCS_KEY_FILE")
+    r = monte("push", "--json")
+    assert r.code == 7 and "MONTE_GCS_BOX_KEY_FILE" in r.json()["error"]["fix"]
+    r = monte("sync", "--json")
+    assert r.code == 7 and "MONTE_GCS_KEY_FILE" in r.json()["error"]["fix"]
+    r = monte("push", "--bucket", "gs://no-such-results-bucket", "--key-file", gcs["key"], "--json")
+    assert r.code == 7 and "does not exist" in r.json()["error"]["message"]
+    (laptop / ".monte.yaml").write_text("version: 1\n")
+    r = monte("push", "--json")
+    assert r.code == 7 and "monte config set bucket" in r.json()["error"]["fix"]
+
+
+def test_a_local_folder_bucket_works_with_no_key(repo: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    assert monte("env", "add", "--benchmark", "parity").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
+    (tmp_path / "bucket").mkdir()
+    runs = _append_evals(repo, 2)
+    r = monte_proc("push", "--bucket", str(tmp_path / "bucket"), "--json", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    box = _box(repo, tmp_path)
+    r = monte_proc("sync", "--bucket", str(tmp_path / "bucket"), "--json", cwd=box)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _runs(box) == set(runs)
