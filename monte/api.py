@@ -740,17 +740,26 @@ def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> dict[s
 
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
-              push: bool = False, ws: Workspace | None = None) -> Any:
+              push: bool = False, adopt: dict[str, str] | None = None, ws: Workspace | None = None) -> Any:
     """Check every rule that can be proven before anything is written; return the plan.
 
     ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
-    when no bucket is configured)."""
+    when no bucket is configured). ``adopt`` (on a box): exam -> the run a ``--remote``
+    submission started for it."""
     from monte import evals
 
     if split not in ("dev", "test"):
         raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
-    return evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
+    plan = evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
                            step=step, checkpoint=checkpoint, smoke=smoke, push=push)
+    if adopt:
+        unknown = sorted(set(adopt) - {e.exam for e in plan.exams})
+        if unknown:
+            raise error("E_USAGE", f"--adopt names exams this eval does not run: {', '.join(unknown)}", "")
+        for run in adopt.values():
+            check_name(run, "run id")
+        plan.adopt = dict(adopt)
+    return plan
 
 
 def run_eval(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
@@ -883,16 +892,30 @@ def stop(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
-               ws: Workspace | None = None) -> Any:
+               adopt: str | None = None, ws: Workspace | None = None) -> Any:
     """Check every refusal of the seeds before anything is written; return the chunk's plan.
 
     ``push``: results to the results bucket after each transition, and (a real chunk) the
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
-    refuses E_STORAGE here, before any compute."""
+    refuses E_STORAGE here, before any compute. ``adopt`` (on a box): the run a ``--remote``
+    submission started for this chunk."""
     from monte.training import chunk
 
-    return chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
+    plan = chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
                             parent=parent, from_base=from_base, model=model, smoke=smoke, push=push)
+    if adopt:
+        plan.adopt = check_name(adopt, "run id")
+    return plan
+
+
+def submit(*, kind: str, plan: Any, box_args: list[str], provider: str = "lambda", host: str | None = None,
+           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
+    launch the job there detached (see :mod:`monte.remote.submit`)."""
+    from monte.remote import submit as remote
+
+    return remote.submit(ws or open_workspace(), kind=kind, plan=plan, box_args=box_args, provider=provider,
+                         host=host, ssh_key=ssh_key, on_step=on_step)
 
 
 def run_train(plan: Any, *, on_progress: Any = None, on_transition: Any = None,

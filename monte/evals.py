@@ -151,6 +151,8 @@ class EvalPlan(BaseModel):
     settings: dict[str, Any]
     push: bool = False  # upload results to the results bucket after each transition
     bucket: str | None = None  # where (--push only)
+    #: on a box: exam -> the run id the laptop already started for it (``--remote``)
+    adopt: dict[str, str] = {}
 
     def lines(self) -> list[str]:
         n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams)
@@ -338,9 +340,17 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     return EvalResult(experiment=plan.experiment, runs=results)
 
 
-def _start(ledger: Ledger, plan: EvalPlan, e: ExamPlan) -> RunRow:
+def _start(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any] | None = None,
+           extra_plan: dict[str, Any] | None = None) -> RunRow:
+    """The ``started`` record: the touch is spent here (the seal's rules, re-checked on the tip).
+    On a box running a laptop's submission, the row the laptop started is adopted instead."""
+    if e.exam in plan.adopt:
+        return adopt_row(ledger, plan.adopt[e.exam], kind="eval", check=lambda r: (
+            r.exam == e.exam and r.split == e.split and r.smoke == plan.smoke
+            and (r.plan.get("target") or {}).get("run") == plan.target.run
+            and r.step == plan.target.step))
     run = new_run_id()
-    who = me()
+    who = who or me()
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         rows = read_rows(ledger, snap)
@@ -352,7 +362,7 @@ def _start(ledger: Ledger, plan: EvalPlan, e: ExamPlan) -> RunRow:
                       split=e.split, step=plan.target.step, smoke=plan.smoke, role=role,
                       plan={"target": plan.target.model_dump(), "benchmark": e.benchmark,
                             "split_sha256": e.sha256, "settings": plan.settings,
-                            "base_model": plan.base_model},
+                            "base_model": plan.base_model, **(extra_plan or {})},
                       **who)
 
     return ledger.append_row(make, event="started",
@@ -438,3 +448,25 @@ def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | No
 
     ws.store.append(ledger.ref, build)
     return {"experiment": exp, **result}
+
+
+def adopt_row(ledger: Ledger, run: str, *, kind: str, check: Callable[[RunRow], bool]) -> RunRow:
+    """On a box: take over the run a laptop started for this job (``--remote``), moving it from
+    ``started`` to ``running`` with this host and process. The laptop's ``started`` record already
+    spent the touch and passed the rules; what this box is about to run must be that plan."""
+    who = me()
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        row = ledger.row(run, snap)
+        if row is None:
+            raise error("E_NOT_FOUND", f"run {run} is not in this ledger",
+                        f"sync the experiment first (`monte sync {ledger.experiment}`)")
+        if row.kind != kind or row.status != "started" or not row.plan.get("remote"):
+            raise error("E_CONFLICT", f"run {run} is a {row.status} {row.kind} row, not a submitted job waiting "
+                        "for this box", "submit the job again from the laptop")
+        if not check(row):
+            raise error("E_CONFLICT", f"run {run} was submitted with another plan than this box would run",
+                        "check out the submitted commit, or submit again")
+        return row.model_copy(update={"status": "running", "updated_at": now(), **who})
+
+    return ledger.append_row(make, event="running", summary=lambda r: f"{kind} {r.run} running on {r.host}")

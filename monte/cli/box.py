@@ -64,11 +64,11 @@ def up(type_: str | None, region: str | None, cold: bool, keep_alive: bool,
 def _status(r: dict[str, Any]) -> None:
     rows = []
     for i in r["instances"]:
-        age = i["age_hours"]
-        rows.append({**i, "age": "?" if age is None and i["owner"] == "monte" else
-                     (None if age is None else f"{age:.1f}h"),
-                     "over_ttl": "OVER TTL" if i["over_ttl"] else ("?" if i["over_ttl"] is None
-                                                               and i["owner"] == "monte" else "")})
+        own, age, over = i["owner"] == "monte", i["age_hours"], i["over_ttl"]
+        rows.append({**i,
+                     "age": f"{age:.1f}h" if age is not None else ("?" if own else None),
+                     "over_ttl": ("OVER TTL" if over else "no") if over is not None
+                     else ("?" if own else None)})
     table(rows, ["name", "id", "owner", "status", "type", "region", "ip", "age", "over_ttl"],
           title="instances")
     for p in r["stale_identity_files"]:

@@ -5,10 +5,14 @@ from typing import Any
 import click
 
 from monte.cli.output import confirm_plan, handled, is_tty, progress
+from monte.cli.remote import check_remote, remote_options, submitted
 
 
 def _human(r: Any) -> None:
     if r is None:
+        return
+    if isinstance(r, dict) and "session" in r:
+        submitted(r)
         return
     for row in r.runs:
         what = f"{row['exam']}/{row['split']}@{row['step']}"
@@ -33,16 +37,30 @@ def _human(r: Any) -> None:
 @click.option("--smoke", is_flag=True, help="A handful of tasks through the whole path; decides nothing.")
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition (`monte config set bucket`).")
+@remote_options
+@click.option("--adopt", "adopt", multiple=True, hidden=True, metavar="EXAM=RUN",
+              help="(on a box) run the job the laptop submitted as RUN.")
 @click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @handled(_human)
 def eval_(experiment: str | None, model: str | None, split: str, step: int | None, checkpoint: str | None,
-          smoke: bool, push: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
+          smoke: bool, push: bool, remote: bool, provider: str, host: str | None, ssh_key: str | None,
+          adopt: tuple[str, ...], yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Score a model on a split and append the row (dev by default)."""
     from monte import api
 
+    check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
     plan = api.plan_eval(experiment=experiment, model=model, split=split, step=step,
-                         checkpoint=checkpoint, smoke=smoke, push=push)
+                         checkpoint=checkpoint, smoke=smoke, push=push or remote,
+                         adopt=dict(a.split("=", 1) for a in adopt if "=" in a))
+    if remote:
+        args = ["--experiment", plan.experiment, "--split", split, *(["--model", model] if model else []),
+                *(["--step", str(step)] if step is not None else []),
+                *(["--checkpoint", checkpoint] if checkpoint else []), *(["--smoke"] if smoke else [])]
+        if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}; the box pushes "
+                             f"its results to {plan.bucket}"], yes=yes, dry_run=False, as_json=as_json):
+            return None
+        return api.submit(kind="eval", plan=plan, box_args=args, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_eval(plan, on_progress=progress("eval", "tasks") if is_tty() and not as_json else None)

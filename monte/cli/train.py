@@ -5,10 +5,14 @@ from typing import Any
 import click
 
 from monte.cli.output import confirm_plan, handled, is_tty, progress
+from monte.cli.remote import check_remote, raise_path_recipe, remote_options, submitted
 
 
 def _human(r: Any) -> None:
     if r is None:
+        return
+    if isinstance(r, dict) and "session" in r:
+        submitted(r)
         return
     row = r.run
     cks = ", ".join(f"{row['run']}@{c['step']}" for c in row["checkpoints"]) or "none (smoke)"
@@ -27,16 +31,30 @@ def _human(r: Any) -> None:
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition, and a real chunk's "
               "checkpoint to the hub repo MONTE_HUB_REPO (or `hub:` in .monte.yaml).")
+@remote_options
+@click.option("--adopt", hidden=True, metavar="RUN", help="(on a box) run the job the laptop submitted as RUN.")
 @click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @handled(_human)
 def train(recipe: str, source: str, parent: str | None, from_base: bool, model: str | None,
-          experiment: str | None, smoke: bool, push: bool, yes: bool, dry_run: bool, as_json: bool) -> Any:
+          experiment: str | None, smoke: bool, push: bool, remote: bool, provider: str, host: str | None,
+          ssh_key: str | None, adopt: str | None, yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
     from monte import api
 
+    check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
+    if remote and ("/" in recipe or recipe.endswith((".yaml", ".yml"))):
+        raise_path_recipe(recipe)
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
-                          smoke=smoke, push=push, experiment=experiment)
+                          smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt)
+    if remote:
+        args = ["--experiment", plan.experiment, "--recipe", recipe, "--source", source,
+                *(["--parent", parent] if parent else []), *(["--from-base"] if from_base else []),
+                *(["--model", model] if model else []), *(["--smoke"] if smoke else [])]
+        if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}"], yes=yes,
+                            dry_run=False, as_json=as_json):
+            return None
+        return api.submit(kind="train", plan=plan, box_args=args, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_train(plan, on_progress=progress("train", "steps") if is_tty() and not as_json else None)

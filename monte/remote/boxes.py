@@ -301,6 +301,10 @@ def _launch(client: LambdaClient, name: str, type_: str, order: list[str],
             refused.append(region)
             say(f"no capacity in {region} after all")
             continue
+        except KeyboardInterrupt:  # the launch may have gone through: find it by name
+            raise error("E_BOX", f"interrupted while launching {name}; "
+                        f"{_terminate_by_name(client, name)}",
+                        "run `monte box status` to check, and `monte box up` again") from None
         if refused:
             notes.append(f"Lambda had no capacity in {', '.join(refused)}; launched in {region}")
         if home_fs and not attach:
@@ -311,6 +315,20 @@ def _launch(client: LambdaClient, name: str, type_: str, order: list[str],
     raise error("E_BOX", f"no capacity for {type_}: Lambda refused the launch in every region "
                 f"that listed capacity ({', '.join(refused)})",
                 "try again in a few minutes, or another --type")
+
+
+def _terminate_by_name(client: LambdaClient, name: str) -> str:
+    """After an interrupted launch: terminate whatever instance carries ``name``; say what
+    happened."""
+    try:
+        ids = [str(i["id"]) for i in client.instances()
+               if i.get("name") == name and i.get("status") not in GONE and i.get("id")]
+        if ids:
+            client.terminate(ids)
+    except MonteError as e:
+        return (f"looking for it to terminate it failed ({e.message}): if `monte box status` "
+                f"lists {name}, run `monte box down {name}`")
+    return f"terminated {name} ({', '.join(ids)})" if ids else f"no instance named {name} was made"
 
 
 def _wait_active(client: LambdaClient, instance_id: str, name: str, wait_s: float,

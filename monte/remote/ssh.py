@@ -25,6 +25,7 @@ it, and a data root can be shared with the boxes over NFS.
 from __future__ import annotations
 
 import codecs
+import errno
 import math
 import os
 import re
@@ -177,7 +178,10 @@ def _connect_error(conn: fabric.Connection, e: Exception, known_hosts: Path) -> 
         return error("E_BOX", f"{where} refused monte's SSH key ({e})",
                      "pass the private key whose public half the box was launched with "
                      "(--ssh-key PATH), and the box's login user (Lambda boxes use 'ubuntu')")
-    if isinstance(e, NoValidConnectionsError | ConnectionRefusedError):
+    refused = isinstance(e, ConnectionRefusedError) or (
+        isinstance(e, NoValidConnectionsError)
+        and all(getattr(x, "errno", None) == errno.ECONNREFUSED for x in e.errors.values()))
+    if refused:
         return error("E_BOX", f"{where} refused the connection (nothing listens on port "
                      f"{conn.port})", f"{up}; a box that is still booting refuses for a minute")
     if isinstance(e, socket.gaierror):
@@ -243,6 +247,7 @@ def execute(conn: fabric.Connection, cmd: str, *, timeout: float, stdin: bytes |
     except (paramiko.SSHException, EOFError, OSError) as e:
         raise _dropped(conn, what, e) from None
     out, err = bytearray(), bytearray()
+    pause = _POLL_S
     echo: list[tuple[IO[str], codecs.IncrementalDecoder]] = []
     if not hide:
         echo = [(sys.stdout, codecs.getincrementaldecoder("utf-8")("replace")),
@@ -267,19 +272,24 @@ def execute(conn: fabric.Connection, cmd: str, *, timeout: float, stdin: bytes |
                 progressed = True
                 if echo:
                     echo[0][0].write(echo[0][1].decode(data))
+                    echo[0][0].flush()
             while chan.recv_stderr_ready():
                 data = chan.recv_stderr(65536)
                 err += data
                 progressed = True
                 if echo:
                     echo[1][0].write(echo[1][1].decode(data))
+                    echo[1][0].flush()
             if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                 break
             if time.monotonic() > deadline:
                 raise error("E_BOX", f"{what} did not finish within {timeout:g}s on {_where(conn)}",
                             "check the box (monte box status; ssh in and look), or allow longer")
-            if not progressed:
-                time.sleep(_POLL_S)
+            if progressed:
+                pause = _POLL_S
+            else:  # back off while a long command is quiet; wake quickly while it talks
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
         # paramiko reports -1 for a channel that closed without an exit status: either the
         # connection died under it, or the command was killed by a signal (exit-signal).
         status = chan.recv_exit_status() if chan.status_event.is_set() else -1

@@ -1,16 +1,21 @@
 """The box watchdog, from the laptop's side: its rules, its systemd units, and arming a box.
 
 A box is terminated through the Lambda API once it has been idle for 45 minutes, or once it is
-12 hours old (the TTL, which keep-alive does not lift). The rules and the box-side tick live in
-:mod:`monte.remote.watchdog_script`, a stdlib-only file that :func:`arm` ships verbatim to the
-box (monte itself is installed there only later, by a job's setup); they are re-exported here.
+12 hours old (the TTL, which keep-alive does not lift), or when a submitted job ends
+(``watchdog.py done``; not with keep-alive, nor while another job runs). The rules and the
+box-side tick live in :mod:`monte.remote.watchdog_script`, a stdlib-only file that :func:`arm`
+ships verbatim to the box (monte itself is installed there only later, by a job's setup); they
+are re-exported here.
 
 What :func:`arm` leaves on the box, under ``etc`` (``/etc/monte``, owned by the login user so
 the job can read its secrets; the watchdog runs as root and reads it too):
 
 ==========================  ================================================================
 ``box.json``                instance id, launch time, Lambda API base (what the tick reads)
-``secrets``                 ``MONTE_LAMBDA_KEY=...``, mode 0600, streamed over stdin
+``secrets``                 ``MONTE_LAMBDA_KEY=...``, mode 0600, streamed over stdin (a job
+                            may replace it with a set of its own)
+``watchdog-secrets``        the same key, in a file only :func:`arm` writes; the tick reads
+                            it first, so a job's secrets can never disarm the watchdog
 ``watchdog.py``             the tick (:mod:`monte.remote.watchdog_script`, verbatim)
 ``monte-watchdog.service``  the units, also installed in ``/etc/systemd/system`` and enabled
 ``monte-watchdog.timer``
@@ -148,6 +153,7 @@ def arm(conn: fabric.Connection, box: dict[str, Any], lambda_key: str, keep_aliv
             timeout=STEP_TIMEOUT_S)
     ssh.put_bytes(conn, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode(),
                   f"{etc}/box.json", mode=0o644)
+    ssh.stream_secrets(conn, {KEY_NAME: lambda_key}, f"{etc}/watchdog-secrets")
     ssh.stream_secrets(conn, {KEY_NAME: lambda_key}, f"{etc}/secrets")
     ssh.put_bytes(conn, script_text().encode(), script_path(etc), mode=0o755)
     ssh.put_bytes(conn, service_unit(etc, python=python).encode(), f"{etc}/{SERVICE}", mode=0o644)

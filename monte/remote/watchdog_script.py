@@ -16,12 +16,17 @@ The rules (seeds: ``monte box``):
 * Termination goes through the Lambda API (``POST {api_base}/instance-operations/terminate``),
   never an OS shutdown: Lambda keeps billing a halted instance.
 
+* **Job done**: a submitted job ends by running ``done``, which terminates the box at once,
+  unless keep-alive is on or another ``monte-*`` job is still running there.
+
 Each tick is stateless apart from ``<etc>/watchdog.json`` (``last_active`` and what the last tick
 decided). It reads ``<etc>/box.json`` (``instance_id``, ``launched_at``, ``api_base``) and the
-Lambda key from ``<etc>/secrets`` (``KEY=VALUE`` lines, key ``MONTE_LAMBDA_KEY``). The key is
-sent in the Authorization header only; it is never printed.
+Lambda key (``MONTE_LAMBDA_KEY``) from ``<etc>/watchdog-secrets``, else ``<etc>/secrets``
+(``KEY=VALUE`` lines). The key is sent in the Authorization header only; it is never printed.
 
-Usage on the box: ``python3 /etc/monte/watchdog.py tick --etc /etc/monte``
+Usage on the box: ``python3 /etc/monte/watchdog.py tick --etc /etc/monte`` (the timer, as root),
+and ``python3 /etc/monte/watchdog.py done --etc /etc/monte`` at the end of a job (its tmux
+session name in ``$MONTE_JOB`` or ``--job``).
 """
 
 from __future__ import annotations
@@ -194,7 +199,50 @@ def terminate(api_base: str, key: str, instance_id: str, timeout: float = HTTP_T
         raise RuntimeError(f"could not reach the Lambda API at {api_base}: {reason}") from None
 
 
-# --- one tick ---------------------------------------------------------------------------------
+# --- one tick, and a job's end ---------------------------------------------------------------
+
+#: Where the key is looked for, in order: arm's own file first (a job may replace ``secrets``
+#: with a set of its own, and must not disarm the watchdog by doing so), then the shared one.
+SECRETS_FILES = ("watchdog-secrets", "secrets")
+
+
+def _load_box(etc: str) -> tuple[dict[str, Any], str, datetime]:
+    box = read_json(os.path.join(etc, "box.json"))
+    if box is None:
+        raise RuntimeError(f"{etc}/box.json is missing: this box was never armed")
+    instance_id = str(box.get("instance_id") or "")
+    if not instance_id or not box.get("launched_at"):
+        raise RuntimeError(f"{etc}/box.json lacks instance_id or launched_at")
+    return box, instance_id, parse_time(str(box["launched_at"]))
+
+
+def lambda_key(etc: str) -> str:
+    for name in SECRETS_FILES:
+        path = os.path.join(etc, name)
+        if os.path.exists(path):
+            key = read_secrets(path).get(KEY_NAME)
+            if key:
+                return key
+    raise RuntimeError(f"no {KEY_NAME} in {' or '.join(SECRETS_FILES)} under {etc}: "
+                       "cannot terminate this box")
+
+
+def _terminate_recorded(etc: str, box: dict[str, Any], instance_id: str, state: dict[str, Any],
+                        reason: str | None, now: datetime) -> None:
+    """Terminate when ``reason`` says so; write ``state`` either way (with ``error`` when the
+    call failed, which is raised again)."""
+    state.pop("error", None)
+    try:
+        if reason is not None:
+            status = terminate(str(box.get("api_base") or DEFAULT_API_BASE), lambda_key(etc),
+                               instance_id)
+            state["terminate_requested"] = {"at": format_time(now), "reason": reason,
+                                            "http_status": status}
+    except Exception as e:
+        state["error"] = str(e)
+        raise
+    finally:
+        write_json(os.path.join(etc, "watchdog.json"), state)
 
 
 def tick(etc: str, *, now: datetime | None = None, tmux_dir: str | None = None) -> dict[str, Any]:
@@ -204,23 +252,14 @@ def tick(etc: str, *, now: datetime | None = None, tmux_dir: str | None = None) 
     (``error``) and raised, so the unit shows failed and the next tick tries again.
     """
     now = now or datetime.now(timezone.utc)  # noqa: UP017
-    box = read_json(os.path.join(etc, "box.json"))
-    if box is None:
-        raise RuntimeError(f"{etc}/box.json is missing: this box was never armed")
-    instance_id = str(box.get("instance_id") or "")
-    if not instance_id or not box.get("launched_at"):
-        raise RuntimeError(f"{etc}/box.json lacks instance_id or launched_at")
-    launched_at = parse_time(str(box["launched_at"]))
-
-    state_path = os.path.join(etc, "watchdog.json")
-    state = read_json(state_path) or {}
+    box, instance_id, launched_at = _load_box(etc)
+    state = read_json(os.path.join(etc, "watchdog.json")) or {}
     last_active = parse_time(state["last_active"]) if state.get("last_active") else None
     sessions = job_sessions(tmux_dir)
     if sessions:
         last_active = now
     keep_alive = os.path.exists(os.path.join(etc, "keep-alive"))
     reason = decide(now, launched_at, last_active, keep_alive)
-
     state.update({
         "instance_id": instance_id,
         "last_tick": format_time(now),
@@ -229,40 +268,56 @@ def tick(etc: str, *, now: datetime | None = None, tmux_dir: str | None = None) 
         "keep_alive": keep_alive,
         "decision": reason,
     })
-    state.pop("error", None)
-    try:
-        if reason is not None:
-            secrets_path = os.path.join(etc, "secrets")
-            key = read_secrets(secrets_path).get(KEY_NAME) if os.path.exists(secrets_path) else None
-            if not key:
-                raise RuntimeError(f"no {KEY_NAME} in {secrets_path}: cannot terminate this box")
-            status = terminate(str(box.get("api_base") or DEFAULT_API_BASE), key, instance_id)
-            state["terminate_requested"] = {"at": format_time(now), "reason": reason,
-                                            "http_status": status}
-    except Exception as e:
-        state["error"] = str(e)
-        raise
-    finally:
-        write_json(state_path, state)
+    _terminate_recorded(etc, box, instance_id, state, reason, now)
+    return state
+
+
+def done(etc: str, job: str | None, *, now: datetime | None = None,
+         tmux_dir: str | None = None) -> dict[str, Any]:
+    """A submitted job has ended: terminate the box now, unless it is kept alive (someone works
+    on it by hand) or another ``monte-*`` job is still running on it. ``job`` is the caller's
+    own tmux session, which is still alive while it runs this, so it is not counted."""
+    now = now or datetime.now(timezone.utc)  # noqa: UP017
+    box, instance_id, _ = _load_box(etc)
+    state = read_json(os.path.join(etc, "watchdog.json")) or {}
+    others = [s for s in job_sessions(tmux_dir) if s != job]
+    keep_alive = os.path.exists(os.path.join(etc, "keep-alive"))
+    reason = None if keep_alive or others else "done"
+    state.update({
+        "instance_id": instance_id,
+        "last_active": format_time(now),  # a job was running until now
+        "job_done": {"at": format_time(now), "job": job, "other_jobs": others,
+                     "keep_alive": keep_alive, "decision": reason},
+    })
+    _terminate_recorded(etc, box, instance_id, state, reason, now)
     return state
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="watchdog.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    p_tick = sub.add_parser("tick", help="probe, decide, terminate when due")
-    p_tick.add_argument("--etc", default="/etc/monte", help="the box's monte folder")
-    p_tick.add_argument("--tmux-dir", default=None,
-                        help="where tmux keeps its sockets (default $TMUX_TMPDIR or /tmp)")
+    p_tick = sub.add_parser("tick", help="probe, decide, terminate when due (the timer runs it)")
+    p_done = sub.add_parser("done", help="a job has ended: terminate unless kept alive or busy")
+    p_done.add_argument("--job", default=os.environ.get("MONTE_JOB"),
+                        help="the calling job's tmux session (default $MONTE_JOB)")
+    for p in (p_tick, p_done):
+        p.add_argument("--etc", default="/etc/monte", help="the box's monte folder")
+        p.add_argument("--tmux-dir", default=None,
+                       help="where tmux keeps its sockets (default $TMUX_TMPDIR or /tmp)")
     args = parser.parse_args(argv)
     try:
-        state = tick(args.etc, tmux_dir=args.tmux_dir)
+        if args.command == "done":
+            state = done(args.etc, args.job, tmux_dir=args.tmux_dir)
+            line = {"event": "watchdog-job-done", **state["job_done"]}
+        else:
+            state = tick(args.etc, tmux_dir=args.tmux_dir)
+            # `journalctl -u monte-watchdog` is the box's own log of its ticks, one line each.
+            line = {"event": "watchdog-tick", **{k: state.get(k) for k in (
+                "last_tick", "last_active", "jobs", "keep_alive", "decision")}}
     except Exception as e:  # one line to the journal; the unit shows failed
         print(json.dumps({"event": "watchdog-error", "error": str(e)}), file=sys.stderr)
         return 1
-    # One JSON line per tick: `journalctl -u monte-watchdog` is the box's own log of it.
-    print(json.dumps({"event": "watchdog-tick", **{k: state.get(k) for k in (
-        "last_tick", "last_active", "jobs", "keep_alive", "decision")}}))
+    print(json.dumps(line))
     return 0
 
 

@@ -74,6 +74,7 @@ class TrainPlan(BaseModel):
     push: bool = False  # upload results to the results bucket after each transition
     bucket: str | None = None  # where (--push only)
     hub: str | None = None  # the hub model repo the checkpoint goes to (a real --push chunk)
+    adopt: str | None = None  # on a box: the run the laptop already started for this job
 
     def lines(self) -> list[str]:
         move = ("smoke (3 steps, never evidence)" if self.smoke else
@@ -256,13 +257,17 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     transition = on_transition or (lambda row, what: None)
     hub_failures: list[MonteError] = []
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
-    row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model, smoke=plan.smoke,
-                      plan={"recipe": plan.recipe.identity(), "source": plan.source.name,
-                            "source_kind": plan.source.kind, "parent": plan.parent, "boundary": plan.boundary,
-                            "start_step": plan.start_step, "steps": plan.steps,
-                            "settings": plan.recipe.settings, "init_model": plan.init_model,
-                            "resume_from": plan.resume_from, "teacher": plan.teacher,
-                            "teacher_files": plan.teacher_files})
+    if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
+        from monte.evals import adopt_row
+
+        row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
+            r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name
+            and r.plan.get("parent") == plan.parent and r.smoke == plan.smoke
+            and int(r.plan.get("start_step", -1)) == plan.start_step))
+        log_event(ws, plan.experiment, row.run, "running", host=row.host)
+    else:
+        row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model,
+                          smoke=plan.smoke, plan=row_plan(plan))
     transition(row, "started")
     folder = run_folder(ws, plan.experiment, row.run)
     try:
@@ -388,6 +393,16 @@ def _lineage_line(ws: Workspace, plan: TrainPlan, row: RunRow, step: int) -> str
         path.insert(0, Hop(prun, c.label, c.start_step, pstep, c.boundary, c.parent))
     line = f"lineage: {render_path(path)}"
     return line + (f"  {LEGEND}" if any(h.boundary for h in path) else "")
+
+
+def row_plan(plan: TrainPlan) -> dict[str, Any]:
+    """What a train row records of its plan."""
+    return {"recipe": plan.recipe.identity(), "source": plan.source.name,
+            "source_kind": plan.source.kind, "parent": plan.parent, "boundary": plan.boundary,
+            "start_step": plan.start_step, "steps": plan.steps,
+            "settings": plan.recipe.settings, "init_model": plan.init_model,
+            "resume_from": plan.resume_from, "teacher": plan.teacher,
+            "teacher_files": plan.teacher_files}
 
 
 def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,

@@ -33,12 +33,13 @@ from monte.workspace import Workspace
 
 
 def start_chunk(ws: Workspace, experiment: str, *, cohort: str, base_model: str, plan: dict[str, Any],
-                smoke: bool = False) -> RunRow:
+                smoke: bool = False, who: dict[str, Any] | None = None) -> RunRow:
     """Append the ``started`` train row. ``plan`` holds recipe {name, sha256, algorithm}, source,
-    parent {run, step} or None (from base), boundary, start_step, steps."""
+    parent {run, step} or None (from base), boundary, start_step, steps. ``who``: the host that
+    runs it (default this process; a ``--remote`` submission names the box)."""
     ledger = Ledger(ws.store, experiment)
     run = new_run_id()
-    who = me()
+    who = who or me()
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         return RunRow(run=run, experiment=experiment, kind="train", status="started", created_at=now(),

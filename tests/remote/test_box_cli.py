@@ -95,7 +95,7 @@ def test_up_launches_in_the_home_region_waits_writes_identity_and_arms(
     assert datetime.fromisoformat(ident["launched_at"]).tzinfo is not None
     assert KEY not in path.read_text()
     # armed once, after the file was written, with the key and keep-alive off
-    assert armed == [{"box": ident, "key_ok": True, "keep_alive": False}]
+    assert armed == [{"box": {**ident, "api_base": fake.url}, "key_ok": True, "keep_alive": False}]
     assert doc["watchdog"] == {"armed": True, "idle_minutes": 45, "ttl_hours": 12,
                                "keep_alive": False}
 
@@ -226,22 +226,66 @@ def test_interrupted_while_starting_terminates_the_box(box: Run, fake: FakeLambd
     assert fake.live() == []
 
 
-def test_the_real_seam_refuses_when_there_is_no_watchdog(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Until monte.remote.watchdog exists, the seam refuses (and `up` then terminates the box);
-    once it exists, the seam hands it the box, the key and keep-alive."""
-    import importlib
-    import types
+def test_an_interrupted_launch_finds_its_instance_by_name_and_terminates_it(
+        box: Run, fake: FakeLambda, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monte.remote.lambda_api import LambdaClient
 
-    calls: list[tuple[Any, ...]] = []
-    mod = types.ModuleType("monte.remote.watchdog")
-    monkeypatch.setitem(sys.modules, "monte.remote.watchdog", mod)
+    real = LambdaClient.launch
+
+    def launch_then_ctrl_c(self: LambdaClient, **kw: Any) -> str:
+        real(self, **kw)  # Lambda made it; the answer never reaches the user's terminal
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(LambdaClient, "launch", launch_then_ctrl_c)
+    r = box("up", "--json")
+    assert r.code == 8
+    msg = r.json()["error"]["message"]
+    assert "interrupted while launching monte-" in msg and "terminated monte-" in msg
+    assert fake.live() == [] and len(fake.instances) == 1
+
+
+def test_the_real_seam_forgets_the_address_waits_for_sshd_and_arms(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seam's wiring, with SSH and the watchdog's own arm replaced (their tests run them
+    against a real sshd): forget the reused address, retry until sshd answers, arm, close."""
+    from monte.remote import ssh, watchdog
+
+    events: list[Any] = []
+    refusals = [error("E_BOX", "refused"), error("E_BOX", "refused")]
+
+    class Conn:
+        def close(self) -> None:
+            events.append("close")
+
+    def connect(host: str, *, user: str | None, key_file: str | None, **kw: Any) -> Conn:
+        if refusals:
+            raise refusals.pop()
+        events.append(("connect", host, user, key_file))
+        return Conn()
+
+    def arm(conn: Conn, box: dict[str, Any], key: str, keep_alive: bool) -> dict[str, Any]:
+        events.append(("arm", type(conn).__name__, box["id"], key, keep_alive))
+        return {"instance_id": box["id"]}
+
+    monkeypatch.setattr(ssh, "forget_host", lambda host, *a, **k: events.append(("forget", host)))
+    monkeypatch.setattr(ssh, "connect", connect)
+    monkeypatch.setattr(watchdog, "arm", arm)
+    monkeypatch.setattr(boxes, "SSH_RETRY_S", 0.001)
+    monkeypatch.setenv("MONTE_SSH_KEY_FILE", "/keys/lambda")
+    assert boxes._arm_watchdog({"id": "i1", "ip": "192.0.2.7"}, "k", True) == {"instance_id": "i1"}
+    assert events == [("forget", "192.0.2.7"), ("connect", "192.0.2.7", "ubuntu", "/keys/lambda"),
+                      ("arm", "Conn", "i1", "k", True), "close"]
+    # sshd that never answers: refused once the bounded wait is over
+    monkeypatch.setattr(boxes, "SSH_READY_S", 0.01)
+    refusals.extend([error("E_BOX", "refused")] * 1000)
     with pytest.raises(Exception) as e:
-        boxes._arm_watchdog({"id": "x"}, "k", False)
+        boxes._arm_watchdog({"id": "i1", "ip": "192.0.2.7"}, "k", False)
+    assert getattr(e.value, "code", None) == "E_BOX"
+    # and a monte without a watchdog refuses rather than leave a box unarmed
+    monkeypatch.delattr(watchdog, "arm")
+    with pytest.raises(Exception) as e:
+        boxes._arm_watchdog({"id": "i1", "ip": "192.0.2.7"}, "k", False)
     assert getattr(e.value, "code", None) == "E_BOX" and "watchdog" in str(e.value)
-    mod.arm = lambda *a: calls.append(a)  # type: ignore[attr-defined]
-    boxes._arm_watchdog({"id": "x"}, "k", True)
-    assert calls == [({"id": "x"}, "k", True)]
-    importlib.invalidate_caches()
 
 
 def test_429_twice_then_up_succeeds(box: Run, fake: FakeLambda) -> None:
@@ -293,6 +337,8 @@ def test_status_shows_own_with_age_and_over_ttl_and_others_as_foreign(
     old_id, _ = seed_old_box(fake, repo, hours=13)
     foreign = fake.add_instance("someones-notebook", region="us-west-1")
     new = box("up", "--json").json()["box"]
+    gone = repo / ".monte" / "boxes" / "0123abcd.json"  # a box terminated behind monte's back
+    gone.write_text("{}")
     r = box("status", "--json")
     assert r.code == 0, r.err
     rows = {i["id"]: i for i in r.json()["instances"]}
@@ -303,6 +349,7 @@ def test_status_shows_own_with_age_and_over_ttl_and_others_as_foreign(
     assert rows[new["id"]]["age_hours"] < 0.1
     assert rows[foreign]["owner"] == "foreign" and rows[foreign]["over_ttl"] is None
     assert rows[foreign]["age_hours"] is None
+    assert r.json()["stale_identity_files"] == [str(gone)]
     human = box("status")
     assert human.code == 0
     lines = human.out.splitlines()

@@ -312,6 +312,52 @@ def test_missing_key_fails_the_tick_without_a_call(box_etc: Path, fake_lambda: F
     assert fake_lambda.calls == []
 
 
+def test_key_from_arms_own_file_survives_a_job_replacing_secrets(
+        box_etc: Path, fake_lambda: FakeLambda, tmp_path: Path) -> None:
+    (box_etc / "watchdog-secrets").write_text(f"MONTE_LAMBDA_KEY={KEY}\n")
+    (box_etc / "secrets").write_text("HF_TOKEN=hf_x\n")  # a job's own set, without the key
+    assert _tick(box_etc, tmp_path / "no-tmux").returncode == 0
+    assert [c["authorization"] for c in fake_lambda.calls] == [f"Bearer {KEY}"]
+
+
+def _done(etc: Path, tmux_dir: Path, job: str | None) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.defpath, **({"MONTE_JOB": job} if job else {})}
+    return subprocess.run([sys.executable, "-I", str(etc / "watchdog.py"), "done", "--etc",
+                           str(etc), "--tmux-dir", str(tmux_dir)],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_job_done_terminates_the_box(box_etc: Path, fake_lambda: FakeLambda,
+                                     tmp_path: Path) -> None:
+    _box(box_etc, launched=datetime.now(UTC), api_base=fake_lambda.base)  # young, not idle
+    r = _done(box_etc, tmp_path / "no-tmux", "monte-job-1")
+    assert r.returncode == 0, r.stderr
+    assert [c["body"] for c in fake_lambda.calls] == [{"instance_ids": ["i-0123abcd"]}]
+    assert _state(box_etc)["terminate_requested"]["reason"] == "done"
+
+
+def test_job_done_counts_neither_itself_nor_other_sessions(
+        box_etc: Path, fake_lambda: FakeLambda, tmux_job: Path) -> None:
+    # the caller is monte-job-1 itself, still alive while it runs `done`; "interactive" is no job
+    assert _done(box_etc, tmux_job, "monte-job-1").returncode == 0
+    assert len(fake_lambda.calls) == 1
+
+
+def test_job_done_leaves_a_box_with_another_job(box_etc: Path, fake_lambda: FakeLambda,
+                                                tmux_job: Path) -> None:
+    r = _done(box_etc, tmux_job, "monte-job-2")  # monte-job-1 is still running
+    assert r.returncode == 0, r.stderr
+    assert fake_lambda.calls == []
+    assert _state(box_etc)["job_done"]["other_jobs"] == ["monte-job-1"]
+
+
+def test_job_done_leaves_a_kept_alive_box(box_etc: Path, fake_lambda: FakeLambda,
+                                          tmp_path: Path) -> None:
+    (box_etc / "keep-alive").touch()
+    assert _done(box_etc, tmp_path / "no-tmux", "monte-job-1").returncode == 0
+    assert fake_lambda.calls == []
+
+
 def test_unarmed_box_fails_the_tick(tmp_path: Path) -> None:
     etc = tmp_path / "etc"
     etc.mkdir()
@@ -374,8 +420,9 @@ def test_arm_writes_everything_the_watchdog_needs(conn: Any, tmp_path: Path) -> 
     assert record["instance_id"] == "i-armed"
     assert json.loads((etc / "box.json").read_text()) == record
     assert datetime.fromisoformat(record["launched_at"]) == launched
-    assert stat.S_IMODE((etc / "secrets").stat().st_mode) == 0o600
-    assert (etc / "secrets").read_text() == f"MONTE_LAMBDA_KEY={KEY}\n"
+    for name in ("secrets", "watchdog-secrets"):
+        assert stat.S_IMODE((etc / name).stat().st_mode) == 0o600
+        assert (etc / name).read_text() == f"MONTE_LAMBDA_KEY={KEY}\n"
     assert stat.S_IMODE(etc.stat().st_mode) == 0o700
     assert (etc / "watchdog.py").read_text() == watchdog.script_text()
     assert os.access(etc / "watchdog.py", os.X_OK)
