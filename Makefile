@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.monte-installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean test-deps
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,16 @@ lint: install
 	$(BIN)/ruff check monte tests bench
 	$(BIN)/mypy
 
-test: lint
+# The remote tests start a real OpenSSH server and tmux on loopback: install them from Debian's
+# packages when they are missing and we may (root with apt-get); otherwise those tests skip.
+test-deps:
+	@if ! test -x /usr/sbin/sshd || ! command -v tmux >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -q openssh-server tmux >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q openssh-server tmux >/dev/null; }; \
+	  else echo "note: openssh-server or tmux is missing; the remote tests will skip"; fi; fi
+
+test: lint test-deps
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=10
 
 bench: install

@@ -148,10 +148,10 @@ def _secrets(ws: Any, *, kind: str, plan: Any, box: Box) -> tuple[dict[str, str]
             raise error("E_STORAGE", "a real --remote train uploads its checkpoint to the hub, and no Hugging "
                         "Face token is set here", "set HF_TOKEN (or `hf auth login`), then submit again")
         out["HF_TOKEN"] = token
-    if box.lambda_box is not None:
-        lk = os.environ.get("MONTE_LAMBDA_KEY")
-        if lk:
-            out["MONTE_LAMBDA_KEY"] = lk
+    if box.lambda_box is not None:  # the job's last act terminates the box through the API
+        from monte.remote.lambda_api import resolve_key
+
+        out["MONTE_LAMBDA_KEY"] = resolve_key().reveal()
     return out, gcs
 
 
@@ -386,10 +386,11 @@ def _job(box: Box, workdir: str, env: dict[str, str], kind: str, args: list[str]
     step("job")
     q = shlex.quote
     m = _monte(env, workdir)
+    etc = os.path.dirname(env["MONTE_SECRETS_FILE"])
     log = f"{workdir}/{session}.log"
     cmd = f"{m} {kind} {' '.join(q(a) for a in args)} --push --yes > {q(log)} 2>&1; echo $? > {q(log)}.exit"
     if box.lambda_box is not None:  # the box ends itself when the job ends (the watchdog's terminate)
-        etc = os.path.dirname(env["MONTE_SECRETS_FILE"])
         cmd += f"; /usr/bin/python3 {q(etc)}/watchdog.py done --etc {q(etc)} || true"
-    ssh.tmux_start(box.conn, session, _sourced(env, workdir, cmd), env={"MONTE_JOB": session})
+    ssh.tmux_start(box.conn, session, _sourced(env, workdir, cmd), env={"MONTE_JOB": session},
+                   env_dir=f"{etc}/jobs")
     timings["job"] = time.perf_counter() - t
