@@ -385,12 +385,40 @@ def _job(box: Box, workdir: str, env: dict[str, str], kind: str, args: list[str]
     t = time.perf_counter()
     step("job")
     q = shlex.quote
-    m = _monte(env, workdir)
     etc = os.path.dirname(env["MONTE_SECRETS_FILE"])
     log = f"{workdir}/{session}.log"
-    cmd = f"{m} {kind} {' '.join(q(a) for a in args)} --push --yes > {q(log)} 2>&1; echo $? > {q(log)}.exit"
+    python = os.environ.get(PYTHON_ENV) or f"{workdir}/.venv/bin/python"
+    job_args = [*args, "--push", "--yes"]
+    if kind == "train":
+        from monte.training.chunk import launch_command
+
+        argv = launch_command(python, job_args, box_gpus(box))
+    else:
+        argv = [python, "-m", "monte", kind, *job_args]
+    cmd = f"{' '.join(q(a) for a in argv)} > {q(log)} 2>&1; echo $? > {q(log)}.exit"
     if box.lambda_box is not None:  # the box ends itself when the job ends (the watchdog's terminate)
         cmd += f"; /usr/bin/python3 {q(etc)}/watchdog.py done --etc {q(etc)} || true"
     ssh.tmux_start(box.conn, session, _sourced(env, workdir, cmd), env={"MONTE_JOB": session},
                    env_dir=f"{etc}/jobs")
     timings["job"] = time.perf_counter() - t
+
+
+def gpus_of_type(instance_type: str) -> int:
+    """GPUs of a Lambda instance type by its name (``gpu_8x_h100_sxm5`` -> 8; unknown -> 1)."""
+    import re
+
+    m = re.match(r"gpu_(\d+)x_", instance_type or "")
+    return int(m.group(1)) if m else 1
+
+
+def box_gpus(box: Box) -> int:
+    """How many GPUs the box has: its Lambda type, else what ``nvidia-smi -L`` lists (0 -> 1)."""
+    from monte.remote import ssh
+
+    if box.lambda_box is not None and box.lambda_box.get("type"):
+        return gpus_of_type(str(box.lambda_box["type"]))
+    out = ssh.execute(box.conn, "nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true", timeout=30).stdout
+    try:
+        return max(1, int(out.strip() or "0"))
+    except ValueError:
+        return 1

@@ -247,6 +247,15 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     from monte.storage import hub
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk
 
+    rank = process_rank()
+    if rank != 0:
+        # One of several processes under `accelerate launch` (a multi-GPU box): it trains its
+        # share and records nothing; the main process owns the row, the checkpoint and pushes.
+        if not plan.adopt:
+            raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
+                        "run the chunk in one process, or submit it with --remote")
+        _train(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
+        return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
     pusher = None
     if plan.push and on_transition is None:
         pusher = Pusher(ws, plan.experiment)
@@ -395,6 +404,25 @@ def _lineage_line(ws: Workspace, plan: TrainPlan, row: RunRow, step: int) -> str
     return line + (f"  {LEGEND}" if any(h.boundary for h in path) else "")
 
 
+def process_rank() -> int:
+    """This process's rank under ``accelerate launch`` / torchrun (0 when alone)."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def launch_command(python: str, args: list[str], gpus: int) -> list[str]:
+    """How a box runs ``monte train ARGS``: one process, or with several GPUs one process per
+    GPU under ``accelerate launch`` (TRL's supported multi-GPU path); only the main process
+    records (see :func:`process_rank`)."""
+    if gpus <= 1:
+        return [python, "-m", "monte", "train", *args]
+    return [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(gpus),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "-m", "monte", "train", *args]
+
+
 def row_plan(plan: TrainPlan) -> dict[str, Any]:
     """What a train row records of its plan."""
     return {"recipe": plan.recipe.identity(), "source": plan.source.name,
@@ -439,7 +467,7 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
                 on_progress(state.global_step - plan.resume_step, plan.steps)
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
-            if logs:
+            if logs and state.is_world_process_zero:
                 log_event(ws, plan.experiment, run, "log", step=plan.start_step + state.global_step - plan.resume_step,
                           **{k: v for k, v in logs.items() if isinstance(v, int | float)})
 
@@ -453,6 +481,8 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
         trainer.remove_callback(cb)
     trainer.train(resume_from_checkpoint=plan.resume_from)
     ckpt = out / f"checkpoint-{max_steps}"
+    if process_rank() != 0:
+        return ckpt, max_steps  # the main process saved it and records it
     if not plan.smoke and not ckpt.is_dir():
         raise error("E_INTERNAL", f"the trainer did not save {ckpt}", "report this with `monte logs RUN`")
     if not plan.smoke:
