@@ -12,8 +12,29 @@ from typing import Any
 from monte.errors import error
 
 
+def backend() -> str:
+    """``vllm`` when vLLM is installed and a GPU is there (a box), else ``hf`` (transformers).
+    ``MONTE_EVAL_BACKEND=hf`` forces transformers."""
+    import importlib.util
+    import os
+
+    if os.environ.get("MONTE_EVAL_BACKEND", "").lower() == "hf" or importlib.util.find_spec("vllm") is None:
+        return "hf"
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "hf"
+
+
+class VllmModel:
+    """A vLLM engine standing where a transformers model would (see :func:`generate`)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+
+
 def load(folder: Path) -> tuple[Any, Any]:
-    """(model, tokenizer) from a local Hugging Face model folder, on the GPU when there is one."""
+    """(model, tokenizer) from a local Hugging Face model folder, on the GPU when there is one
+    (served by vLLM when it is installed there)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -28,6 +49,11 @@ def load(folder: Path) -> tuple[Any, Any]:
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    if backend() == "vllm":
+        from vllm import LLM
+
+        del model  # vLLM loads the weights itself
+        return VllmModel(LLM(model=str(folder), tokenizer=str(folder))), tok
     if torch.cuda.is_available():
         model = model.to("cuda")  # type: ignore[arg-type]
     model.eval()
@@ -52,12 +78,15 @@ def generate(
     Prompts are sorted by length so a batch pads little, generated with the KV cache, and
     decoded without the prompt; each answer is cut at the first stop string.
     """
-    import torch
-
     texts = list(prompts)
     if chat_template:
         texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                          add_generation_prompt=True) for p in texts]
+    if isinstance(model, VllmModel):
+        return _generate_vllm(model, texts, max_new_tokens=max_new_tokens, temperature=temperature,
+                              top_p=top_p, stop=stop, on_batch=on_batch)
+    import torch
+
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
     out: list[str] = [""] * len(texts)
     device = next(model.parameters()).device
@@ -80,6 +109,21 @@ def generate(
             done += len(idx)
             if on_batch:
                 on_batch(done, len(texts))
+    return out
+
+
+def _generate_vllm(model: VllmModel, texts: list[str], *, max_new_tokens: int, temperature: float, top_p: float,
+                   stop: Sequence[str], on_batch: Callable[[int, int], None] | None) -> list[str]:
+    """The same answers through vLLM's continuous batching: greedy unless a temperature is set;
+    stop strings are applied by :func:`_cut`, as for transformers, so both cut alike."""
+    from vllm import SamplingParams
+
+    params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                            max_tokens=max_new_tokens)
+    outputs = model.llm.generate(texts, params, use_tqdm=False)
+    out = [_cut(o.outputs[0].text, stop) for o in outputs]
+    if on_batch:
+        on_batch(len(texts), len(texts))
     return out
 
 
