@@ -187,6 +187,7 @@ def env_add(
     vault = Vault(ws.store)
     dest = ws.env_dir(plan.name)
     if not dry_run:
+        _sweep_staging(ws)
         resumed = _resume_upload(ws, "environment", plan.name, dest)
         if resumed is not None:
             return EnvAddResult(dry_run=False, plan=plan.describe(), environment=_env_info(resumed, dest),
@@ -205,7 +206,7 @@ def env_add(
     if where.reader is not None:
         if plan.env_kind == "trainable" and where.reader.claim_of("dataset", plan.name) is not None:
             raise _source_conflict(plan.name, "dataset")
-        if where.reader.claim_of("environment", plan.name) is not None:
+        if _claimed(where.reader, "environment", plan.name):
             raise name_taken("environment", plan.name, f"the Vault {where.url}")
     if dry_run:
         return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
@@ -233,6 +234,44 @@ def env_add(
         _upload_or_keep(where.writer, m, dest, "env add")
         note = f"pushed to the Vault {where.url}"
     return EnvAddResult(dry_run=False, plan=plan.describe(), environment=_env_info(m, dest), note=note)
+
+
+def _claimed(reader: Any, kind: str, name: str) -> bool:
+    """Does the Vault hold ``name``? A claim whose upload never completed (no manifest in the
+    Vault) and that neither the vault ref nor this data root records (the caller checked) is a
+    freeze killed between claiming and recording: it does not refuse here. The freeze goes on,
+    and the create-only claim decides: the same fingerprint takes it over, another one loses."""
+    if reader.claim_of(kind, name) is None:
+        return False
+    return reader.manifest(kind, name) is not None
+
+
+def _sweep_staging(ws: Workspace) -> None:
+    """Staging folders in ``<data root>/tmp`` left by a freeze, install or fetch that was killed:
+    one whose manifest the vault ref records while its folder is missing (killed between
+    recording the freeze and moving it into place) is proven and moved into place; the rest
+    are deleted. Folders of live processes are left alone."""
+    from monte.envs import freeze
+    from monte.ledger.vault import Vault
+    from monte.manifest import read_manifest, verify_folder
+
+    vault = Vault(ws.store)
+    for staged in freeze.stale_staging(ws.data_root):
+        for cand in (staged, staged / "payload"):
+            try:
+                m = read_manifest(cand) if cand.is_dir() else None
+                if m is None:
+                    continue
+                check_name(m.name, f"{m.kind} name")
+                dest = ws.env_dir(m.name) if m.kind == "environment" else ws.dataset_dir(m.name)
+                recorded = vault.get(m.kind, m.name)
+                if recorded is not None and recorded.fingerprint == m.fingerprint and not dest.exists():
+                    verify_folder(cand, m)
+                    freeze.move_into_place(cand, dest)
+                    break
+            except (MonteError, OSError):
+                continue
+        freeze.discard(staged)
 
 
 def _lost_claim(kind: str, name: str, url: str | None) -> MonteError:
@@ -336,6 +375,7 @@ def env_install(*, name: str | None = None, all_: bool = False, ws: Workspace | 
     if bool(name) == bool(all_):
         raise error("E_USAGE", "name one environment or pass --all", "monte env install NAME | --all")
     ws = ws or open_workspace()
+    _sweep_staging(ws)
     if all_:
         root = ws.data_root / "environments"
         names = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) if root.is_dir() else []
@@ -507,6 +547,7 @@ def dataset_add(
     vault = Vault(ws.store)
     dest = ws.dataset_dir(name)
     if not dry_run:
+        _sweep_staging(ws)
         resumed = _resume_upload(ws, "dataset", name, dest)
         if resumed is not None:
             return {"dry_run": False, "plan": {"name": name}, "dataset": _dataset_info(resumed, dest).model_dump(),
@@ -518,7 +559,7 @@ def dataset_add(
     if where.reader is not None:
         if where.reader.claim_of("environment", name) is not None:
             raise _source_conflict(name, "environment")
-        if where.reader.claim_of("dataset", name) is not None:
+        if _claimed(where.reader, "dataset", name):
             raise name_taken("dataset", name, f"the Vault {where.url}")
 
     def check(snap: Any = None) -> None:
@@ -602,6 +643,8 @@ def dataset_show(*, name: str, ws: Workspace | None = None) -> dict[str, Any]:
     check_name(name, "dataset name")
     ws = ws or open_workspace()
     folder = ws.dataset_dir(name)
+    if not folder.exists():
+        _sweep_staging(ws)  # a freeze killed before its folder was moved into place
     m = read_manifest(folder)
     if m is None:
         m = _fetch_from_vault(ws, "dataset", name, folder)
@@ -633,6 +676,9 @@ def experiment_init(
     from monte.manifest import now, read_manifest, verify_folder
 
     check_name(name, "experiment name")
+    if name.lower() == "vault":  # refs/heads/monte/vault is the freeze manifests' ref, not a folder
+        raise error("E_INVALID_NAME", "the experiment name 'vault' is reserved: refs/heads/monte/vault holds "
+                    "the freeze manifests", "choose another experiment name")
     check_name(eval_env, "environment name")
     ws = ws or open_workspace()
     ledger = Ledger(ws.store, name)
@@ -851,8 +897,10 @@ def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     return path
 
 
-def stop(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
-    """Terminate a running Run (on this host) and record it as abandoned."""
+def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
+         ws: Workspace | None = None) -> dict[str, Any]:
+    """Terminate a running Run (on this host) and record it as abandoned (``reason``: why, for
+    the row; a box's job wrapper says how its job ended)."""
     import signal
     import socket
 
@@ -880,10 +928,10 @@ def stop(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
         if current is None or current.status not in ("started", "running"):
             raise error("E_REFUSED", f"run {row.run} is no longer running", "nothing to do")
         return current.model_copy(update={"status": "abandoned", "updated_at": now(),
-                                          "error": "stopped by `monte stop`"})
+                                          "error": (reason or "stopped by `monte stop`")[:500]})
 
     done = ledger.append_row(make, event="abandoned", summary=lambda r: f"{r.kind} {r.run} abandoned (monte stop)")
-    log_event(ws, ledger.experiment, row.run, "abandoned", reason="monte stop", killed=killed)
+    log_event(ws, ledger.experiment, row.run, "abandoned", reason=(reason or "monte stop")[:500], killed=killed)
     return {"run": done.run, "status": done.status, "signalled": killed}
 
 
@@ -981,7 +1029,7 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
     if from_hub and not (hub_copy.get("repo") and hub_copy.get("revision")):
         raise error("E_NOT_FOUND", f"checkpoint {ck.ref} has no hub copy: its chunk was not trained with --push",
                     "promote it without --from-hub, where its run folder lives (the box)")
-    dest = Path(dest).expanduser()
+    dest = Path(os.path.expanduser(dest))
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise error("E_REFUSED", f"{dest} exists and is not empty", "choose a new folder")
     src = ws.data_root / info["weights"]

@@ -92,9 +92,10 @@ def _logs(run: str, follow: bool) -> None:
 
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN")
+@click.option("--reason", hidden=True, help="Why, recorded on the row (a box's job wrapper uses it).")
 @handled(lambda r: click.echo(f"{r['run']}: abandoned" + (" (process signalled)" if r["signalled"] else "")))
-def stop(run: str) -> Any:
+def stop(run: str, reason: str | None) -> Any:
     """Terminate a running Run; its row reads abandoned."""
     from monte import api
 
-    return api.stop(ref=run)
+    return api.stop(ref=run, reason=reason)

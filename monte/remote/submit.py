@@ -202,7 +202,7 @@ def submit(ws: Any, *, kind: str, plan: Any, box_args: list[str], provider: str,
         _credentials(box, secrets, gcs_key, env, step, timings)
         _seed(box, workdir, env, plan, kind, environment, step, timings)
         adopt = [f"--adopt={r.exam}={r.run}" if kind == "eval" else f"--adopt={r.run}" for r in rows]
-        _job(box, workdir, env, kind, [*box_args, *adopt], session, step, timings)
+        _job(box, workdir, env, kind, [*box_args, *adopt], runs, session, step, timings)
     except BaseException as e:
         reason = (f"{e.code}: {e.message}" if isinstance(e, MonteError)
                   else "interrupted" if isinstance(e, KeyboardInterrupt) else f"{type(e).__name__}: {e}")
@@ -378,13 +378,18 @@ def _seed(box: Box, workdir: str, env: dict[str, str], plan: Any, kind: str, env
     timings["sync"] = time.perf_counter() - t
 
 
-def _job(box: Box, workdir: str, env: dict[str, str], kind: str, args: list[str], session: str, step: Any,
-         timings: dict[str, float]) -> None:
+def _flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args and args.index(name) + 1 < len(args) else None
+
+
+def _job(box: Box, workdir: str, env: dict[str, str], kind: str, args: list[str], runs: list[str], session: str,
+         step: Any, timings: dict[str, float]) -> None:
     from monte.remote import ssh
 
     t = time.perf_counter()
     step("job")
     q = shlex.quote
+    m = _monte(env, workdir)
     etc = os.path.dirname(env["MONTE_SECRETS_FILE"])
     log = f"{workdir}/{session}.log"
     python = os.environ.get(PYTHON_ENV) or f"{workdir}/.venv/bin/python"
@@ -395,7 +400,14 @@ def _job(box: Box, workdir: str, env: dict[str, str], kind: str, args: list[str]
         argv = launch_command(python, job_args, box_gpus(box))
     else:
         argv = [python, "-m", "monte", kind, *job_args]
-    cmd = f"{' '.join(q(a) for a in argv)} > {q(log)} 2>&1; echo $? > {q(log)}.exit"
+    # A job that dies (OOM-killed, a crash monte could not record) leaves its rows running: the
+    # wrapper records them abandoned with the exit status and pushes that, so the laptop's next
+    # sync reads it. `monte stop` refuses a row that already finished, so a clean end is untouched.
+    exp = q(str(_flag(args, "--experiment")))
+    reap = "; ".join(f"{m} stop {exp}/{q(r)} --reason \"the job on the box exited with status $rc\" >/dev/null 2>&1"
+                     for r in runs)
+    cmd = (f"{' '.join(q(a) for a in argv)} > {q(log)} 2>&1; rc=$?; "
+           f"if [ $rc != 0 ]; then {reap}; {m} push {exp} >/dev/null 2>&1; fi; echo $rc > {q(log)}.exit")
     if box.lambda_box is not None:  # the box ends itself when the job ends (the watchdog's terminate)
         cmd += f"; /usr/bin/python3 {q(etc)}/watchdog.py done --etc {q(etc)} || true"
     ssh.tmux_start(box.conn, session, _sourced(env, workdir, cmd), env={"MONTE_JOB": session},

@@ -197,3 +197,32 @@ def test_secrets_never_reach_argv_or_the_record(laptop: dict[str, Any], monte: A
     objects = subprocess.run(["git", "-C", str(laptop["repo"]), "cat-file", "--batch-all-objects", "--batch"],
                              capture_output=True).stdout
     assert FAKE_SECRET.encode() not in objects
+
+
+def test_a_job_that_dies_on_the_box_reads_abandoned_after_the_next_sync(laptop: dict[str, Any], monte: Any) -> None:
+    r = monte("eval", "--remote", "--provider", "ssh", "--host", laptop["host"], "--yes", "--json")
+    assert r.code == 0, r.out
+    sub = r.json()
+    run = sub["runs"][0]
+    events = laptop["box"] / "data" / "runs" / "exp" / run / "events.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not events.exists():  # the box's monte adopted the row
+        time.sleep(0.02)
+    assert events.exists(), "the job never adopted its row"
+    # the job's monte process dies without a word (as the OOM killer would do it)
+    killed = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"--adopt=parity={run}".encode() in argv and argv[1:3] == [b"-m", b"monte"]:  # monte, not its shell
+            os.kill(int(pid), 9)
+            killed += 1
+    assert killed == 1
+    assert _wait_job(sub["workdir"], sub["session"]) == "137"
+    assert monte("sync").code == 0
+    row = Ledger(Store(laptop["repo"]), "exp").row(run)
+    assert row is not None and row.status == "abandoned", row
+    assert "exited with status 137" in (row.error or "")
+    assert monte("ledger", "verify", "--json").code == 0
