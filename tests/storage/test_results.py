@@ -225,3 +225,18 @@ def test_a_local_folder_bucket_works_with_no_key(repo: Path, monte: Any, monkeyp
     r = monte_proc("sync", "--bucket", str(tmp_path / "bucket"), "--json", cwd=box)
     assert r.returncode == 0, r.stdout + r.stderr
     assert _runs(box) == set(runs)
+
+
+def test_a_key_that_cannot_write_refuses_push_and_changes_nothing(laptop: Path, monte: Any, read_only_gcs: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  gcs: dict[str, str]) -> None:
+    _append_evals(laptop, 1)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", read_only_gcs.host)  # this machine's key may only read
+    before = snapshot_state(laptop)
+    r = monte("push", "--json")
+    err = r.json()["error"]
+    assert r.code == 7 and err["code"] == "E_STORAGE" and "may not write" in err["message"], r.out
+    assert "MONTE_GCS_BOX_KEY_FILE" in err["fix"]
+    assert snapshot_state(laptop)["refs"] == before["refs"]
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs["host"])
+    assert open_store(gcs["url"] + "/results", write_key()).list("") == {}
