@@ -196,7 +196,7 @@ def env_add(
     def check_local() -> None:
         if vault.get("environment", plan.name) is not None:
             raise name_taken("environment", plan.name, "the vault ref")
-        if dest.exists():
+        if os.path.lexists(dest):  # a dangling symlink too: the freeze's rename would fail on it
             raise name_taken("environment", plan.name, f"this data root, {dest}")
         if plan.env_kind == "trainable":
             _refuse_source_conflict(ws, vault, plan.name, holder="dataset")
@@ -218,7 +218,7 @@ def env_add(
             raise _lost_claim("environment", plan.name, where.url)
 
         def check(snap):  # type: ignore[no-untyped-def]
-            if dest.exists():
+            if os.path.lexists(dest):
                 raise name_taken("environment", plan.name, f"this data root, {dest}")
             if plan.env_kind == "trainable" and vault.get("dataset", plan.name, snap):
                 raise _source_conflict(plan.name, "dataset")
@@ -265,7 +265,7 @@ def _sweep_staging(ws: Workspace) -> None:
                 check_name(m.name, f"{m.kind} name")
                 dest = ws.env_dir(m.name) if m.kind == "environment" else ws.dataset_dir(m.name)
                 recorded = vault.get(m.kind, m.name)
-                if recorded is not None and recorded.fingerprint == m.fingerprint and not dest.exists():
+                if recorded is not None and recorded.fingerprint == m.fingerprint and not os.path.lexists(dest):
                     verify_folder(cand, m)
                     freeze.move_into_place(cand, dest)
                     break
@@ -564,11 +564,11 @@ def dataset_add(
 
     def check(snap: Any = None) -> None:
         # The Dataset side is the stricter one: any environment of that name refuses.
-        if vault.get("environment", name, snap) is not None or ws.env_dir(name).exists():
+        if vault.get("environment", name, snap) is not None or os.path.lexists(ws.env_dir(name)):
             raise _source_conflict(name, "environment")
         if vault.get("dataset", name, snap) is not None:
             raise name_taken("dataset", name, "the vault ref")
-        if dest.exists():
+        if os.path.lexists(dest):  # a dangling symlink too: the freeze's rename would fail on it
             raise name_taken("dataset", name, f"this data root, {dest}")
 
     check()

@@ -5,6 +5,7 @@ then run (spend the touch with a ``started`` record, read, generate, grade, fini
 from __future__ import annotations
 
 import json
+import os
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -185,7 +186,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     base_model = model or meas.model
     if not base_model:
         raise error("E_USAGE", f"experiment {exp} names no model", "pass --model PATH (a local model folder)")
-    base_dir = Path(base_model).expanduser()
+    base_dir = Path(os.path.expanduser(base_model))  # ~nosuchuser stays as typed: then not found
     files = servable_files(base_dir)
     from monte.ledger.lineage import cohort_of
 

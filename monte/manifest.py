@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from monte.errors import MonteError, error
 from monte.hashing import sha256_bytes, sha256_files
@@ -72,7 +72,28 @@ class Manifest(BaseModel):
     def _safe_paths(cls, files: dict[str, FileEntry]) -> dict[str, FileEntry]:
         for path in files:
             check_relpath(path)
+            if path == MANIFEST:  # monte writes it after the freeze: listed, it could never prove
+                raise error("E_BAD_INPUT", f"the manifest lists {MANIFEST} among its own files",
+                            "re-freeze it, or restore the file from the vault ref")
         return files
+
+    @model_validator(mode="after")
+    def _used_files_are_listed(self) -> Manifest:
+        """The exams' splits and the curriculum are read from the folder: each must be one of the
+        files the manifest proves (else a manifest could point them at ``/etc/passwd``)."""
+        used = [f for splits in self.exams.values() for f in splits.values()]
+        used += [self.curriculum] if self.curriculum is not None else []
+        for path in used:
+            check_relpath(path)
+            if path not in self.files:
+                raise error("E_BAD_INPUT", f"the manifest of {self.kind} {self.name!r} reads {path!r}, which "
+                            "its files do not list", "re-freeze it, or restore the file from the vault ref")
+        for exam, splits in self.exams.items():
+            if not splits or set(splits) - {"dev", "test"}:
+                raise error("E_BAD_INPUT", f"the manifest of {self.kind} {self.name!r} gives exam {exam!r} the "
+                            f"splits {sorted(splits)}; an exam has dev and optionally test",
+                            "re-freeze it, or restore the file from the vault ref")
+        return self
 
     @property
     def fingerprint(self) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 from monte.errors import error
 from monte.ledger.records import RunRow
+from monte.names import check_name
 from monte.workspace import Workspace
 
 
@@ -64,20 +65,29 @@ def parse_run_ref(text: str, default_experiment: str | None = None) -> tuple[str
         body, _, s = body.rpartition("@")
         step = _int(s, text)
     parts = body.split("/")
-    if len(parts) == 2 and step is None and parts[1].isdigit():
+    if len(parts) == 2 and step is None and _is_step(parts[1]):
         run, step = parts[0], int(parts[1])  # RUN/STEP
     elif len(parts) == 2:
         exp, run = parts
+        if not exp:
+            raise error("E_USAGE", f"cannot read {text!r} as a run", "write EXP/RUN, RUN, or RUN@STEP")
+        check_name(exp, "experiment name")
     elif len(parts) == 1:
         run = parts[0]
     else:
         raise error("E_USAGE", f"cannot read {text!r} as a run", "write EXP/RUN, RUN, or RUN@STEP")
     if not run:
         raise error("E_USAGE", f"cannot read {text!r} as a run", "write EXP/RUN, RUN, or RUN@STEP")
+    check_name(run, "run id")
     return exp, run, step
 
 
+def _is_step(s: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` also accepts '²' and '٣', which ``int`` refuses."""
+    return s.isascii() and s.isdigit()
+
+
 def _int(s: str, text: str) -> int:
-    if not s.isdigit():
+    if not _is_step(s):
         raise error("E_USAGE", f"the step in {text!r} is not a number", "write RUN@STEP, e.g. ab12cd34ef56@50")
     return int(s)

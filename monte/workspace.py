@@ -36,7 +36,7 @@ def find_repo_root(start: Path | None = None) -> Path:
 def data_root_for(repo_root: Path) -> Path:
     env = os.environ.get("MONTE_DATA_ROOT")
     if env:
-        return Path(env).expanduser().resolve()
+        return Path(os.path.expanduser(env)).resolve()
     return repo_root / DEFAULT_DATA_ROOT
 
 
@@ -71,9 +71,13 @@ def load_config(repo_root: Path) -> dict[str, Any]:
     from ruamel.yaml.error import YAMLError
 
     try:
-        data = YAML(typ="safe").load(path.read_text())
-    except YAMLError as e:
+        data = YAML(typ="safe").load(path.read_bytes().decode("utf-8"))
+    except (YAMLError, UnicodeDecodeError) as e:
         raise error("E_BAD_INPUT", f"{path} is not valid YAML: {e}", f"fix or delete {path}") from None
+    except RecursionError:
+        raise error("E_BAD_INPUT", f"{path} nests too deeply to be monte's config", f"fix or delete {path}") from None
+    except OSError as e:
+        raise error("E_BAD_INPUT", f"{path} cannot be read ({e.strerror})", f"fix or delete {path}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -14,6 +14,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -27,9 +28,21 @@ def print_json(obj: Any) -> None:
     """Indented on a terminal; compact (the C encoder, several times faster on a large status)
     when a program reads it."""
     if sys.stdout.isatty():
-        click.echo(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_default))
+        text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_default)
     else:
-        click.echo(json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default))
+        text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default)
+    click.echo(_utf8(text))
+
+
+def _utf8(text: str) -> str:
+    """JSON text is UTF-8. A lone surrogate (an argv byte that was not UTF-8, echoed back in a
+    message) would reach stdout as that raw byte: write it as its ``\\uXXXX`` escape instead,
+    which decodes to the same string."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def _default(obj: Any) -> Any:

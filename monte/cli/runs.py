@@ -66,9 +66,33 @@ def show(run: str) -> Any:
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
-def logs(run: str, follow: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="One JSON document: {run, events: [...]} (no --follow).")
+def logs(run: str, follow: bool, as_json: bool) -> None:
     """The run's event file, as JSON lines."""
-    _logs(run, follow)
+    if as_json:
+        _logs_json(run, follow, as_json=True)
+    else:
+        _logs(run, follow)
+
+
+@handled()
+def _logs_json(run: str, follow: bool) -> Any:
+    """``--json``: every event so far as one document (JSON lines are not one document)."""
+    from monte import api
+    from monte.errors import error
+
+    if follow:
+        raise error("E_USAGE", "--follow prints events as they come; it cannot be one JSON document",
+                    "drop --json to follow, or drop --follow for the events so far")
+    path = api.logs(ref=run)
+    events = []
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                events.append(json.loads(line))
+            except ValueError:  # a line torn by a crash: kept as text, not dropped
+                events.append({"unparsed": line.rstrip("\n")})
+    return {"run": path.parent.name, "experiment": path.parent.parent.name, "events": events}
 
 
 @handled(None)

@@ -35,6 +35,8 @@ def screen_jsonl(
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise error("E_BAD_INPUT", f"{path}, line {lineno}: not valid JSON ({e.msg}, column {e.colno})", fix) from None
+                except RecursionError:
+                    raise error("E_BAD_INPUT", f"{path}, line {lineno}: nests too deeply to be a row", fix) from None
                 if not isinstance(row, dict):
                     raise error("E_BAD_INPUT", f"{path}, line {lineno}: a JSON {type(row).__name__}, not an object", fix)
                 rows += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -191,10 +192,32 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
 
 
 def staging_dir(data_root: Path) -> Path:
-    """A fresh folder on the data root's file system, so the final move is an atomic rename."""
-    tmp = data_root / "tmp" / f"freeze-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    """A fresh folder on the data root's file system, so the final move is an atomic rename.
+    Its name says which process on which host owns it (:func:`stale_staging` reads it)."""
+    tmp = data_root / "tmp" / f"freeze-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     return tmp
+
+
+def stale_staging(data_root: Path) -> list[Path]:
+    """Staging folders whose owner, a process on this host, is gone: a freeze, install or fetch
+    killed midway (SIGKILL, the OOM killer). Another host's, or a live process's, are left be."""
+    tmp = data_root / "tmp"
+    out = []
+    for p in sorted(tmp.iterdir()) if tmp.is_dir() else []:
+        if not (p.name.startswith("freeze-") and p.is_dir()):
+            continue
+        parts = p.name[len("freeze-"):].rsplit("-", 2)
+        host, pid = (parts[0], parts[1]) if len(parts) == 3 else ("", parts[0])  # ("": before hosts)
+        if host not in ("", socket.gethostname()) or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            out.append(p)
+        except (PermissionError, OverflowError):
+            pass
+    return out
 
 
 def move_into_place(staged: Path, dest: Path) -> None:

@@ -116,6 +116,8 @@ class Ledger:
 
     def row(self, run_id: str, snap: Snapshot | None = None) -> RunRow | None:
         snap = snap or self.snapshot()
+        if len(run_id) < 2:  # no run id is this short, and the tree fans out on two characters
+            return None
         raw = snap.read(f"{run_dir(run_id)}/row.json")
         return RunRow.model_validate_json(raw) if raw else None
 

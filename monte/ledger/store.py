@@ -242,15 +242,28 @@ class Store:
     def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
         """Move ``ref`` from ``old`` to ``new`` by compare-and-swap (``old=None``: create).
 
-        Another process holding the ref's ``.lock`` is a lost race too: False, retry on the tip.
+        Another process holding the ref's ``.lock`` is waited for (a few milliseconds); a lock
+        left by a writer that died holding it (SIGKILL between taking the lock and renaming it
+        into place) is removed once it is stale (:func:`break_stale_lock`). A lock still held
+        after that is a lost race: False, retry on the tip.
         """
         name = Ref(ref.encode())
-        try:
-            if old is None:
-                return bool(self.repo.refs.add_if_new(name, new))
-            return bool(self.repo.refs.set_if_equals(name, old, new))
-        except FileLocked:
-            return False
+        give_up: float | None = None
+        while True:
+            try:
+                if old is None:
+                    return bool(self.repo.refs.add_if_new(name, new))
+                return bool(self.repo.refs.set_if_equals(name, old, new))
+            except FileLocked as e:
+                lock = os.fsdecode(e.lockfilename)
+                if break_stale_lock(self.repo.controldir(), lock, STALE_REF_LOCK_S):
+                    continue
+                if give_up is None:  # a live writer's lock goes within milliseconds; one that
+                    # nobody holds open may be a dead writer's: wait until it can be broken
+                    give_up = time.monotonic() + _lock_wait(lock, STALE_REF_LOCK_S)
+                if time.monotonic() > give_up:
+                    return False
+                time.sleep(0.005 + 0.02 * random.random())
 
     def write_commit(self, tree_files: Mapping[str, bytes], summary: str, trailers: Mapping[str, str],
                      parents: list[ObjectID]) -> ObjectID:
@@ -432,12 +445,104 @@ def _add(store: BaseObjectStore, obj: ShaFile) -> None:
     loose object through an exclusive ``.lock`` file; the loser of that race gets
     ``FileLocked`` although the object it wanted is (about to be) there.
     """
-    for _ in range(200):
+    give_up = time.monotonic() + STALE_LOCK_S + 4.0
+    while True:
         try:
             store.add_object(obj)
             return
-        except (FileLocked, FileExistsError):
+        except (FileLocked, FileExistsError) as e:
             if obj.id in store:
                 return
+            # A writer that died holding the object's lock (the same bytes under the same name:
+            # ``meta.json`` of the next record, say) would stop every later append: break it.
+            lock = getattr(e, "lockfilename", None)
+            path = getattr(store, "path", None)
+            if lock is not None and path is not None and break_stale_lock(os.path.dirname(path), os.fsdecode(lock)):
+                continue
+            if time.monotonic() > give_up:
+                raise OSError(f"could not write git object {obj.id.decode()}: a .lock file is in the way") from None
             time.sleep(0.005)
-    raise OSError(f"could not write git object {obj.id.decode()}: a stale .lock file is in the way")
+
+
+#: A git ``.lock`` file older than this, that no process holds open, was left by a writer that
+#: died between taking the lock and renaming it into place (SIGKILL, the OOM killer, a power
+#: cut). A loose object's lock is only ever dulwich's, open from its creation to its rename,
+#: held for microseconds.
+STALE_LOCK_S = 1.0
+#: The same for a ref's lock. git closes its ref lock files before it renames them and runs the
+#: ``reference-transaction`` hook in between (monte's hook verifies the update: a second or
+#: two), so a ref lock that nobody holds open may still be live for a while.
+STALE_REF_LOCK_S = 5.0
+
+
+def break_stale_lock(git_dir: str | os.PathLike[str], lock: str | os.PathLike[str],
+                     min_age: float = STALE_LOCK_S) -> bool:
+    """Remove ``lock`` if it is stale; True when it is gone (removed here or released).
+
+    Stale: older than ``min_age`` seconds and held open by no process (``/proc``; where that
+    cannot be read, older than a minute). Breakers take turns under ``flock(2)`` on
+    ``<git dir>/monte-stale.lock`` (released by the kernel if a breaker dies) and re-check under
+    it, so two processes never break one lock twice (the second would remove a fresh lock).
+    """
+    import fcntl
+
+    try:
+        first = os.stat(lock)
+    except FileNotFoundError:
+        return True
+    if time.time() - first.st_mtime < min_age:
+        return False
+    try:
+        fd = os.open(os.path.join(git_dir, "monte-stale.lock"), os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            st = os.stat(lock)
+        except FileNotFoundError:
+            return True
+        age = time.time() - st.st_mtime
+        held = _held_open(lock, st)
+        if age < min_age or held or (held is None and age < max(60.0, min_age)):
+            return False
+        try:
+            os.unlink(lock)
+        except FileNotFoundError:
+            pass
+        return True
+    finally:
+        os.close(fd)
+
+
+def _lock_wait(lock: str, min_age: float) -> float:
+    """How long to wait on ``lock``: a second for one a live process holds open; for one that
+    nobody holds open (maybe a dead writer's), until it is ``min_age`` old and can be broken."""
+    try:
+        st = os.stat(lock)
+    except FileNotFoundError:
+        return 0.0
+    if _held_open(lock, st):
+        return 1.0
+    return max(1.0, min_age - (time.time() - st.st_mtime) + 0.2)
+
+
+def _held_open(path: str | os.PathLike[str], st: os.stat_result) -> bool | None:
+    """Whether a process this user can see has ``path`` open (None: no ``/proc`` to ask)."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                other = os.stat(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if other.st_ino == st.st_ino and other.st_dev == st.st_dev:
+                return True
+    return False

@@ -132,7 +132,7 @@ def connect(host: str, *, user: str | None, port: int = 22, key_file: str | None
     t = float(connect_timeout)
     connect_kwargs: dict[str, Any] = {"banner_timeout": t, "auth_timeout": t}
     if key_file:
-        key_path = Path(key_file).expanduser()
+        key_path = Path(os.path.expanduser(key_file))
         if not key_path.is_file():
             raise error("E_BOX", f"no SSH private key at {key_path}",
                         "pass the private key whose public half the box was launched with "

@@ -119,14 +119,14 @@ def write_secret_file(path: Path, data: bytes) -> None:
 def _resolve(key_file: str | Path | None,
              rungs: tuple[tuple[str, str, bool], ...]) -> Key | None:
     if key_file is not None and str(key_file) != "":
-        path = Path(key_file).expanduser()
+        path = Path(os.path.expanduser(key_file))
         return _from_file(path, f"--key-file {path}", "--key-file", True)
     for var, kind, writable in rungs:
         value = os.environ.get(var, "")
         if not value:
             continue
         if kind == "file":
-            path = Path(value).expanduser()
+            path = Path(os.path.expanduser(value))
             return _from_file(path, f"{var} ({path})", var, writable)
         return _from_op(value, var, writable)
     return None

@@ -22,6 +22,9 @@ def normalise_url(url: str, repo_root: Path) -> str:
     url = url.strip()
     if not url:
         raise error("E_USAGE", "the URL is empty", "write gs://BUCKET[/PREFIX] or a folder path")
+    if any(ord(c) < 32 or ord(c) == 127 for c in url) or not _encodable(url):
+        raise error("E_USAGE", f"{url!r} holds control characters or bytes that are not text",
+                    "write gs://BUCKET[/PREFIX] or a folder path")
     if url.startswith("gs://"):
         bucket = url[5:].split("/", 1)[0]
         if not bucket:
@@ -30,8 +33,17 @@ def normalise_url(url: str, repo_root: Path) -> str:
     if "://" in url and not url.startswith("file://"):
         raise error("E_USAGE", f"{url!r}: only gs:// URLs and local folders are supported",
                     "write gs://BUCKET[/PREFIX] or a folder path")
-    path = Path(url[7:] if url.startswith("file://") else url).expanduser()
+    # os.path.expanduser leaves ~nosuchuser as typed (Path.expanduser raises RuntimeError)
+    path = Path(os.path.expanduser(url[7:] if url.startswith("file://") else url))
     return str(path if path.is_absolute() else (repo_root / path).resolve())
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: argv bytes that were not UTF-8
+        return False
+    return True
 
 
 def url_for(ws: Workspace, setting: str, override: str | None = None) -> str | None:
@@ -63,6 +75,10 @@ def set_url(ws: Workspace, setting: str, url: str) -> str:
     if setting not in SETTINGS:
         raise error("E_USAGE", f"unknown setting {setting!r}", f"settable: {', '.join(SETTINGS)}")
     value = normalise_url(url, ws.repo_root)
+    if setting == "vault" and not value.isascii():  # refused before either file is touched
+        raise error("E_USAGE", f"the Vault {value!r} has non-ASCII characters, which DVC's config file "
+                    "(.dvc/config, where the Vault is DVC's remote) cannot hold",
+                    "put the Vault in a folder (or bucket) whose path is plain ASCII")
     path = ws.repo_root / CONFIG_FILE
     yaml = YAML()  # round-trip: the file's comments survive
     data = yaml.load(path.read_text()) if path.exists() else None

@@ -63,7 +63,7 @@ def open_store(url: str, key: Any = None, *, what: str = "the bucket") -> Object
                         "set --key-file, MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP (writes: "
                         "MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP)")
         return GcsStore(bucket, prefix.strip("/"), key, what=what)
-    path = Path(url[len("file://"):] if url.startswith("file://") else url).expanduser()
+    path = Path(os.path.expanduser(url[len("file://"):] if url.startswith("file://") else url))
     return LocalStore(path, what=what)
 
 

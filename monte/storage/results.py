@@ -175,9 +175,15 @@ def _mirror_refs(ws: Any, exp: str) -> dict[str, bytes]:
 
 
 def _set_mirror(ws: Any, exp: str, ref: str, sha: bytes) -> None:
-    from dulwich.refs import Ref
-
-    ws.store.repo.refs[Ref(f"{MIRROR}/{exp}/{ref}".encode())] = sha
+    """Point a mirror ref at the bucket's commit (through the store's compare-and-swap, which
+    waits out a live writer's lock and breaks one a killed process left behind)."""
+    name = f"{MIRROR}/{exp}/{ref}"
+    for _ in range(_MAX_ROUNDS):
+        old = ws.store.tip(name)
+        if old == sha or ws.store.set_ref(name, old, sha):
+            return
+    raise error("E_CONFLICT", f"could not move the mirror ref {name}: another process holds it",
+                "retry the command")
 
 
 def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:

@@ -18,6 +18,7 @@ Every fetch proves every file against the manifest's sha256 before anything is m
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 from dataclasses import dataclass
@@ -172,6 +173,7 @@ class VaultRemote:
         from dvc_data.hashfile.checkout import CheckoutError, checkout
         from dvc_data.hashfile.hash_info import HashInfo
         from dvc_data.hashfile.transfer import transfer
+        from dvc_data.hashfile.tree import Tree
         from dvc_objects.fs.local import LocalFileSystem
 
         found = self.manifest(kind, name)
@@ -182,6 +184,10 @@ class VaultRemote:
             raise error("E_NOT_FOUND", f"no {kind} named {name!r} on this data root or in the Vault",
                         f"list the Vault with `monte {'env' if kind == 'environment' else 'dataset'} list --vault`")
         m, dvc = found
+        # The Vault is not trusted: DVC turns every md5 into a cache path and every relpath into
+        # a path under ``staged``, so a hostile .dir listing ("../../x", a non-hex md5) would
+        # write outside the data root. Prove the listing before DVC reads it.
+        self._check_listing(kind, name, m, str(dvc.get("md5", "")))
         # A private cache beside the staging folder: bytes that fail a check never reach the
         # repository's DVC cache, so a later fetch (after the Vault is repaired) starts clean.
         cache, remote = self._dvc(staged.parent / "dvc-cache")
@@ -192,6 +198,9 @@ class VaultRemote:
                 raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {name} "
                             "could not be fetched", "check the connection and retry")
             obj = load(cache, hi)
+            if not isinstance(obj, Tree):
+                raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} is not a folder", _TAMPERED)
+            _check_entries(kind, name, m, [("/".join(key), str(h.value) if h else "") for key, _, h in obj])
             if staged.exists():
                 shutil.rmtree(staged)
             checkout(str(staged), LocalFileSystem(), obj, cache)
@@ -206,6 +215,45 @@ class VaultRemote:
                         f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
                         "check the connection and retry; nothing was written") from None
         return m
+
+    def _check_listing(self, kind: str, name: str, m: Manifest, dir_md5: str) -> None:
+        """Read the folder's DVC ``.dir`` listing from the Vault and refuse it unless every
+        entry is a plain relative path the manifest names, with a hex md5."""
+        if not _DIR_MD5.match(dir_md5):
+            raise error("E_INTEGRITY", f"the Vault's manifest of {kind} {name!r} names the DVC object "
+                        f"{dir_md5[:80]!r}, which is not a DVC folder hash", _TAMPERED)
+        raw = self.store.get(f"files/md5/{dir_md5[:2]}/{dir_md5[2:]}")
+        if raw is None:
+            return  # DVC's own transfer reports the missing object
+        try:
+            listing = json.loads(raw)
+            entries = [(str(e["relpath"]), str(e.get("md5", ""))) for e in listing]
+        except (ValueError, KeyError, TypeError):
+            raise error("E_INTEGRITY", f"the Vault's DVC listing of {kind} {name!r} is not one DVC wrote",
+                        _TAMPERED) from None
+        _check_entries(kind, name, m, entries)
+
+
+_DIR_MD5 = re.compile(r"^[0-9a-f]{32}\.dir$")
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
+_TAMPERED = "the Vault was tampered with; nothing was written"
+
+
+def _check_entries(kind: str, name: str, m: Manifest, entries: list[tuple[str, str]]) -> None:
+    from monte.manifest import MANIFEST, check_relpath
+
+    for rel, md5 in entries:
+        try:
+            check_relpath(rel)
+        except MonteError:
+            raise error("E_UNSAFE_PATH", f"the Vault's DVC listing of {kind} {name!r} lists {rel[:80]!r}, "
+                        "which escapes its folder", _TAMPERED) from None
+        if not _MD5.match(md5):
+            raise error("E_INTEGRITY", f"the Vault's DVC listing of {kind} {name!r} gives {rel[:80]!r} the md5 "
+                        f"{md5[:80]!r}, which is not an md5", _TAMPERED)
+        if rel not in m.files and rel != MANIFEST:
+            raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} holds files its manifest does not "
+                        f"name ({rel[:80]})", _TAMPERED)
 
 
 # --- who may read and write, for this machine ------------------------------------------------

@@ -130,7 +130,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     if not base:
         raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {rec.name}",
                     "pass --model PATH")
-    base_dir = Path(base).expanduser()
+    base_dir = Path(os.path.expanduser(base))  # ~nosuchuser stays as typed: then not found
     if not base_dir.is_absolute() and not base_dir.exists():
         base_dir = ws.repo_root / base_dir
     files = servable_files(base_dir)
@@ -548,7 +548,7 @@ def _reward(plan: TrainPlan, threshold: float) -> Callable[..., list[float | Non
 
 def _teacher(spec: str, repo_root: Path) -> str:
     """The teacher's model folder: absolute, or relative to the repository root."""
-    p = Path(spec).expanduser()
+    p = Path(os.path.expanduser(spec))
     if not p.is_absolute():
         p = repo_root / p
     if p.is_dir() and (p / "config.json").is_file():

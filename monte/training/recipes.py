@@ -11,6 +11,7 @@ repository's ``recipes/`` and then the packaged ``monte/recipes/`` (first match 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,7 +86,7 @@ def search_path(repo_root: Path) -> list[Path]:
 def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
     as_path = "/" in spec or spec.endswith((".yaml", ".yml"))
     if as_path:
-        path = Path(spec).expanduser()
+        path = Path(os.path.expanduser(spec))  # ~nosuchuser stays as typed (Path.expanduser raises)
         if not path.is_absolute():
             path = (Path.cwd() / path)
         if not path.is_file():
@@ -100,9 +101,9 @@ def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
             raise error("E_NOT_FOUND", f"no recipe named {spec!r}",
                         "list the resolvable names with `monte config`")
     raw = path.read_bytes()
+    settings = _validate(raw, path)
     return ResolvedRecipe(name=path.stem, path=str(path), sha256=sha256_bytes(raw),
-                          algorithm=_validate(raw, path)["algorithm"], spelled_as_path=as_path,
-                          settings=_validate(raw, path))
+                          algorithm=settings["algorithm"], spelled_as_path=as_path, settings=settings)
 
 
 def _validate(raw: bytes, path: Path) -> dict[str, Any]:
@@ -113,8 +114,19 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
         data = YAML(typ="rt").load(raw.decode())
     except (YAMLError, UnicodeDecodeError) as e:
         raise error("E_BAD_INPUT", f"recipe {path} is not valid YAML: {e}", "fix the file") from None
+    except RecursionError:
+        raise error("E_BAD_INPUT", f"recipe {path} nests too deeply to be a recipe", "fix the file") from None
     if not isinstance(data, dict):
         raise error("E_BAD_INPUT", f"recipe {path} must be a mapping of settings", "fix the file")
+    # Every setting is one value: refuse a list or mapping here, before anything walks it (a
+    # YAML alias bomb expands exponentially once copied).
+    for k, v in data.items():
+        if not isinstance(k, str | int | float | bool):
+            raise error("E_BAD_INPUT", f"recipe {path}: a key must be a name, not a {type(k).__name__}",
+                        "fix the file")
+        if isinstance(v, dict | list):
+            raise error("E_BAD_INPUT", f"recipe {path}: {str(k)!r}: a setting takes one value, not a "
+                        f"{'mapping' if isinstance(v, dict) else 'list'}", f"fix or remove {str(k)!r}")
     data = {str(k): v for k, v in data.items()}
     if "steps" in data or "max_steps" in data or "steps_per_chunk" in data:
         key = next(k for k in ("steps", "max_steps", "steps_per_chunk") if k in data)
