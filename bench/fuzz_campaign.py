@@ -14,6 +14,25 @@ runs in a child process of its own with its own sandbox, so one target's state n
 another's; a failure does not stop the campaign: it is recorded (deduplicated by what broke, with
 the input to reproduce it: ``fuzz_targets.Case.from_dict``) and the campaign goes on.
 
+Found by this harness (and fixed; each has a regression in ``test_hostile_input.py``):
+
+- a Vault ``.dir`` listing entry ``../../../../x`` was checked out outside the staging folder
+  (into the repository) before any hash was proven, and ``env install`` succeeded: the listing
+  is now proven (plain relative paths the manifest names, hex md5s) before DVC reads it;
+- a manifest whose exams/curriculum name ``/etc/passwd`` or a file it does not list installed
+  (then ``experiment init`` read it, or crashed); one that lists ``manifest.json`` or (a dataset)
+  no ``rows.jsonl`` was fetched and recorded, then refused or crashed: a refusal that had moved
+  the vault ref;
+- a dangling symlink where a freeze lands: the freeze was recorded on the vault ref, then the
+  rename failed (E_INTERNAL);
+- E_INTERNAL on: a one-character run id, a step in unicode digits (``@²``), ``~nosuchuser``
+  in a path or URL, a NUL in a URL, a non-ASCII Vault folder or one DVC refuses (``gs://[``:
+  .monte.yaml was already rewritten), a ``.monte.yaml`` that is not UTF-8 or nests deeply, a
+  deeply nested recipe or JSONL row, an experiment named ``vault`` (a ref that is a file);
+- a YAML alias bomb in a recipe took 19 s at 7 levels (each level multiplies by 9);
+- ``--json`` stdout that was not UTF-8 (an argv byte echoed back), and ``monte logs --json``,
+  which did not exist.
+
     .venv/bin/python bench/fuzz_campaign.py                         # 3000 examples per target
     .venv/bin/python bench/fuzz_campaign.py --examples 300 --targets names,refs
     .venv/bin/python bench/fuzz_campaign.py --engine hypothesis --minutes 5 --json-out /tmp/fuzz.json

@@ -509,6 +509,9 @@ class DatasetInfo(BaseModel):
 
 
 def _dataset_info(m: Any, folder: Path, verified: bool = False) -> DatasetInfo:
+    if m.kind != "dataset" or "rows.jsonl" not in m.files:
+        raise error("E_INTEGRITY", f"{folder}/manifest.json is not a dataset's manifest (no rows.jsonl)",
+                    f"move {folder} aside and restore the frozen copy")
     return DatasetInfo(
         name=m.name, kind=m.dataset_kind, rows=m.rows or 0, columns=m.columns,
         sha256=m.files["rows.jsonl"].sha256, provenance=m.provenance, folder=str(folder),

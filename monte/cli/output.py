@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import json
@@ -125,6 +126,11 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
             except click.exceptions.ClickException:
                 raise
             except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG
+                if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:  # a path the user gave us
+                    too_long = error("E_USAGE", f"a path is too long for the file system: {str(e.filename)[:120]}…",
+                                     "use a shorter path (at most 255 bytes per folder or file name)")
+                    report_error(too_long, as_json)
+                    sys.exit(int(too_long.exit_code))
                 if os.environ.get("MONTE_DEBUG"):
                     raise
                 err = error("E_INTERNAL", f"monte hit an unexpected error: {type(e).__name__}: {e}",

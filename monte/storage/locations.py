@@ -9,6 +9,7 @@ folder (relative paths are relative to the repository root). The Vault is also w
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def require_url(ws: Workspace, setting: str, override: str | None = None) -> str
 def set_url(ws: Workspace, setting: str, url: str) -> str:
     """Store ``url`` in ``.monte.yaml`` (comments kept); the Vault also in ``.dvc/config``."""
     from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     if setting not in SETTINGS:
         raise error("E_USAGE", f"unknown setting {setting!r}", f"settable: {', '.join(SETTINGS)}")
@@ -81,17 +83,29 @@ def set_url(ws: Workspace, setting: str, url: str) -> str:
                     "put the Vault in a folder (or bucket) whose path is plain ASCII")
     path = ws.repo_root / CONFIG_FILE
     yaml = YAML()  # round-trip: the file's comments survive
-    data = yaml.load(path.read_text()) if path.exists() else None
-    if data is None:
-        data = {}
-    data[setting] = value
+    # Everything that can refuse runs before either file is written: the new text is made in
+    # memory, DVC validates its remote (and writes .dvc/config), then .monte.yaml is replaced.
+    try:
+        data = yaml.load(path.read_bytes().decode("utf-8")) if path.exists() else None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise error("E_BAD_INPUT", f"{path} must hold a mapping", f"fix or delete {path}")
+        data[setting] = value
+        text = io.StringIO()
+        yaml.dump(data, text)
+    except (YAMLError, UnicodeDecodeError, RecursionError) as e:
+        raise error("E_BAD_INPUT", f"{path} cannot be updated ({type(e).__name__})", f"fix or delete {path}") from None
+    if setting == "vault":
+        try:
+            _dvc_remote(ws.repo_root, value)
+        except Exception as e:  # noqa: BLE001 - DVC's ConfigError and its kin: DVC refuses the URL
+            raise error("E_USAGE", f"DVC refuses {value!r} as its remote 'vault': {str(e)[:200]}",
+                        "write gs://BUCKET[/PREFIX] or a folder path") from None
     tmp = path.with_suffix(".yaml.tmp")
-    with open(tmp, "w") as f:
-        yaml.dump(data, f)
+    tmp.write_text(text.getvalue(), encoding="utf-8")
     os.replace(tmp, path)
     ws.config[setting] = value
-    if setting == "vault":
-        _dvc_remote(ws.repo_root, value)
     return value
 
 

@@ -143,7 +143,7 @@ class LocalStore(ObjectStore):
         self.what = what
 
     def check(self) -> None:
-        if not self.root.is_dir():
+        if not os.path.isdir(self.root):  # False on any OSError (a name too long, too), not a raise
             raise _storage_error(self, f"{self.what} {self.root} does not exist",
                                  f"create the folder (mkdir -p {self.root}) or fix the URL with `monte config set`")
 

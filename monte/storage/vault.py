@@ -109,6 +109,9 @@ class VaultRemote:
         if m.kind != kind or m.name != name:
             raise error("E_INTEGRITY", f"{where} describes {m.kind} {m.name!r}, not {kind} {name!r}",
                         "the Vault was tampered with; nothing was fetched")
+        if kind == "dataset" and "rows.jsonl" not in m.files:
+            raise error("E_INTEGRITY", f"{where} lists no rows.jsonl: it is not a dataset monte froze",
+                        "the Vault was tampered with; nothing was fetched")
         claim = self.claim_of(kind, name)
         if claim is None or claim.fingerprint != m.fingerprint:
             raise error("E_INTEGRITY", f"{where} does not match the Vault's claim on {name!r}",

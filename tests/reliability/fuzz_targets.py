@@ -103,7 +103,7 @@ TOKENS = [
     "@", "@50", "/50", "@-1", "@²", "/٣", "@0x10", "@ 5", "@5.0", "exp", "ab", "a", "HEAD", ".lock", "refs/heads/",
     "monte", "vault", "ledger", "lineage", "base", " ", "\t", "\n", "\x00", "é", "²", "٣", "💥", "$(id)", "`id`",
     "*", "?", "[", "{", "^", ":", "%00", "%2e%2e", "x" * 70, "'", '"', ";", "|", "&", ">", "\u202e", "\ufeff",
-    "CON", "nul", "gs://", "file://", "http://x", "\udcff",
+    "CON", "nul", "gs://", "file://", "http://x", "\udcff", "y" * 300,
 ]
 
 
@@ -223,22 +223,25 @@ class Case:
     readonly: bool = False  # a dry run or a read: even success changes nothing
     allowed: tuple[str, ...] = ()  # sandbox-relative paths (or folder prefixes ending "/") success may write
     restore: tuple[str, ...] = ()  # sandbox-relative files to put back afterwards (.monte.yaml...)
+    as_json: bool | None = None  # did the case ask for --json (a hostile name may be '--json' too)
 
     @property
     def json(self) -> bool:
-        """Cases put ``--json`` last when they mean it (a hostile name may be '--json' too)."""
+        """Cases put ``--json`` last when they mean it, and say so when a name might be it."""
+        if self.as_json is not None:
+            return self.as_json
         return bool(self.argv) and self.argv[-1] == "--json"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, to reproduce a failure: ``Case.from_dict(d)``."""
         return {"target": self.target, "argv": self.argv, "env": self.env, "readonly": self.readonly,
-                "allowed": list(self.allowed), "restore": list(self.restore),
+                "allowed": list(self.allowed), "restore": list(self.restore), "as_json": self.as_json,
                 "files": {k: base64.b64encode(v).decode() for k, v in self.files.items()}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Case:
         return cls(d["target"], list(d["argv"]), {k: base64.b64decode(v) for k, v in d["files"].items()},
-                   dict(d["env"]), d["readonly"], tuple(d["allowed"]), tuple(d["restore"]))
+                   dict(d["env"]), d["readonly"], tuple(d["allowed"]), tuple(d["restore"]), d.get("as_json"))
 
 
 OK_EXITS = {0, 2, 3, 4, 5, 6, 7, 8}
@@ -254,7 +257,7 @@ def check_output(case: Case, o: Outcome) -> list[str]:
     if o.code not in OK_EXITS:
         problems.append(f"exit status {o.code} (1 is E_INTERNAL: a bug)")
     doc: Any = None
-    if case.json:
+    if case.json and not {"--help", "-h"} & set(case.argv):  # help is help, --json or not
         try:
             doc = json.loads(o.out)
         except ValueError:
@@ -555,9 +558,10 @@ def dataset(d: Draw, sb: Sandbox) -> Case:
     dry = d.integer(0, 4) == 0
     if dry:
         argv.append("--dry-run")
-    if d.integer(0, 5):
+    as_json = d.integer(0, 5) != 0
+    if as_json:
         argv.append("--json")
-    return Case("dataset", argv, files={"inputs/rows.jsonl": data}, readonly=dry)
+    return Case("dataset", argv, files={"inputs/rows.jsonl": data}, readonly=dry, as_json=as_json)
 
 
 HOSTILE_PATHS = ["../x", "../../../../escape", "/abs", "/etc/passwd", "a/../../b", "./a", "a//b", "a/./b", "",
@@ -706,10 +710,11 @@ def names(d: Draw, sb: Sandbox) -> Case:
     name = hostile_text(d, keep=["exp", "parity", "rows", "pv", sb.run, "vault", "x"], max_pieces=4)
     i = d.integer(0, len(NAME_COMMANDS) - 1)
     argv = NAME_COMMANDS[i](name, sb)
-    if d.integer(0, 5):
+    as_json = d.integer(0, 5) != 0
+    if as_json:
         argv.append("--json")
     return Case("names", argv, readonly="--dry-run" in argv or argv[0] in ("show", "status", "logs"),
-                env={"MONTE_BUCKET": str(sb.inputs / "no-such-bucket")})
+                env={"MONTE_BUCKET": str(sb.inputs / "no-such-bucket")}, as_json=as_json)
 
 
 def run_ref(d: Draw, sb: Sandbox) -> str:
@@ -741,17 +746,18 @@ def refs_target(d: Draw, sb: Sandbox) -> Case:
     ref = run_ref(d, sb)
     i = d.integer(0, len(REF_COMMANDS) - 1)
     argv = REF_COMMANDS[i](ref, sb)
-    if d.integer(0, 5):
+    as_json = d.integer(0, 5) != 0
+    if as_json:
         argv.append("--json")
     promote = argv[0] == "promote"
     return Case("refs", argv, readonly=argv[0] in ("show", "logs") or "--dry-run" in argv or promote,
-                allowed=("inputs/",) if promote else ())
+                allowed=("inputs/",) if promote else (), as_json=as_json)
 
 
 URLS = ["gs://", "gs:///x", "gs://b", "gs://b/", "gs://b/../..", "gs://b?x=1", "gs://b#f", "gs://b/p/../../q",
         "gs://" + "b" * 300, "file://", "file:///tmp", "file://../../x", "http://x", "s3://b", "", " ", "\t",
         "~", "~/x", "~nosuchuser-monte/x", "../../../../x", "/nonexistent/x", "/", ".", "a\x00b", "\udcff",
-        "C:\\x", "gs://b\nvault: /tmp", "-x", "x" * 5000]
+        "C:\\x", "gs://b\nvault: /tmp", "-x", "x" * 5000, "/tmp/" + "y" * 300 + "/v"]
 
 
 def config_set(d: Draw, sb: Sandbox) -> Case:
@@ -759,10 +765,11 @@ def config_set(d: Draw, sb: Sandbox) -> Case:
     url = d.choice(URLS) if d.boolean() else hostile_text(d, keep=["gs://", "b", "/", "file://"], max_pieces=4)
     setting = d.choice(["vault", "bucket", "vault", "bucket", "hub", ""])
     argv = ["config", "set", setting, url]
-    if d.integer(0, 5):
+    as_json = d.integer(0, 5) != 0
+    if as_json:
         argv.append("--json")
     return Case("config_set", argv, allowed=("repo/.monte.yaml", "repo/.dvc/config"),
-                restore=("repo/.monte.yaml", "repo/.dvc/config"))
+                restore=("repo/.monte.yaml", "repo/.dvc/config"), as_json=as_json)
 
 
 CONFIG_COMMANDS = [["config"], ["config", "show"], ["status"], ["env", "list"], ["dataset", "list"],

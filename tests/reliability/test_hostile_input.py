@@ -70,7 +70,8 @@ def test_urls_that_crashed(sandbox: Sandbox) -> None:
     is ASCII-only: it failed half-way, after .monte.yaml was already rewritten)."""
     before = (sandbox.repo / ".monte.yaml").read_bytes(), (sandbox.repo / ".dvc/config").read_bytes()
     for setting, url in (("bucket", "a\x00b"), ("vault", "/tmp/josé"),
-                         ("vault", "\u202e/"), ("bucket", "gs://b\nvault: /x"), ("bucket", "\udcff")):
+                         ("vault", "\u202e/"), ("bucket", "gs://b\nvault: /x"), ("bucket", "\udcff"),
+                         ("vault", "gs://[")):  # DVC's ConfigError, after .monte.yaml was rewritten
         case = Case("config_set", ["config", "set", setting, url, "--json"])
         _ok(sandbox, case)
         assert ((sandbox.repo / ".monte.yaml").read_bytes(), (sandbox.repo / ".dvc/config").read_bytes()) == before
@@ -119,15 +120,17 @@ def test_an_experiment_named_vault_is_refused(sandbox: Sandbox) -> None:
 
 
 def _vault_env(sb: Sandbox, name: str, content: dict[str, bytes], listing: list[dict[str, str]],
-               exams: dict[str, dict[str, str]] | None = None) -> dict[str, bytes]:
-    """The objects a local-folder Vault holds for environment ``name``: the manifest (over
-    ``content``), its claim, the DVC ``.dir`` listing (``listing``, hostile or not), the bytes."""
+               exams: dict[str, dict[str, str]] | None = None, kind: str = "environment") -> dict[str, bytes]:
+    """The objects a local-folder Vault holds for environment (or dataset) ``name``: the
+    manifest (over ``content``), its claim, the DVC ``.dir`` listing (``listing``, hostile or
+    not), the bytes."""
     from monte.manifest import FileEntry, Manifest
 
     m = Manifest.model_construct(
-        schema_version=1, kind="environment", name=name, frozen_at="2026-01-01T00:00:00Z",
+        schema_version=1, kind=kind, name=name, frozen_at="2026-01-01T00:00:00Z",
         files={p: FileEntry(sha256=hashlib.sha256(b).hexdigest(), size=len(b)) for p, b in content.items()},
-        provenance={"source": "catalog"}, env_kind="eval-only", form="benchmark", exams=exams or {},
+        provenance={"source": "catalog"}, env_kind="eval-only" if kind == "environment" else None,
+        form="benchmark" if kind == "environment" else None, exams=exams or {},
         curriculum=None, grader=None, dataset_kind=None, columns=None, rows=None)
     files = {}
     for b in content.values():
@@ -136,9 +139,9 @@ def _vault_env(sb: Sandbox, name: str, content: dict[str, bytes], listing: list[
     d = _md5(raw)
     files[f"vault/files/md5/{d[:2]}/{d[2:]}.dir"] = raw
     doc = {"manifest": json.loads(json.dumps(m.model_dump(mode="json"))),
-           "dvc": {"md5": d + ".dir", "nfiles": len(listing), "size": 1, "path": f"environments/{name}"}}
-    files[f"vault/monte/manifests/environments/{name}.json"] = json.dumps(doc).encode()
-    files[f"vault/monte/claims/environments/{name}.json"] = json.dumps({"fingerprint": m.fingerprint}).encode()
+           "dvc": {"md5": d + ".dir", "nfiles": len(listing), "size": 1, "path": f"{kind}s/{name}"}}
+    files[f"vault/monte/manifests/{kind}s/{name}.json"] = json.dumps(doc).encode()
+    files[f"vault/monte/claims/{kind}s/{name}.json"] = json.dumps({"fingerprint": m.fingerprint}).encode()
     return files
 
 
@@ -297,3 +300,36 @@ def test_logs_answers_json_with_one_document(sandbox: Sandbox) -> None:
     assert doc["run"] == sandbox.run and doc["events"][-2:] == [{"event": "started"}, {"unparsed": '{"event": "torn'}]
     _ok(sandbox, Case("json", ["logs", sandbox.run, "--follow", "--json"], readonly=True))
     assert json.loads(sandbox.last.out)["error"]["code"] == "E_USAGE"
+
+
+def test_a_dataset_manifest_without_rows_is_refused_before_the_fetch(sandbox: Sandbox) -> None:
+    """Found by the campaign: the Vault's dataset manifest listed no rows.jsonl; the fetch
+    installed and recorded it, then `dataset show` crashed (KeyError) on the missing rows."""
+    good = {"deep/er/file": b"x\n"}
+    case = Case("manifest", ["dataset", "show", "norows", "--json"], env={"MONTE_VAULT": str(sandbox.vault)},
+                files=_vault_env(sandbox, "norows", good, [{"md5": _md5(b"x\n"), "relpath": "deep/er/file"}],
+                                 kind="dataset"))
+    _ok(sandbox, case)
+    assert json.loads(sandbox.last.out)["error"]["code"] == "E_INTEGRITY"
+    # and one on this data root (written by hand) makes `dataset list` refuse, not crash
+    folder = sandbox.data_root / "datasets" / "handmade"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"kind": "dataset", "name": "handmade", "files": {}}))
+    _ok(sandbox, Case("names", ["dataset", "list", "--json"], readonly=True))
+    assert json.loads(sandbox.last.out)["error"]["code"] == "E_INTEGRITY"
+
+
+def test_paths_too_long_for_the_file_system_are_usage_errors(sandbox: Sandbox) -> None:
+    """Found by the campaign: ``Path.is_file()`` and friends raise ENAMETOOLONG (not False) on a
+    name over 255 bytes: E_INTERNAL from `dataset add --from-file`, `train --recipe`,
+    `eval --model`, `experiment init --model`, and a Vault folder in .monte.yaml."""
+    long = str(sandbox.inputs / ("y" * 300))
+    for argv in (["dataset", "add", "lx", "--from-file", long + ".jsonl"],
+                 ["train", "--recipe", long + ".yaml", "--source", "rows", "--smoke", "-e", "exp", "--dry-run"],
+                 ["eval", "-e", "exp", "--model", long, "--dry-run"],
+                 ["experiment", "init", "lx", "--eval", "parity", "--model", long + "/m", "--dry-run"]):
+        _ok(sandbox, Case("names", [*argv, "--json"], readonly=True))
+        assert json.loads(sandbox.last.out)["error"]["code"] in ("E_USAGE", "E_NOT_FOUND"), (argv, sandbox.last.out)
+    _ok(sandbox, Case("config_file", ["dataset", "list", "--vault", "--json"], readonly=True,
+                      files={"repo/.monte.yaml": f'vault: "{long}"\n'.encode()}, restore=("repo/.monte.yaml",)))
+    assert json.loads(sandbox.last.out)["error"]["code"] == "E_STORAGE"
