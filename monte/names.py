@@ -25,7 +25,7 @@ def check_name(name: str, what: str = "name") -> str:
     if len(name) > MAX_NAME:
         raise error("E_INVALID_NAME", f"the {what} {name[:20]!r}... is {len(name)} characters long", fix)
     if (
-        not _NAME.match(name)
+        not _NAME.fullmatch(name)  # not match: "$" also matches before a trailing newline
         or ".." in name
         or name.endswith((".", ".lock"))
     ):

@@ -228,6 +228,9 @@ class Case:
     @property
     def json(self) -> bool:
         """Cases put ``--json`` last when they mean it, and say so when a name might be it."""
+        argv = list(self.argv)
+        if "--" in argv and "--json" in argv and argv.index("--") < argv.index("--json"):
+            return False  # after "--", "--json" is an argument (a URL, a name), not the flag
         if self.as_json is not None:
             return self.as_json
         return bool(self.argv) and self.argv[-1] == "--json"
