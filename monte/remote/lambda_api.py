@@ -27,7 +27,6 @@ import random
 import shutil
 import socket
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -134,29 +133,19 @@ def _key_from_op(item: str) -> LambdaKey:
         raise error("E_BOX", f"{KEY_OP_ENV} is set, but the 1Password CLI `op` is not on PATH",
                     f"install the 1Password CLI and sign in (`op signin`), or set {KEY_ENV} instead")
     what = f"`op item get {item!r} --fields label=credential` ({KEY_OP_ENV})"
-    problem = ""
-    try:  # the item's name is not a secret, so argv is fine; the key comes back on stdout
-        proc = subprocess.run([op, "item", "get", item, "--fields", "label=credential", "--reveal"],
-                              capture_output=True, timeout=OP_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:  # holds partial stdout: raised outside this block
-        problem = f"did not answer within {OP_TIMEOUT_S:g} s"
-    except OSError as e:
-        problem = f"could not be run ({e.strerror or type(e).__name__})"
-    if problem:
-        raise error("E_BOX", f"{what} {problem}",
-                    f"sign in with `op signin` and try again, or set {KEY_ENV} instead")
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()]
-        first = next((ln for ln in lines if ln), "")[:200]
-        raise error("E_BOX", f"{what} failed with exit status {proc.returncode}"
-                    + (f": {first}" if first else ""),
-                    f"sign in with `op signin`, check the item name in {KEY_OP_ENV} (its API key "
-                    f"must be in a field labelled 'credential'), or set {KEY_ENV} instead")
+    from monte.storage.keys import run_op
+
+    # the item's name is not a secret, so argv is fine; the key comes back on stdout
+    out = run_op([op, "item", "get", item, "--fields", "label=credential", "--reveal"], timeout=OP_TIMEOUT_S,
+                 code="E_BOX", what=what,
+                 fix_retry=f"sign in with `op signin` and try again, or set {KEY_ENV} instead",
+                 fix_failed=f"sign in with `op signin`, check the item name in {KEY_OP_ENV} (its API key "
+                 f"must be in a field labelled 'credential'), or set {KEY_ENV} instead")
     try:
-        secret = proc.stdout.decode("utf-8").strip()
+        secret = out.decode("utf-8").strip()
     except UnicodeDecodeError:
         secret = ""
-    del proc
+    del out
     if not secret or any(c.isspace() for c in secret):
         raise error("E_BOX", f"{what} did not print one API key",
                     f"store the Lambda API key in the item's 'credential' field, or set {KEY_ENV}")

@@ -170,28 +170,12 @@ def _from_op(name: str, var: str, writable: bool) -> Key:
             f"path instead (and unset {var})",
         )
     # The name is not a secret, so argv is fine; the document comes back on stdout, in memory.
-    problem = ""
-    try:
-        proc = subprocess.run([op, "document", "get", name], capture_output=True,
-                              timeout=OP_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:  # holds partial stdout: raised outside this block
-        problem = f"did not answer within {OP_TIMEOUT_S:g} s"
-    except OSError as e:
-        problem = f"could not be run ({e.strerror or type(e).__name__})"
-    if problem:
-        raise error("E_STORAGE", f"`op document get {name!r}` ({var}) {problem}",
-                    f"sign in with `op signin` and try again, or set {alt} instead")
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()]
-        first = next((ln for ln in lines if ln), "")[:200]
-        raise error(
-            "E_STORAGE",
-            f"`op document get {name!r}` ({var}) failed with exit status {proc.returncode}"
-            + (f": {first}" if first else ""),
-            f"sign in with `op signin`, check the document name in {var}, or set {alt} instead",
-        )
-    info = _parse(proc.stdout)
-    del proc
+    out = run_op([op, "document", "get", name], timeout=OP_TIMEOUT_S, code="E_STORAGE",
+                 what=f"`op document get {name!r}` ({var})",
+                 fix_retry=f"sign in with `op signin` and try again, or set {alt} instead",
+                 fix_failed=f"sign in with `op signin`, check the document name in {var}, or set {alt} instead")
+    info = _parse(out)
+    del out
     if info is None:
         raise error("E_STORAGE", f"{source} is not a JSON key file",
                     f"store the service-account JSON key itself as that document, or set {alt}")
@@ -211,3 +195,24 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
             or info["type"] not in KEY_TYPES:
         return None
     return info
+
+
+def run_op(argv: list[str], *, timeout: float, code: str, what: str, fix_retry: str, fix_failed: str) -> bytes:
+    """Run the 1Password CLI and return its stdout (a secret: held in memory only). A timeout, a
+    failure to start or a non-zero exit refuses with ``code``, naming ``what`` and op's first
+    stderr line (op never prints the secret there), never the output."""
+    problem = ""
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:  # holds partial stdout: raised outside this block
+        problem = f"did not answer within {timeout:g} s"
+    except OSError as e:
+        problem = f"could not be run ({e.strerror or type(e).__name__})"
+    if problem:
+        raise error(code, f"{what} {problem}", fix_retry)
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()]
+        first = next((ln for ln in lines if ln), "")[:200]
+        raise error(code, f"{what} failed with exit status {proc.returncode}" + (f": {first}" if first else ""),
+                    fix_failed)
+    return proc.stdout
