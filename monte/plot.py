@@ -130,16 +130,16 @@ def collect(meas: Measurement, rows: Sequence[RunRow]) -> dict[str, Any]:
 def plot_experiment(*, out: Path | str, experiment: str | None = None,
                     ws: Workspace | None = None) -> dict[str, Any]:
     """Read the ledger tip, draw the figure to ``out``; what was drawn, as a dict."""
-    from monte import evals
     from monte.ledger.experiment import Ledger
+    from monte.runs import experiment_name, read_rows
     from monte.workspace import open_workspace
 
     path = check_out(out)
     ws = ws or open_workspace(require_data_root=False)
-    exp = evals.experiment_name(ws, experiment)
+    exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
-    data = collect(ledger.measurement(snap), evals.read_rows(ledger, snap))
+    data = collect(ledger.measurement(snap), read_rows(ledger, snap))
     render(data, path)
     verdicts = {"ok": 0, "STRIKE": 0, "unjudged": 0}
     for c in data["cycles"]:

@@ -11,15 +11,16 @@ from monte.ledger.records import (
     Measurement,
     RunRow,
     bucket_index,
-    ledger_ref,
     run_dir,
 )
+from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
 
 
 def experiment_names(store: Store) -> list[str]:
     """Every experiment in the repository: the ``refs/heads/monte/<exp>/ledger`` refs."""
-    return sorted({ref.split("/")[3] for ref in store.refs_under("refs/heads/monte/") if ref.endswith("/ledger")})
+    names = (experiment_of_ledger(ref) for ref in store.refs_under(PREFIX))
+    return sorted({n for n in names if n})
 
 
 def dumps(obj: object) -> bytes:
@@ -27,7 +28,7 @@ def dumps(obj: object) -> bytes:
     return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def _compact(obj: object) -> bytes:
+def compact_json(obj: object) -> bytes:
     """Derived indexes: compact (C encoder), one line; they are for monte, not for reading."""
     return (json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
@@ -37,7 +38,7 @@ def _records(snap: Snapshot) -> int:
     return int(json.loads(raw)["records"]) if raw else 0
 
 
-def _meta(n: int) -> bytes:
+def meta_json(n: int) -> bytes:
     return dumps({"records": n})
 
 
@@ -61,7 +62,7 @@ class Ledger:
                 f"({measurement.environment}, {len(measurement.exams)} exam(s))",
                 writes={
                     "measurement.json": dumps(measurement.model_dump(mode="json")),
-                    "meta.json": _meta(1),
+                    "meta.json": meta_json(1),
                 },
                 trailers={"Monte-Event": "created", "Monte-Experiment": self.experiment},
             )
@@ -152,8 +153,8 @@ class Ledger:
             index[row.run] = row.model_dump(mode="json")
             writes: dict[str, bytes | None] = {
                 f"{run_dir(row.run)}/row.json": dumps(row.model_dump(mode="json")),
-                index_path: _compact(index),
-                "meta.json": _meta(seq),
+                index_path: compact_json(index),
+                "meta.json": meta_json(seq),
             }
             for name, data in (files(row) if files else {}).items():
                 writes[f"{run_dir(row.run)}/{name}"] = data

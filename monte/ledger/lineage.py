@@ -18,19 +18,13 @@ from dulwich.objects import ObjectID
 
 from monte.errors import error
 from monte.hashing import sha256_bytes, sha256_files
+from monte.ledger.refs import base_ref, lineage_ref
+from monte.ledger.rules import Checkpoint
 from monte.ledger.store import Snapshot, Store
 
 #: Files a trainer writes beside the weights that are not part of the servable model.
 TRAINER_STATE = {"optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin",
                  "scaler.pt"}
-
-
-def base_ref(experiment: str, cohort: str) -> str:
-    return f"refs/heads/monte/{experiment}/base/{cohort}"
-
-
-def lineage_ref(experiment: str, run: str) -> str:
-    return f"refs/heads/monte/{experiment}/lineage/{run}"
 
 
 def servable_files(folder: Path) -> dict[str, str]:
@@ -98,3 +92,33 @@ def read_checkpoint(store: Store, commit: ObjectID) -> dict[str, Any]:
                     "the lineage ref was written by hand; run `monte ledger verify`")
     data: dict[str, Any] = json.loads(raw)
     return data
+
+
+def checkpoint_info(store: Store, data_root: Path, ck: Checkpoint, *, local: bool = True) -> dict[str, Any]:
+    """The checkpoint's lineage commit, as its row records it (not whatever the lineage ref points
+    at now), with every servable file under ``data_root`` proven against it (``local=False``: the
+    commit alone)."""
+    try:
+        info = read_checkpoint(store, ObjectID(ck.commit.encode()))
+    except (KeyError, ValueError):
+        raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit {ck.commit[:12]} is missing",
+                    "run `monte ledger verify`") from None
+    if info.get("run") != ck.run or int(info.get("step", -1)) != ck.step:
+        raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit names {info.get('run')}@{info.get('step')}",
+                    "run `monte ledger verify`")
+    if not local:
+        return info
+    folder = data_root / info["weights"]
+    if not folder.is_dir():
+        hub = info.get("hub") or {}
+        raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder})",
+                    "run where the run directories live (the box), or fetch the weights"
+                    + (f": its hub copy ({hub.get('repo')}, revision {str(hub.get('revision'))[:12]}) "
+                       f"exports with `monte promote {ck.ref} --dest D --confirm {ck.ref} --from-hub`"
+                       if hub.get("repo") and hub.get("revision") else ""))
+    have = servable_files(folder)
+    for name, digest in info["files"].items():
+        if have.get(name) != digest:
+            raise error("E_INTEGRITY", f"checkpoint {ck.ref}: {name} is missing or does not match its lineage "
+                        "commit", "the weights changed after training; restore them from the hub copy")
+    return info

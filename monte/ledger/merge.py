@@ -32,7 +32,7 @@ from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 
 from monte.errors import error
-from monte.ledger.store import MODE_DIR, MODE_FILE, Store, _add
+from monte.ledger.store import MODE_DIR, MODE_FILE, Store, add_object
 
 MERGE_EVENT = "merge"
 _BUCKET = re.compile(r"^runs/[^/]+/[^/]+/$")
@@ -211,7 +211,7 @@ class _TreeMerge:
         return self.add(out)
 
     def _meta(self, eb: tuple[int, ObjectID] | None, eo: tuple[int, ObjectID], et: tuple[int, ObjectID]) -> ObjectID:
-        from monte.ledger.experiment import _meta
+        from monte.ledger.experiment import meta_json
 
         def records(entry: tuple[int, ObjectID] | None) -> int:
             if entry is None:
@@ -223,11 +223,11 @@ class _TreeMerge:
             except (ValueError, KeyError, TypeError):
                 raise Conflict("meta.json") from None
 
-        return self.add(Blob.from_string(_meta(records(eo) + records(et) - records(eb))))
+        return self.add(Blob.from_string(meta_json(records(eo) + records(et) - records(eb))))
 
     def _reindex(self, bucket: Tree) -> None:
         """Rebuild a fan-out folder's ``index.json`` from its rows (both sides changed it)."""
-        from monte.ledger.experiment import _compact
+        from monte.ledger.experiment import compact_json
 
         index = {}
         for entry in bucket.iteritems():
@@ -242,7 +242,7 @@ class _TreeMerge:
                     except ValueError:
                         raise Conflict(f"{entry.path.decode()}/row.json") from None
         if index:
-            bucket.add(b"index.json", MODE_FILE, self.add(Blob.from_string(_compact(index))))
+            bucket.add(b"index.json", MODE_FILE, self.add(Blob.from_string(compact_json(index))))
 
 
 def _base_tree(objects: BaseObjectStore, merger: _TreeMerge, bases: list[ObjectID]) -> ObjectID | None:
@@ -318,7 +318,7 @@ def merge_ledgers(store: Store, ours: bytes | None, theirs: bytes) -> MergeResul
     if union.tree is None:
         raise conflict_error("the whole tree")
     for obj in union.new.values():  # children first: a crash leaves no tree pointing at nothing
-        _add(objects, obj)
+        add_object(objects, obj)
     summary = f"merge: union of {ours.decode()[:12]} and {theirs.decode()[:12]}"
     commit = store._commit(union.tree, {}, summary, {"Monte-Event": MERGE_EVENT}, [ours, theirs])
     return MergeResult("merged", commit, base, union.trees_read)

@@ -22,16 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA = 1
 
 
-def ledger_ref(experiment: str) -> str:
-    return f"refs/heads/monte/{experiment}/ledger"
-
-
-def lineage_ref(experiment: str, run: str) -> str:
-    return f"refs/heads/monte/{experiment}/lineage/{run}"
-
-
-VAULT_REF = "refs/heads/monte/vault"
-
 
 def run_dir(run_id: str) -> str:
     return f"runs/{run_id[0]}/{run_id[1]}/{run_id}"

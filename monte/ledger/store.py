@@ -225,7 +225,7 @@ class Store:
                 changes[path] = None
             else:
                 blob = Blob.from_string(data)
-                _add(store, blob)
+                add_object(store, blob)
                 changes[path] = blob.id
         commit = Commit()
         commit.tree = _apply_changes(store, base_tree, changes, cache)
@@ -236,7 +236,7 @@ class Store:
         commit.author_timezone = commit.commit_timezone = tz
         commit.encoding = b"UTF-8"
         commit.message = format_message(summary, trailers).encode()
-        _add(store, commit)
+        add_object(store, commit)
         return commit.id
 
     def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
@@ -389,7 +389,7 @@ def _write_tree(
                 del tree[key]
         else:
             tree.add(key, MODE_DIR, new_sub)
-    _add(store, tree)
+    add_object(store, tree)
     return tree.id, len(tree)
 
 
@@ -437,7 +437,7 @@ def _identity(repo: Repo) -> tuple[bytes, int, int]:
 
 
 
-def _add(store: BaseObjectStore, obj: ShaFile) -> None:
+def add_object(store: BaseObjectStore, obj: ShaFile) -> None:
     """Add an object, tolerating another process writing the very same object at once.
 
     Objects are content-addressed, so two writers often produce identical blobs or trees

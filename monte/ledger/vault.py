@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from monte.errors import error
-from monte.ledger.records import VAULT_REF
+from monte.ledger.refs import VAULT_REF
 from monte.ledger.store import Change, Snapshot, Store
 from monte.manifest import Manifest, parse_manifest
 

@@ -41,7 +41,8 @@ from typing import Any
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 
 from monte.ledger.merge import MERGE_EVENT, Conflict, merge_bases, union_tree
-from monte.ledger.records import VAULT_REF, RunRow, ledger_ref
+from monte.ledger.records import RunRow
+from monte.ledger.refs import PREFIX, VAULT_REF, base_ref, ledger_ref, lineage_ref
 from monte.ledger.store import MODE_DIR, Store, parse_trailers
 
 ROW = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/row\.json$")
@@ -572,7 +573,6 @@ class Verifier:
     # --- lineage and frozen hashes ---------------------------------------------------------------
 
     def _checkpoint(self, experiment: str, state: _State, cid: str, row: RunRow, ck: dict[str, Any]) -> list[Violation]:
-        from monte.ledger.lineage import base_ref
 
         out: list[Violation] = []
         sha = str(ck.get("commit", "")).encode()
@@ -670,7 +670,6 @@ class Verifier:
     def verify_lineage(self, experiment: str, run: str, *, tip: ObjectID | None = None,
                         since: ObjectID | None = None) -> list[Violation]:
         """Every commit new on a lineage ref is a checkpoint of that run, in increasing steps."""
-        from monte.ledger.lineage import lineage_ref
 
         tip = tip or self.store.tip(lineage_ref(experiment, run))
         if tip is None:
@@ -713,7 +712,7 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
     ``full``: verify the new tip's whole history (pre-push: the remote's old value may not be
     here, and the local ref already points at what is pushed)."""
     parts = ref.split("/")
-    if not ref.startswith("refs/heads/monte/"):
+    if not ref.startswith(PREFIX):
         return []
     short = new.decode()[:12]
     if new == ZERO:

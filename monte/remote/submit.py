@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from monte.errors import MonteError, error
+from monte.ledger.refs import VAULT_REF
 
 SETUP_ENV = "MONTE_BOX_SETUP"  # the box's setup command, run in the checkout
 PYTHON_ENV = "MONTE_BOX_PYTHON"  # the interpreter the job runs monte with
@@ -223,10 +224,10 @@ def _start_rows(ws: Any, *, kind: str, plan: Any, box: Box, commit: str) -> list
     who = {"host": box.label, "pid": None, "proc_start": None}
     remote = {"box": box.label, "commit": commit}
     if kind == "eval":
-        from monte.evals import _start
+        from monte.evals import start_row
 
         ledger = Ledger(ws.store, plan.experiment)
-        return [_start(ledger, plan, e, who=who, extra_plan={"remote": remote}) for e in plan.exams]
+        return [start_row(ledger, plan, e, who=who, extra_plan={"remote": remote}) for e in plan.exams]
     from monte.training.chunk import row_plan
     from monte.training.record import start_chunk
 
@@ -304,7 +305,7 @@ def _ship(ws: Any, box: Box, commit: str, step: Any, timings: dict[str, float]) 
     etc = os.environ.get(ETC_ENV) or "/etc/monte"
     t = time.perf_counter()
     step("bundle")
-    refs = ["HEAD"] + (["refs/heads/monte/vault"] if ws.store.tip("refs/heads/monte/vault") else [])
+    refs = ["HEAD"] + ([VAULT_REF] if ws.store.tip(VAULT_REF) else [])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "code.bundle"
         _git(ws.repo_root, "bundle", "create", "-q", str(path), *refs)
@@ -314,7 +315,7 @@ def _ship(ws: Any, box: Box, commit: str, step: Any, timings: dict[str, float]) 
     bundle = f"{base}/{commit[:12]}.bundle"
     ssh.put_bytes(conn, data, bundle, 0o600)
     ssh.run(conn, f"set -e; if [ ! -d {q(workdir)}/.git ]; then git clone -q --no-checkout {q(bundle)} {q(workdir)}; fi; "
-                  f"cd {q(workdir)} && git fetch -q {q(bundle)} '+refs/heads/monte/vault:refs/heads/monte/vault' 2>/dev/null "
+                  f"cd {q(workdir)} && git fetch -q {q(bundle)} '+{VAULT_REF}:{VAULT_REF}' 2>/dev/null "
                   f"|| true; git fetch -q {q(bundle)} HEAD && git checkout -q --detach {commit} && "
                   f"test \"$(git rev-parse HEAD)\" = {commit}", timeout=300)
     timings["bundle"] = time.perf_counter() - t

@@ -33,9 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from monte.errors import MonteError, error
+from monte.ledger.refs import (
+    bucket_ref,
+    bucket_refs_prefix,
+    experiment_prefix,
+    experiment_ref,
+    mirror_prefix,
+    mirror_ref,
+)
 from monte.storage.objects import ObjectStore, md5_file, open_store
 
-MIRROR = "refs/remotes/results/monte"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx",
                    ".npz", ".pkl", ".pickle")
 _RUN_FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".yaml", ".yml", ".csv")
@@ -92,7 +99,7 @@ class _State:
 
 def _local_refs(ws: Any, exp: str) -> dict[str, bytes]:
     """``{"ledger": sha, "base/<c>": sha, "lineage/<run>": sha}`` for one experiment."""
-    prefix = f"refs/heads/monte/{exp}/"
+    prefix = experiment_prefix(exp)
     return {name[len(prefix):]: sha for name, sha in ws.store.refs_under(prefix).items()}
 
 
@@ -149,7 +156,7 @@ def _build_pack(ws: Any, haves: list[bytes], wants: list[bytes]) -> bytes | None
 def _read_remote_refs(store: ObjectStore, exp: str, state: _State, mirror: dict[str, bytes]) -> dict[str, tuple[bytes, str]]:
     """The bucket's refs of ``exp`` with their generations; only refs whose generation moved
     since we last read them are fetched (the rest are what the mirror refs already say)."""
-    prefix = f"git/{exp}/refs/"
+    prefix = bucket_refs_prefix(exp)
     out: dict[str, tuple[bytes, str]] = {}
     for name, st in store.list(prefix).items():
         ref = name[len(prefix):]
@@ -170,14 +177,14 @@ def _read_remote_refs(store: ObjectStore, exp: str, state: _State, mirror: dict[
 
 
 def _mirror_refs(ws: Any, exp: str) -> dict[str, bytes]:
-    prefix = f"{MIRROR}/{exp}/"
+    prefix = mirror_prefix(exp)
     return {name[len(prefix):]: sha for name, sha in ws.store.refs_under(prefix).items()}
 
 
 def _set_mirror(ws: Any, exp: str, ref: str, sha: bytes) -> None:
     """Point a mirror ref at the bucket's commit (through the store's compare-and-swap, which
     waits out a live writer's lock and breaks one a killed process left behind)."""
-    name = f"{MIRROR}/{exp}/{ref}"
+    name = mirror_ref(exp, ref)
     for _ in range(_MAX_ROUNDS):
         old = ws.store.tip(name)
         if old == sha or ws.store.set_ref(name, old, sha):
@@ -191,7 +198,7 @@ def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:
     when it is new here (base and lineage refs are written once by the run that owns them)."""
     from monte.ledger.merge import merge_into_ref
 
-    local = f"refs/heads/monte/{exp}/{ref}"
+    local = experiment_ref(exp, ref)
     if ref == "ledger":
         return str(merge_into_ref(ws.store, local, sha).case)
     have = ws.store.tip(local)
@@ -341,9 +348,9 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
         lost = False
         for ref, sha in sorted(todo.items(), key=lambda kv: kv[0] == "ledger"):  # the ledger last
             expected = remote[ref][1] if ref in remote else None
-            if store.swap(f"git/{experiment}/refs/{ref}", sha + b"\n", expected):
+            if store.swap(bucket_ref(experiment, ref), sha + b"\n", expected):
                 refs_sent += 1
-                st = store.stat(f"git/{experiment}/refs/{ref}")
+                st = store.stat(bucket_ref(experiment, ref))
                 _set_mirror(ws, experiment, ref, sha)
                 if st is not None:
                     state.gens[f"{experiment}/{ref}"] = st.generation

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,14 +37,18 @@ from pydantic import BaseModel
 from monte.errors import MonteError, error
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
-from monte.ledger.lineage import (
-    cohort_of,
-    ensure_base,
-    read_checkpoint,
-    servable_files,
-)
+from monte.ledger.lineage import checkpoint_info, cohort_of, ensure_base, servable_files
 from monte.ledger.records import RunRow
-from monte.runs import log_event, parse_run_ref, run_folder
+from monte.runs.folders import log_event, run_folder
+from monte.runs.lifecycle import (
+    adopt_row,
+    experiment_name,
+    push_bucket,
+    read_rows,
+    record_failure,
+    transitions,
+)
+from monte.runs.naming import parse_run_ref
 from monte.training import recipes, sources
 from monte.workspace import Workspace
 
@@ -101,7 +104,6 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
     plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
                        from_base=from_base, model=model, smoke=smoke)
     if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
-        from monte.evals import push_bucket
         from monte.storage import hub
 
         plan.push = True
@@ -112,8 +114,6 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
 
 def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: str, parent: str | None,
                 from_base: bool, model: str | None, smoke: bool) -> TrainPlan:
-    from monte.evals import experiment_name, read_rows
-
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
@@ -157,7 +157,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     if ck.cohort != cohort:
         raise error("E_REFUSED", f"checkpoint {ck.ref} belongs to cohort {ck.cohort}, not {cohort}",
                     "pass the --model that checkpoint was trained from")
-    info = _checkpoint_info(ws, exp, ck)
+    info = checkpoint_info(ws.store, ws.data_root, ck)
     weights = str(ws.data_root / info["weights"])
     same = info["recipe"].get("name") == rec.name and info["recipe"].get("sha256") == rec.sha256
     if same:
@@ -197,37 +197,6 @@ def _require_baselines(rows: list[RunRow], cohort: str, meas: Any) -> None:
                     "evaluate the base model first: `monte eval` (dev) and `monte eval --split test`")
 
 
-def _checkpoint_info(ws: Workspace, exp: str, ck: rules.Checkpoint, *, local: bool = True) -> dict[str, Any]:
-    """The checkpoint's lineage commit, as its row records it (not whatever the lineage ref points
-    at now), with every servable file proven against it (``local=False``: the commit alone)."""
-    from dulwich.objects import ObjectID
-
-    try:
-        info = read_checkpoint(ws.store, ObjectID(ck.commit.encode()))
-    except (KeyError, ValueError):
-        raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit {ck.commit[:12]} is missing",
-                    "run `monte ledger verify`") from None
-    if info.get("run") != ck.run or int(info.get("step", -1)) != ck.step:
-        raise error("E_INTEGRITY", f"checkpoint {ck.ref}: its lineage commit names {info.get('run')}@{info.get('step')}",
-                    "run `monte ledger verify`")
-    if not local:
-        return info
-    folder = ws.data_root / info["weights"]
-    if not folder.is_dir():
-        hub = info.get("hub") or {}
-        raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder})",
-                    "run where the run directories live (the box), or fetch the weights"
-                    + (f": its hub copy ({hub.get('repo')}, revision {str(hub.get('revision'))[:12]}) "
-                       f"exports with `monte promote {ck.ref} --dest D --confirm {ck.ref} --from-hub`"
-                       if hub.get("repo") and hub.get("revision") else ""))
-    have = servable_files(folder)
-    for name, digest in info["files"].items():
-        if have.get(name) != digest:
-            raise error("E_INTEGRITY", f"checkpoint {ck.ref}: {name} is missing or does not match its lineage "
-                        "commit", "the weights changed after training; restore them from the hub copy")
-    return info
-
-
 # --- running -------------------------------------------------------------------------------------
 
 
@@ -240,10 +209,9 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
               on_transition: Callable[[RunRow, str], None] | None = None) -> TrainResult:
     """Train the chunk and record it. ``on_transition(row, transition)`` is called right after
     each transition lands (started, weights-uploaded, checkpoint, finished); with ``plan.push``
-    and none given, a :class:`monte.evals.Pusher` uploads the results then. A real ``--push``
+    and none given, a :class:`monte.runs.Pusher` uploads the results then. A real ``--push``
     chunk uploads its checkpoint to the hub before the lineage commit, which records the revision.
     A failed upload keeps the local checkpoint and the run; the command then refuses E_STORAGE."""
-    from monte.evals import Pusher
     from monte.storage import hub
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk
 
@@ -256,19 +224,12 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                         "run the chunk in one process, or submit it with --remote")
         _train(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
         return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
-    pusher = None
-    if plan.push and on_transition is None:
-        pusher = Pusher(ws, plan.experiment)
-        pusher.preflight()
-        on_transition = pusher
+    transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     if plan.hub and not plan.smoke:
         hub.ensure_repo(plan.hub)  # a token that cannot write refuses before any compute
-    transition = on_transition or (lambda row, what: None)
     hub_failures: list[MonteError] = []
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
     if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
-        from monte.evals import adopt_row
-
         row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
             r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name
             and r.plan.get("parent") == plan.parent and r.smoke == plan.smoke
@@ -294,11 +255,9 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                 "stage_start": stage}, before_commit=upload)
             transition(row, "checkpoint")
     except BaseException as exc:
-        reason = (f"{exc.code}: {exc.message}" if isinstance(exc, MonteError)
-                  else "interrupted" if isinstance(exc, KeyboardInterrupt) else f"{type(exc).__name__}: {exc}")
-        failed = finish_chunk(ws, plan.experiment, row, "failed", error_text=reason)
-        log_event(ws, plan.experiment, row.run, "error", traceback=traceback.format_exc()[-3000:])
-        transition(failed, "finished")
+        record_failure(ws, plan.experiment, row, exc, transition=transition,
+                       finish=lambda reason: finish_chunk(ws, plan.experiment, row, "failed", error_text=reason),
+                       event="error")  # finish_chunk logs the "failed" event itself
         raise
     done = finish_chunk(ws, plan.experiment, row, "succeeded")
     transition(done, "finished")
@@ -327,7 +286,7 @@ def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callabl
     go to a hub branch of their own (``<exp>--<run>--step<N>``); the lineage commit then records
     ``hub: {repo, branch, revision, ledger_commit}``. A failed upload is logged and remembered,
     the checkpoint is recorded without a hub copy, and the run goes on."""
-    from monte.ledger.records import ledger_ref
+    from monte.ledger.refs import ledger_ref
     from monte.storage import hub
 
     assert plan.hub is not None
@@ -363,8 +322,7 @@ def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callabl
 def _model_card(ws: Workspace, plan: TrainPlan, row: RunRow, step: int, files: dict[str, str],
                 ledger_commit: str, parent_commit: str) -> str:
     """The hub revision's README.md: where the weights come from, in the ledger's own terms."""
-    from monte.ledger.lineage import lineage_ref
-    from monte.ledger.records import ledger_ref
+    from monte.ledger.refs import ledger_ref, lineage_ref
 
     r = plan.recipe.identity()
     table = "\n".join(f"| `{name}` | `{digest}` |" for name, digest in sorted(files.items()))
@@ -385,7 +343,6 @@ def _model_card(ws: Workspace, plan: TrainPlan, row: RunRow, step: int, files: d
 
 def _lineage_line(ws: Workspace, plan: TrainPlan, row: RunRow, step: int) -> str:
     """This checkpoint's descent path in ``monte status``'s ``lineage:`` notation."""
-    from monte.evals import read_rows
     from monte.status import LEGEND, Hop, render_path
 
     by_run: dict[str, rules.Checkpoint] = {}

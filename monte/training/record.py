@@ -18,17 +18,13 @@ from dulwich.objects import ObjectID
 from monte.errors import error
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
-from monte.ledger.lineage import (
-    TRAINER_STATE,
-    base_ref,
-    lineage_ref,
-    record_checkpoint,
-    servable_files,
-)
+from monte.ledger.lineage import TRAINER_STATE, record_checkpoint, servable_files
 from monte.ledger.records import RunRow
+from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
 from monte.manifest import now
-from monte.runs import log_event, me, run_folder
+from monte.runs.folders import log_event, run_folder
+from monte.runs.liveness import me
 from monte.workspace import Workspace
 
 

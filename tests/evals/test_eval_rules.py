@@ -248,7 +248,7 @@ def test_a_crashed_test_eval_has_spent_its_touch(repo: Path, monte, exp: str) ->
         "from monte.workspace import open_workspace\n"
         "ws = open_workspace()\n"
         "plan = api.plan_eval(split='test', ws=ws)\n"
-        "evals._start(Ledger(ws.store, plan.experiment), plan, plan.exams[0])\n"
+        "evals.start_row(Ledger(ws.store, plan.experiment), plan, plan.exams[0])\n"
         "os._exit(9)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)

@@ -106,7 +106,7 @@ def test_stop_marks_a_running_run_abandoned(repo: Path, monte, exp: str) -> None
     # A real process that records a started eval, then waits (as a long eval would).
     code = ("import time\nfrom monte import api, evals\nfrom monte.ledger.experiment import Ledger\n"
             "from monte.workspace import open_workspace\nws = open_workspace()\n"
-            "plan = api.plan_eval(ws=ws)\nrow = evals._start(Ledger(ws.store, plan.experiment), plan, plan.exams[0])\n"
+            "plan = api.plan_eval(ws=ws)\nrow = evals.start_row(Ledger(ws.store, plan.experiment), plan, plan.exams[0])\n"
             "print(row.run, flush=True)\ntime.sleep(120)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=repo, stdout=subprocess.PIPE, text=True)
     try:

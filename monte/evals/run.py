@@ -1,0 +1,181 @@
+"""``monte eval``'s run: spend the touch with a ``started`` record, read, generate, grade, finish."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from monte.errors import error
+from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan
+from monte.hashing import sha256_bytes
+from monte.ledger import rules
+from monte.ledger.experiment import Ledger
+from monte.ledger.ids import new_run_id
+from monte.ledger.lineage import ensure_base
+from monte.ledger.records import RunRow
+from monte.ledger.store import Snapshot
+from monte.manifest import now
+from monte.runs.folders import log_event
+from monte.runs.lifecycle import (
+    Transition,
+    adopt_row,
+    read_rows,
+    read_tasks,
+    record_failure,
+    transitions,
+)
+from monte.runs.liveness import me
+from monte.workspace import Workspace
+
+
+def _read_split(ws: Workspace, e: ExamPlan) -> list[dict[str, Any]]:
+    """Read the split once, re-proving its hash against measurement.json first."""
+    path = ws.data_root / e.path
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raise error("E_NOT_FOUND", f"the frozen split {path} is missing",
+                    "restore it with `monte env install ENV`") from None
+    if sha256_bytes(raw) != e.sha256:
+        raise error("E_INTEGRITY", f"{e.exam}/{e.split}: {path} does not match the hash frozen in "
+                    "measurement.json", "restore it with `monte env install ENV`; never edit a frozen split")
+    return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+
+
+class EvalResult(BaseModel):
+    experiment: str
+    runs: list[dict[str, Any]]
+
+
+def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int], None] | None = None,
+             load: Callable[[Path], tuple[Any, Any]] | None = None,
+             on_transition: Transition | None = None) -> EvalResult:
+    """Run the plan: one row per exam. ``on_transition(row, transition)`` is called right after
+    each transition's record lands (started, scored, finished); with ``plan.push`` and none given,
+    a :class:`Pusher` uploads the results then, and a finished run's failed final push refuses."""
+    from monte.envs.registry import get as get_bench
+    from monte.models import generate as gen
+
+    ledger = Ledger(ws.store, plan.experiment)
+    splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
+    transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
+    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
+    model = tok = None
+    results = []
+    for e in plan.exams:
+        items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
+        row = start_row(ledger, plan, e)
+        log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label)
+        transition(row, "started")
+        try:
+            if model is None:
+                model, tok = (load or gen.load)(Path(plan.target.model))
+            answers = gen.generate(model, tok, [str(i["prompt"]) for i in items],
+                                   max_new_tokens=plan.settings["max_new_tokens"],
+                                   batch_size=plan.settings["batch_size"],
+                                   temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
+                                   stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
+                                   on_batch=on_progress)
+            bench = get_bench(e.benchmark).benchmark
+            tasks = [{"id": i["id"], "score": float(bench.grade(i, a)), "answer": a[:200]}
+                     for i, a in zip(items, answers, strict=True)]
+        except BaseException as exc:
+            record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
+                           transition=transition)
+            raise
+        # one record both scores the run and ends it: the "scored" and "finished" transitions land
+        # together, so one push reports both
+        done = _finish(ledger, row, "succeeded", tasks=tasks, smoke=plan.smoke)
+        log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+        transition(done, "finished")
+        results.append(done.model_dump(mode="json"))
+    if pusher is not None:
+        pusher.check()
+    return EvalResult(experiment=plan.experiment, runs=results)
+
+
+def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any] | None = None,
+           extra_plan: dict[str, Any] | None = None) -> RunRow:
+    """The ``started`` record: the touch is spent here (the seal's rules, re-checked on the tip).
+    On a box running a laptop's submission, the row the laptop started is adopted instead."""
+    if e.exam in plan.adopt:
+        return adopt_row(ledger, plan.adopt[e.exam], kind="eval", check=lambda r: (
+            r.exam == e.exam and r.split == e.split and r.smoke == plan.smoke
+            and (r.plan.get("target") or {}).get("run") == plan.target.run
+            and r.step == plan.target.step))
+    run = new_run_id()
+    who = who or me()
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        rows = read_rows(ledger, snap)
+        role = None
+        if e.split == "test" and not plan.smoke:  # re-checked on the tip: racing claims, one wins
+            role = rules.check_test_read(rows, plan.cohort, e.exam, on_checkpoint=plan.target.kind == "checkpoint")
+        return RunRow(run=run, experiment=plan.experiment, kind="eval", status="started", created_at=now(),
+                      updated_at=now(), cohort=plan.cohort, model=plan.target.model, exam=e.exam,
+                      split=e.split, step=plan.target.step, smoke=plan.smoke, role=role,
+                      plan={"target": plan.target.model_dump(), "benchmark": e.benchmark,
+                            "split_sha256": e.sha256, "settings": plan.settings,
+                            "base_model": plan.base_model, **(extra_plan or {})},
+                      **who)
+
+    return ledger.append_row(make, event="started",
+                             summary=lambda r: f"eval {r.exam}/{r.split}@{r.step} started: {r.run}"
+                             + (" (smoke)" if r.smoke else ""),
+                             trailers=lambda r: {"Monte-Exam": r.exam or "", **({"Monte-Role": r.role} if r.role else {})})
+
+
+def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,
+            smoke: bool = False, error_text: str | None = None) -> RunRow:
+    body = (b"".join(json.dumps(t, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+                     for t in tasks) if tasks else None)
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        update: dict[str, Any] = {"status": status, "updated_at": now(), "error": error_text}
+        if tasks is not None:
+            update["n"] = len(tasks)
+            if not smoke:
+                update["score"] = sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0
+                update["delta"] = _delta(ledger, snap, row, tasks)
+        return row.model_copy(update=update)
+
+    def summary(r: RunRow) -> str:
+        what = f"eval {r.exam}/{r.split}@{r.step} {status}: {r.run}"
+        return what + (f" score {r.score:.4f} (n={r.n})" if r.score is not None else "")
+
+    return ledger.append_row(make, event="finished" if status == "succeeded" else status, summary=summary,
+                             files=(lambda r: {"tasks.jsonl": body}) if body else None,
+                             trailers=lambda r: {"Monte-Exam": r.exam or "", "Monte-Status": status})
+
+
+def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:
+    return _finish(ledger, row, "failed", error_text=reason)
+
+
+def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Paired against the cohort's baseline on this exam and split (unpaired when a per-task
+    file cannot be read or the tasks do not line up)."""
+    from monte.stats.paired import paired_delta, unpaired_delta, verdict
+
+    rows = read_rows(ledger, snap)
+    base = rules.baseline(rows, row.cohort, row.exam or "", row.split or "")
+    if base is None or base.run == row.run or row.plan.get("target", {}).get("kind") == "base":
+        return None
+    base_tasks = read_tasks(snap, base.run)
+    mine = {t["id"]: float(t["score"]) for t in tasks}
+    if base_tasks is not None and {t["id"] for t in base_tasks} == set(mine):
+        ids = [t["id"] for t in base_tasks]
+        d = paired_delta([float(t["score"]) for t in base_tasks], [mine[i] for i in ids])
+    else:
+        scores = list(mine.values())
+        binary = all(s in (0.0, 1.0) for s in scores)
+        d = unpaired_delta(base.score or 0.0, base.n or len(scores), sum(scores) / len(scores), len(scores),
+                           binary=binary)
+    return {"baseline": base.run, "delta": d.delta, "lower": d.lower, "upper": d.upper, "n": d.n,
+            "fixed": d.fixed, "broken": d.broken, "paired": d.paired, "method": d.method,
+            "verdict": verdict(d)}

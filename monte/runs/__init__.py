@@ -1,0 +1,37 @@
+"""A run's life, below both evaluation and training (see ``docs/architecture.md``).
+
+- :mod:`monte.runs.folders`: the run's folder on the data root and its event file;
+- :mod:`monte.runs.liveness`: who runs it, and whether a live-looking run still lives;
+- :mod:`monte.runs.naming`: run references as users type them;
+- :mod:`monte.runs.lifecycle`: reading rows, adopting, transitions and pushes, failure, abandon.
+
+The names below are the package's public surface; modules inside the package import from each
+other directly, never from here.
+"""
+
+from __future__ import annotations
+
+from monte.runs.folders import log_event, run_folder
+from monte.runs.lifecycle import (
+    ENDED,
+    TRANSITIONS,
+    Pusher,
+    Transition,
+    abandon,
+    adopt_row,
+    experiment_name,
+    failure_reason,
+    push_bucket,
+    read_rows,
+    read_tasks,
+    record_failure,
+    transitions,
+)
+from monte.runs.liveness import is_dead, me, proc_start
+from monte.runs.naming import parse_run_ref
+
+__all__ = [
+    "ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
+    "failure_reason", "is_dead", "log_event", "me", "parse_run_ref", "proc_start", "push_bucket",
+    "read_rows", "read_tasks", "record_failure", "run_folder", "transitions",
+]

@@ -1,0 +1,188 @@
+"""A run's life, shared by evaluation and training: which experiment, the rows as they stand,
+adopting a submitted row on a box, the transitions and the push after each one, the one way an
+exception becomes a failure reason, and abandoning a run.
+
+The records themselves (what a ``started`` eval row or a checkpoint holds) are written by
+:mod:`monte.evals` and :mod:`monte.training`; both build on this module, and this module imports
+neither.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from monte.errors import MonteError, error
+from monte.ledger.experiment import Ledger, experiment_names
+from monte.ledger.records import RunRow, run_dir
+from monte.ledger.store import Snapshot
+from monte.manifest import now
+from monte.names import check_name
+from monte.runs.folders import log_event
+from monte.runs.liveness import is_dead, me
+from monte.workspace import Workspace
+
+#: The transitions of a run (seeds, "Remote runs"): after each one, --push uploads its results.
+TRANSITIONS = ("started", "checkpoint", "scored", "weights-uploaded", "finished")
+ENDED = ("succeeded", "failed", "abandoned")
+
+#: ``on_transition(row, transition)``: called right after a transition's record lands.
+Transition = Callable[[RunRow, str], None]
+
+
+def experiment_name(ws: Workspace, given: str | None) -> str:
+    """The experiment named, or the only one in the repository."""
+    if given:
+        return check_name(given, "experiment name")
+    names = experiment_names(ws.store)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise error("E_NOT_FOUND", "this repository has no experiment yet",
+                    "create one with `monte experiment init NAME --eval ENV`")
+    raise error("E_USAGE", f"this repository has {len(names)} experiments: {', '.join(names)}",
+                "name one with --experiment NAME")
+
+
+def read_rows(ledger: Ledger, snap: Snapshot | None = None) -> list[RunRow]:
+    """The rows at the tip; a started/running row whose process died reads ``abandoned``."""
+    rows = ledger.rows(snap)
+    return [r.model_copy(update={"status": "abandoned", "error": "the process died without finishing"})
+            if is_dead(r) else r for r in rows]
+
+
+def read_tasks(snap: Snapshot, run: str) -> list[dict[str, Any]] | None:
+    """A run's per-task scores (``tasks.jsonl``), or None when absent or unreadable."""
+    raw = snap.read(f"{run_dir(run)}/tasks.jsonl")
+    if raw is None:
+        return None
+    try:
+        return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def push_bucket(ws: Workspace) -> str:
+    """``--push`` needs a results bucket: refuse (E_STORAGE) before any compute when none is named."""
+    from monte.storage.locations import require_url
+
+    return require_url(ws, "bucket")
+
+
+class Pusher:
+    """``--push``: upload the run's results to the results bucket after each transition.
+
+    Called as ``pusher(row, transition)`` right after the transition's record lands. A push that
+    fails mid-run is logged to the run's event file (``push-failed``) and the run goes on: the
+    next push carries everything the failed one would have. The push after a run has ended is
+    the one that must land; :meth:`check` refuses with E_STORAGE when it did not.
+    """
+
+    def __init__(self, ws: Workspace, experiment: str) -> None:
+        self.ws = ws
+        self.experiment = experiment
+        self.unpushed: dict[str, MonteError] = {}  # ended run -> why its last push failed
+        self.pushes = 0
+
+    def preflight(self) -> None:
+        """Open the bucket (and resolve its key) before any compute: a bucket that cannot be
+        written refuses here, with nothing recorded."""
+        from monte.storage import results
+
+        results.open_bucket(self.ws, bucket=None, key_file=None, write=True)
+
+    def __call__(self, row: RunRow, transition: str) -> None:
+        from monte.storage import results
+
+        try:
+            results.push(self.ws, self.experiment, run=row.run)
+        except Exception as exc:  # a push never kills the run it reports on
+            e = exc if isinstance(exc, MonteError) else error(
+                "E_STORAGE", f"the push failed ({type(exc).__name__})", "retry with `monte push`")
+            log_event(self.ws, self.experiment, row.run, "push-failed", transition=transition,
+                      code=e.code, message=e.message)
+            if row.status in ENDED:
+                self.unpushed[row.run] = e
+            return
+        self.pushes += 1
+        self.unpushed.pop(row.run, None)
+
+    def check(self) -> None:
+        """Refuse (E_STORAGE) when a finished run's final push did not land."""
+        if not self.unpushed:
+            return
+        runs = sorted(self.unpushed)
+        why = self.unpushed[runs[0]]
+        retry = "; ".join(f"`monte push {self.experiment} --run {r}`" for r in runs)
+        raise error("E_STORAGE", f"run {', '.join(runs)} finished and is recorded locally, but its final push "
+                    f"to the results bucket failed: {why.code}: {why.message}",
+                    f"{why.fix + '; then ' if why.fix else ''}{retry} retries",
+                    details=[{"run": r, "code": e.code, "message": e.message} for r, e in self.unpushed.items()])
+
+
+def transitions(ws: Workspace, experiment: str, push: bool,
+                on_transition: Transition | None) -> tuple[Transition, Pusher | None]:
+    """What runs after each transition: the caller's hook, or with ``push`` and none given, a
+    :class:`Pusher` (its bucket opened now, before any compute)."""
+    if push and on_transition is None:
+        pusher = Pusher(ws, experiment)
+        pusher.preflight()
+        return pusher, pusher
+    return on_transition or (lambda row, what: None), None
+
+
+def failure_reason(exc: BaseException) -> str:
+    """The one line a failed row records for the exception that ended it."""
+    if isinstance(exc, MonteError):
+        return f"{exc.code}: {exc.message}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def record_failure(ws: Workspace, experiment: str, row: RunRow, exc: BaseException,
+                   finish: Callable[[str], RunRow], transition: Transition, event: str = "failed") -> RunRow:
+    """The run ended in ``exc``: record it ``failed`` (``finish(reason)`` appends the record),
+    keep the reason and traceback in the run's event file (as ``event``), and report the
+    ``finished`` transition."""
+    reason = failure_reason(exc)
+    failed = finish(reason)
+    log_event(ws, experiment, row.run, event, reason=reason, traceback=traceback.format_exc()[-3000:])
+    transition(failed, "finished")
+    return failed
+
+
+def adopt_row(ledger: Ledger, run: str, *, kind: str, check: Callable[[RunRow], bool]) -> RunRow:
+    """On a box: take over the run a laptop started for this job (``--remote``), moving it from
+    ``started`` to ``running`` with this host and process. The laptop's ``started`` record already
+    spent the touch and passed the rules; what this box is about to run must be that plan."""
+    who = me()
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        row = ledger.row(run, snap)
+        if row is None:
+            raise error("E_NOT_FOUND", f"run {run} is not in this ledger",
+                        f"sync the experiment first (`monte sync {ledger.experiment}`)")
+        if row.kind != kind or row.status != "started" or not row.plan.get("remote"):
+            raise error("E_CONFLICT", f"run {run} is a {row.status} {row.kind} row, not a submitted job waiting "
+                        "for this box", "submit the job again from the laptop")
+        if not check(row):
+            raise error("E_CONFLICT", f"run {run} was submitted with another plan than this box would run",
+                        "check out the submitted commit, or submit again")
+        return row.model_copy(update={"status": "running", "updated_at": now(), **who})
+
+    return ledger.append_row(make, event="running", summary=lambda r: f"{kind} {r.run} running on {r.host}")
+
+
+def abandon(ledger: Ledger, run: str, reason: str) -> RunRow:
+    """Record a started/running run as ``abandoned`` (``monte stop``, a box's dead job)."""
+
+    def make(snap: Snapshot, seq: int) -> RunRow:
+        current = ledger.row(run, snap)
+        if current is None or current.status not in ("started", "running"):
+            raise error("E_REFUSED", f"run {run} is no longer running", "nothing to do")
+        return current.model_copy(update={"status": "abandoned", "updated_at": now(), "error": reason[:500]})
+
+    return ledger.append_row(make, event="abandoned", summary=lambda r: f"{r.kind} {r.run} abandoned (monte stop)")

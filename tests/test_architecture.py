@@ -1,0 +1,164 @@
+"""The package's shape, checked from the source: no import cycle between monte's modules (imports
+inside functions included: a lazy import is still a dependency), and no module reaching into
+another module's private (``_name``) names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "monte"
+
+
+def _module_name(path: Path, root: Path) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    return {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+
+
+def _resolve(node: ast.ImportFrom, here: str, is_pkg: bool) -> str | None:
+    if node.level == 0:
+        return node.module
+    base = here.split(".") if is_pkg else here.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _top_name(name: str, mods: dict[str, Path]) -> str | None:
+    """The longest prefix of ``name`` that is one of our modules."""
+    parts = name.split(".")
+    while parts:
+        cand = ".".join(parts)
+        if cand in mods:
+            return cand
+        parts.pop()
+    return None
+
+
+def imports_of(mods: dict[str, Path]) -> dict[str, dict[str, list[tuple[int, str | None]]]]:
+    """module -> {imported module -> [(line, imported name or None)]}; every import statement in
+    the file, at any depth (function bodies too), except those under ``if TYPE_CHECKING``."""
+    graph: dict[str, dict[str, list[tuple[int, str | None]]]] = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        skip: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                for sub in node.body:
+                    skip.update(id(n) for n in ast.walk(sub))
+        edges: dict[str, list[tuple[int, str | None]]] = {}
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    target = _top_name(a.name, mods)
+                    if target and target != name:
+                        edges.setdefault(target, []).append((node.lineno, None))
+            elif isinstance(node, ast.ImportFrom):
+                src = _resolve(node, name, path.name == "__init__.py")
+                if not src:
+                    continue
+                for a in node.names:
+                    sub = f"{src}.{a.name}"
+                    if sub in mods:  # `from monte import evals`: the submodule itself
+                        if sub != name:
+                            edges.setdefault(sub, []).append((node.lineno, None))
+                        continue
+                    target = _top_name(src, mods)
+                    if target and target != name:
+                        edges.setdefault(target, []).append((node.lineno, a.name))
+        graph[name] = edges
+    return graph
+
+
+def find_cycles(graph: dict[str, dict[str, list[tuple[int, str | None]]]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _is_package_parent(importer: str, imported: str) -> bool:
+    """A package's ``__init__`` re-exporting from its own submodule is not a cycle by itself."""
+    return importer.startswith(imported + ".") or imported.startswith(importer + ".")
+
+
+def private_imports(graph: dict[str, dict[str, list[tuple[int, str | None]]]]) -> list[str]:
+    bad = []
+    for importer, edges in graph.items():
+        for target, uses in edges.items():
+            for line, name in uses:
+                if name and name.startswith("_") and not name.startswith("__") \
+                        and not _is_package_parent(importer, target):
+                    bad.append(f"{importer}:{line} imports {target}.{name}")
+    return bad
+
+
+def test_no_import_cycle_in_monte() -> None:
+    cycles = find_cycles(imports_of(_modules(ROOT)))
+    assert not cycles, "import cycles (each a set of modules that import each other):\n" + "\n".join(
+        " <-> ".join(c) for c in cycles)
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    bad = private_imports(imports_of(_modules(ROOT)))
+    assert not bad, "\n".join(bad)
+
+
+@pytest.fixture
+def planted(tmp_path: Path) -> Path:
+    pkg = tmp_path / "monte"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from monte.b import thing\n")
+    # the cycle closes inside a function: a lazy import is still a dependency
+    (pkg / "b.py").write_text("def thing():\n    from monte.sub import c\n    return c\n")
+    (pkg / "sub" / "c.py").write_text("from .. import a\nfrom monte.b import _hidden\n")
+    (pkg / "d.py").write_text("import monte.a\n")
+    return pkg
+
+
+def test_the_checks_catch_a_planted_cycle_and_private_import(planted: Path) -> None:
+    graph = imports_of(_modules(planted))
+    assert find_cycles(graph) == [["monte.a", "monte.b", "monte.sub.c"]]
+    assert private_imports(graph) == ["monte.sub.c:2 imports monte.b._hidden"]
