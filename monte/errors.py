@@ -8,6 +8,7 @@ error's *family*, one per kind of failure, so scripts can branch on it without p
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Literal, get_args
 
 
 class Exit(IntEnum):
@@ -22,15 +23,27 @@ class Exit(IntEnum):
     BAD_INPUT = 6  # a file handed to monte (JSONL, manifest, recipe) cannot be accepted
     STORAGE = 7  # storage or network: vault, bucket, hub, key ladders
     BOX = 8  # remote boxes and jobs
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): the shell's own convention, 128 + 2
+
+
+#: Every code monte can emit. A typo in ``error("E_...")`` fails the type check (mypy runs in
+#: ``make test``), and :data:`CODES` must name each exactly once (checked when this module imports).
+Code = Literal[
+    "E_INTERNAL", "E_USAGE", "E_INVALID_NAME", "E_CONFIRM_REQUIRED", "E_CANCELLED", "E_REFUSED",
+    "E_NOT_INITIALIZED", "E_MEASUREMENT_EXISTS", "E_NAME_TAKEN", "E_SOURCE_CONFLICT", "E_CONFLICT",
+    "E_PREFLIGHT", "E_SEALED", "E_NO_BASELINE", "E_UNPAIRABLE", "E_NOT_EVIDENCE", "E_LEAK", "E_NOT_FOUND",
+    "E_DATA_ROOT", "E_INTEGRITY", "E_VERIFY", "E_BAD_INPUT", "E_UNSAFE_PATH", "E_STORAGE", "E_BOX",
+    "E_INTERRUPTED",
+]
 
 
 class MonteError(Exception):
     """Base of every refusal. Subclasses fix ``exit_code``; instances carry ``code``."""
 
     exit_code: Exit = Exit.INTERNAL
-    default_code = "E_INTERNAL"
+    default_code: Code = "E_INTERNAL"
 
-    def __init__(self, message: str, *, fix: str = "", code: str | None = None,
+    def __init__(self, message: str, *, fix: str = "", code: Code | None = None,
                  details: list[dict[str, str]] | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -93,9 +106,14 @@ class BoxError(MonteError):
     default_code = "E_BOX"
 
 
+class Interrupted(MonteError):
+    exit_code = Exit.INTERRUPTED
+    default_code = "E_INTERRUPTED"
+
+
 #: Every code monte can emit, with its family. README.md's table is generated from and tested
 #: against this mapping, so a new code must be added here.
-CODES: dict[str, type[MonteError]] = {
+CODES: dict[Code, type[MonteError]] = {
     "E_INTERNAL": InternalError,
     "E_USAGE": UsageError,
     "E_INVALID_NAME": UsageError,
@@ -121,10 +139,13 @@ CODES: dict[str, type[MonteError]] = {
     "E_UNSAFE_PATH": BadInput,
     "E_STORAGE": StorageError,
     "E_BOX": BoxError,
+    "E_INTERRUPTED": Interrupted,
 }
+if set(CODES) != set(get_args(Code)):  # pragma: no cover - fails at import, never at a user's run
+    raise ImportError(f"monte.errors: CODES and Code differ: {sorted(set(CODES) ^ set(get_args(Code)))}")
 
 
-def error(code: str, message: str, fix: str = "", details: list[dict[str, str]] | None = None) -> MonteError:
+def error(code: Code, message: str, fix: str = "", details: list[dict[str, str]] | None = None) -> MonteError:
     """Build the right :class:`MonteError` subclass for ``code``."""
     try:
         cls = CODES[code]

@@ -121,8 +121,9 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
                 report_error(e, as_json)
                 sys.exit(int(e.exit_code))
             except KeyboardInterrupt:
-                report_error(error("E_INTERNAL", "interrupted", "run the command again"), as_json)
-                sys.exit(130)
+                stopped = error("E_INTERRUPTED", "interrupted", "run the command again")
+                report_error(stopped, as_json)
+                sys.exit(int(stopped.exit_code))
             except click.exceptions.ClickException:
                 raise
             except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG

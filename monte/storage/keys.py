@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from monte.errors import error
+from monte.errors import Code, error
 
 KEY_FILE = "MONTE_GCS_KEY_FILE"
 KEY_OP = "MONTE_GCS_KEY_OP"
@@ -197,7 +197,7 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return info
 
 
-def run_op(argv: list[str], *, timeout: float, code: str, what: str, fix_retry: str, fix_failed: str) -> bytes:
+def run_op(argv: list[str], *, timeout: float, code: Code, what: str, fix_retry: str, fix_failed: str) -> bytes:
     """Run the 1Password CLI and return its stdout (a secret: held in memory only). A timeout, a
     failure to start or a non-zero exit refuses with ``code``, naming ``what`` and op's first
     stderr line (op never prints the secret there), never the output."""

@@ -164,3 +164,30 @@ def test_confirm_yes_goes_ahead_and_dry_run_only_plans() -> None:
     assert r.exit_code == 0 and "plan: spend" in r.output and "SPENT" in r.output
     r = CliRunner().invoke(_spend, ["--dry-run"])
     assert r.exit_code == 0 and "plan: spend" in r.output and "DRY" in r.output
+
+
+def test_a_mistyped_code_fails_the_type_check(tmp_path: Path) -> None:
+    from mypy import api as mypy_api
+
+    f = tmp_path / "typo.py"
+    f.write_text("from monte.errors import error\n\nerror('E_SEELED', 'x')\nerror('E_SEALED', 'x')\n")
+    out, _, rc = mypy_api.run([str(f), "--follow-imports=silent", "--no-error-summary", "--cache-dir", str(tmp_path / "c")])
+    assert rc == 1
+    assert "typo.py:3: error" in out and "typo.py:4" not in out
+
+
+def test_ctrl_c_exits_130_and_its_json_error_says_so() -> None:
+    import click
+    from click.testing import CliRunner
+
+    from monte.cli.output import handled
+
+    @click.command()
+    @handled()
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    r = CliRunner().invoke(interrupted, ["--json"])
+    doc = json.loads(r.stdout)["error"]
+    assert r.exit_code == 130 == doc["exit_code"]
+    assert doc["code"] == "E_INTERRUPTED"
