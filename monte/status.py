@@ -10,12 +10,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import Checkpoint, checkpoints, is_admissible
+from monte.workspace import Workspace
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
 
@@ -180,3 +182,32 @@ def _row(r: RunRow) -> dict[str, Any]:
             "step": r.step,
             "score": None if r.smoke else r.score, "n": r.n, "smoke": r.smoke, "role": r.role,
             "cohort": r.cohort, "created_at": r.created_at}
+
+
+def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
+    """``monte status``: the experiment's state from its ledger tip (one tree), and for each
+    exam, how often its test content has been read in this repository across all cohorts."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.seal import Seal
+    from monte.runs import experiment_name, read_rows
+
+    exp = experiment_name(ws, experiment)
+    ledger = Ledger(ws.store, exp)
+    snap = ledger.snapshot()
+    meas = ledger.measurement(snap)
+    rows = read_rows(ledger, snap)
+    noms = {}
+    for cohort in snap.listdir("cohorts"):
+        raw = snap.read(f"cohorts/{cohort}/nomination.json")
+        if raw:
+            noms[cohort] = json.loads(raw)["checkpoint"]
+    out = build(meas, rows, noms)
+    seal = Seal(ws.store, hash_legacy=False)
+    out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
+                     **_renamed(seal.disclosure(x.splits["test"].sha256))}
+                    for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
+    return out
+
+
+def _renamed(d: dict[str, Any]) -> dict[str, Any]:
+    return {"test_reads": d["reads"], "cohorts": d["cohorts"], "experiments": d["experiments"]}

@@ -27,6 +27,10 @@ def render_status(r: dict[str, Any]) -> None:
                    + (f"; nominated {c['nomination']}" if c.get("nomination") else ""))
         for key, b in sorted(c.get("baselines", {}).items()):
             click.echo(f"  baseline {key}@0: {b['score']:.4f} (n={b['n']}, run {b['run']})")
+    for x in r.get("exams", []):
+        if x["test_reads"]:
+            click.echo(f"test content of {x['exam']}: read {x['test_reads']} time(s) in this repository, "
+                       f"in {x['cohorts']} cohort(s) ({', '.join(x['experiments'])})")
     for d in r["deltas"]:
         click.echo(f"delta {d['exam']}/{d['split']} {d['target']} vs base: {_fmt_delta(d)}"
                    + (f" {d['verdict']}" if d.get("verdict") else ""))

@@ -13,8 +13,9 @@ from pydantic import BaseModel
 from monte.errors import error
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
-from monte.ledger.lineage import checkpoint_info, cohort_of, servable_files
+from monte.ledger.lineage import checkpoint_info, identify_base
 from monte.ledger.records import Measurement, RunRow
+from monte.ledger.seal import Seal, SealKey, settings_key
 from monte.ledger.store import Snapshot
 from monte.runs.lifecycle import experiment_name, push_bucket, read_rows
 from monte.runs.naming import parse_run_ref
@@ -48,6 +49,8 @@ class ExamPlan(BaseModel):
 class EvalPlan(BaseModel):
     experiment: str
     cohort: str
+    weights: str = ""  # the base model's weights identity (the seal is keyed by it)
+    legacy_cohort: str = ""  # the same base's older file-listing cohort id
     base_model: str
     base_files: dict[str, str]
     target: Target
@@ -91,20 +94,26 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     if not base_model:
         raise error("E_USAGE", f"experiment {exp} names no model", "pass --model PATH (a local model folder)")
     base_dir = Path(os.path.expanduser(base_model))  # ~nosuchuser stays as typed: then not found
-    files = servable_files(base_dir)
-    cohort = cohort_of(files)
+    base = identify_base(ws.store, exp, base_dir)
+    files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
+    seal = Seal(ws.store)
+    keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort)
+            for e in exams}
     if split == "test" and not smoke:  # the seal first: no selection can make up for a missing test@0
         has_checkpoints = bool(rules.checkpoints(rows, cohort))
         for e in exams:
-            rules.check_test_read(rows, cohort, e.exam, on_checkpoint=has_checkpoints)
+            rules.check_test_read(rows, cohort, e.exam, on_checkpoint=has_checkpoints, experiment=exp,
+                                  touches=seal.touches(keys[e.exam], own=(exp, rows)))
     target = _resolve_target(ws, exp, rows, cohort, str(base_dir.resolve()), split, step, checkpoint,
                              smoke, snap)
     if split == "test" and not smoke:
         for e in exams:
-            e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint")
+            e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint",
+                                           experiment=exp, touches=seal.touches(keys[e.exam], own=(exp, rows)))
     bucket = push_bucket(ws) if push else None
-    return EvalPlan(experiment=exp, cohort=cohort, base_model=str(base_dir.resolve()), base_files=files,
+    return EvalPlan(experiment=exp, cohort=cohort, weights=base.weights, legacy_cohort=base.legacy_cohort,
+                    base_model=str(base_dir.resolve()), base_files=files,
                     target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(), push=push,
                     bucket=bucket)
 

@@ -18,6 +18,7 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
+from monte.ledger.seal import Seal, SealKey, settings_key
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.runs.folders import log_event
@@ -64,7 +65,8 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
-    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
+    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
+                weights=plan.weights or None)
     model = tok = None
     results = []
     for e in plan.exams:
@@ -81,16 +83,21 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                    temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
                                    stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                    on_batch=on_progress)
-            bench = get_bench(e.benchmark).benchmark
-            tasks = [{"id": i["id"], "score": float(bench.grade(i, a)), "answer": a[:200]}
-                     for i, a in zip(items, answers, strict=True)]
+            if plan.smoke and e.split == "test":
+                # a sealed item is never graded, scored or recorded: the smoke run proves that
+                # generation runs on the test split's format, and reveals nothing of it
+                tasks = None
+            else:
+                bench = get_bench(e.benchmark).benchmark
+                tasks = [{"id": i["id"], "score": float(bench.grade(i, a)), "answer": a[:200]}
+                         for i, a in zip(items, answers, strict=True)]
         except BaseException as exc:
             record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
                            transition=transition)
             raise
         # one record both scores the run and ends it: the "scored" and "finished" transitions land
         # together, so one push reports both
-        done = _finish(ledger, row, "succeeded", tasks=tasks, smoke=plan.smoke)
+        done = _finish(ledger, row, "succeeded", tasks=tasks, smoke=plan.smoke, n=len(answers))
         log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
         transition(done, "finished")
         results.append(done.model_dump(mode="json"))
@@ -115,7 +122,11 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
         rows = read_rows(ledger, snap)
         role = None
         if e.split == "test" and not plan.smoke:  # re-checked on the tip: racing claims, one wins
-            role = rules.check_test_read(rows, plan.cohort, e.exam, on_checkpoint=plan.target.kind == "checkpoint")
+            key = SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort)
+            role = rules.check_test_read(rows, plan.cohort, e.exam, on_checkpoint=plan.target.kind == "checkpoint",
+                                         experiment=plan.experiment,
+                                         touches=Seal(ledger.store).touches(key, own=(plan.experiment, rows))
+                                         if plan.weights else None)
         return RunRow(run=run, experiment=plan.experiment, kind="eval", status="started", created_at=now(),
                       updated_at=now(), cohort=plan.cohort, model=plan.target.model, exam=e.exam,
                       split=e.split, step=plan.target.step, smoke=plan.smoke, role=role,
@@ -131,12 +142,14 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
 
 
 def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,
-            smoke: bool = False, error_text: str | None = None) -> RunRow:
+            smoke: bool = False, error_text: str | None = None, n: int | None = None) -> RunRow:
     body = (b"".join(json.dumps(t, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
                      for t in tasks) if tasks else None)
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         update: dict[str, Any] = {"status": status, "updated_at": now(), "error": error_text}
+        if n is not None:
+            update["n"] = n
         if tasks is not None:
             update["n"] = len(tasks)
             if not smoke:

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from monte.errors import MonteError, error
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
-from monte.ledger.lineage import checkpoint_info, cohort_of, ensure_base, servable_files
+from monte.ledger.lineage import checkpoint_info, ensure_base, identify_base, servable_files
 from monte.ledger.records import RunRow
 from monte.runs.folders import log_event, run_folder
 from monte.runs.lifecycle import (
@@ -58,6 +58,7 @@ SMOKE_STEPS = 3
 class TrainPlan(BaseModel):
     experiment: str
     cohort: str
+    weights: str = ""  # the base model's weights identity
     base_model: str
     base_files: dict[str, str]
     recipe: recipes.ResolvedRecipe
@@ -133,8 +134,8 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     base_dir = Path(os.path.expanduser(base))  # ~nosuchuser stays as typed: then not found
     if not base_dir.is_absolute() and not base_dir.exists():
         base_dir = ws.repo_root / base_dir
-    files = servable_files(base_dir)
-    cohort = cohort_of(files)
+    base_id = identify_base(ws.store, exp, base_dir)
+    files, cohort = base_id.files, base_id.cohort
     if not smoke:
         _require_baselines(rows, cohort, meas)
     src = sources.resolve(ws, source)
@@ -147,7 +148,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     steps = SMOKE_STEPS if smoke else meas.train.steps_per_chunk
     base_str = str(base_dir.resolve())
     if not parent:
-        return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
+        return TrainPlan(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=base_str, base_files=files, recipe=rec,
                          source=src, parent=None, boundary=False, start_step=0, steps=steps, smoke=smoke,
                          init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0, leak=leak, **extra)
     ref_exp, run, step = parse_run_ref(parent, exp)
@@ -174,12 +175,12 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
                         "run where the run directories live (the box)")
         stage = info.get("stage_start", base_str)
         stage_path = stage if os.path.isabs(stage) else str(ws.data_root / stage)
-        return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
+        return TrainPlan(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=base_str, base_files=files, recipe=rec,
                          source=src, parent={"run": ck.run, "step": ck.step}, boundary=False,
                          start_step=ck.step, steps=steps, smoke=False, init_model=stage_path,
                          stage_start=stage_path, resume_from=str(state),
                          resume_step=int(info.get("trainer_step", 0)), leak=leak, **extra)
-    return TrainPlan(experiment=exp, cohort=cohort, base_model=base_str, base_files=files, recipe=rec,
+    return TrainPlan(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=base_str, base_files=files, recipe=rec,
                      source=src, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
                      steps=steps, smoke=False, init_model=weights, stage_start=weights, resume_from=None,
                      resume_step=0, leak=leak)
@@ -228,7 +229,8 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     if plan.hub and not plan.smoke:
         hub.ensure_repo(plan.hub)  # a token that cannot write refuses before any compute
     hub_failures: list[MonteError] = []
-    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files)
+    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
+                weights=plan.weights or None)
     if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
         row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
             r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name

@@ -18,7 +18,7 @@ from dulwich.objects import ObjectID
 from monte.errors import error
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
-from monte.ledger.lineage import TRAINER_STATE, record_checkpoint, servable_files
+from monte.ledger.lineage import TRAINER_STATE, record_checkpoint, servable_files, weights_identity
 from monte.ledger.records import RunRow
 from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
@@ -82,6 +82,7 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
         "experiment": experiment, "run": row.run, "step": step, "cohort": row.cohort,
         "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
         "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
+        "weights_identity": weights_identity(dest, files),
         **(extra or {}), **more,
     }
     commit = record_checkpoint(ws.store, experiment, info, parent_commit)

@@ -12,7 +12,7 @@ import pytest
 from helpers import git, snapshot_state
 
 from monte.errors import MonteError
-from monte.ledger.experiment import Ledger, _compact, _meta, dumps
+from monte.ledger.experiment import Ledger, compact_json, meta_json, dumps
 from monte.ledger.merge import merge_bases, merge_into_ref, merge_ledgers
 from monte.ledger.records import ExamFreeze, Measurement, RunRow, bucket_index, run_dir
 from monte.ledger.store import Change, Snapshot, Store
@@ -141,7 +141,7 @@ def test_diverged_ledgers_merge_into_the_union(repo: Path, store: Store) -> None
     # each fan-out index equals its folder's row.json files, byte for byte as monte encodes it
     for bucket, names in (("a/b", ["ab0000000001", "ab0000000002", "ab0000000003"]), ("c/d", ["cd0000000004"])):
         want = {n: show(repo, REF, f"runs/{bucket}/{n}/row.json") for n in names}
-        assert git(repo, "show", f"{REF}:runs/{bucket}/index.json").encode() == _compact(want)
+        assert git(repo, "show", f"{REF}:runs/{bucket}/index.json").encode() == compact_json(want)
     # records: ours (4) + theirs (4) - base (2)
     assert records(repo, REF) == records(repo, o.decode()) + records(repo, t.decode()) - records(repo, base) == 6
     # the union is a well-formed git history
@@ -214,7 +214,7 @@ def test_a_row_both_sides_rewrote_is_a_conflict_and_nothing_moves(repo: Path, st
 def _nominate(store: Store, ref: str, checkpoint: str) -> None:
     store.append(ref, lambda snap: Change(summary=f"nominate {checkpoint}",
                                           writes={"cohorts/c1/nomination.json": dumps({"checkpoint": checkpoint}),
-                                                  "meta.json": _meta(int(json.loads(snap.read("meta.json") or b"{}")["records"]) + 1)},
+                                                  "meta.json": meta_json(int(json.loads(snap.read("meta.json") or b"{}")["records"]) + 1)},
                                           trailers={"Monte-Event": "nominate"}))
 
 
@@ -234,7 +234,7 @@ def test_the_same_change_on_both_sides_is_fine_a_different_one_is_not(repo: Path
 
 
 def test_unrelated_histories_do_not_merge(repo: Path, store: Store) -> None:
-    other = store.write_commit({"measurement.json": b"{}\n", "meta.json": _meta(1)}, "another experiment",
+    other = store.write_commit({"measurement.json": b"{}\n", "meta.json": meta_json(1)}, "another experiment",
                                {"Monte-Event": "created"}, [])
     with pytest.raises(MonteError) as e:
         merge_into_ref(store, REF, other)
@@ -257,8 +257,8 @@ def test_merging_two_big_ledgers_reads_only_the_changed_trees(repo: Path, store:
         r = RunRow(run=new_run_id(), experiment=EXP, kind="eval", status="started", seq=seq, split="dev")
         writes[f"{run_dir(r.run)}/row.json"] = dumps(r.model_dump(mode="json"))
         indexes.setdefault(bucket_index(r.run), {})[r.run] = r.model_dump(mode="json")
-    writes.update({path: _compact(index) for path, index in indexes.items()})
-    writes["meta.json"] = _meta(2001)
+    writes.update({path: compact_json(index) for path, index in indexes.items()})
+    writes["meta.json"] = meta_json(2001)
     big = store._commit(Snapshot(store.repo, tip)._tree_id, writes, "2,000 runs", {"Monte-Event": "bulk"}, [tip])
     assert store.set_ref(REF, tip, big)
     ours, theirs = fork(store)

@@ -230,11 +230,15 @@ def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: 
 
 
 def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
-    # e8: same environment, base model, dataset and recipe; chunks of 8 instead of 4
-    r = monte("experiment", "init", "e8", "--eval", "parity", "--model", str(base_model), "--steps-per-chunk", "8")
+    # e8: same base model, dataset and recipe; chunks of 8 instead of 4. Its exam is the dev split
+    # alone: the test content with these base weights is sealed across the repository, and exp
+    # holds its test@0
+    assert monte("env", "add", "--benchmark", "parity", "--as", "parity-dev").code == 0
+    r = monte("experiment", "init", "e8", "--eval", "parity-dev", "--model", str(base_model),
+              "--steps-per-chunk", "8")
     assert r.code == 0, r.err
     assert monte("eval", "-e", "e8", "--yes").code == 0
-    assert monte("eval", "-e", "e8", "--split", "test", "--yes").code == 0
+    assert monte("eval", "-e", "e8", "--split", "test", "--yes").code == 4  # no test split here
     a = trained(monte, "-e", "exp", "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
     plan = monte("train", "-e", "exp", "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{a}@4",
                  "--dry-run", "--json").json()["plan"]
@@ -281,7 +285,9 @@ def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready:
     assert LEGEND in out and f"{c}@8  grpo:parity  from {a}@4  (stage boundary)" in out
 
 
-def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Path, monte, ready: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                                       _template: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """Weights-only, shown by the numbers: a boundary from A equals a from-base chunk whose base
     model is a copy of A's servable folder (no optimizer, scheduler or data position carried)."""
     a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
@@ -290,11 +296,22 @@ def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Pat
     assert boundary["plan"]["boundary"] is True and boundary["step"] == 8
     copy = tmp_path / "a-weights"
     shutil.copytree(_ck(repo, a, 4), copy)
-    assert monte("eval", "--model", str(copy), "--yes").code == 0  # a cohort of its own: its baselines
-    assert monte("eval", "--model", str(copy), "--split", "test", "--yes").code == 0
-    fresh = trained(monte, "--recipe", "sft-b", "--source", "parity-sft", "--from-base", "--model", str(copy))
+    # here a checkpoint is never a base model (E_REFUSED): train the fresh one in another repository
+    assert monte("eval", "--model", str(copy), "--dry-run", "--json").json()["error"]["code"] == "E_REFUSED"
+    other = tmp_path / "other"
+    shutil.copytree(_template, other, symlinks=True)
+    monkeypatch.chdir(other)
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    assert monte("dataset", "add", "parity-sft", "--from-file", str(tmp_path / "parity-sft.jsonl"),
+                 "--kind", "sft").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(copy),
+                 "--steps-per-chunk", "4").code == 0
+    write_recipe(other, "sft-b", SFT.replace("3.0e-3", "1.0e-3"))
+    assert monte("eval", "--yes").code == 0  # a cohort of its own: its baselines
+    assert monte("eval", "--split", "test", "--yes").code == 0
+    fresh = trained(monte, "--recipe", "sft-b", "--source", "parity-sft", "--from-base")
     assert fresh["step"] == 4 and fresh["cohort"] != boundary["cohort"]
-    assert _same_weights(_ck(repo, boundary["run"], 8), _ck(repo, fresh["run"], 4))
+    assert _same_weights(_ck(repo, boundary["run"], 8), _ck(other, fresh["run"], 4))
     assert not _same_weights(_ck(repo, a, 4), _ck(repo, boundary["run"], 8))
 
 

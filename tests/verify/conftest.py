@@ -74,7 +74,7 @@ def _baselines_template(_exp_template: Path, tmp_path_factory: pytest.TempPathFa
 
 def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> dict[str, str]:
     from monte import api
-    from monte.ledger.lineage import cohort_of, servable_files
+    from monte.ledger.lineage import servable_files, weights_identity
     from monte.workspace import open_workspace
 
     ws = open_workspace(repo)
@@ -87,8 +87,8 @@ def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> di
     # the checkpoint the final claim would score with no nomination (best paired dev delta)
     ids["selected"] = api.plan_eval(split="test", ws=ws).target.run
     ids["other"] = ids["b"] if ids["selected"] == ids["a"] else ids["a"]
-    ids["cohort"] = cohort_of(servable_files(models[0]))
-    ids["cohort2"] = cohort_of(servable_files(models[3]))  # another base model: no baselines
+    ids["cohort"] = weights_identity(models[0], servable_files(models[0]))[:12]
+    ids["cohort2"] = weights_identity(models[3], servable_files(models[3]))[:12]  # another base: no baselines
     return ids
 
 
