@@ -56,8 +56,9 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
             item = json.loads(line)
             out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
     step(f"monte dataset add {DATASET} --from-file {rows.name} --kind sft")
-    ds = api.dataset_add(name=DATASET, from_file=rows, kind="sft", ws=ws)["dataset"]
-    say(f"  froze {ds['rows']} demonstrations, sha256 {ds['sha256'][:12]}")
+    ds = api.dataset_add(name=DATASET, from_file=rows, kind="sft", ws=ws).dataset
+    assert ds is not None
+    say(f"  froze {ds.rows} demonstrations, sha256 {ds.sha256[:12]}")
     step(f"monte experiment init {EXPERIMENT} --eval {ENV} --model base-model")
     api.experiment_init(name=EXPERIMENT, eval_env=ENV, model=str(folder / "base-model"), ws=ws)
 

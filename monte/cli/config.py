@@ -1,20 +1,25 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from monte.cli.output import handled
 
+if TYPE_CHECKING:
+    from monte.repository import ConfigShow
 
-def _human(r: dict) -> None:  # type: ignore[type-arg]
-    click.echo(f"repository:  {r['repo_root']}")
-    click.echo(f"data root:   {r['data_root']}")
-    click.echo(f"vault:       {r.get('vault') or '(none: `monte config set vault URL`)'}")
-    click.echo(f"bucket:      {r.get('bucket') or '(none: `monte config set bucket URL`)'}")
+
+def _human(r: ConfigShow) -> None:
+    click.echo(f"repository:  {r.repo_root}")
+    click.echo(f"data root:   {r.data_root}")
+    click.echo(f"vault:       {r.vault or '(none: `monte config set vault URL`)'}")
+    click.echo(f"bucket:      {r.bucket or '(none: `monte config set bucket URL`)'}")
     click.echo("recipe search path (first match wins):")
-    for p in r["recipe_path"]:
+    for p in r.recipe_path:
         click.echo(f"  {p}")
     click.echo("recipes:")
-    for name, path in r["recipes"].items():
+    for name, path in r.recipes.items():
         click.echo(f"  {name}\t{path}")
 
 
@@ -39,8 +44,8 @@ def show() -> object:
 @config.command("set")
 @click.argument("setting", type=click.Choice(["vault", "bucket"]))
 @click.argument("url")
-@handled(lambda r: click.echo(f"{r['setting']} = {r['url']} (in {r['file']})"
-                              + (f"; DVC remote 'vault' in {r['dvc_config']}" if r.get("dvc_config") else "")))
+@handled(lambda r: click.echo(f"{r.setting} = {r.url} (in {r.file})"
+                              + (f"; DVC remote 'vault' in {r.dvc_config}" if r.dvc_config else "")))
 def set_(setting: str, url: str) -> object:
     """Name the Vault or the results bucket: gs://BUCKET[/PREFIX], or a local folder.
 

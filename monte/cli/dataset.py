@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from monte.cli.output import handled, table
+
+if TYPE_CHECKING:
+    from monte.datasets.manage import DatasetAddResult, DatasetInfo
 
 
 @click.group()
@@ -12,16 +16,17 @@ def dataset() -> None:
     """Datasets: frozen piles of JSONL rows (what an sft recipe trains on)."""
 
 
-def _added(r: dict) -> None:  # type: ignore[type-arg]
-    if r["dry_run"]:
+def _added(r: DatasetAddResult) -> None:
+    if r.dry_run:
         click.echo("plan (dry run, nothing frozen):")
-        for k, v in r["plan"].items():
+        for k, v in r.plan.items():
             click.echo(f"  {k}: {v}")
         return
-    d = r["dataset"]
-    click.echo(f"froze dataset {d['name']}: {d['rows']} rows, sha256 {d['sha256'][:16]}, in {d['folder']}")
-    if d["columns"]:
-        click.echo(f"  kind {d['kind']}, columns {d['columns']}")
+    d = r.dataset
+    assert d is not None
+    click.echo(f"froze dataset {d.name}: {d.rows} rows, sha256 {d.sha256[:16]}, in {d.folder}")
+    if d.columns:
+        click.echo(f"  kind {d.kind}, columns {d.columns}")
 
 
 @dataset.command()
@@ -53,11 +58,11 @@ def list_(vault: bool) -> object:
     return api.dataset_list(vault=vault)
 
 
-def _shown(d: dict) -> None:  # type: ignore[type-arg]
-    click.echo(f"dataset {d['name']}: {d['rows']} rows, kind {d['kind'] or '-'}, columns {d['columns'] or '-'}")
-    click.echo(f"  sha256 {d['sha256']} (re-proven)")
-    click.echo(f"  provenance {d['provenance']}")
-    click.echo(f"  folder {d['folder']}")
+def _shown(d: DatasetInfo) -> None:
+    click.echo(f"dataset {d.name}: {d.rows} rows, kind {d.kind or '-'}, columns {d.columns or '-'}")
+    click.echo(f"  sha256 {d.sha256} (re-proven)")
+    click.echo(f"  provenance {d.provenance}")
+    click.echo(f"  folder {d.folder}")
 
 
 @dataset.command()

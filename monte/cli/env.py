@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from monte.cli.output import handled, table
+
+if TYPE_CHECKING:
+    from monte.envs.manage import EnvInstallResult
 
 
 @click.group()
@@ -55,15 +60,15 @@ def list_(available: bool, vault: bool) -> object:
     """What is usable here, now (local disk, no network)."""
     from monte import api
 
-    rows = api.env_list(available=available, vault=vault)
-    if not available and not vault:
+    rows = [r.model_dump(mode="json") for r in api.env_list(available=available, vault=vault)]
+    if not available and not vault:  # the columns that fit a screen (`env install` shows folders)
         rows = [{k: r[k] for k in ("name", "kind", "exams", "benchmarks", "files")} for r in rows]
     return rows
 
 
-def _installed(rows: list[dict]) -> None:  # type: ignore[type-arg]
+def _installed(rows: list[EnvInstallResult]) -> None:
     for r in rows:
-        click.echo(f"{r['name']}: {r['action']} ({r['files']} files) {r['folder']}")
+        click.echo(f"{r.name}: {r.action} ({r.files} files) {r.folder}")
 
 
 @env.command()

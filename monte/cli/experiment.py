@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from monte.cli.output import handled, table
+
+if TYPE_CHECKING:
+    from monte.experiments import ExperimentInitResult
 
 
 @click.group()
@@ -10,15 +15,15 @@ def experiment() -> None:
     """Experiments: a frozen measurement and the ledger of every Run against it."""
 
 
-def _created(r: dict) -> None:  # type: ignore[type-arg]
-    m = r["measurement"]
-    verb = "would create" if r["dry_run"] else "created"
-    click.echo(f"{verb} experiment {m['experiment']} on environment {m['environment']}")
-    for exam, e in m["exams"].items():
-        click.echo(f"  exam {exam}: " + ", ".join(f"{s} ({v['n']} tasks)" for s, v in e["splits"].items()))
-    click.echo(f"  steps per chunk: {m['train']['steps_per_chunk']}; model: {m['model'] or '-'}")
-    if not r["dry_run"]:
-        click.echo(f"  ledger: {r['ref']} @ {r['commit'][:12]}")
+def _created(r: ExperimentInitResult) -> None:
+    m = r.measurement
+    verb = "would create" if r.dry_run else "created"
+    click.echo(f"{verb} experiment {m.experiment} on environment {m.environment}")
+    for exam, e in m.exams.items():
+        click.echo(f"  exam {exam}: " + ", ".join(f"{s} ({v.n} tasks)" for s, v in e.splits.items()))
+    click.echo(f"  steps per chunk: {m.train.steps_per_chunk}; model: {m.model or '-'}")
+    if not r.dry_run:
+        click.echo(f"  ledger: {r.ref} @ {(r.commit or '')[:12]}")
 
 
 @experiment.command("init")

@@ -36,6 +36,6 @@ def init_(directory: Path, size: str, seed: int) -> object:
     DIRECTORY must be new or empty. The folder loads with transformers'
     AutoModelForCausalLM / AutoTokenizer.from_pretrained, offline.
     """
-    from monte.models.tiny import init_model
+    from monte import api
 
-    return init_model(directory, size=size, seed=seed)
+    return api.model_init(path=directory, size=size, seed=seed)

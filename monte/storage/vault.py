@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from monte.errors import MonteError, error
 from monte.manifest import Manifest, now, parse_manifest
 from monte.storage.objects import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
@@ -47,6 +49,17 @@ class Claim:
     fingerprint: str
     host: str
     claimed_at: str
+
+
+class VaultEntry(BaseModel):
+    """One name the Vault holds (``env list --vault``, ``dataset list --vault``)."""
+
+    name: str
+    kind: str
+    fingerprint: str
+    claimed_by: str
+    claimed_at: str
+    complete: bool  # its upload finished: the Vault holds its manifest
 
 
 class VaultRemote:
@@ -79,7 +92,7 @@ class VaultRemote:
         held = self.claim_of(kind, name)
         return held is not None and held.fingerprint == fingerprint
 
-    def names(self, kind: str) -> list[dict[str, Any]]:
+    def names(self, kind: str) -> list[VaultEntry]:
         """What the Vault holds of ``kind``: every claim, and whether its upload completed."""
         claims = self.store.list(f"monte/claims/{_PLURAL[kind]}/")
         done = self.store.list(f"monte/manifests/{_PLURAL[kind]}/")
@@ -87,9 +100,9 @@ class VaultRemote:
         for path in sorted(claims):
             name = path.rsplit("/", 1)[1].removesuffix(".json")
             c = self.claim_of(kind, name)
-            out.append({"name": name, "kind": kind, "fingerprint": c.fingerprint if c else "",
-                        "claimed_by": c.host if c else "", "claimed_at": c.claimed_at if c else "",
-                        "complete": f"monte/manifests/{_PLURAL[kind]}/{name}.json" in done})
+            out.append(VaultEntry(name=name, kind=kind, fingerprint=c.fingerprint if c else "",
+                                  claimed_by=c.host if c else "", claimed_at=c.claimed_at if c else "",
+                                  complete=f"monte/manifests/{_PLURAL[kind]}/{name}.json" in done))
         return out
 
     def manifest(self, kind: str, name: str) -> tuple[Manifest, dict[str, Any]] | None:

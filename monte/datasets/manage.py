@@ -1,0 +1,205 @@
+"""Frozen Datasets on this data root: add (screen, hash, record, push), list, show (re-prove,
+fetching from the Vault when the rows are not here). Screening the rows is
+:mod:`monte.datasets.freeze`; what Datasets share with Environments (Vault claims, uploads,
+staging, fetches) is :mod:`monte.frozen`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+
+from monte import frozen
+from monte.errors import error
+from monte.manifest import Manifest
+from monte.names import check_name
+from monte.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from monte.ledger.store import Snapshot
+    from monte.storage.vault import VaultEntry
+
+
+class DatasetInfo(BaseModel):
+    name: str
+    kind: str | None
+    rows: int
+    columns: dict[str, str] | None
+    sha256: str
+    provenance: dict[str, Any]
+    folder: str
+    verified: bool = False
+
+
+def dataset_info(m: Manifest, folder: Path, verified: bool = False) -> DatasetInfo:
+    if m.kind != "dataset" or "rows.jsonl" not in m.files:
+        raise error("E_INTEGRITY", f"{folder}/manifest.json is not a dataset's manifest (no rows.jsonl)",
+                    f"move {folder} aside and restore the frozen copy")
+    return DatasetInfo(
+        name=m.name, kind=m.dataset_kind, rows=m.rows or 0, columns=m.columns,
+        sha256=m.files["rows.jsonl"].sha256, provenance=m.provenance, folder=str(folder),
+        verified=verified,
+    )
+
+
+class DatasetAddResult(BaseModel):
+    dry_run: bool
+    plan: dict[str, Any]
+    dataset: DatasetInfo | None = None  # absent from a dry run's document, not null
+    note: str = ""
+
+    @model_serializer(mode="wrap")
+    def _no_dataset_key_in_a_dry_run(self, nxt: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = nxt(self)
+        if self.dataset is None:
+            out.pop("dataset", None)
+        return out
+
+
+def add(
+    *,
+    name: str,
+    from_file: Path | None,
+    from_hf: str | None,
+    hf_file: str | None,
+    kind: str | None,
+    input_key: str,
+    output_key: str,
+    dry_run: bool,
+    ws: Workspace | None,
+) -> DatasetAddResult:
+    """See :func:`monte.api.dataset_add`. ``ws`` is resolved here, after the arguments are checked,
+    so a bad one is refused the same inside a repository or outside one."""
+    from monte.datasets.freeze import screen_jsonl
+    from monte.envs import freeze
+    from monte.hashing import sha256_file
+    from monte.ledger.vault import Vault, name_taken
+    from monte.manifest import MANIFEST, FileEntry, read_manifest
+
+    check_name(name, "dataset name")
+    if bool(from_file) == bool(from_hf):
+        raise error("E_USAGE", "name the rows once: --from-file F or --from-hf REPO[@REV]",
+                    "monte dataset add NAME --from-file rows.jsonl")
+    if hf_file and not from_hf:
+        raise error("E_USAGE", "--file picks a file of a --from-hf repo", "drop --file, or use --from-hf")
+    if kind not in (None, "sft"):
+        raise error("E_USAGE", f"unknown --kind {kind!r}", "the only kind today is sft")
+    ws = ws or open_workspace()
+    vault = Vault(ws.store)
+    dest = ws.dataset_dir(name)
+    if not dry_run:
+        frozen.sweep_staging(ws)
+        resumed = frozen.resume_upload(ws, "dataset", name, dest)
+        if resumed is not None:
+            return DatasetAddResult(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed, dest),
+                                    note="finished the Vault upload of the freeze kept on this data root")
+    from monte.storage import vault as remote_vault
+
+    # The Dataset side asks the Vault first, and refuses any Environment of that name there.
+    where = remote_vault.access(ws, write=not dry_run)
+    if where.reader is not None:
+        if where.reader.claim_of("environment", name) is not None:
+            raise frozen.source_conflict(name, "environment")
+        if frozen.claimed(where.reader, "dataset", name):
+            raise name_taken("dataset", name, f"the Vault {where.url}")
+
+    def check(snap: Snapshot | None = None) -> None:
+        # The Dataset side is the stricter one: any environment of that name refuses.
+        if vault.get("environment", name, snap) is not None or os.path.lexists(ws.env_dir(name)):
+            raise frozen.source_conflict(name, "environment")
+        if vault.get("dataset", name, snap) is not None:
+            raise name_taken("dataset", name, "the vault ref")
+        if os.path.lexists(dest):  # a dangling symlink too: the freeze's rename would fail on it
+            raise name_taken("dataset", name, f"this data root, {dest}")
+
+    check()
+    plan: dict[str, Any]
+    if from_hf:
+        repo, _, rev = from_hf.partition("@")
+        plan = {"name": name, "source": "hf", "repo": repo, "revision": rev or None, "file": hf_file}
+    else:
+        assert from_file is not None
+        plan = {"name": name, "source": "file", "path": str(Path(from_file).resolve())}
+    plan.update(kind=kind, input_key=input_key, output_key=output_key)
+    if dry_run:
+        return DatasetAddResult(dry_run=True, plan=plan, note=where.note)
+    if from_hf:
+        from monte.storage.hub import fetch_dataset_file
+
+        src, sha, fname = fetch_dataset_file(repo, rev or None, hf_file)
+        provenance: dict[str, Any] = {"source": "hf", "repo": repo, "revision": sha,
+                                      "requested_revision": rev or None, "file": fname}
+    else:
+        src = Path(from_file)  # type: ignore[arg-type]
+        if not src.is_file():
+            raise error("E_NOT_FOUND", f"no file {src}", "check the --from-file path")
+        provenance = {"source": "file", "path": str(src.resolve())}
+    rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key)
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        shutil.copyfile(src, staged / "rows.jsonl")
+        digest = sha256_file(staged / "rows.jsonl")
+        provenance["sha256"] = digest
+        manifest = Manifest(
+            kind="dataset", name=name, files={"rows.jsonl": FileEntry(sha256=digest, size=(staged / "rows.jsonl").stat().st_size)},
+            provenance=provenance, dataset_kind=kind, columns=columns, rows=rows,  # type: ignore[arg-type]
+        )
+        (staged / MANIFEST).write_bytes(manifest.dumps())
+        if where.writer is not None and not where.writer.claim("dataset", name, manifest.fingerprint):
+            raise frozen.lost_claim("dataset", name, where.url)
+        vault.record(manifest, check)
+        freeze.move_into_place(staged, dest)
+    finally:
+        freeze.discard(staged)
+    m = read_manifest(dest)
+    assert m is not None
+    note = where.note
+    if where.writer is not None:
+        frozen.upload_or_keep(where.writer, m, dest, "dataset add")
+        note = f"pushed to the Vault {where.url}"
+    return DatasetAddResult(dry_run=False, plan=plan, dataset=dataset_info(m, dest), note=note)
+
+
+def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[VaultEntry]:
+    """See :func:`monte.api.dataset_list`."""
+    from monte.manifest import read_manifest
+
+    if vault:
+        return frozen.vault_names(ws, "dataset")
+    root = ws.data_root / "datasets"
+    out = []
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        m = read_manifest(folder)
+        if m is not None:
+            out.append(dataset_info(m, folder))
+    return out
+
+
+def show(*, name: str, ws: Workspace | None) -> DatasetInfo:
+    """See :func:`monte.api.dataset_show`. ``ws`` is resolved here, after the name is checked."""
+    from monte.ledger.vault import Vault
+    from monte.manifest import read_manifest, verify_folder
+
+    check_name(name, "dataset name")
+    ws = ws or open_workspace()
+    folder = ws.dataset_dir(name)
+    if not folder.exists():
+        frozen.sweep_staging(ws)  # a freeze killed before its folder was moved into place
+    m = read_manifest(folder)
+    if m is None:
+        m = frozen.fetch_from_vault(ws, "dataset", name, folder)
+    recorded = Vault(ws.store).get("dataset", name)
+    if m is None:
+        if recorded is None:
+            raise error("E_NOT_FOUND", f"no dataset named {name!r}",
+                        "list them with `monte dataset list`; freeze one with `monte dataset add`")
+        raise error("E_NOT_FOUND", f"dataset {name!r} is recorded on the vault ref but its rows are not on this data root",
+                    "copy the folder from the machine that froze it (Vault fetch: `monte config set vault`)")
+    if recorded is not None and recorded.fingerprint != m.fingerprint:
+        raise error("E_INTEGRITY", f"dataset {name!r}: {folder}/manifest.json differs from the vault ref's manifest",
+                    f"move {folder} aside and restore the frozen copy")
+    verify_folder(folder, m)
+    return dataset_info(m, folder, verified=True)

@@ -1,0 +1,257 @@
+"""Frozen Environments on this data root: add (freeze and push), list, install (verify, fetch
+or restore). The catalog and the freeze itself are :mod:`monte.envs.registry` and
+:mod:`monte.envs.freeze`; what Environments share with Datasets (Vault claims, uploads,
+staging, fetches) is :mod:`monte.frozen`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+
+from monte import frozen
+from monte.errors import error
+from monte.manifest import Manifest
+from monte.names import check_name
+from monte.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from monte.ledger.store import Snapshot
+    from monte.ledger.vault import Vault
+    from monte.storage.vault import VaultEntry
+
+
+class EnvInfo(BaseModel):
+    name: str
+    kind: str
+    form: str
+    exams: dict[str, list[str]]
+    benchmarks: list[str]
+    files: int
+    fingerprint: str
+    folder: str
+
+
+def env_info(m: Manifest, folder: Path) -> EnvInfo:
+    benches = sorted(set((m.grader or {}).get("benchmarks", {}).values()) | set(
+        (m.provenance.get("benchmarks") or {}).keys()))
+    return EnvInfo(
+        name=m.name, kind=m.env_kind or "", form=m.form or "",
+        exams={e: sorted(s) for e, s in m.exams.items()}, benchmarks=benches,
+        files=len(m.files), fingerprint=m.fingerprint, folder=str(folder),
+    )
+
+
+class EnvAddResult(BaseModel):
+    dry_run: bool
+    plan: dict[str, Any]
+    environment: EnvInfo | None = None
+    note: str = ""
+
+
+class CatalogEntry(BaseModel):
+    """A benchmark the catalog could freeze (``env list --available``)."""
+
+    benchmark: str
+    provider: str
+    trainable: bool
+    sizes: dict[str, int]
+    description: str
+
+
+class EnvInstallResult(BaseModel):
+    """What ``install`` did to one environment: verified, fetched (from the Vault) or restored."""
+
+    name: str
+    action: str
+    files: int
+    folder: str
+
+
+def add(
+    ws: Workspace,
+    *,
+    benchmark: str | None,
+    server: str | None,
+    dev: tuple[str, ...],
+    test: tuple[str, ...],
+    name: str | None,
+    dry_run: bool,
+) -> EnvAddResult:
+    """See :func:`monte.api.env_add`."""
+    from monte.envs import freeze
+    from monte.ledger.vault import Vault, name_taken
+    from monte.manifest import MANIFEST, read_manifest
+    from monte.storage import vault as remote_vault
+
+    if name is not None:
+        check_name(name, "environment name")
+    plan = freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
+    check_name(plan.name, "environment name")
+    vault = Vault(ws.store)
+    dest = ws.env_dir(plan.name)
+    if not dry_run:
+        frozen.sweep_staging(ws)
+        resumed = frozen.resume_upload(ws, "environment", plan.name, dest)
+        if resumed is not None:
+            return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(resumed, dest),
+                                note="finished the Vault upload of the freeze kept on this data root")
+
+    def check_local() -> None:
+        if vault.get("environment", plan.name) is not None:
+            raise name_taken("environment", plan.name, "the vault ref")
+        if os.path.lexists(dest):  # a dangling symlink too: the freeze's rename would fail on it
+            raise name_taken("environment", plan.name, f"this data root, {dest}")
+        if plan.env_kind == "trainable":
+            frozen.refuse_source_conflict(ws, vault, plan.name, holder="dataset")
+
+    check_local()  # refuse before prepare runs: prepare can be expensive
+    where = remote_vault.access(ws, write=not dry_run)
+    if where.reader is not None:
+        if plan.env_kind == "trainable" and where.reader.claim_of("dataset", plan.name) is not None:
+            raise frozen.source_conflict(plan.name, "dataset")
+        if frozen.claimed(where.reader, "environment", plan.name):
+            raise name_taken("environment", plan.name, f"the Vault {where.url}")
+    if dry_run:
+        return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        manifest = freeze.prepare(plan, staged)
+        (staged / MANIFEST).write_bytes(manifest.dumps())
+        if where.writer is not None and not where.writer.claim("environment", plan.name, manifest.fingerprint):
+            raise frozen.lost_claim("environment", plan.name, where.url)
+
+        def check(snap: Snapshot) -> None:
+            if os.path.lexists(dest):
+                raise name_taken("environment", plan.name, f"this data root, {dest}")
+            if plan.env_kind == "trainable" and vault.get("dataset", plan.name, snap):
+                raise frozen.source_conflict(plan.name, "dataset")
+
+        vault.record(manifest, check)
+        freeze.move_into_place(staged, dest)
+    finally:
+        freeze.discard(staged)
+    m = read_manifest(dest)
+    assert m is not None
+    note = where.note
+    if where.writer is not None:
+        frozen.upload_or_keep(where.writer, m, dest, "env add")
+        note = f"pushed to the Vault {where.url}"
+    return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note)
+
+
+def list_envs(
+    *, available: bool, vault: bool, ws: Workspace | None,
+) -> list[CatalogEntry] | list[VaultEntry] | list[EnvInfo]:
+    """See :func:`monte.api.env_list`. ``ws`` is resolved here, after the flags are checked:
+    ``available`` reads the catalog and needs no repository."""
+    if available and vault:
+        raise error("E_USAGE", "--available and --vault name different places to look",
+                    "pass one of them, or neither for what is usable here")
+    if available:
+        from monte.envs.registry import catalog
+
+        return [
+            CatalogEntry(benchmark=e.name, provider=e.provider, trainable=e.benchmark.trainable,
+                         sizes=e.benchmark.sizes, description=e.benchmark.description)
+            for e in catalog().values()
+        ]
+    ws = ws or open_workspace()
+    if vault:
+        return frozen.vault_names(ws, "environment")
+    from monte.manifest import read_manifest
+
+    out = []
+    root = ws.data_root / "environments"
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        m = read_manifest(folder)
+        if m is not None:
+            out.append(env_info(m, folder))
+    return out
+
+
+def install(*, name: str | None, all_: bool, ws: Workspace | None) -> list[EnvInstallResult]:
+    """See :func:`monte.api.env_install`. ``ws`` is resolved here, after the flags are checked."""
+    from monte.ledger.vault import Vault
+
+    if bool(name) == bool(all_):
+        raise error("E_USAGE", "name one environment or pass --all", "monte env install NAME | --all")
+    ws = ws or open_workspace()
+    frozen.sweep_staging(ws)
+    if all_:
+        root = ws.data_root / "environments"
+        names = sorted(p.name for p in root.iterdir() if (p / "manifest.json").is_file()) if root.is_dir() else []
+    else:
+        names = [check_name(name or "", "environment name")]
+    vault = Vault(ws.store)
+    return [install_one(ws, vault, n) for n in names]
+
+
+def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
+    """A manifest here: prove the folder against it (and it against the vault ref). None here:
+    fetch the folder from the Vault, or else re-create it from the vault ref's manifest."""
+    from monte.envs import freeze
+    from monte.manifest import MANIFEST, read_manifest, verify_folder
+
+    folder = ws.env_dir(name)
+    recorded = vault.get("environment", name)
+    here = read_manifest(folder)
+    if here is None:
+        fetched = frozen.fetch_from_vault(ws, "environment", name, folder)
+        if fetched is not None:
+            return EnvInstallResult(name=name, action="fetched", files=len(fetched.files), folder=str(folder))
+    if here is not None:
+        if recorded is not None and recorded.fingerprint != here.fingerprint:
+            raise error("E_INTEGRITY",
+                        f"environment {name!r}: {folder / MANIFEST} differs from the vault ref's manifest",
+                        f"move {folder} aside and run `monte env install {name}` to restore it")
+        verify_folder(folder, here)
+        return EnvInstallResult(name=name, action="verified", files=len(here.files), folder=str(folder))
+    if recorded is None:
+        raise error("E_NOT_FOUND", f"no environment named {name!r} on this data root or the vault ref",
+                    "list what is here with `monte env list`; freeze one with `monte env add`")
+    if folder.exists() and any(folder.iterdir()):
+        raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
+                    f"move {folder} aside, then run `monte env install {name}` again")
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        recreate(recorded, staged)
+        verify_folder(staged, recorded)
+        (staged / MANIFEST).write_bytes(recorded.dumps())
+        if folder.exists():
+            folder.rmdir()
+        freeze.move_into_place(staged, folder)
+    finally:
+        freeze.discard(staged)
+    return EnvInstallResult(name=name, action="restored", files=len(recorded.files), folder=str(folder))
+
+
+def recreate(m: Manifest, staged: Path) -> None:
+    """Re-run the freeze's prepare from what the manifest recorded (catalog environments)."""
+    from monte.envs import freeze
+    from monte.envs.registry import catalog
+
+    prov = m.provenance
+    if prov.get("source") != "catalog":
+        raise error("E_NOT_FOUND", f"environment {m.name!r} is not on this data root",
+                    "copy its folder from the machine that froze it (Vault fetch: `monte config set vault`)")
+    entries = catalog()
+    for b, meta in prov.get("benchmarks", {}).items():
+        if b not in entries:
+            raise error("E_NOT_FOUND", f"benchmark {b!r} of environment {m.name!r} is not installed here",
+                        f"install the package that provides {b!r} (provider {meta.get('provider')})")
+        provider = entries[b].provider_obj
+        if provider is not None and hasattr(provider, "install"):
+            provider.install(m.name, staged, m.model_dump(mode="json"))
+            return
+    roles: dict[str, str] = prov["roles"]
+    exams: dict[str, dict[str, str]] = {}
+    for key, bench in roles.items():
+        if key != "curriculum":
+            exam, split = key.rsplit("/", 1)
+            exams.setdefault(exam, {})[split] = bench
+    plan = freeze.FreezePlan(m.name, m.form, m.env_kind, exams, roles.get("curriculum"),  # type: ignore[arg-type]
+                             dict(prov.get("sizes", {})))
+    freeze.prepare(plan, staged)

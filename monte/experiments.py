@@ -1,0 +1,111 @@
+"""Experiments: freezing the measurement (``experiment init``) and listing them.
+
+The ledger that holds them is :mod:`monte.ledger.experiment`; the environment whose exams
+measure them is proven here, against its folder and the vault ref, before anything is written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+
+from monte.errors import error
+from monte.ledger.records import Measurement
+from monte.names import check_name
+from monte.workspace import Workspace, open_workspace
+
+
+class ExperimentInitResult(BaseModel):
+    dry_run: bool
+    measurement: Measurement
+    # Set once the ledger holds the measurement; a dry run's document has neither key.
+    commit: str | None = None
+    ref: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _no_commit_keys_in_a_dry_run(self, nxt: SerializerFunctionWrapHandler) -> dict[str, object]:
+        out: dict[str, object] = nxt(self)
+        if self.dry_run:
+            out.pop("commit", None)
+            out.pop("ref", None)
+        return out
+
+
+class ExperimentSummary(BaseModel):
+    name: str
+    environment: str
+    exams: list[str]
+    model: str | None
+    created_at: str
+
+
+def create(
+    *, name: str, eval_env: str, model: str | None, steps_per_chunk: int, dry_run: bool,
+    ws: Workspace | None,
+) -> ExperimentInitResult:
+    """See :func:`monte.api.experiment_init`. ``ws`` is resolved here, after the names are
+    checked, so a bad one is refused the same inside a repository or outside one."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.records import ExamFreeze, SplitFreeze, TrainSettings
+    from monte.ledger.vault import Vault
+    from monte.manifest import now, read_manifest, verify_folder
+
+    check_name(name, "experiment name")
+    if name.lower() == "vault":  # refs/heads/monte/vault is the freeze manifests' ref, not a folder
+        raise error("E_INVALID_NAME", "the experiment name 'vault' is reserved: refs/heads/monte/vault holds "
+                    "the freeze manifests", "choose another experiment name")
+    check_name(eval_env, "environment name")
+    ws = ws or open_workspace()
+    ledger = Ledger(ws.store, name)
+    if ledger.exists():
+        raise error("E_MEASUREMENT_EXISTS", f"experiment {name!r} already exists; its measurement is frozen",
+                    "choose another experiment name; a changed measurement is a new experiment")
+    folder = ws.env_dir(eval_env)
+    m = read_manifest(folder)
+    if m is None or m.kind != "environment":
+        raise error("E_NOT_FOUND", f"no environment named {eval_env!r} on this data root",
+                    f"freeze it with `monte env add`, or restore it with `monte env install {eval_env}`")
+    recorded = Vault(ws.store).get("environment", eval_env)
+    if recorded is not None and recorded.fingerprint != m.fingerprint:
+        raise error("E_INTEGRITY", f"environment {eval_env!r}: the manifest here differs from the vault ref's",
+                    f"move {folder} aside and run `monte env install {eval_env}`")
+    verify_folder(folder, m)
+    if model is not None and os.path.sep in model and not Path(model).exists():
+        raise error("E_NOT_FOUND", f"no model folder {model}", "pass a local model folder or a hub id")
+    exams = {
+        exam: ExamFreeze(
+            benchmark=(m.grader or {}).get("benchmarks", {}).get(exam, exam),
+            splits={s: SplitFreeze(path=f"environments/{eval_env}/{rel}", sha256=m.files[rel].sha256,
+                                   n=_count_lines(folder / rel)) for s, rel in splits.items()},
+        )
+        for exam, splits in m.exams.items()
+    }
+    measurement = Measurement(
+        experiment=name, created_at=now(), environment=eval_env,
+        environment_fingerprint=m.fingerprint, grader=m.grader or {}, exams=exams,
+        model=str(Path(model).resolve()) if model and Path(model).exists() else model,
+        train=TrainSettings(steps_per_chunk=steps_per_chunk),
+    )
+    if dry_run:
+        return ExperimentInitResult(dry_run=True, measurement=measurement)
+    commit = ledger.create(measurement)
+    return ExperimentInitResult(dry_run=False, measurement=measurement, commit=commit.decode(), ref=ledger.ref)
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def summaries(ws: Workspace) -> list[ExperimentSummary]:
+    """See :func:`monte.api.experiment_list`."""
+    from monte.ledger.experiment import Ledger, experiment_names
+
+    out = []
+    for n in experiment_names(ws.store):
+        meas = Ledger(ws.store, n).measurement()
+        out.append(ExperimentSummary(name=n, environment=meas.environment, exams=sorted(meas.exams),
+                                     model=meas.model, created_at=meas.created_at))
+    return out

@@ -1,0 +1,170 @@
+"""A frozen folder's way between this data root, the vault ref and the Vault.
+
+Environments and Datasets share it: the create-only name claim in the Vault, the upload that
+may fail and be resumed, the staging folders a killed freeze leaves behind, the fetch that
+proves every hash before anything lands, and the one ``--source`` namespace the two kinds share.
+What a frozen folder *is* lives in :mod:`monte.manifest`; how each kind is made lives in
+:mod:`monte.envs` and :mod:`monte.datasets`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from monte.errors import MonteError, error
+from monte.manifest import Manifest
+from monte.names import check_name
+from monte.workspace import Workspace
+
+if TYPE_CHECKING:
+    from monte.ledger.vault import Vault
+    from monte.storage.vault import VaultEntry, VaultRemote
+
+
+def claimed(reader: VaultRemote, kind: str, name: str) -> bool:
+    """Does the Vault hold ``name``? A claim whose upload never completed (no manifest in the
+    Vault) and that neither the vault ref nor this data root records (the caller checked) is a
+    freeze killed between claiming and recording: it does not refuse here. The freeze goes on,
+    and the create-only claim decides: the same fingerprint takes it over, another one loses."""
+    if reader.claim_of(kind, name) is None:
+        return False
+    return reader.manifest(kind, name) is not None
+
+
+def sweep_staging(ws: Workspace) -> None:
+    """Staging folders in ``<data root>/tmp`` left by a freeze, install or fetch that was killed:
+    one whose manifest the vault ref records while its folder is missing (killed between
+    recording the freeze and moving it into place) is proven and moved into place; the rest
+    are deleted. Folders of live processes are left alone."""
+    from monte.envs import freeze
+    from monte.ledger.vault import Vault
+    from monte.manifest import read_manifest, verify_folder
+
+    vault = Vault(ws.store)
+    for staged in freeze.stale_staging(ws.data_root):
+        for cand in (staged, staged / "payload"):
+            try:
+                m = read_manifest(cand) if cand.is_dir() else None
+                if m is None:
+                    continue
+                check_name(m.name, f"{m.kind} name")
+                dest = ws.env_dir(m.name) if m.kind == "environment" else ws.dataset_dir(m.name)
+                recorded = vault.get(m.kind, m.name)
+                if recorded is not None and recorded.fingerprint == m.fingerprint and not os.path.lexists(dest):
+                    verify_folder(cand, m)
+                    freeze.move_into_place(cand, dest)
+                    break
+            except (MonteError, OSError):
+                continue
+        freeze.discard(staged)
+
+
+def lost_claim(kind: str, name: str, url: str | None) -> MonteError:
+    noun = "environment" if kind == "environment" else "dataset"
+    fix = (f"re-add under another name with `--as NEW_NAME`, or run `monte env install {name}` to bring "
+           "the winner's copy here") if kind == "environment" else (
+        f"re-add under another NAME, or run `monte dataset show {name}` to bring the winner's copy here")
+    return error("E_NAME_TAKEN", f"another writer claimed the {noun} name {name!r} in the Vault {url} "
+                 "first; this freeze was discarded and nothing was written here", fix)
+
+
+def upload_or_keep(writer: VaultRemote, m: Manifest, dest: Path, cmd: str) -> None:
+    """Push a freeze that is already in place; on any failure keep it and refuse E_STORAGE."""
+    try:
+        writer.upload(m, dest)
+    except (MonteError, OSError, KeyboardInterrupt) as e:
+        why = e.message if isinstance(e, MonteError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
+                                                            else str(e))
+        raise error("E_STORAGE", f"the freeze survived on this data root, in {dest}, but the Vault upload "
+                    f"failed: {why}", f"re-run the same `monte {cmd}` to finish the upload") from None
+
+
+def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> Manifest | None:
+    """A freeze kept here whose Vault claim is ours but whose upload never completed: finish it.
+    Returns the manifest when it did, None when there is nothing to resume."""
+    from monte.manifest import read_manifest
+    from monte.storage import vault as remote_vault
+
+    m = read_manifest(dest) if dest.is_dir() else None
+    if m is None:
+        return None
+    where = remote_vault.access(ws, write=True)
+    w = where.writer
+    if w is None:
+        return None
+    claim = w.claim_of(kind, name)
+    if claim is None or claim.fingerprint != m.fingerprint or w.manifest(kind, name) is not None:
+        return None
+    upload_or_keep(w, m, dest, "env add" if kind == "environment" else "dataset add")
+    return m
+
+
+def source_conflict(name: str, holder: str) -> MonteError:
+    other = "a dataset" if holder == "dataset" else "an environment"
+    return error(
+        "E_SOURCE_CONFLICT",
+        f"{other} already holds the name {name!r}; datasets and trainable environments share "
+        "the --source namespace",
+        "freeze under another name (--as NAME for an environment)",
+    )
+
+
+def refuse_source_conflict(ws: Workspace, vault: Vault, name: str, holder: str) -> None:
+    if holder == "dataset":
+        if vault.get("dataset", name) is not None or ws.dataset_dir(name).exists():
+            raise source_conflict(name, "dataset")
+    else:
+        if vault.get("environment", name) is not None or ws.env_dir(name).exists():
+            raise source_conflict(name, "environment")
+
+
+def vault_names(ws: Workspace, kind: str) -> list[VaultEntry]:
+    """What the Vault holds of ``kind`` (network; refused when no Vault or key is there)."""
+    from monte.storage.vault import require_reader
+
+    return require_reader(ws).names(kind)
+
+
+def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manifest | None:
+    """Fetch a frozen folder this data root lacks from the Vault: into a staging folder, every
+    hash proven against the Vault's manifest (and the vault ref's, when it has one), only then
+    moved into place. None when no Vault or no key is there to ask (the caller decides)."""
+    from monte.envs import freeze
+    from monte.ledger.vault import Vault
+    from monte.manifest import MANIFEST, verify_folder
+    from monte.storage import vault as remote_vault
+
+    where = remote_vault.access(ws, write=False)
+    if where.reader is None:
+        return None
+    if where.reader.claim_of(kind, name) is None:
+        return None
+    if folder.exists() and any(folder.iterdir()):
+        raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
+                    f"move {folder} aside, then try again")
+    local = Vault(ws.store)
+    staged = freeze.staging_dir(ws.data_root)
+    try:
+        m = where.reader.fetch(kind, name, staged / "payload")
+        recorded = local.get(kind, name)
+        if recorded is not None and recorded.fingerprint != m.fingerprint:
+            raise error("E_INTEGRITY", f"the Vault's {kind} {name!r} differs from the one the vault ref records",
+                        "two freezes claim one name; inspect both, nothing was written")
+        verify_folder(staged / "payload", m)
+        extra = sorted(p.relative_to(staged / "payload").as_posix() for p in (staged / "payload").rglob("*")
+                       if not p.is_dir() and p.relative_to(staged / "payload").as_posix() not in m.files
+                       and p.name != MANIFEST)
+        if extra:
+            raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} holds files its manifest does not "
+                        f"name ({', '.join(extra[:3])})", "the Vault was tampered with; nothing was written")
+        (staged / "payload" / MANIFEST).write_bytes(m.dumps())
+        if recorded is None:
+            local.record(m)
+        if folder.exists():
+            folder.rmdir()
+        freeze.move_into_place(staged / "payload", folder)
+    finally:
+        freeze.discard(staged)
+    return m

@@ -1,0 +1,168 @@
+"""A git repository made a monte repository (``init``), and its settings (``config``).
+
+Finding the repository and the data root is :mod:`monte.workspace`; where the Vault and the
+results bucket are is :mod:`monte.storage.locations`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from monte.errors import MonteError, error
+from monte.workspace import CONFIG_FILE, DEFAULT_DATA_ROOT, Workspace, data_root_for, find_repo_root
+
+DATA_ROOT_GITIGNORE = """\
+# monte's data root: frozen inputs (tracked by DVC, not git), run folders, scratch.
+*
+!.gitignore
+"""
+
+
+class InitResult(BaseModel):
+    repo_root: str
+    data_root: str
+    created: list[str]
+    already_initialized: bool
+    hooks: list[str] = []  # monte's git hooks, installed by init (none with --no-hooks)
+    hooks_note: str = ""  # that they were installed, or why not and how to install them later
+
+
+class ConfigShow(BaseModel):
+    repo_root: str
+    data_root: str
+    config_file: str
+    recipe_path: list[str]
+    recipes: dict[str, str]  # name -> file; the first match on the path wins
+    vault: str | None
+    bucket: str | None
+
+
+class ConfigSetResult(BaseModel):
+    setting: str
+    url: str
+    file: str
+    dvc_config: str | None  # the DVC config that names the Vault as DVC's remote too
+
+
+def init(path: Path | None) -> InitResult:
+    """See :func:`monte.api.init`."""
+    repo_root = find_repo_root(path)
+    data_root = data_root_for(repo_root)
+    created: list[str] = []
+    config = repo_root / CONFIG_FILE
+    already = config.exists()
+    if not already:
+        config.write_text(
+            "# monte repository config (see `monte config`).\n"
+            f"# The data root is $MONTE_DATA_ROOT, or {DEFAULT_DATA_ROOT}/ here.\n"
+            "version: 1\n"
+        )
+        created.append(CONFIG_FILE)
+    if not data_root.is_dir():
+        data_root.mkdir(parents=True)
+        created.append(_rel(data_root, repo_root) + "/")
+    gi = data_root / ".gitignore"
+    if data_root.is_relative_to(repo_root) and not gi.exists():
+        gi.write_text(DATA_ROOT_GITIGNORE)
+        created.append(str(gi.relative_to(repo_root)))
+    for folder in ("recipes",):
+        p = repo_root / folder
+        if not p.is_dir():
+            p.mkdir()
+            (p / "README.md").write_text(
+                "Repository recipes: YAML files named here resolve by their stem "
+                "(`monte train --recipe NAME`). `monte config` lists them.\n"
+            )
+            created.append(folder + "/")
+    hooks = repo_root / ".git" / "hooks"
+    if (repo_root / ".git").is_dir() and not hooks.is_dir():
+        hooks.mkdir(parents=True)
+        created.append(".git/hooks/")
+    if not (repo_root / ".dvc").is_dir():
+        dvc_init(repo_root)
+        created.append(".dvc/")
+    stage(repo_root, [CONFIG_FILE, "recipes/README.md", f"{DEFAULT_DATA_ROOT}/.gitignore"])
+    return InitResult(repo_root=str(repo_root), data_root=str(data_root), created=created,
+                      already_initialized=already and not created)
+
+
+def _rel(p: Path, root: Path) -> str:
+    return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+
+
+def stage(repo_root: Path, paths: list[str]) -> None:
+    """Stage what init wrote (as `dvc init` stages .dvc/), so one commit records it."""
+    from dulwich import porcelain
+
+    present = [str(repo_root / p) for p in paths if (repo_root / p).is_file()]
+    if present:
+        porcelain.add(str(repo_root), present)
+
+
+def dvc_init(repo_root: Path) -> None:
+    """``.dvc/`` is made by DVC itself, so its layout is whatever this DVC version expects."""
+    import contextlib
+    import io
+    import logging
+
+    from dvc.exceptions import DvcException
+    from dvc.repo import Repo as DvcRepo
+
+    try:
+        # DVC prints its own banner; monte's output (and --json) must stay monte's.
+        dvc_log = logging.getLogger("dvc")
+        level = dvc_log.level
+        dvc_log.setLevel(logging.WARNING)
+        with contextlib.redirect_stdout(io.StringIO()):
+            dvc = DvcRepo.init(root_dir=str(repo_root), no_scm=False, subdir=False)
+            # No analytics from a tool that runs in CI and on boxes.
+            with dvc.config.edit() as conf:
+                conf["core"]["analytics"] = False
+            dvc.scm.add([str(repo_root / ".dvc" / "config")])
+            dvc.close()
+        dvc_log.setLevel(level)
+    except DvcException as e:
+        raise error("E_STORAGE", f"`dvc init` failed in {repo_root}: {e}",
+                    "fix the DVC setup it names, then run `monte init` again") from None
+
+
+def config_show(ws: Workspace) -> ConfigShow:
+    """See :func:`monte.api.config_show`."""
+    import monte
+
+    packaged = Path(monte.__file__).parent / "recipes"
+    path = [ws.recipes_dir, packaged]
+    recipes: dict[str, str] = {}
+    for folder in path:
+        for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []:
+            recipes.setdefault(f.stem, str(f))
+    return ConfigShow(
+        repo_root=str(ws.repo_root),
+        data_root=str(ws.data_root),
+        config_file=str(ws.repo_root / CONFIG_FILE),
+        recipe_path=[str(p) for p in path],
+        recipes=recipes,
+        vault=_where(ws, "vault"),
+        bucket=_where(ws, "bucket"),
+    )
+
+
+def _where(ws: Workspace, setting: str) -> str | None:
+    from monte.storage.locations import url_for
+
+    try:
+        return url_for(ws, setting)
+    except MonteError:
+        return None
+
+
+def config_set(ws: Workspace, *, setting: str, url: str) -> ConfigSetResult:
+    """See :func:`monte.api.config_set`."""
+    from monte.storage.locations import set_url
+
+    value = set_url(ws, setting, url)
+    dvc = ws.repo_root / ".dvc" / "config"
+    return ConfigSetResult(setting=setting, url=value, file=str(ws.repo_root / CONFIG_FILE),
+                           dvc_config=str(dvc) if setting == "vault" and dvc.exists() else None)
