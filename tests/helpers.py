@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from monte.ledger.lineage import servable_files
+if TYPE_CHECKING:  # pytest itself is not imported: the bench scripts import this module too
+    import pytest
 
 PINNED_ENV = {
     "GIT_AUTHOR_NAME": "Monte Test",
@@ -27,12 +27,16 @@ PINNED_ENV = {
 }
 
 
+def home_env(home: Path) -> dict[str, str]:
+    """$HOME and the XDG config and cache folders, all under ``home``."""
+    return {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache")}
+
+
 def scrubbed(mp: pytest.MonkeyPatch, home: Path) -> None:
     """The environment every test runs in: out of $HOME, the real data root and the developer's
     git config; git's author, committer and clock pinned."""
-    mp.setenv("HOME", str(home))
-    mp.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    mp.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    for k, v in home_env(home).items():
+        mp.setenv(k, v)
     for k in ("MONTE_DATA_ROOT", "GIT_DIR", "GIT_WORK_TREE", "MONTE_HOOKS"):
         mp.delenv(k, raising=False)
     for k, v in PINNED_ENV.items():
@@ -70,6 +74,83 @@ def snapshot_state(repo: Path, data_root: Path | None = None) -> dict[str, Any]:
     return {"refs": refs, "files": files}
 
 
+# --- runs, clones and pushes -----------------------------------------------------------------------
+
+
+def append_evals(repo: Path, n: int, exp: str = "exp") -> list[str]:
+    """``n`` eval runs, each a started and a failed record, through the ledger's own API, and
+    their event files: something for a push to send."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.ids import new_run_id
+    from monte.ledger.records import RunRow
+    from monte.ledger.store import Store
+
+    ledger = Ledger(Store(repo), exp)
+    runs = []
+    for _ in range(n):
+        rid = new_run_id()
+        row = ledger.append_row(lambda snap, seq, rid=rid: RunRow(run=rid, experiment=exp, kind="eval",
+                                                                  status="started", cohort="c", exam="parity",
+                                                                  split="dev", created_at="t"),
+                                event="started", summary=lambda r: f"eval {r.run} started")
+        ledger.append_row(lambda snap, seq, row=row: row.model_copy(update={"status": "failed", "error": "x"}),
+                          event="failed", summary=lambda r: f"eval {r.run} failed")
+        runs.append(rid)
+        folder = repo / ".monte" / "runs" / exp / rid
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "events.jsonl").write_text(f'{{"event": "started", "run": "{rid}"}}\n')
+    return runs
+
+
+def new_machine(repo: Path, dest: Path) -> Path:
+    """A clone as another machine has it: the repository's files, no monte refs but the Vault's,
+    its own data root, and none of the experiment's objects."""
+    shutil.copytree(repo, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte"))
+    (dest / ".monte").mkdir()
+    for ref in git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/", "refs/remotes/").split():
+        if "/vault" not in ref:
+            git(dest, "update-ref", "-d", ref)
+    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
+    git(dest, "reflog", "expire", "--expire=now", "--all")
+    git(dest, "gc", "-q", "--prune=now")
+    return dest
+
+
+def push_to_new_origin(repo: Path, origin: Path) -> None:
+    """Commit the repository as it stands and push it to a new bare repository ``origin``, as a
+    laptop has it before a remote run (the box clones from there)."""
+    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
+    for args in (("add", "-A"), ("commit", "-q", "-m", "the experiment's repository"),
+                 ("remote", "add", "origin", str(origin)), ("push", "-q", "origin", "HEAD:main"),
+                 ("fetch", "-q", "origin")):
+        git(repo, *args)
+
+
+def run_events(repo: Path, run: str, exp: str = "exp") -> list[dict[str, Any]]:
+    """A run's ``events.jsonl`` on the repository's data root, parsed."""
+    path = repo / ".monte" / "runs" / exp / run / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def pushes_failing_on(monkeypatch: pytest.MonkeyPatch, fail: set[int]) -> list[str]:
+    """The seam for a push that fails mid-run: ``results.push`` raises E_STORAGE on the numbered
+    calls (1-based) and pushes for real otherwise. Returns the run of each call."""
+    from monte.errors import error
+    from monte.storage import results
+
+    real = results.push
+    calls: list[str] = []
+
+    def push(ws: Any, experiment: str, **kw: Any) -> dict[str, Any]:
+        calls.append(kw.get("run") or "")
+        if len(calls) in fail:
+            raise error("E_STORAGE", "the results bucket is unreachable (test)", "retry")
+        return real(ws, experiment, **kw)
+
+    monkeypatch.setattr(results, "push", push)
+    return calls
+
+
 # --- checkpoints, recorded as `monte train` records them ----------------------------------------
 # A real, loadable model folder per checkpoint, a train row and a lineage commit, through
 # `monte.training.record`. The weights are differently-seeded tiny models rather than trained
@@ -82,15 +163,16 @@ def checkpoint(repo: Path, weights: Path, *, parent: tuple[str, int] | None = No
                experiment: str = "exp", start_step: int | None = None) -> str:
     """Record a finished training chunk with one checkpoint; return the run id."""
     from monte.ledger.experiment import Ledger
-    from monte.ledger.lineage import ensure_base
+    from monte.ledger.lineage import ensure_base, identify_base
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk
     from monte.workspace import open_workspace
 
     ws = open_workspace(repo)
     meas = Ledger(ws.store, experiment).measurement()
     base_dir = base or Path(meas.model or "")
-    files = servable_files(base_dir)
-    cohort, _ = ensure_base(ws.store, experiment, str(base_dir), files)
+    ident = identify_base(ws.store, experiment, base_dir)
+    cohort, _ = ensure_base(ws.store, experiment, str(base_dir), ident.files, cohort=ident.cohort,
+                            weights=ident.weights)
     start = start_step if start_step is not None else (parent[1] if parent else 0)
     plan: dict[str, Any] = {"recipe": {"name": recipe, "sha256": "0" * 64, "algorithm": algorithm},
                             "source": source, "parent": {"run": parent[0], "step": parent[1]} if parent else None,

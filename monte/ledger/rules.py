@@ -117,19 +117,30 @@ def test_touches(rows: Iterable[RunRow], cohort: str, exam: str) -> list[RunRow]
             and r.cohort == cohort and r.exam == exam]
 
 
-def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkpoint: bool) -> str:
-    """Refuse a test read the seal does not allow; return its role: "baseline" or "claim"."""
-    touches = test_touches(rows, cohort, exam)
+def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkpoint: bool,
+                    touches: Sequence[RunRow] | None = None, experiment: str | None = None) -> str:
+    """Refuse a test read the seal does not allow; return its role: "baseline" or "claim".
+
+    ``touches``: the reads already spent under this seal across the repository (every
+    experiment that shares the test content, eval settings and base weights); by default, this
+    ledger's reads in ``cohort``; ``experiment``: the one asking (a read spent in another one is
+    named with its experiment)."""
+    touches = list(test_touches(rows, cohort, exam) if touches is None else touches)
+    elsewhere = experiment is not None and any(t.experiment != experiment for t in touches)
+    span = (" (the seal spans the repository: the same test content, eval settings and base weights)"
+            if elsewhere else "")
     if len(touches) >= 2:
         raise error("E_SEALED",
                     f"the test split of exam {exam!r} has been read twice in cohort {cohort} "
-                    f"({touches[0].run}, {touches[1].run}); a third read is refused",
-                    "the claim is made; start a new cohort (another base model) or a new experiment")
+                    f"({_names(touches[:2], elsewhere)}){span}; a third read is refused",
+                    "the claim is made; start a new cohort (another base model) or a new experiment"
+                    + (" with another test split" if elsewhere else ""))
     if not on_checkpoint:
         if touches:
             raise error("E_SEALED", f"test@0 of exam {exam!r} was already taken in cohort {cohort} "
-                        f"(run {touches[0].run}); the remaining read belongs to the final claim",
-                        "nominate a checkpoint and run the final claim: monte eval --split test")
+                        f"(run {_names(touches[:1], elsewhere)}){span}; the remaining read belongs to the final claim",
+                        "nominate a checkpoint and run the final claim: monte eval --split test"
+                        + (f" in experiment {touches[0].experiment}" if elsewhere else ""))
         if checkpoints(rows, cohort):
             raise error("E_SEALED", f"cohort {cohort} already holds checkpoints; test@0 must be "
                         "read before any training", "start a new cohort and take both baselines first")
@@ -138,6 +149,52 @@ def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkp
         raise error("E_PREFLIGHT", E_PREFLIGHT_MESSAGE,
                     "start a new cohort and take both baselines (dev and test) before you train")
     return "claim"
+
+
+def _names(rows: Sequence[RunRow], qualified: bool) -> str:
+    return ", ".join(f"{r.experiment}/{r.run}" if qualified else r.run for r in rows)
+
+
+@dataclass(frozen=True)
+class SealConflict:
+    """Reads of one sealed exam in one cohort that the seal cannot hold together. ``what``:
+    "claims" (two final claims), "baselines" (two test@0) or "reads" (more than two reads, and
+    neither of those); ``rows``: the reads that break it."""
+
+    cohort: str
+    exam: str
+    what: str
+    rows: tuple[RunRow, ...]
+
+
+def read_role(r: RunRow) -> str:
+    """A test read's role: the one its row records, else what its target says (a read of the
+    base model is test@0, any other is a claim)."""
+    if r.role:
+        return r.role
+    return "baseline" if (r.plan.get("target") or {}).get("kind") == "base" else "claim"
+
+
+def seal_conflicts(rows: Iterable[RunRow]) -> list[SealConflict]:
+    """Where a set of rows (say, the union of two machines' ledgers) breaks the seal: per cohort
+    and exam, two final claims, two test@0, or more than two reads. A read is what
+    :func:`test_touches` counts (every non-smoke test eval row, whatever became of it). Each
+    append is refused by :func:`check_test_read` on its own tip; this checks rows that were
+    never on one tip together."""
+    groups: dict[tuple[str, str], list[RunRow]] = {}
+    for r in rows:
+        if r.kind == "eval" and r.split == "test" and not r.smoke:
+            groups.setdefault((r.cohort, r.exam or ""), []).append(r)
+    out: list[SealConflict] = []
+    for (cohort, exam), reads in sorted(groups.items()):
+        reads.sort(key=lambda r: (r.seq, r.run))
+        found = [SealConflict(cohort, exam, what, tuple(same))
+                 for what, role in (("claims", "claim"), ("baselines", "baseline"))
+                 if len(same := [r for r in reads if read_role(r) == role]) > 1]
+        if not found and len(reads) > 2:
+            found.append(SealConflict(cohort, exam, "reads", tuple(reads)))
+        out += found
+    return out
 
 
 def nominee_is_admissible(rows: Sequence[RunRow], ck: Checkpoint, exams: Iterable[str]) -> None:

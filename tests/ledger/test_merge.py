@@ -12,7 +12,7 @@ import pytest
 from helpers import git, snapshot_state
 
 from monte.errors import MonteError
-from monte.ledger.experiment import Ledger, compact_json, meta_json, dumps
+from monte.ledger.experiment import Ledger, compact_json, dumps, meta_json
 from monte.ledger.merge import merge_bases, merge_into_ref, merge_ledgers
 from monte.ledger.records import ExamFreeze, Measurement, RunRow, bucket_index, run_dir
 from monte.ledger.store import Change, Snapshot, Store

@@ -49,6 +49,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the bench script too
+
+from helpers import PINNED_ENV, home_env, new_machine  # noqa: E402
+
 #: The commands a trial can kill.
 COMMANDS = ("eval", "eval-test", "train", "env-add", "dataset-add", "push")
 
@@ -115,18 +119,12 @@ max_length: 32
 
 
 def base_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment every monte process of a trial runs in: out of $HOME and the developer's
-    git config, one torch thread, no network, no bucket or vault unless named."""
+    """The environment every monte process of a trial runs in: the tests' own (``helpers``: out of
+    $HOME and the developer's git config, git's author, committer and clock pinned, one torch
+    thread, no network), and no bucket or vault unless named."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("MONTE_", "GIT_", "STORAGE_EMULATOR", "GCSFS_"))}
-    env.update({
-        "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "XDG_CACHE_HOME": str(home / ".cache"),
-        "GIT_AUTHOR_NAME": "Monte Crash", "GIT_AUTHOR_EMAIL": "crash@monte.invalid",
-        "GIT_COMMITTER_NAME": "Monte Crash", "GIT_COMMITTER_EMAIL": "crash@monte.invalid",
-        "GIT_CONFIG_NOSYSTEM": "1", "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1",
-        "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-    })
-    env.update(extra)
+    env.update({**PINNED_ENV, **home_env(home), "TOKENIZERS_PARALLELISM": "false", **extra})
     home.mkdir(parents=True, exist_ok=True)
     return env
 
@@ -370,10 +368,10 @@ def read_state(repo: Path) -> State:
     out = git(repo, "for-each-ref", "--format=%(refname) %(objectname)").stdout
     refs = {k: v for k, v in (line.split(" ", 1) for line in out.splitlines() if line.strip())}
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from monte.evals import read_rows
     from monte.ledger.experiment import Ledger, experiment_names
     from monte.ledger.store import Store
     from monte.ledger.vault import Vault
+    from monte.runs import read_rows
 
     store = Store(repo)
     try:
@@ -502,10 +500,10 @@ def check_checkpoints(repo: Path) -> list[Failure]:
     """Every checkpoint a row records is on the data root and proves against its lineage commit."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from monte.errors import MonteError
-    from monte.evals import read_rows
     from monte.ledger import rules
     from monte.ledger.experiment import Ledger, experiment_names
-    from monte.training.chunk import _checkpoint_info
+    from monte.ledger.lineage import checkpoint_info
+    from monte.runs import read_rows
     from monte.workspace import open_workspace
 
     fails = []
@@ -514,7 +512,7 @@ def check_checkpoints(repo: Path) -> list[Failure]:
         for exp in experiment_names(ws.store):
             for ck in rules.checkpoints(read_rows(Ledger(ws.store, exp))):
                 try:
-                    _checkpoint_info(ws, exp, ck)
+                    checkpoint_info(ws.store, ws.data_root, ck)
                 except MonteError as e:
                     fails.append(Failure("checkpoint", f"{exp}/{ck.ref}: {e.code}: {e.message}"))
     finally:
@@ -770,25 +768,10 @@ def _test_touches(repo: Path) -> int:
         store.close()
 
 
-def make_box(repo: Path, dest: Path) -> Path:
-    """Another machine: the repository's files, no monte refs but the vault, its own data root,
-    none of the experiment's objects."""
-    shutil.copytree(repo, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte"))
-    (dest / ".monte").mkdir()
-    refs = git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/", "refs/remotes/").stdout.split()
-    for ref in refs:
-        if "/vault" not in ref:
-            git(dest, "update-ref", "-d", ref)
-    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
-    git(dest, "reflog", "expire", "--expire=now", "--all")
-    git(dest, "gc", "-q", "--prune=now")
-    return dest
-
-
 def check_fresh_clone(repo: Path, work: Path, env: dict[str, str]) -> tuple[list[Failure], int]:
     """A fresh clone syncs and sees every local run exactly once, with its files."""
     fails: list[Failure] = []
-    box = make_box(repo, work / "box")
+    box = new_machine(repo, work / "box")
     s = monte(box, env, "sync", "--json")
     if s.code != 0:
         return [Failure("next:sync", f"sync in a fresh clone exited {s.code}: {(s.out or s.err)[-1200:]}")], 0
