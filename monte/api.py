@@ -7,8 +7,6 @@ has been written to the ledger, the vault ref or the data root.
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +15,14 @@ from monte.names import check_name
 from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:  # the result models; their modules are imported when a verb runs
+    from collections.abc import Callable
+
+    from monte.evals import EvalPlan, EvalResult
+    from monte.runs import Transition
+    from monte.training.chunk import TrainPlan, TrainResult
+    from monte.training.promote import PromoteResult
+
+    Progress = Callable[[int, int], None]
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.experiments import ExperimentInitResult, ExperimentSummary
@@ -182,7 +188,7 @@ def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> Config
 
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
-              push: bool = False, adopt: dict[str, str] | None = None, ws: Workspace | None = None) -> Any:
+              push: bool = False, adopt: dict[str, str] | None = None, ws: Workspace | None = None) -> EvalPlan:
     """Check every rule that can be proven before anything is written; return the plan.
 
     ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
@@ -204,8 +210,8 @@ def plan_eval(*, experiment: str | None = None, model: str | None = None, split:
     return plan
 
 
-def run_eval(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
-             ws: Workspace | None = None) -> Any:
+def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
+             ws: Workspace | None = None) -> EvalResult:
     """Spend the touch (a ``started`` record), read the proven split, generate, grade, finish.
 
     ``on_transition(row, transition)`` runs after each transition's record lands; a ``push`` plan
@@ -216,12 +222,15 @@ def run_eval(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
     return evals.run_eval(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
 
 
-def eval_(**kwargs: Any) -> Any:
+def eval_(*, experiment: str | None = None, model: str | None = None, split: str = "dev", step: int | None = None,
+          checkpoint: str | None = None, smoke: bool = False, push: bool = False,
+          on_progress: Progress | None = None, on_transition: Transition | None = None,
+          ws: Workspace | None = None) -> EvalResult:
     """Plan and run in one call (no confirmation: the Python caller has decided)."""
-    ws = kwargs.pop("ws", None) or open_workspace()
-    on_progress = kwargs.pop("on_progress", None)
-    on_transition = kwargs.pop("on_transition", None)
-    return run_eval(plan_eval(ws=ws, **kwargs), on_progress=on_progress, on_transition=on_transition, ws=ws)
+    ws = ws or open_workspace()
+    plan = plan_eval(experiment=experiment, model=model, split=split, step=step, checkpoint=checkpoint,
+                     smoke=smoke, push=push, ws=ws)
+    return run_eval(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
 def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
@@ -241,37 +250,21 @@ def status(*, experiment: str | None = None, ws: Workspace | None = None) -> dic
     return st.experiment_status(ws or open_workspace(require_data_root=False), experiment)
 
 
-def _find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Any, Any]:
-    from monte.ledger.experiment import Ledger, experiment_names
-    from monte.runs import parse_run_ref, read_rows
-
-    exp0, run, _ = parse_run_ref(ref, None)
-    exps = [experiment or exp0] if (experiment or exp0) else experiment_names(ws.store)
-    for exp in exps:
-        ledger = Ledger(ws.store, check_name(exp or "", "experiment name"))
-        snap = ledger.snapshot()
-        row = ledger.row(run, snap)
-        if row is not None:
-            rows = [r for r in read_rows(ledger, snap) if r.run == run]
-            return ledger, rows[0] if rows else row
-    raise error("E_NOT_FOUND", f"no run {run!r}" + (f" in experiment {exps[0]}" if len(exps) == 1 else ""),
-                "list runs with `monte status`")
-
-
 def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
     """One full row, with every provenance field."""
-    ws = ws or open_workspace(require_data_root=False)
-    _, row = _find_run(ws, ref, experiment)
+    from monte.runs import find_run
+
+    _, row = find_run(ws or open_workspace(require_data_root=False), ref, experiment)
     out: dict[str, Any] = row.model_dump(mode="json")
     return out
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
     """The run's event file (JSON lines)."""
-    from monte.runs import run_folder
+    from monte.runs import find_run, run_folder
 
     ws = ws or open_workspace()
-    ledger, row = _find_run(ws, ref, experiment)
+    ledger, row = find_run(ws, ref, experiment)
     path = run_folder(ws, ledger.experiment, row.run) / "events.jsonl"
     if not path.exists():
         raise error("E_NOT_FOUND", f"run {row.run} has no event file on this data root ({path})",
@@ -283,30 +276,9 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
          ws: Workspace | None = None) -> dict[str, Any]:
     """Terminate a running Run (on this host) and record it as abandoned (``reason``: why, for
     the row; a box's job wrapper says how its job ended)."""
-    import signal
-    import socket
+    from monte.runs import stop as stop_run
 
-    from monte.runs import abandon, log_event
-
-    ws = ws or open_workspace()
-    ledger, row = _find_run(ws, ref, experiment)
-    if row.status not in ("started", "running", "abandoned"):
-        raise error("E_REFUSED", f"run {row.run} has {row.status}; only a running run can be stopped",
-                    "nothing to do")
-    killed = False
-    if row.host == socket.gethostname() and row.pid and row.status != "abandoned":
-        from monte.runs import proc_start
-
-        if proc_start(row.pid) == row.proc_start:
-            try:
-                os.kill(row.pid, signal.SIGTERM)
-                killed = True
-            except ProcessLookupError:
-                pass
-
-    done = abandon(ledger, row.run, reason or "stopped by `monte stop`")
-    log_event(ws, ledger.experiment, row.run, "abandoned", reason=(reason or "monte stop")[:500], killed=killed)
-    return {"run": done.run, "status": done.status, "signalled": killed}
+    return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -314,7 +286,7 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
-               adopt: str | None = None, ws: Workspace | None = None) -> Any:
+               adopt: str | None = None, ws: Workspace | None = None) -> TrainPlan:
     """Check every refusal of the seeds before anything is written; return the chunk's plan.
 
     ``push``: results to the results bucket after each transition, and (a real chunk) the
@@ -330,7 +302,7 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     return plan
 
 
-def submit(*, kind: str, plan: Any, box_args: list[str], provider: str = "lambda", host: str | None = None,
+def submit(*, kind: str, plan: EvalPlan | TrainPlan, box_args: list[str], provider: str = "lambda", host: str | None = None,
            ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> dict[str, Any]:
     """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
     launch the job there detached (see :mod:`monte.remote.submit`)."""
@@ -340,8 +312,8 @@ def submit(*, kind: str, plan: Any, box_args: list[str], provider: str = "lambda
                          host=host, ssh_key=ssh_key, on_step=on_step)
 
 
-def run_train(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
-              ws: Workspace | None = None) -> Any:
+def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
+              ws: Workspace | None = None) -> TrainResult:
     """Train one chunk with TRL and record its checkpoint as a lineage commit (a ``push`` plan:
     after uploading it to the hub, and pushing the results after each transition)."""
     from monte.training import chunk
@@ -349,12 +321,15 @@ def run_train(plan: Any, *, on_progress: Any = None, on_transition: Any = None,
     return chunk.run_train(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
 
 
-def train(**kwargs: Any) -> Any:
+def train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
+          model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
+          on_progress: Progress | None = None, on_transition: Transition | None = None,
+          ws: Workspace | None = None) -> TrainResult:
     """Plan and run one chunk in one call (no confirmation: the Python caller has decided)."""
-    ws = kwargs.pop("ws", None) or open_workspace()
-    on_progress = kwargs.pop("on_progress", None)
-    on_transition = kwargs.pop("on_transition", None)
-    return run_train(plan_train(ws=ws, **kwargs), on_progress=on_progress, on_transition=on_transition, ws=ws)
+    ws = ws or open_workspace()
+    plan = plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model, smoke=smoke,
+                      push=push, experiment=experiment, ws=ws)
+    return run_train(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
 def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, Any]:
@@ -365,94 +340,15 @@ def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, An
 
 
 def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,
-            ws: Workspace | None = None) -> dict[str, Any]:
+            ws: Workspace | None = None) -> PromoteResult:
     """Export a succeeded training checkpoint's servable folder, sha256-verified file by file.
 
     ``from_hub``: export the hub copy its lineage commit records (a ``--push`` chunk's), every
     file proven against that commit before anything lands in ``dest`` (a mismatch: E_INTEGRITY)."""
-    from monte.ledger import rules
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.lineage import checkpoint_info
-    from monte.runs import experiment_name, parse_run_ref, read_rows
+    from monte.training import promote as pr
 
-    ws = ws or open_workspace()
-    if confirm.strip() != ref.strip():
-        raise error("E_USAGE", f"--confirm {confirm!r} does not match {ref!r}",
-                    f"type the checkpoint out in full: --confirm {ref}")
-    exp0, run, step = parse_run_ref(ref, None)
-    exp = experiment_name(ws, experiment or exp0)
-    ledger = Ledger(ws.store, exp)
-    rows = read_rows(ledger)
-    row = next((r for r in rows if r.run == run), None)
-    if row is None:
-        raise error("E_NOT_FOUND", f"no run {run!r} in experiment {exp}", "list runs with `monte status`")
-    if row.kind != "train":
-        raise error("E_REFUSED", f"run {run} is an eval; only a training checkpoint can be promoted",
-                    "name a training run's checkpoint (RUN@STEP)")
-    if row.smoke:
-        raise error("E_NOT_EVIDENCE", f"run {run} is a smoke run; it cannot be a promote source",
-                    "promote a real chunk's checkpoint")
-    if row.status != "succeeded":
-        raise error("E_REFUSED", f"run {run} has {row.status}; only a succeeded run's checkpoint is promoted",
-                    "promote a succeeded run")
-    ck = rules.find_checkpoint(rows, run, step)
-    # proves every servable file against the lineage commit (the hub copy: proven once fetched)
-    info = checkpoint_info(ws.store, ws.data_root, ck, local=not from_hub)
-    hub_copy = info.get("hub") or {}
-    if from_hub and not (hub_copy.get("repo") and hub_copy.get("revision")):
-        raise error("E_NOT_FOUND", f"checkpoint {ck.ref} has no hub copy: its chunk was not trained with --push",
-                    "promote it without --from-hub, where its run folder lives (the box)")
-    dest = Path(os.path.expanduser(dest))
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise error("E_REFUSED", f"{dest} exists and is not empty", "choose a new folder")
-    src = ws.data_root / info["weights"]
-    staged = dest.parent / f".{dest.name}.promote-{os.getpid()}"
-    fetched = dest.parent / f".{dest.name}.hub-{os.getpid()}"
-    made_parent = not dest.parent.exists()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        staged.mkdir()
-        if from_hub:
-            from monte.storage import hub
-
-            fetched.mkdir()
-            got_files = hub.download_checkpoint(hub_copy["repo"], hub_copy["revision"], sorted(info["files"]),
-                                                fetched)
-            for name in info["files"]:
-                shutil.copyfile(got_files[name].resolve(), staged / name)
-        else:
-            for name in info["files"]:
-                shutil.copy2(src / name, staged / name)
-        from monte.hashing import sha256_files
-
-        got = sha256_files([staged / n for n in info["files"]])
-        for name, digest in info["files"].items():
-            if got[str(staged / name)] != digest:
-                if from_hub:
-                    raise error("E_INTEGRITY", f"{name} of the hub copy ({hub_copy['repo']}, revision "
-                                f"{hub_copy['revision'][:12]}) does not match the sha256 its lineage commit "
-                                f"records for {ck.ref}; nothing was written to {dest}",
-                                "the hub copy was changed after training; promote from the run folder "
-                                "(without --from-hub) where it lives")
-                raise error("E_INTEGRITY", f"the copy of {name} does not match its lineage hash",
-                            "check the destination disk and promote again")
-        if dest.exists():
-            dest.rmdir()
-        os.rename(staged, dest)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
-        shutil.rmtree(fetched, ignore_errors=True)
-        if made_parent and not dest.exists():
-            try:
-                dest.parent.rmdir()  # a refused promote leaves no folder behind it made
-            except OSError:
-                pass
-    size = sum((dest / n).stat().st_size for n in info["files"])
-    out = {"checkpoint": ck.ref, "experiment": exp, "dest": str(dest), "files": len(info["files"]),
-           "bytes": size, "sha256": info["files"]}
-    if from_hub:
-        out["hub"] = {"repo": hub_copy["repo"], "revision": hub_copy["revision"]}
-    return out
+    return pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
+                      from_hub=from_hub)
 
 
 # --- plot ----------------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
     step(f"monte promote {target} --dest promoted --confirm {target}")
     promoted = api.promote(ref=target, dest=folder / "promoted", confirm=target, ws=ws)
-    say(f"  {promoted['files']} files, {promoted['bytes'] / 1e6:.1f} MB, every sha256 verified")
+    say(f"  {promoted.files} files, {promoted.bytes / 1e6:.1f} MB, every sha256 verified")
     elapsed = time.monotonic() - t0
     d = claim.get("delta") or {}
     return {"folder": str(folder), "seconds": round(elapsed, 1), "claim": target,

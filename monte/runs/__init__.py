@@ -21,10 +21,12 @@ from monte.runs.lifecycle import (
     adopt_row,
     experiment_name,
     failure_reason,
+    find_run,
     push_bucket,
     read_rows,
     read_tasks,
     record_failure,
+    stop,
     transitions,
 )
 from monte.runs.liveness import is_dead, me, proc_start
@@ -32,6 +34,6 @@ from monte.runs.naming import parse_run_ref
 
 __all__ = [
     "ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
-    "failure_reason", "is_dead", "log_event", "me", "parse_run_ref", "proc_start", "push_bucket",
-    "read_rows", "read_tasks", "record_failure", "run_folder", "transitions",
+    "failure_reason", "find_run", "is_dead", "log_event", "me", "parse_run_ref", "proc_start", "push_bucket",
+    "read_rows", "read_tasks", "record_failure", "run_folder", "stop", "transitions",
 ]

@@ -10,6 +10,9 @@ neither.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +24,8 @@ from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.names import check_name
 from monte.runs.folders import log_event
-from monte.runs.liveness import is_dead, me
+from monte.runs.liveness import is_dead, me, proc_start
+from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
 #: The transitions of a run (seeds, "Remote runs"): after each one, --push uploads its results.
@@ -186,3 +190,39 @@ def abandon(ledger: Ledger, run: str, reason: str) -> RunRow:
         return current.model_copy(update={"status": "abandoned", "updated_at": now(), "error": reason[:500]})
 
     return ledger.append_row(make, event="abandoned", summary=lambda r: f"{r.kind} {r.run} abandoned (monte stop)")
+
+
+def find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Ledger, RunRow]:
+    """The run ``ref`` names (``RUN``, ``EXP/RUN``, with or without ``@STEP``), in the experiment
+    given or any of them; its row as :func:`read_rows` reads it."""
+    exp0, run, _ = parse_run_ref(ref, None)
+    exps = [experiment or exp0] if (experiment or exp0) else experiment_names(ws.store)
+    for exp in exps:
+        ledger = Ledger(ws.store, check_name(exp or "", "experiment name"))
+        snap = ledger.snapshot()
+        row = ledger.row(run, snap)
+        if row is not None:
+            rows = [r for r in read_rows(ledger, snap) if r.run == run]
+            return ledger, rows[0] if rows else row
+    raise error("E_NOT_FOUND", f"no run {run!r}" + (f" in experiment {exps[0]}" if len(exps) == 1 else ""),
+                "list runs with `monte status`")
+
+
+def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """``monte stop``: terminate a running Run (on this host) and record it as abandoned
+    (``reason``: why, for the row; a box's job wrapper says how its job ended)."""
+    ledger, row = find_run(ws, ref, experiment)
+    if row.status not in ("started", "running", "abandoned"):
+        raise error("E_REFUSED", f"run {row.run} has {row.status}; only a running run can be stopped",
+                    "nothing to do")
+    killed = False
+    if row.host == socket.gethostname() and row.pid and row.status != "abandoned" \
+            and proc_start(row.pid) == row.proc_start:
+        try:
+            os.kill(row.pid, signal.SIGTERM)
+            killed = True
+        except ProcessLookupError:
+            pass
+    done = abandon(ledger, row.run, reason or "stopped by `monte stop`")
+    log_event(ws, ledger.experiment, row.run, "abandoned", reason=(reason or "monte stop")[:500], killed=killed)
+    return {"run": done.run, "status": done.status, "signalled": killed}
