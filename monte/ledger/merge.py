@@ -10,6 +10,11 @@ experiment's ledger that grew apart from a common record merge without conflict:
 - any other path changed differently on both sides (a row both rewrote, ``measurement.json``, a
   nomination, per-task results) is a conflict: ``E_CONFLICT``, and no ref moves.
 
+A union that would break the test seal (two machines that each spent the same read: two final
+claims, two test@0, or a third read of one exam in one cohort) is refused ``E_SEALED`` before
+anything is written (:func:`check_seal`): each append was checked on its own machine's tip, but
+the two never met on one tip.
+
 The base is the best common ancestor of the two tips, found by walking both histories at once
 over all parents (a ledger may hold earlier merges). The trees are merged recursively, descending
 only into folders whose ids differ, so merging two 10,000-run ledgers that differ by a few runs
@@ -32,7 +37,9 @@ from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 
 from monte.errors import error
-from monte.ledger.store import MODE_DIR, MODE_FILE, Store, add_object
+from monte.ledger.records import RunRow
+from monte.ledger.rules import SealConflict, read_role, seal_conflicts
+from monte.ledger.store import MODE_DIR, MODE_FILE, Snapshot, Store, add_object
 
 MERGE_EVENT = "merge"
 _BUCKET = re.compile(r"^runs/[^/]+/[^/]+/$")
@@ -281,6 +288,110 @@ def union_tree(objects: BaseObjectStore, ours: ObjectID, theirs: ObjectID,
     return Union(tree, merger.new, merger.trees_read)
 
 
+# --- the seal across a merge ---------------------------------------------------------------------
+
+SEALED_FIX = ("the two machines each spent the same sealed read, and no merge can make that honest; keep "
+              "one: nothing was merged, uploaded or moved, so the record stays where it is on each machine; "
+              "decide which claim stands and keep that machine's ledger as the experiment's (the other "
+              "read stays disclosed on its machine), see docs/reliability.md (Two machines, one seal)")
+
+
+def _entries(objects: BaseObjectStore, sha: ObjectID | None) -> dict[bytes, tuple[int, ObjectID]]:
+    if sha is None:
+        return {}
+    tree = objects[sha]
+    assert isinstance(tree, Tree)
+    return {e.path: (e.mode, e.sha) for e in tree.iteritems()}
+
+
+def _one_sided_runs(objects: BaseObjectStore, ours: ObjectID, theirs: ObjectID) -> tuple[dict[str, ObjectID], dict[str, ObjectID]]:
+    """The run folders that are in one commit's tree and not the other's (what each side added
+    since they forked), ``{run: folder tree}`` per side. Descends only into fan-out folders whose
+    ids differ, and opens no run folder: O(changed) tree reads."""
+    found: tuple[dict[str, ObjectID], dict[str, ObjectID]] = ({}, {})
+
+    def walk(a: ObjectID | None, b: ObjectID | None, depth: int) -> None:
+        ea, eb = _entries(objects, a), _entries(objects, b)
+        for name in ea.keys() | eb.keys():
+            x, y = ea.get(name), eb.get(name)
+            if x == y:
+                continue
+            if depth < 2:  # runs/<a>/<b>/: fan-out folders
+                walk(x[1] if x and x[0] == MODE_DIR else None, y[1] if y and y[0] == MODE_DIR else None, depth + 1)
+            elif x is None and y is not None and y[0] == MODE_DIR:
+                found[1][name.decode()] = y[1]
+            elif y is None and x is not None and x[0] == MODE_DIR:
+                found[0][name.decode()] = x[1]
+
+    a, b = (_entries(objects, _commit(objects, c).tree).get(b"runs") for c in (ours, theirs))
+    walk(a[1] if a and a[0] == MODE_DIR else None, b[1] if b and b[0] == MODE_DIR else None, 0)
+    return found
+
+
+def _test_reads(objects: BaseObjectStore, folders: Mapping[str, ObjectID]) -> dict[str, RunRow]:
+    """The rows in these run folders that are reads of a sealed test split."""
+    out: dict[str, RunRow] = {}
+    for run, folder in folders.items():
+        entry = _entries(objects, folder).get(b"row.json")
+        if entry is None or entry[0] == MODE_DIR:
+            continue
+        blob = objects[entry[1]]
+        assert isinstance(blob, Blob)
+        try:
+            row = RunRow.model_validate_json(bytes(blob.data))
+        except ValueError:
+            continue  # not a row monte wrote: `monte ledger verify` names it
+        if row.kind == "eval" and row.split == "test" and not row.smoke:
+            out[run] = row
+    return out
+
+
+def _rows(store: Store, commit: ObjectID) -> dict[str, RunRow]:
+    """Every row of a ledger commit, from its fan-out indexes (as ``Ledger.rows`` reads them)."""
+    snap = Snapshot(store.repo, commit)
+    out: dict[str, RunRow] = {}
+    for first in snap.listdir("runs"):
+        for second in snap.listdir(f"runs/{first}"):
+            raw = snap.read(f"runs/{first}/{second}/index.json")
+            for run, row in (json.loads(raw).items() if raw else ()):
+                out[run] = RunRow.model_construct(**row)
+    return out
+
+
+def check_seal(store: Store, ours: bytes, theirs: bytes) -> None:
+    """Refuse (``E_SEALED``) merging two ledgers whose union breaks the seal where neither did
+    alone: both sides read the same exam's test split in the same cohort since they forked, and
+    together those reads are two final claims, two test@0, or more than two reads. Reads only
+    what differs between the two, unless both sides read one exam (then the whole of ``ours``).
+    Writes nothing."""
+    objects = store.repo.object_store
+    only_ours, only_theirs = _one_sided_runs(objects, ObjectID(ours), ObjectID(theirs))
+    if not only_ours or not only_theirs:
+        return  # one side holds every run of the other: the union is that side's rows
+    mine = _test_reads(objects, only_ours)
+    yours = _test_reads(objects, only_theirs) if mine else {}
+    both = {(r.cohort, r.exam or "") for r in mine.values()} & {(r.cohort, r.exam or "") for r in yours.values()}
+    if not both:
+        return
+    union = {**_rows(store, ObjectID(ours)), **yours}
+    broken = [c for c in seal_conflicts(r for r in union.values() if (r.cohort, r.exam or "") in both)
+              if any(r.run in mine for r in c.rows) and any(r.run in yours for r in c.rows)]
+    if broken:
+        raise error("E_SEALED", "; ".join(_seal_message(c, mine, yours) for c in broken), SEALED_FIX)
+
+
+def _seal_message(c: SealConflict, mine: Mapping[str, RunRow], yours: Mapping[str, RunRow]) -> str:
+    what = {"claims": "two final claims", "baselines": "two test@0 reads"}.get(c.what, f"{len(c.rows)} reads")
+
+    def one(r: RunRow) -> str:
+        side = "this ledger" if r.run in mine else "the ledger merged in" if r.run in yours else "both ledgers"
+        role = "test@0" if read_role(r) == "baseline" else "claim"
+        return f"run {r.run} ({role} on host {r.host or '(unknown)'}, in {side})"
+
+    return (f"merging would put {what} on the sealed test split of exam {c.exam!r} in cohort {c.cohort}: "
+            + ", ".join(one(r) for r in c.rows) + "; the seal allows test@0 and one final claim")
+
+
 # --- merging, and moving a ref ------------------------------------------------------------------
 
 
@@ -290,7 +401,8 @@ def merge_ledgers(store: Store, ours: bytes | None, theirs: bytes) -> MergeResul
     ``up-to-date``: ``theirs`` is ``ours`` or an ancestor of it. ``fast-forward``: ``ours`` is
     None or an ancestor of ``theirs`` (the result is ``theirs``). ``merged``: they diverged; the
     result is a new commit with parents ``[ours, theirs]`` whose tree is the union. A path both
-    sides changed differently raises ``E_CONFLICT`` before anything is written.
+    sides changed differently raises ``E_CONFLICT``, and a union that breaks the test seal
+    ``E_SEALED`` (:func:`check_seal`), before anything is written.
     """
     objects = store.repo.object_store
     ours = ObjectID(ours) if ours is not None else None
@@ -311,6 +423,7 @@ def merge_ledgers(store: Store, ours: bytes | None, theirs: bytes) -> MergeResul
         return MergeResult("up-to-date", ours, base)
     if ours in bases:
         return MergeResult("fast-forward", theirs, base)
+    check_seal(store, ours, theirs)
     try:
         union = union_tree(objects, ours, theirs, bases)
     except Conflict as c:

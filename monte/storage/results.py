@@ -8,6 +8,8 @@ Layout under the bucket URL, per experiment:
   ``lineage/<run>``), holding the commit id, moved by compare-and-swap on the object's generation.
   A push that loses the race on the ledger merges the bucket's ledger into its own (the union:
   :mod:`monte.ledger.merge`) and tries again, so two machines pushing at once lose nothing.
+  A union that would break the test seal (two machines that each spent the same read) is
+  refused ``E_SEALED`` by push and sync alike, before anything is uploaded or any ref moves.
 - ``runs/<exp>/<run>/..``: the run folders' logs and transcripts, never weights.
 
 Push writes packs before refs, and sync reads refs before listing packs, so a ref a sync sees
@@ -193,6 +195,17 @@ def _set_mirror(ws: Any, exp: str, ref: str, sha: bytes) -> None:
                 "retry the command")
 
 
+def _check_seal(ws: Any, exp: str, remote: dict[str, tuple[bytes, str]]) -> None:
+    """Refuse (E_SEALED) a bucket ledger whose union with ours breaks the test seal, before any
+    ref here (ledger, lineage, mirror) moves and before anything is uploaded or written."""
+    from monte.ledger.merge import check_seal
+
+    ours = ws.store.tip(experiment_ref(exp, "ledger"))
+    theirs = remote.get("ledger", (None, None))[0]
+    if ours is not None and theirs is not None and ours != theirs and theirs in ws.store.repo.object_store:
+        check_seal(ws.store, ours, theirs)
+
+
 def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:
     """Bring one bucket ref into the local refs: the ledger by union merge, any other ref only
     when it is new here (base and lineage refs are written once by the run that owns them)."""
@@ -328,6 +341,7 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
         remote = _read_remote_refs(store, experiment, state, mirror)
         if any(sha not in ws.store.repo.object_store for sha, _ in remote.values()):
             _fetch_packs(ws, store, experiment, state)
+        _check_seal(ws, experiment, remote)
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, experiment, ref, sha)
             state.gens[f"{experiment}/{ref}"] = gen
@@ -402,6 +416,7 @@ def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = 
         if missing:
             raise error("E_INTEGRITY", f"the results bucket's refs {', '.join(missing[:3])} of {exp} name commits "
                         "its packs do not hold", "push again from the machine that holds the runs")
+        _check_seal(ws, exp, remote)
         adopted: dict[str, str] = {}
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, exp, ref, sha)
