@@ -25,6 +25,7 @@ COMMANDS = {
     "show": "monte.cli.runs:show",
     "logs": "monte.cli.runs:logs",
     "stop": "monte.cli.runs:stop",
+    "recover": "monte.cli.runs:recover",
     "train": "monte.cli.train:train",
     "promote": "monte.cli.train:promote",
     "plot": "monte.cli.plot:plot",

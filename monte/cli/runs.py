@@ -127,3 +127,26 @@ def stop(run: str, reason: str | None) -> Any:
     from monte import api
 
     return api.stop(ref=run, reason=reason)
+
+
+def _recovered(r: list[dict[str, Any]]) -> None:
+    if not r:
+        click.echo("nothing to recover: every finished run is recorded")
+    for x in r:
+        click.echo(f"{x['run']}: recorded {x['status']}"
+                   + (f", score {x['score']:.4f} (n={x['n']})" if x.get("score") is not None else ""))
+
+
+@click.command()
+@click.argument("experiment", required=False)
+@handled(_recovered)
+def recover(experiment: str | None) -> Any:
+    """Record the results runs kept in their folders when the ledger could not be written.
+
+    A run whose finishing record failed (a full or read-only disk) keeps its result in its run
+    folder; once its process is gone, this records the finish with the real score. The next
+    `monte eval` in the experiment does the same first.
+    """
+    from monte import api
+
+    return api.recover(experiment=experiment)

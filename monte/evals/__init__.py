@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from monte.evals.nominate import nominate
 from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan, Target, plan_eval
-from monte.evals.run import EvalResult, run_eval, start_row
+from monte.evals.run import EvalResult, recover, run_eval, start_row
 
-__all__ = ["SMOKE_TASKS", "EvalPlan", "EvalResult", "ExamPlan", "Target", "nominate", "plan_eval", "run_eval",
-           "start_row"]
+__all__ = ["SMOKE_TASKS", "EvalPlan", "EvalResult", "ExamPlan", "Target", "nominate", "plan_eval", "recover",
+           "run_eval", "start_row"]

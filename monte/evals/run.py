@@ -23,14 +23,22 @@ from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
+    PENDING,
     Transition,
     adopt_row,
+    clear_pending,
+    os_reason,
+    probe_writable,
+    read_pending,
     read_rows,
     read_tasks,
     record_failure,
+    require_live,
+    save_pending,
     transitions,
+    with_retries,
 )
-from monte.runs.liveness import me
+from monte.runs.liveness import is_dead, me
 from monte.workspace import Workspace
 
 
@@ -65,16 +73,23 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
+    # a touch is spent only when its score can be recorded: prove the disks before writing anything
+    sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
+    probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None)
+    recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
     model = tok = None
     results = []
-    for e in plan.exams:
+    for i, e in enumerate(plan.exams):
         items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
+        if i:  # the disks again before each further touch
+            probe_writable(ws, plan.experiment, need=len(items) * 1024)
         row = start_row(ledger, plan, e)
-        log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label)
-        transition(row, "started")
         try:
+            log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
+                      target=plan.target.label)
+            transition(row, "started")
             if model is None:
                 model, tok = (load or gen.load)(Path(plan.target.model))
             answers = gen.generate(model, tok, [str(i["prompt"]) for i in items],
@@ -83,22 +98,26 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                    temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
                                    stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                    on_batch=on_progress)
-            if plan.smoke and e.split == "test":
-                # a sealed item is never graded, scored or recorded: the smoke run proves that
-                # generation runs on the test split's format, and reveals nothing of it
-                tasks = None
-            else:
+            tasks: list[dict[str, Any]] | None = None
+            if not (plan.smoke and e.split == "test"):
+                # (a sealed item is never graded, scored or recorded: smoke on test proves that
+                # generation runs on the test split's format, and reveals nothing of it)
                 bench = get_bench(e.benchmark).benchmark
                 tasks = [{"id": i["id"], "score": float(bench.grade(i, a)), "answer": a[:200]}
                          for i, a in zip(items, answers, strict=True)]
+            # durable before the finishing append: if that cannot be written, the score is kept
+            save_pending(ws, plan.experiment, row.run, {"tasks": tasks, "n": len(answers), "smoke": plan.smoke})
         except BaseException as exc:
             record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
                            transition=transition)
             raise
         # one record both scores the run and ends it: the "scored" and "finished" transitions land
         # together, so one push reports both
-        done = _finish(ledger, row, "succeeded", tasks=tasks, smoke=plan.smoke, n=len(answers))
-        log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+        done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(answers))
+        try:
+            log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+        except OSError:
+            pass
         transition(done, "finished")
         results.append(done.model_dump(mode="json"))
     if pusher is not None:
@@ -147,6 +166,7 @@ def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, A
                      for t in tasks) if tasks else None)
 
     def make(snap: Snapshot, seq: int) -> RunRow:
+        current = require_live(ledger.row(row.run, snap), row.run)
         update: dict[str, Any] = {"status": status, "updated_at": now(), "error": error_text}
         if n is not None:
             update["n"] = n
@@ -155,7 +175,7 @@ def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, A
             if not smoke:
                 update["score"] = sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0
                 update["delta"] = _delta(ledger, snap, row, tasks)
-        return row.model_copy(update=update)
+        return current.model_copy(update=update)
 
     def summary(r: RunRow) -> str:
         what = f"eval {r.exam}/{r.split}@{r.step} {status}: {r.run}"
@@ -164,6 +184,43 @@ def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, A
     return ledger.append_row(make, event="finished" if status == "succeeded" else status, summary=summary,
                              files=(lambda r: {"tasks.jsonl": body}) if body else None,
                              trailers=lambda r: {"Monte-Exam": r.exam or "", "Monte-Status": status})
+
+
+def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[dict[str, Any]] | None, smoke: bool,
+                   n: int) -> RunRow:
+    """The finishing append, retried on a transient failure. If it still cannot be written the
+    result stays in the run folder and the refusal says how it gets recorded."""
+    try:
+        done = with_retries(lambda: _finish(ledger, row, "succeeded", tasks=tasks, smoke=smoke, n=n))
+    except OSError as e:
+        raise error("E_STORAGE", f"run {row.run} finished, but its result could not be recorded in the ledger "
+                    f"({os_reason(e)}); the result is kept in its run folder "
+                    f"({ws.data_root / 'runs' / ledger.experiment / row.run / PENDING})",
+                    f"free space or make the repository writable, then `monte recover {ledger.experiment}` "
+                    "records it (so does the next `monte eval` in this experiment)") from None
+    clear_pending(ws, ledger.experiment, row.run)
+    return done
+
+
+def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
+    """Record the finish of every run whose process died after its result was kept in its run
+    folder (the finishing append could not be written). A run stopped meanwhile stays stopped:
+    its kept result is reported, not recorded."""
+    ledger = Ledger(ws.store, experiment)
+    out: list[dict[str, Any]] = []
+    for path in sorted((ws.data_root / "runs" / experiment).glob(f"*/{PENDING}")):
+        row = ledger.row(path.parent.name)
+        if row is None or row.kind != "eval" or row.status not in ("started", "running"):
+            continue
+        pending = read_pending(ws, experiment, row.run)
+        if pending is None or not is_dead(row):
+            continue
+        done = with_retries(partial(_finish, ledger, row, "succeeded", tasks=pending.get("tasks"),
+                                    smoke=bool(pending.get("smoke")), n=pending.get("n")))
+        clear_pending(ws, experiment, row.run)
+        log_event(ws, experiment, row.run, "recovered", score=done.score, n=done.n)
+        out.append({"run": done.run, "status": done.status, "score": done.score, "n": done.n})
+    return out
 
 
 def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:

@@ -152,8 +152,16 @@ def record_failure(ws: Workspace, experiment: str, row: RunRow, exc: BaseExcepti
     keep the reason and traceback in the run's event file (as ``event``), and report the
     ``finished`` transition."""
     reason = failure_reason(exc)
-    failed = finish(reason)
-    log_event(ws, experiment, row.run, event, reason=reason, traceback=traceback.format_exc()[-3000:])
+    try:
+        failed = finish(reason)
+    except MonteError as e:
+        if e.code != "E_CONFLICT":
+            raise
+        return row  # stopped meanwhile (another host's `monte stop`): that record stands
+    try:
+        log_event(ws, experiment, row.run, event, reason=reason, traceback=traceback.format_exc()[-3000:])
+    except OSError:  # the record matters; an event file that cannot be written must not hide it
+        pass
     transition(failed, "finished")
     return failed
 
@@ -226,3 +234,112 @@ def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str 
     done = abandon(ledger, row.run, reason or "stopped by `monte stop`")
     log_event(ws, ledger.experiment, row.run, "abandoned", reason=(reason or "monte stop")[:500], killed=killed)
     return {"run": done.run, "status": done.status, "signalled": killed}
+
+
+# --- a score is never lost ---------------------------------------------------------------------
+
+#: the result of a run, written to its folder before the finishing append (``monte recover``
+#: records it when that append could not be written)
+PENDING = "finish.json"
+_PROBE_FLOOR = 256 << 10
+
+
+def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
+    """Before a touch is spent: prove that the data root and the repository can take this run's
+    results (a real write of ``need`` bytes to each file system, then removed); refuse E_STORAGE
+    otherwise, with nothing written."""
+    import errno
+    import tempfile
+    from pathlib import Path
+
+    git_dir = Path(ws.store.repo.controldir())
+    need = max(int(need), _PROBE_FLOOR)
+    for folder, what in ((ws.data_root / "runs" / experiment, "the data root"),
+                         (git_dir / "objects", "the repository's object store")):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".monte-probe-", dir=folder)
+            try:
+                try:
+                    os.posix_fallocate(fd, 0, need)
+                except OSError as e:  # a file system without fallocate: write the bytes
+                    if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                        raise
+                    os.write(fd, bytes(need))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                os.unlink(tmp)
+        except OSError as e:
+            raise error("E_STORAGE", f"{what} ({folder}) cannot take this run's results: {os_reason(e)}; "
+                        "nothing was started and no touch was spent",
+                        "free space on that file system, or make it writable, and run the command again") from None
+    refs = git_dir / "refs"
+    if not os.access(refs, os.W_OK) or not os.access(git_dir, os.W_OK):
+        raise error("E_STORAGE", f"the repository's refs ({refs}) cannot be written; nothing was started and no "
+                    "touch was spent", "make the repository writable and run the command again")
+
+
+def os_reason(e: OSError) -> str:
+    """What an OSError means to a person, in a few words."""
+    import errno
+
+    return {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied", errno.EXDEV: "a move across file systems"}.get(
+        e.errno or 0, e.strerror or type(e).__name__)
+
+
+def save_pending(ws: Workspace, experiment: str, run: str, result: dict[str, Any]) -> None:
+    """Keep the run's result durable in its folder (write, fsync, rename) before it is recorded."""
+    folder = ws.data_root / "runs" / experiment / run
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{PENDING}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(result, sort_keys=True))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / PENDING)
+
+
+def read_pending(ws: Workspace, experiment: str, run: str) -> dict[str, Any] | None:
+    path = ws.data_root / "runs" / experiment / run / PENDING
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def clear_pending(ws: Workspace, experiment: str, run: str) -> None:
+    try:
+        (ws.data_root / "runs" / experiment / run / PENDING).unlink()
+    except OSError:
+        pass
+
+
+def with_retries(append: Callable[[], RunRow], *, attempts: int = 4, pause: float = 0.25) -> RunRow:
+    """An append that may meet a transient failure (a lock held by git maintenance, a file
+    system that is briefly full): try a few times, then let the last failure through."""
+    import time
+
+    for i in range(attempts):
+        try:
+            return append()
+        except OSError:
+            if i == attempts - 1:
+                raise
+            time.sleep(pause * (2 ** i))
+    raise AssertionError("unreachable")
+
+
+def require_live(row: RunRow | None, run: str) -> RunRow:
+    """A finishing record only ever moves a live row (started or running): a row stopped
+    elsewhere (``monte stop`` from another host) stays as it was recorded."""
+    if row is None:
+        raise error("E_NOT_FOUND", f"run {run} is not in this ledger", "run `monte ledger verify`")
+    if row.status not in ("started", "running"):
+        raise error("E_CONFLICT", f"run {run} was recorded {row.status} while it ran"
+                    + (f" ({row.error})" if row.error else "") + "; its result is not written over that record",
+                    f"its result is kept in its run folder ({PENDING}); start a new run to record a score")
+    return row

@@ -24,6 +24,7 @@ from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.runs.folders import log_event, run_folder
+from monte.runs.lifecycle import require_live
 from monte.runs.liveness import me
 from monte.workspace import Workspace
 
@@ -89,7 +90,7 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
     log_event(ws, experiment, row.run, "checkpoint", step=step, commit=commit.decode())
 
     def make(snap: Snapshot, seq: int) -> RunRow:
-        current = ledger.row(row.run, snap) or row
+        current = require_live(ledger.row(row.run, snap), row.run)
         return current.model_copy(update={
             "status": "running", "updated_at": now(), "step": step,
             "checkpoints": [*current.checkpoints, {"step": step, "commit": commit.decode()}]})
@@ -123,7 +124,7 @@ def finish_chunk(ws: Workspace, experiment: str, row: RunRow, status: str, error
     ledger = Ledger(ws.store, experiment)
 
     def make(snap: Snapshot, seq: int) -> RunRow:
-        current = ledger.row(row.run, snap) or row
+        current = require_live(ledger.row(row.run, snap), row.run)
         return current.model_copy(update={"status": status, "updated_at": now(), "error": error_text})
 
     done = ledger.append_row(make, event="finished" if status == "succeeded" else status,
