@@ -3,6 +3,9 @@
 A monte repository is built once per session (``git init`` + ``monte init``, which runs DVC's
 own init) and copied for each test, as DVC's test suite does with its ``make_tmp_dir``.
 Git's environment is scrubbed and the author, committer and time are pinned.
+
+The GCS emulator (``tests/gcs_emulator.py``) is started once per test worker, for every test
+that asks for ``emulator``, ``gcs`` or ``read_only_gcs``; each ``gcs`` is a fresh bucket.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
 from helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
 
 
@@ -103,3 +107,28 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 @pytest.fixture
 def base_model(tiny_models: dict[int, Path]) -> Path:
     return tiny_models[0]
+
+
+# --- the GCS emulator ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """A real ``gcp-storage-emulator`` on loopback, its data on disk (it can be killed and restarted)."""
+    emu = Emulator(tmp_path_factory.mktemp("gcs-emulator"))
+    yield emu
+    emu.kill()
+
+
+@pytest.fixture
+def read_only_gcs(emulator: Emulator) -> Iterator[ReadOnlyProxy]:
+    """The emulator behind a proxy that answers every write 403: a key that cannot write."""
+    proxy = ReadOnlyProxy(emulator.host)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def gcs(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """Point monte at the emulator with a fresh bucket and one key on both ladders."""
+    return gcs_env(emulator, monkeypatch, tmp_path)

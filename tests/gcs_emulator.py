@@ -1,5 +1,5 @@
-"""A real GCS emulator on loopback (``gcp-storage-emulator``) for the tests (fixtures in
-``tests/storage/conftest.py`` and ``tests/remote/test_remote_runs.py``).
+"""A real GCS emulator on loopback (``gcp-storage-emulator``) for the tests (the fixtures
+``emulator``, ``gcs`` and ``read_only_gcs`` in ``tests/conftest.py``).
 
 Everything monte does against GCS runs against it for real: google-cloud-storage for claims,
 refs and run files, dvc-gs/gcsfs for the Vault's DVC remote. What the emulator cannot do is IAM:
@@ -147,8 +147,6 @@ def write_fake_key(path: Path) -> Path:
         "token_uri": "https://oauth2.googleapis.com/token"}))
     path.chmod(0o600)
     return path
-
-
 
 
 def gcs_env(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:

@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
+from helpers import git, pushes_failing_on, run_events, snapshot_state
 
 from monte import api
-from monte.errors import error
 from monte.storage import results
 from monte.workspace import open_workspace
 
@@ -25,27 +24,6 @@ def bucket(repo: Path, exp: str, tmp_path: Path) -> Path:
     folder.mkdir()
     api.config_set(setting="bucket", url=str(folder))
     return folder
-
-
-def _events(repo: Path, run: str) -> list[dict[str, Any]]:
-    path = repo / ".monte" / "runs" / "exp" / run / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def _pushes_failing_on(monkeypatch: pytest.MonkeyPatch, fail: set[int]) -> list[str]:
-    """The seam for a push that fails mid-run: ``results.push`` fails on the numbered calls
-    (1-based) and pushes for real otherwise. Returns the run of each call."""
-    real = results.push
-    calls: list[str] = []
-
-    def push(ws: Any, experiment: str, **kw: Any) -> dict[str, Any]:
-        calls.append(kw.get("run") or "")
-        if len(calls) in fail:
-            raise error("E_STORAGE", "the results bucket is unreachable (test)", "retry")
-        return real(ws, experiment, **kw)
-
-    monkeypatch.setattr(results, "push", push)
-    return calls
 
 
 def test_eval_push_leaves_the_run_in_the_bucket_for_a_fresh_clone(repo: Path, monte, exp: str, bucket: Path,  # type: ignore[no-untyped-def]
@@ -105,12 +83,12 @@ def test_a_smoke_eval_may_push(repo: Path, monte, exp: str, bucket: Path) -> Non
 
 def test_a_failed_push_mid_run_is_logged_and_the_run_goes_on(repo: Path, monte, exp: str, bucket: Path,  # type: ignore[no-untyped-def]
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _pushes_failing_on(monkeypatch, {1})  # the "started" push fails; the final one lands
+    calls = pushes_failing_on(monkeypatch, {1})  # the "started" push fails; the final one lands
     r = monte("eval", "--smoke", "--push", "--yes", "--json")
     assert r.code == 0, r.out + r.err
     run = r.json()["runs"][0]["run"]
     assert calls == [run, run]
-    events = _events(repo, run)
+    events = run_events(repo, run)
     failed = [e for e in events if e["event"] == "push-failed"]
     assert len(failed) == 1 and failed[0]["transition"] == "started" and failed[0]["code"] == "E_STORAGE"
     assert events[-1]["event"] == "succeeded"
@@ -142,7 +120,7 @@ def test_a_failed_final_push_refuses_and_the_run_stays_recorded(repo: Path, mont
     assert f"`monte push exp --run {run}` retries" in err["fix"]
     rows = {x["run"]: x for x in monte("status", "--json").json()["rows"]}
     assert rows[run]["status"] == "succeeded"
-    assert [e["event"] for e in _events(repo, run)][-2:] == ["succeeded", "push-failed"]
+    assert [e["event"] for e in run_events(repo, run)][-2:] == ["succeeded", "push-failed"]
     # the retry the refusal names works once the bucket is back
     bucket.unlink()
     shutil.move(tmp_path / "bucket-moved", bucket)

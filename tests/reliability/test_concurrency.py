@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import append_evals, git, new_machine
 
 # --- appenders ----------------------------------------------------------------------------------
 
@@ -69,13 +69,6 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _git(repo: Path, *args: str) -> str:
-    r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)} failed: {r.stderr}")
-    return r.stdout
-
-
 def fsck(repo: Path) -> str:
     """``git fsck --strict``: '' when whole, else what it said."""
     r = subprocess.run(["git", "-C", str(repo), "fsck", "--strict", "--no-dangling"], capture_output=True, text=True)
@@ -93,7 +86,7 @@ def run_appenders(repo: Path, exp: str, writers: int, runs_each: int, work: Path
     each). Returns what they reported and what the repository holds."""
     work.mkdir(parents=True, exist_ok=True)
     go = work / "go"
-    before = int(_git(repo, "rev-list", "--count", f"monte/{exp}/ledger").strip())
+    before = int(git(repo, "rev-list", "--count", f"monte/{exp}/ledger").strip())
     outs = [work / f"w{j}.json" for j in range(writers)]
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(repo), exp, str(runs_each), str(go), str(o)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for o in outs]
@@ -117,14 +110,14 @@ def ledger_census(repo: Path, exp: str) -> dict[str, Any]:
     from monte.ledger.experiment import Ledger
     from monte.ledger.store import Store
 
-    commits = int(_git(repo, "rev-list", "--count", f"monte/{exp}/ledger").strip())
-    trailers = _git(repo, "log", "--format=%(trailers:key=Monte-Run,valueonly)", f"monte/{exp}/ledger").split()
+    commits = int(git(repo, "rev-list", "--count", f"monte/{exp}/ledger").strip())
+    trailers = git(repo, "log", "--format=%(trailers:key=Monte-Run,valueonly)", f"monte/{exp}/ledger").split()
     per_run: dict[str, int] = {}
     for t in trailers:
         per_run[t] = per_run.get(t, 0) + 1
     rows = Ledger(Store(repo), exp).rows()
-    merges = int(_git(repo, "rev-list", "--count", "--merges", f"monte/{exp}/ledger").strip())
-    meta = json.loads(_git(repo, "show", f"monte/{exp}/ledger:meta.json"))["records"]
+    merges = int(git(repo, "rev-list", "--count", "--merges", f"monte/{exp}/ledger").strip())
+    meta = json.loads(git(repo, "show", f"monte/{exp}/ledger:meta.json"))["records"]
     return {"commits": commits, "per_run": per_run, "rows": [r.run for r in rows], "merges": merges, "meta": meta}
 
 
@@ -206,42 +199,7 @@ def check_race(res: dict[str, Any], racers: int) -> None:
 # --- one bucket, two clones ------------------------------------------------------------------------
 
 
-def append_evals(repo: Path, n: int, exp: str = "exp") -> list[str]:
-    """``n`` eval runs (started, then failed) and their event files (``test_results._append_evals``)."""
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.ids import new_run_id
-    from monte.ledger.records import RunRow
-    from monte.ledger.store import Store
-
-    ledger = Ledger(Store(repo), exp)
-    runs = []
-    for _ in range(n):
-        rid = new_run_id()
-        row = ledger.append_row(lambda snap, seq, rid=rid: RunRow(run=rid, experiment=exp, kind="eval",
-                                                                  status="started", cohort="c", exam="parity",
-                                                                  split="dev", created_at="t"),
-                                event="started", summary=lambda r: f"eval {r.run} started")
-        ledger.append_row(lambda snap, seq, row=row: row.model_copy(update={"status": "failed", "error": "x"}),
-                          event="failed", summary=lambda r: f"eval {r.run} failed")
-        runs.append(rid)
-        folder = repo / ".monte" / "runs" / exp / rid
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "events.jsonl").write_text(f'{{"event": "started", "run": "{rid}"}}\n')
-    return runs
-
-
-def clone(laptop: Path, dest: Path) -> Path:
-    """A second machine: the repository's files, no monte refs but the vault's, its own data
-    root, the experiment's objects gone (``test_results._box``)."""
-    shutil.copytree(laptop, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte"))
-    (dest / ".monte").mkdir()
-    for ref in _git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/", "refs/remotes/").split():
-        if "/vault" not in ref:
-            _git(dest, "update-ref", "-d", ref)
-    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
-    _git(dest, "reflog", "expire", "--expire=now", "--all")
-    _git(dest, "gc", "-q", "--prune=now")
-    return dest
+clone = new_machine  # the campaign calls it tc.clone (bench/concurrency_campaign.py)
 
 
 def runs_in(repo: Path, exp: str = "exp") -> list[str]:
@@ -332,27 +290,15 @@ def test_four_processes_race_for_the_final_claim(repo: Path, monte: Any, base_mo
     assert r.code == 3 and r.json()["error"]["code"] == "E_SEALED"
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from gcs_emulator import Emulator
-
-    emu = Emulator(tmp_path_factory.mktemp("gcs-emulator"))
-    yield emu
-    emu.kill()
-
-
-def test_two_clones_push_and_sync_one_bucket_round_after_round(repo: Path, exp: str, monte: Any, emulator: Any,
-                                                                monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from gcs_emulator import gcs_env
-
-    g = gcs_env(emulator, monkeypatch, tmp_path)
-    assert monte("config", "set", "bucket", g["url"] + "/results").code == 0
+def test_two_clones_push_and_sync_one_bucket_round_after_round(repo: Path, exp: str, monte: Any, gcs: dict[str, str],
+                                                                tmp_path: Path) -> None:
+    assert monte("config", "set", "bucket", gcs["url"] + "/results").code == 0
     assert monte("push").code == 0
-    box = clone(repo, tmp_path / "box")
+    box = new_machine(repo, tmp_path / "box")
     assert monte_cli(box, "sync").returncode == 0
     res = bucket_rounds(repo, box, rounds=2, per_round=3)
     assert res["push_merges"] >= 1  # the bucket moved under at least one push: merged, not lost
-    third = clone(repo, tmp_path / "third")
+    third = new_machine(repo, tmp_path / "third")
     assert monte_cli(third, "sync").returncode == 0
     figures = check_union(res["made"], repo, box, third)
     assert figures["runs_lost"] == 0

@@ -35,6 +35,7 @@ from typing import Any
 
 import pytest
 from gcs_emulator import FAKE_SECRET, Emulator, gcs_env
+from helpers import append_evals, push_to_new_origin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
 
@@ -130,13 +131,6 @@ def scan_tree(root: Path, skip: tuple[Path, ...] = ()) -> tuple[int, list[str]]:
     return files, leaks
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    emu = Emulator(tmp_path_factory.mktemp("gcs-emulator"))
-    yield emu
-    emu.kill()
-
-
 @pytest.fixture
 def secrets_env(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     (tmp_path / "keys").mkdir()
@@ -168,8 +162,6 @@ def test_storage_flows_leak_no_secret(repo: Path, monte: Any, secrets_env: dict[
             assert r.code == 0, (args, r.out)
             if args[1] == "add":
                 assert "pushed to the Vault" in r.json()["note"], r.out  # the key was used to write
-        from test_concurrency import append_evals
-
         append_evals(repo, 3)
         assert run("push", "--json").code == 0
         box = _clone(repo, tmp_path / "box")
@@ -230,16 +222,11 @@ def test_remote_eval_leaks_no_secret(repo: Path, monte: Any, base_model: Path, s
                "--steps-per-chunk", "4").code == 0
     assert run("config", "set", "bucket", secrets_env["url"] + "/results").code == 0
     origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    for args in (("add", "-A"), ("commit", "-q", "-m", "the experiment's repository"),
-                 ("remote", "add", "origin", str(origin)), ("push", "-q", "origin", "HEAD:main"), ("fetch", "-q", "origin")):
-        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    push_to_new_origin(repo, origin)
     box = tmp_path / "box"
-    for k, v in {"MONTE_BOX_SETUP": "true", "MONTE_BOX_PYTHON": sys.executable,
-                 "MONTE_BOX_WORKDIR": str(box / "work"), "MONTE_BOX_ETC": str(box / "etc"),
-                 "MONTE_BOX_DATA_ROOT": str(box / "data"), "MONTE_SSH_KEY_FILE": sshd.key_file}.items():
+    for k, v in sshd.box_env(box).items():
         monkeypatch.setenv(k, v)
-    host = f"{sshd.user}@{sshd.host}:{sshd.port}"
+    host = sshd.login
     with ArgvWatch() as watch:
         r = run("eval", "--remote", "--provider", "ssh", "--host", host, "--yes", "--json")
         assert r.code == 0, r.out

@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,18 @@ class Sshd:
         self.log = folder / "sshd.log"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "authorized_keys").write_text(Path(f"{keys.client_key}.pub").read_text())
+
+    @property
+    def login(self) -> str:
+        """``user@host:port``, as ``--host`` takes it."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+    def box_env(self, box: Path) -> dict[str, str]:
+        """The settings that make this server a monte box with its folders under ``box``: nothing
+        to set up (this machine has it all), jobs run with this interpreter, and this key."""
+        return {"MONTE_BOX_SETUP": "true", "MONTE_BOX_PYTHON": sys.executable,
+                "MONTE_BOX_WORKDIR": str(box / "work"), "MONTE_BOX_ETC": str(box / "etc"),
+                "MONTE_BOX_DATA_ROOT": str(box / "data"), "MONTE_SSH_KEY_FILE": self.key_file}
 
     def _config(self) -> Path:
         cfg = self.folder / "sshd_config"

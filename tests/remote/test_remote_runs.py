@@ -15,48 +15,31 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gcs_emulator import Emulator, gcs_env
-from helpers import git
+from helpers import git, push_to_new_origin
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    emu = Emulator(tmp_path_factory.mktemp("gcs-emulator"))
-    yield emu
-    emu.kill()
-
-
 @pytest.fixture
-def laptop(repo: Path, monte: Any, base_model: Path, emulator: Emulator, monkeypatch: pytest.MonkeyPatch,
+def laptop(repo: Path, monte: Any, base_model: Path, gcs: dict[str, str], monkeypatch: pytest.MonkeyPatch,
            tmp_path: Path, sshd: Any) -> dict[str, Any]:
     """A committed, pushed repository with one experiment on the tiny base model, a results
     bucket on the emulator, and the box settings pointing into this test's folder."""
-    g = gcs_env(emulator, monkeypatch, tmp_path)
+    g = gcs
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model),
                  "--steps-per-chunk", "4").code == 0
     assert monte("config", "set", "bucket", g["url"] + "/results").code == 0
-    origin = tmp_path / "origin.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(origin)], check=True)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "the experiment's repository")
-    git(repo, "remote", "add", "origin", str(origin))
-    git(repo, "push", "-q", "origin", "HEAD:main")
-    git(repo, "fetch", "-q", "origin")
+    push_to_new_origin(repo, tmp_path / "origin.git")
     box = tmp_path / "box"
-    for k, v in {"MONTE_BOX_SETUP": "true", "MONTE_BOX_PYTHON": sys.executable,
-                 "MONTE_BOX_WORKDIR": str(box / "work"), "MONTE_BOX_ETC": str(box / "etc"),
-                 "MONTE_BOX_DATA_ROOT": str(box / "data"), "MONTE_SSH_KEY_FILE": sshd.key_file}.items():
+    for k, v in sshd.box_env(box).items():
         monkeypatch.setenv(k, v)
-    return {"repo": repo, "box": box, "host": f"{sshd.user}@{sshd.host}:{sshd.port}", "gcs": g}
+    return {"repo": repo, "box": box, "host": sshd.login, "gcs": g}
 
 
 def _wait_job(workdir: str, session: str, timeout: float = 240) -> str:

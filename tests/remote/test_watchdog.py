@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import contextlib
 import http.server
 import json
 import os
@@ -240,21 +241,30 @@ def test_ttl_terminates_even_with_keep_alive(box_etc: Path, fake_lambda: FakeLam
     assert _state(box_etc)["decision"] == "ttl"
 
 
-@pytest.fixture
-def tmux_job(tmp_path: Path) -> Iterator[Path]:
-    """A live ``monte-*`` tmux session on a private tmux server; yields its TMUX_TMPDIR."""
+@contextlib.contextmanager
+def _tmux_sessions(tmp_path: Path, *names: str) -> Iterator[Path]:
+    """A private tmux server running ``sleep 120`` in each named session; yields its
+    TMUX_TMPDIR, and kills the server after."""
     tmux = shutil.which("tmux")
     if tmux is None:
         pytest.skip("tmux is not installed")
     tmux_dir = tmp_path / "tmux"
     tmux_dir.mkdir()
     env = {"PATH": os.defpath, "TMUX_TMPDIR": str(tmux_dir), "HOME": str(tmp_path)}
-    subprocess.run([tmux, "new-session", "-d", "-s", "monte-job-1", "sleep 120"], env=env,
-                   check=True, timeout=30)
-    subprocess.run([tmux, "new-session", "-d", "-s", "interactive", "sleep 120"], env=env,
-                   check=True, timeout=30)
-    yield tmux_dir
-    subprocess.run([tmux, "kill-server"], env=env, timeout=30)
+    for name in names:
+        subprocess.run([tmux, "new-session", "-d", "-s", name, "sleep 120"], env=env, check=True, timeout=30)
+    try:
+        yield tmux_dir
+    finally:
+        subprocess.run([tmux, "kill-server"], env=env, timeout=30)
+
+
+@pytest.fixture
+def tmux_job(tmp_path: Path) -> Iterator[Path]:
+    """A live ``monte-*`` tmux session (and a session of another name) on a private tmux server;
+    yields its TMUX_TMPDIR."""
+    with _tmux_sessions(tmp_path, "monte-job-1", "interactive") as tmux_dir:
+        yield tmux_dir
 
 
 def test_a_monte_tmux_session_is_activity(box_etc: Path, fake_lambda: FakeLambda,
@@ -271,18 +281,8 @@ def test_a_monte_tmux_session_is_activity(box_etc: Path, fake_lambda: FakeLambda
 
 
 def test_a_non_monte_tmux_session_is_not_activity(tmp_path: Path) -> None:
-    tmux = shutil.which("tmux")
-    if tmux is None:
-        pytest.skip("tmux is not installed")
-    tmux_dir = tmp_path / "tmux"
-    tmux_dir.mkdir()
-    env = {"PATH": os.defpath, "TMUX_TMPDIR": str(tmux_dir), "HOME": str(tmp_path)}
-    subprocess.run([tmux, "new-session", "-d", "-s", "my-shell", "sleep 120"], env=env,
-                   check=True, timeout=30)
-    try:
+    with _tmux_sessions(tmp_path, "my-shell") as tmux_dir:
         assert watchdog.activity_probe(str(tmux_dir)) is False
-    finally:
-        subprocess.run([tmux, "kill-server"], env=env, timeout=30)
 
 
 def test_failed_terminate_is_recorded_and_the_tick_fails(box_etc: Path, fake_lambda: FakeLambda,

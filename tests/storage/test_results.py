@@ -3,7 +3,6 @@ laptop and a box) sharing one results bucket."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -11,33 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, monte_proc, snapshot_state
+from helpers import append_evals, git, monte_proc, new_machine, snapshot_state
 
 from monte.ledger.experiment import Ledger
-from monte.ledger.ids import new_run_id
-from monte.ledger.records import RunRow
 from monte.ledger.store import Store
 from monte.storage.keys import write_key
 from monte.storage.objects import open_store
-
-
-def _append_evals(repo: Path, n: int, exp: str = "exp", status: str = "failed") -> list[str]:
-    """``n`` eval runs, each a started and a finished record, through the ledger's own API."""
-    ledger = Ledger(Store(repo), exp)
-    runs = []
-    for _ in range(n):
-        rid = new_run_id()
-        row = ledger.append_row(lambda snap, seq, rid=rid: RunRow(run=rid, experiment=exp, kind="eval",
-                                                                  status="started", cohort="c", exam="parity",
-                                                                  split="dev", created_at="t"),
-                                event="started", summary=lambda r: f"eval {r.run} started")
-        ledger.append_row(lambda snap, seq, row=row: row.model_copy(update={"status": status, "error": "x"}),
-                          event=status, summary=lambda r: f"eval {r.run} {status}")
-        runs.append(rid)
-        folder = repo / ".monte" / "runs" / exp / rid
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "events.jsonl").write_text(f'{{"event": "started", "run": "{rid}"}}\n')
-    return runs
 
 
 def _runs(repo: Path, exp: str = "exp") -> set[str]:
@@ -54,22 +32,14 @@ def laptop(repo: Path, gcs: dict[str, str], monte: Any) -> Path:
 
 def _box(laptop: Path, tmp_path: Path) -> Path:
     """A second clone: the repository's files, no monte refs, its own data root."""
-    box = tmp_path / "box"
-    shutil.copytree(laptop, box, symlinks=True, ignore=shutil.ignore_patterns(".monte"))
-    (box / ".monte").mkdir()
-    for ref in git(box, "for-each-ref", "--format=%(refname)", "refs/heads/monte/", "refs/remotes/").split():
-        if "/vault" not in ref:
-            git(box, "update-ref", "-d", ref)
-    shutil.rmtree(box / ".git" / "monte", ignore_errors=True)
-    git(box, "reflog", "expire", "--expire=now", "--all")
-    git(box, "gc", "-q", "--prune=now")  # the experiment's objects are gone too, as on a new machine
+    box = new_machine(laptop, tmp_path / "box")
     assert not git(box, "for-each-ref", "refs/heads/monte/exp/")
     return box
 
 
 def test_push_then_sync_into_another_clone(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
-    runs = _append_evals(laptop, 3)
+    runs = append_evals(laptop, 3)
     r = monte("push", "--json")
     assert r.code == 0, r.out
     assert r.json()["packs"] == 1 and r.json()["files"] == 3
@@ -92,15 +62,15 @@ def test_push_then_sync_into_another_clone(laptop: Path, monte: Any, monkeypatch
 
 def test_two_clones_append_and_both_read_the_union(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
-    first = _append_evals(laptop, 2)
+    first = append_evals(laptop, 2)
     assert monte("push").code == 0
     box = _box(laptop, tmp_path)
     monkeypatch.chdir(box)
     assert monte("sync").code == 0
-    on_box = _append_evals(box, 2)
+    on_box = append_evals(box, 2)
     assert monte("push").code == 0
     monkeypatch.chdir(laptop)
-    on_laptop = _append_evals(laptop, 2)  # diverged: neither side has the other's new runs
+    on_laptop = append_evals(laptop, 2)  # diverged: neither side has the other's new runs
     r = monte("push", "--json")
     assert r.code == 0, r.out
     assert r.json()["merged"] == ["ledger"]  # the bucket moved: merged, then pushed the union
@@ -123,8 +93,8 @@ def test_racing_pushes_from_two_clones_lose_nothing(laptop: Path, monte: Any, mo
     box = _box(laptop, tmp_path)
     monkeypatch.chdir(box)
     assert monte("sync").code == 0
-    a = _append_evals(laptop, 3)
-    b = _append_evals(box, 3)
+    a = append_evals(laptop, 3)
+    b = append_evals(box, 3)
     procs = [subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main(['push', '--json'])"],
                               cwd=c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for c in (laptop, box)]
@@ -139,7 +109,7 @@ def test_racing_pushes_from_two_clones_lose_nothing(laptop: Path, monte: Any, mo
 
 def test_killing_the_emulator_mid_push_loses_and_duplicates_nothing(
         laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emulator: Any) -> None:
-    runs = _append_evals(laptop, 40)
+    runs = append_evals(laptop, 40)
     proc = subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main(['push', '--json'])"],
                             cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.6)
@@ -163,7 +133,7 @@ def test_killing_the_emulator_mid_push_loses_and_duplicates_nothing(
 
 def test_a_tampered_pack_is_refused_on_sync(laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path, gcs: dict[str, str]) -> None:
-    _append_evals(laptop, 2)
+    append_evals(laptop, 2)
     assert monte("push").code == 0
     store = open_store(gcs["url"] + "/results", write_key())
     pack = next(iter(store.list("git/exp/packs/")))
@@ -179,7 +149,7 @@ def test_a_tampered_pack_is_refused_on_sync(laptop: Path, monte: Any, monkeypatc
 
 
 def test_push_never_uploads_weights(laptop: Path, monte: Any, gcs: dict[str, str]) -> None:
-    runs = _append_evals(laptop, 1)
+    runs = append_evals(laptop, 1)
     folder = laptop / ".monte" / "runs" / "exp" / runs[0]
     ckpt = folder / "trainer" / "checkpoint-50"
     ckpt.mkdir(parents=True)
@@ -218,7 +188,7 @@ def test_a_local_folder_bucket_works_with_no_key(repo: Path, monte: Any, monkeyp
     assert monte("env", "add", "--benchmark", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
     (tmp_path / "bucket").mkdir()
-    runs = _append_evals(repo, 2)
+    runs = append_evals(repo, 2)
     r = monte_proc("push", "--bucket", str(tmp_path / "bucket"), "--json", cwd=repo)
     assert r.returncode == 0, r.stdout + r.stderr
     box = _box(repo, tmp_path)
@@ -230,7 +200,7 @@ def test_a_local_folder_bucket_works_with_no_key(repo: Path, monte: Any, monkeyp
 def test_a_key_that_cannot_write_refuses_push_and_changes_nothing(laptop: Path, monte: Any, read_only_gcs: Any,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   gcs: dict[str, str]) -> None:
-    _append_evals(laptop, 1)
+    append_evals(laptop, 1)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", read_only_gcs.host)  # this machine's key may only read
     before = snapshot_state(laptop)
     r = monte("push", "--json")

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
+from helpers import git, pushes_failing_on, run_events, snapshot_state
 from trainhelp import refused, train, trained
 
-from monte.errors import error
 from monte.hashing import sha256_file
-from monte.storage import hub, results
+from monte.storage import hub
 
 TOKEN = "hf_TESTTOKENthatmustneverbeprinted"
 CHUNK = ("--recipe", "sft-t", "--source", "parity-sft", "--from-base")
@@ -95,11 +94,6 @@ def _checkpoint_json(repo: Path, run: str) -> dict[str, Any]:
     return info
 
 
-def _events(repo: Path, run: str) -> list[dict[str, Any]]:
-    path = repo / ".monte" / "runs" / "exp" / run / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def _no_token(*texts: str) -> None:
     for t in texts:
         assert TOKEN not in t
@@ -132,7 +126,7 @@ def test_a_real_push_chunk_records_its_hub_revision_in_the_lineage(repo: Path, m
 
     assert {n: sha256_bytes(b) for n, b in uploaded.items() if n != "README.md"} == info["files"]
     # the transitions, in order; each one pushed, none failed
-    events = [e["event"] for e in _events(repo, run) if e["event"] != "log"]
+    events = [e["event"] for e in run_events(repo, run) if e["event"] != "log"]
     assert events == ["started", "weights-uploaded", "checkpoint", "succeeded"]
     # the bucket holds the run's record and logs, and never a weight
     assert (pushing / "git" / "exp" / "refs" / "lineage" / run).read_text().strip() == \
@@ -213,30 +207,14 @@ def test_promote_from_the_hub_refuses_a_checkpoint_with_no_hub_copy(repo: Path, 
     assert "--push" in err["message"]
 
 
-def _pushes_failing_on(monkeypatch: pytest.MonkeyPatch, fail: set[int]) -> list[str]:
-    """The seam for a push failing mid-run: ``results.push`` raises E_STORAGE on the numbered
-    calls (1-based) and pushes for real otherwise."""
-    real = results.push
-    calls: list[str] = []
-
-    def push(ws: Any, experiment: str, **kw: Any) -> dict[str, Any]:
-        calls.append(kw.get("run") or "")
-        if len(calls) in fail:
-            raise error("E_STORAGE", "the results bucket is unreachable (test)", "retry")
-        return real(ws, experiment, **kw)
-
-    monkeypatch.setattr(results, "push", push)
-    return calls
-
-
 def test_a_failed_push_mid_run_keeps_the_run_going(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _pushes_failing_on(monkeypatch, {2, 3})  # after the upload and after the checkpoint
+    calls = pushes_failing_on(monkeypatch, {2, 3})  # after the upload and after the checkpoint
     r = train(monte, *CHUNK, "--push")
     assert r.code == 0, r.out + r.err
     run = r.json()["run"]["run"]
     assert len(calls) == 4
-    failed = [e for e in _events(repo, run) if e["event"] == "push-failed"]
+    failed = [e for e in run_events(repo, run) if e["event"] == "push-failed"]
     assert [e["transition"] for e in failed] == ["weights-uploaded", "checkpoint"]
     assert all(e["code"] == "E_STORAGE" for e in failed)
     # the final push carried what the failed ones missed
@@ -246,7 +224,7 @@ def test_a_failed_push_mid_run_keeps_the_run_going(repo: Path, monte, pushing: P
 
 def test_a_failed_final_push_is_e_storage_and_the_run_is_recorded(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    _pushes_failing_on(monkeypatch, {4})
+    pushes_failing_on(monkeypatch, {4})
     r = train(monte, *CHUNK, "--push")
     assert r.code == 7, r.out + r.err
     err = r.json()["error"]
@@ -289,6 +267,6 @@ def test_a_hub_failure_keeps_the_local_checkpoint(repo: Path, monte, pushing: Pa
     assert "hub" not in info
     folder = repo / ".monte" / info["weights"]
     assert {p.name: sha256_file(p) for p in folder.iterdir()} == info["files"]
-    events = _events(repo, run)
+    events = run_events(repo, run)
     assert "weights-upload-failed" in [e["event"] for e in events]
     _no_token((repo / ".monte" / "runs" / "exp" / run / "events.jsonl").read_text())
