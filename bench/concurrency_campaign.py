@@ -16,13 +16,15 @@ The long version of ``tests/reliability/test_concurrency.py`` (whose helpers thi
    end. Counted: runs appended, runs lost (must be 0), pushes that had to merge.
 
     .venv/bin/python bench/concurrency_campaign.py                     # 5 + 10 + 3 trials
-    .venv/bin/python bench/concurrency_campaign.py --quick             # 1 + 2 + 1, small
+    .venv/bin/python bench/concurrency_campaign.py --quick             # 1 + 1 + 1, tiny: a smoke run
     .venv/bin/python bench/concurrency_campaign.py --json-out /tmp/concurrency.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import platform
@@ -60,6 +62,32 @@ def _ok(repo: Path, *args: str) -> tuple[int, str]:
     if p.returncode != 0:
         raise RuntimeError(f"monte {' '.join(args)} in {repo} failed: {p.stdout[-800:]} {p.stderr[-800:]}")
     return p.returncode, p.stdout
+
+
+def _in_process(*args: str) -> tuple[int, str]:
+    """monte in this process, in the cwd (as the tests' ``monte`` fixture runs it): for setup only,
+    where one interpreter (one torch import) for all the commands saves seconds a command."""
+    from monte.cli.main import main
+
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = int(e.code or 0)
+    return code, out.getvalue()
+
+
+def clone(laptop: Path, dest: Path) -> Path:
+    """Another machine (the tests' ``tc.clone``). It makes one by deleting the copy's monte refs
+    with plain git, which monte's git hooks (installed by ``monte init``) refuse by design; a real
+    second machine never had those refs. So the hooks are off for that scaffolding only."""
+    os.environ["MONTE_HOOKS"] = "off"
+    try:
+        return tc.clone(laptop, dest)
+    finally:
+        del os.environ["MONTE_HOOKS"]
 
 
 def new_repo(where: Path, *, experiment: bool = True) -> Path:
@@ -114,8 +142,7 @@ def races(work: Path, trials: int, racers: int) -> dict[str, Any]:
     cwd = os.getcwd()
     os.chdir(ready)
     try:
-        ck = tc.ready_for_claim(ready, lambda *a: (lambda p: (p.returncode, p.stdout))(tc.monte_cli(ready, *a)),
-                                models / "seed0", models / "seed1")
+        ck = tc.ready_for_claim(ready, _in_process, models / "seed0", models / "seed1")
     finally:
         os.chdir(cwd)
     rows = []
@@ -155,11 +182,11 @@ def buckets(work: Path, trials: int, rounds: int, per_round: int) -> dict[str, A
             laptop = new_repo(where)
             _ok(laptop, "config", "set", "bucket", f"gs://{emu.create_bucket()}/results")
             _ok(laptop, "push")
-            box = tc.clone(laptop, where / "box")
+            box = clone(laptop, where / "box")
             _ok(box, "sync")
             t0 = time.perf_counter()
             res = tc.bucket_rounds(laptop, box, rounds, per_round)
-            third = tc.clone(laptop, where / "third")
+            third = clone(laptop, where / "third")
             _ok(third, "sync")
             try:
                 figures = tc.check_union(res["made"], laptop, box, third)
@@ -183,19 +210,24 @@ def buckets(work: Path, trials: int, rounds: int, per_round: int) -> dict[str, A
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 + 2 + 1 trials, 8 x 20 records")
-    ap.add_argument("--append-trials", type=int, default=5)
-    ap.add_argument("--writers", type=int, default=8)
-    ap.add_argument("--records", type=int, default=100, help="records per writer (even: 2 per run)")
-    ap.add_argument("--race-trials", type=int, default=10)
-    ap.add_argument("--racers", type=int, default=4)
-    ap.add_argument("--bucket-trials", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--per-round", type=int, default=5)
+    # (default, --quick) of each size; a size given on the command line wins over both
+    sizes = {"append_trials": (5, 1), "writers": (8, 4), "records": (100, 10), "race_trials": (10, 1),
+             "racers": (4, 2), "bucket_trials": (3, 1), "rounds": (5, 1), "per_round": (5, 2)}
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 1 trial of 4 x 10 records, 1 race of 2, 1 bucket round of 2 runs a clone")
+    ap.add_argument("--append-trials", type=int)
+    ap.add_argument("--writers", type=int)
+    ap.add_argument("--records", type=int, help="records per writer (even: 2 per run)")
+    ap.add_argument("--race-trials", type=int)
+    ap.add_argument("--racers", type=int)
+    ap.add_argument("--bucket-trials", type=int)
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--per-round", type=int)
     ap.add_argument("--json-out", type=Path)
     a = ap.parse_args()
-    if a.quick:
-        a.append_trials, a.records, a.race_trials, a.bucket_trials, a.rounds = 1, 20, 2, 1, 2
+    for name, (full, quick) in sizes.items():
+        if getattr(a, name) is None:
+            setattr(a, name, quick if a.quick else full)
     work = Path(tempfile.mkdtemp(prefix="monte-concurrency-"))
     _scrub_env(work / "home")
     t0 = time.perf_counter()

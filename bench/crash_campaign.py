@@ -19,6 +19,7 @@ Vault, ``push``: 30 new runs to a local-folder results bucket) it
 
     .venv/bin/python bench/crash_campaign.py --trials 50 --json-out /tmp/crash.json
     .venv/bin/python bench/crash_campaign.py --trials 5 --commands env-add,push --seed 7 --jobs 2
+    .venv/bin/python bench/crash_campaign.py --quick     # the template, one env-add trial, seed 1
 
 Exit status: 0 when no trial failed, 1 otherwise.
 """
@@ -80,8 +81,11 @@ def _table(summary: dict[str, Any], title: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--trials", type=int, default=50, help="random-moment trials per command (default 50)")
-    ap.add_argument("--commands", default=",".join(ch.COMMANDS), help=f"comma-separated, of {', '.join(ch.COMMANDS)}")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: the template, then one env-add trial, no crash points, seed 1")
+    ap.add_argument("--trials", type=int, default=None, help="random-moment trials per command (default 50)")
+    ap.add_argument("--commands", default=None,
+                    help=f"comma-separated, of {', '.join(ch.COMMANDS)} (default: all)")
     ap.add_argument("--seed", type=int, default=None, help="the RNG seed (default: drawn, and printed)")
     ap.add_argument("--jobs", type=int, default=1, help="trials run at once (each in its own folder)")
     ap.add_argument("--no-points", action="store_true", help="skip the crash-point trials")
@@ -90,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-failed", action="store_true", help="keep the folders of failed trials")
     ap.add_argument("--json-out", type=Path, default=None, help="write every trial and the summary here")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.no_points = True
+        args.seed = 1 if args.seed is None else args.seed
+    if args.trials is None:
+        args.trials = 1 if args.quick else 50
+    args.commands = args.commands or ("env-add" if args.quick else ",".join(ch.COMMANDS))
     commands = [c.strip() for c in args.commands.split(",") if c.strip()]
     bad = [c for c in commands if c not in ch.COMMANDS]
     if bad:

@@ -36,6 +36,7 @@ Found by this harness (and fixed; each has a regression in ``test_hostile_input.
     .venv/bin/python bench/fuzz_campaign.py                         # 3000 examples per target
     .venv/bin/python bench/fuzz_campaign.py --examples 300 --targets names,refs
     .venv/bin/python bench/fuzz_campaign.py --engine hypothesis --minutes 5 --json-out /tmp/fuzz.json
+    .venv/bin/python bench/fuzz_campaign.py --quick      # config_set: 5 examples, a smoke run
 """
 
 from __future__ import annotations
@@ -172,14 +173,19 @@ def child(target: str, engine: str, examples: int, seconds: float, out: Path, se
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--engine", choices=["auto", "atheris", "hypothesis"], default="auto")
-    ap.add_argument("--examples", type=int, default=3000, help="examples per target (default 3000)")
-    ap.add_argument("--minutes", type=float, default=60.0, help="at most this long per target (default 60)")
-    ap.add_argument("--targets", default="", help="comma-separated (default: all)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: the config_set target (accepts and refuses), 5 examples (engine as --engine)")
+    ap.add_argument("--examples", type=int, default=None, help="examples per target (default 3000)")
+    ap.add_argument("--minutes", type=float, default=None, help="at most this long per target (default 60)")
+    ap.add_argument("--targets", default=None, help="comma-separated (default: all)")
     ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("--json-out", type=Path)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.examples = a.examples or (5 if a.quick else 3000)
+    a.minutes = a.minutes or (1.0 if a.quick else 60.0)
+    a.targets = a.targets if a.targets is not None else ("config_set" if a.quick else "")
     if a.child:
         child(a.child, a.engine, a.examples, a.minutes * 60, a.out, a.seed)
         return
@@ -194,6 +200,8 @@ def main() -> None:
             engine = "atheris"
         except ImportError:
             engine = "hypothesis"
+            print("atheris is not installed: the hypothesis engine runs the same targets on random inputs",
+                  flush=True)
     targets = [t for t in a.targets.split(",") if t] or list(ft.TARGETS)
     work = Path(tempfile.mkdtemp(prefix="monte-fuzz-campaign-"))
     results = []

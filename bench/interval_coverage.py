@@ -22,6 +22,7 @@ the very function ``paired_delta`` uses for 0/1 scores) and for plain Wald:
     .venv/bin/python bench/interval_coverage.py
     .venv/bin/python bench/interval_coverage.py --n 20 100 --markdown
     .venv/bin/python bench/interval_coverage.py --json-out /tmp/coverage.json
+    .venv/bin/python bench/interval_coverage.py --quick     # n=20 only: a smoke run of a second
 """
 
 from __future__ import annotations
@@ -120,10 +121,12 @@ def evaluate(n: int, name: str, bounds: Bounds, grid_p: Sequence[float]) -> Row:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, nargs="+", default=list(GRID_N), help="task counts")
+    parser.add_argument("--n", type=int, nargs="+", default=None, help="task counts (default: the grid)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: n=20 only")
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     parser.add_argument("--json-out", type=Path, help="also write the rows as JSON here")
     args = parser.parse_args(argv)
+    args.n = args.n or ([20] if args.quick else list(GRID_N))
 
     start = time.perf_counter()
     rows = [evaluate(n, name, bounds, GRID_P) for n in args.n for name, bounds in INTERVALS.items()]

@@ -22,7 +22,7 @@ most 32 entries (plus ``index.json`` in a bucket).
 The machine is shared and noisy: compare the ratios, not the absolute times.
 
     .venv/bin/python bench/ledger_append.py               # N=10,000 (several minutes)
-    .venv/bin/python bench/ledger_append.py --quick       # N=600, a smoke run
+    .venv/bin/python bench/ledger_append.py --quick       # N=50, one read: a smoke run of seconds
     .venv/bin/python bench/ledger_append.py --json-out /tmp/ledger.json
 """
 
@@ -51,8 +51,8 @@ from monte.ledger.records import (  # noqa: E402
     Measurement,
     RunRow,
     SplitFreeze,
-    ledger_ref,
 )
+from monte.ledger.refs import ledger_ref  # noqa: E402
 from monte.ledger.store import Store  # noqa: E402
 
 EXPERIMENT = "bench"
@@ -289,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=None, help="rows to append (default 10000)")
     p.add_argument("--window", type=int, default=None,
                    help="appends per window for first/last (default 1000)")
-    p.add_argument("--repeats", type=int, default=5, help="repeats of each read timing")
-    p.add_argument("--quick", action="store_true", help="smoke run: N=600, window=100")
+    p.add_argument("--repeats", type=int, default=None, help="repeats of each read timing (default 5)")
+    p.add_argument("--quick", action="store_true", help="smoke run: N=50, window=10, one read")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tmpdir", default=None, help="where to make the temporary repository")
     p.add_argument("--keep", action="store_true", help="keep the repository and print its path")
@@ -300,8 +300,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="skip the final `git repack -adf` (how small git itself packs it)")
     p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
     args = p.parse_args(argv)
-    n = args.n or (600 if args.quick else 10_000)
-    window = args.window or (100 if args.quick else 1000)
+    n = args.n or (50 if args.quick else 10_000)
+    window = args.window or (10 if args.quick else 1000)
+    args.repeats = args.repeats or (1 if args.quick else 5)
     if n < 2 * window:
         p.error("--n must be at least twice --window")
 

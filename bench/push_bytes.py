@@ -15,6 +15,7 @@ server such as the GCS emulator), then appends **one** more eval the same way an
 
     .venv/bin/python bench/push_bytes.py                 # N=1,000
     .venv/bin/python bench/push_bytes.py --runs 200 --json-out /tmp/push.json
+    .venv/bin/python bench/push_bytes.py --quick          # N=50, local folder: a smoke run of seconds
 """
 
 from __future__ import annotations
@@ -65,12 +66,15 @@ def _eval(ledger: Any, exp: str, repo: Path, rng: random.Random, tasks: int) -> 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=1000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=None, help="eval runs before the measured one (default 1000)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 50 runs")
     ap.add_argument("--tasks", type=int, default=200)
     ap.add_argument("--bucket", help="default: a temporary local folder")
     ap.add_argument("--json-out")
     args = ap.parse_args()
+    if args.runs is None:
+        args.runs = 50 if args.quick else 1000
 
     from monte import api
     from monte.ledger.experiment import Ledger

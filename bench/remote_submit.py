@@ -19,6 +19,10 @@ changed). The baseline in the same run is a bare SSH round trip (``true`` over a
 connection), the floor any remote step pays.
 
     .venv/bin/python bench/remote_submit.py [--runs 5] [--json-out PATH]
+    .venv/bin/python bench/remote_submit.py --quick      # 1 submission to a cold box: a smoke run
+
+Needs ``/usr/sbin/sshd`` (openssh-server) and ``tmux``; without them it says so and exits 1
+(``tests/test_bench.py`` skips it then, as ``tests/remote`` skips).
 """
 
 from __future__ import annotations
@@ -46,13 +50,19 @@ def git(repo: Path, *args: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=None, help="timed submissions (default 5)")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 1 submission, to a cold box (no warm-up), 1 SSH round trip")
     ap.add_argument("--json-out")
     args = ap.parse_args()
-    if not Path("/usr/sbin/sshd").exists():
-        sys.exit("needs /usr/sbin/sshd (apt-get install openssh-server)")
-    from sshd import Keys, Sshd
+    args.runs = args.runs or (1 if args.quick else 5)
+    from sshd import SSHD, SSHD_MISSING, Keys, Sshd
+
+    if not Path(SSHD).exists():
+        sys.exit(SSHD_MISSING)
+    if shutil.which("tmux") is None:
+        sys.exit("tmux is not installed (apt-get install tmux): the box runs its job in tmux")
     from trainhelp import SFT, curriculum, write_recipe, write_sft_rows
 
     from monte import api
@@ -114,9 +124,10 @@ def main() -> None:
             exit_file.unlink(missing_ok=True)
             return {**sub, "returned_s": returned}, running
 
-        submit()  # warm the box: the checkout folder exists from here on
+        if not args.quick:
+            submit()  # warm the box: the checkout folder exists from here on
         rtt = []
-        for _ in range(5):
+        for _ in range(1 if args.quick else 5):
             t = time.perf_counter()
             c = ssh.connect(server.host, user=server.user, port=server.port, key_file=server.key_file)
             ssh.run(c, "true", timeout=30)
@@ -130,6 +141,7 @@ def main() -> None:
         med = {s: statistics.median(r["timings"].get(s, 0.0) for r in results) for s in steps}
         out = {
             "runs": args.runs,
+            "box": "cold (--quick: no warm-up submission)" if args.quick else "warm",
             "ssh_round_trip_s": round(statistics.median(rtt), 3),
             "submit_returned_s": round(statistics.median(r["returned_s"] for r in results), 3),
             "submit_to_running_s": round(statistics.median(r["running_s"] for r in results), 3),

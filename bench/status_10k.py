@@ -26,18 +26,20 @@ Then, in the same run and alternating so that noise hits all alike, it measures:
 - the floor: ``git log --format=%B refs/heads/monte/<exp>/ledger``, median of 5;
 
 and the ratios. The target is ``monte status`` under 0.5 s. To explain a miss it also reports
-where ``api.status`` spends its time (each step timed, plus a cProfile of one call), the
-interpreter start (``python -c pass``), the import of what ``monte status`` imports, and the
+where ``api.status`` spends its time (a cProfile of one call: the top functions, and the calls
+of the function that does the work, read from the call graph), the interpreter start
+(``python -c pass``), the import of the monte modules a real ``monte status`` loads, and the
 largest cumulative entries of ``python -X importtime``.
 
     .venv/bin/python bench/status_10k.py                  # N=10,000 (a few minutes to build)
-    .venv/bin/python bench/status_10k.py --quick          # N=1,000
+    .venv/bin/python bench/status_10k.py --quick          # N=50, one round: a smoke run of seconds
     .venv/bin/python bench/status_10k.py --json-out /tmp/status.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import io
 import json
@@ -61,8 +63,6 @@ EXPERIMENT = "exp"
 EXAM = "parity"
 BASE_MODEL = "/data/models/tiny-seed0"
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
-# monte status imports these (monte.cli.runs -> monte.api -> evals, status, ledger, pydantic, dulwich)
-STATUS_IMPORTS = "import monte.cli.main, monte.cli.runs, monte.api, monte.evals, monte.status"
 
 
 def run_id(rng: random.Random) -> str:
@@ -275,102 +275,85 @@ def time_cmd(cmd: list[str], cwd: Path) -> tuple[float, bytes]:
     return time.perf_counter() - t0, out.stdout
 
 
-def status_breakdown(repo: Path) -> dict[str, float]:
-    """``api.status`` step by step (the same calls, in the same order), plus the CLI's JSON dump."""
-    from monte import evals
-    from monte import status as st
-    from monte.cli.output import _jsonable
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.rules import checkpoints
-    from monte.workspace import open_workspace
-
-    out: dict[str, float] = {}
-    t = time.perf_counter()
-
-    def lap(name: str) -> None:
-        nonlocal t
-        now = time.perf_counter()
-        out[name] = now - t
-        t = now
-
-    ws = open_workspace(repo, require_data_root=False)
-    _ = ws.store
-    lap("open_workspace + Store")
-    exp = evals.experiment_name(ws, None)
-    lap("experiment_name (refs_under refs/heads/monte/)")
-    ledger = Ledger(ws.store, exp)
-    snap = ledger.snapshot()
-    meas = ledger.measurement(snap)
-    lap("snapshot + measurement")
-    raw_rows = ledger.rows(snap)
-    lap("Ledger.rows (index blobs + RunRow.model_validate)")
-    rows = [r.model_copy(update={"status": "abandoned", "error": "the process died without finishing"})
-            if evals.is_dead(r) else r for r in raw_rows]
-    lap("is_dead per row")
-    noms = {}
-    for cohort in snap.listdir("cohorts"):
-        raw = snap.read(f"cohorts/{cohort}/nomination.json")
-        if raw:
-            noms[cohort] = json.loads(raw)["checkpoint"]
-    lap("nominations")
-    cks = checkpoints(rows)
-    paths = st.descent_paths(cks)
-    lap("status.build: checkpoints + descent_paths")
-    inside: list[float] = []
-    cycles = st.cycles
-
-    def timed_cycles(*a: Any, **k: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return cycles(*a, **k)
-        finally:
-            inside.append(time.perf_counter() - t0)
-
-    st.cycles = timed_cycles  # type: ignore[assignment]
-    try:
-        result = st.build(meas, rows, noms)
-    finally:
-        st.cycles = cycles  # type: ignore[assignment]
-    lap("status.build")
-    out["status.build: of which cycles"] = sum(inside)
-    out["status.build: the rest (checkpoints, paths again, deltas, cohorts, rows)"] = (
-        out.pop("status.build") - sum(inside))
-    text = json.dumps(_jsonable(result), indent=2, sort_keys=True, ensure_ascii=False)
-    lap("CLI json.dumps(indent=2, sort_keys)")
-    out["_json_bytes"] = float(len(text))
-    out["_paths"] = float(len(paths))
-    out["_checkpoints"] = float(len(cks))
-    out["_longest_path_checkpoints"] = float(max((len(st._path_checkpoints(p, cks)) for p in paths), default=0))
-    return out
+def _fn(key: tuple[str, int, str]) -> str:
+    file, line, fn = key
+    return f"{Path(file).name}:{line}({fn})" if line else fn
 
 
-def profile_status(repo: Path, top: int = 25) -> tuple[str, list[dict[str, Any]]]:
+def profile_status(repo: Path, top: int = 25) -> dict[str, Any]:
+    """One ``api.status`` call under cProfile: the top functions by own time, and where the call
+    spends its time, read from the profile's call graph rather than re-enacted step by step (a
+    copy of the status code's steps went stale each time that code moved): below ``api.status``,
+    down through the calls that take (nearly) all of their caller's time, the first function that
+    splits its time, and each call it makes; then the CLI's JSON output (``print_json`` to a pipe,
+    as ``monte status --json`` writes it)."""
     from monte import api
+    from monte.cli.output import print_json
     from monte.workspace import open_workspace
 
     prof = cProfile.Profile()
     prof.enable()
-    api.status(ws=open_workspace(repo, require_data_root=False))
+    doc = api.status(ws=open_workspace(repo, require_data_root=False))
     prof.disable()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf).sort_stats("cumulative")
     stats.print_stats(top)
+    table = stats.stats  # type: ignore[attr-defined]
     rows = []
-    for (file, line, fn), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        rows.append({"function": f"{Path(file).name}:{line}({fn})", "calls": nc, "tottime_s": tt, "cumtime_s": ct})
+    callees: dict[Any, list[tuple[float, Any]]] = {}
+    for key, (_cc, nc, tt, ct, callers) in table.items():
+        rows.append({"function": _fn(key), "calls": nc, "tottime_s": tt, "cumtime_s": ct})
+        for caller, (_c, _n, _t, from_caller) in callers.items():
+            callees.setdefault(caller, []).append((from_caller, key))
     rows.sort(key=lambda r: -r["tottime_s"])
-    return buf.getvalue(), rows[:top]
+
+    node = next(k for k in table if k[2] == "status" and Path(k[0]).name == "api.py")
+    total = table[node][3]
+    path = [_fn(node)]
+    kids = sorted(callees.get(node, []), key=lambda c: -c[0])
+    seen = {node}
+    while kids and kids[0][0] >= 0.9 * table[node][3] and kids[0][1] not in seen:
+        node = kids[0][1]
+        seen.add(node)
+        path.append(_fn(node))
+        kids = sorted(callees.get(node, []), key=lambda c: -c[0])
+    steps = {_fn(k): t for t, k in kids[:8]}
+    steps["the rest (own time, smaller calls)"] = table[node][3] - sum(steps.values())
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        print_json(doc)
+    return {"cprofile_text": buf.getvalue(), "cprofile_top_tottime": rows[:top],
+            "breakdown": {"under_cprofile_s": total, "through": path, "steps_s": steps,
+                          "cli_print_json_s": time.perf_counter() - t0,
+                          "json_bytes": len(out.getvalue().encode()), "lineage_paths": len(doc["lineage"]),
+                          "checkpoints": len(doc["checkpoints"]), "cycles": len(doc["cycles"])}}
+
+
+def status_imports(repo: Path) -> str:
+    """``import ...`` of the monte modules a real ``monte status --json`` loads (read from that
+    run, not kept by hand)."""
+    probe = ("import atexit, sys\n"
+             "atexit.register(lambda: print('MODULES', *sorted(m for m in sys.modules if m.startswith('monte')),"
+             " file=sys.stderr))\n"
+             "from monte.cli.main import main\n"
+             "main(['status', '--json'])\n")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True)
+    line = next((x for x in r.stderr.splitlines() if x.startswith("MODULES ")), None)
+    if line is None:
+        raise SystemExit(f"could not list what monte status imports:\n{r.stdout[-1000:]}\n{r.stderr[-2000:]}")
+    return "import " + ", ".join(line.split()[1:])
 
 
 def import_times(repo: Path, repeats: int) -> dict[str, Any]:
     py = sys.executable
+    imports = status_imports(repo)
     bare, imp = [], []
     for _ in range(repeats):
         bare.append(time_cmd([py, "-c", "pass"], repo)[0])
-        imp.append(time_cmd([py, "-c", STATUS_IMPORTS], repo)[0])
-    r = subprocess.run([py, "-X", "importtime", "-c", STATUS_IMPORTS], cwd=repo, capture_output=True, text=True,
+        imp.append(time_cmd([py, "-c", imports], repo)[0])
+    r = subprocess.run([py, "-X", "importtime", "-c", imports], cwd=repo, capture_output=True, text=True,
                        check=True)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for line in r.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
@@ -380,7 +363,8 @@ def import_times(repo: Path, repeats: int) -> dict[str, Any]:
         entries.append({"module": name.strip(), "self_us": int(self_us), "cumulative_us": int(cum_us),
                         "depth": depth})
     top_level = sorted((e for e in entries if e["depth"] <= 1), key=lambda e: -e["cumulative_us"])[:15]
-    return {"python_c_pass_s_median": statistics.median(bare), "status_imports_s_median": statistics.median(imp),
+    return {"status_imports": imports,
+            "python_c_pass_s_median": statistics.median(bare), "status_imports_s_median": statistics.median(imp),
             "imports_minus_start_s": statistics.median(imp) - statistics.median(bare),
             "importtime_top": top_level,
             "importtime_total_us": sum(e["self_us"] for e in entries)}
@@ -389,8 +373,8 @@ def import_times(repo: Path, repeats: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=None, help="rows (default 10000)")
-    p.add_argument("--quick", action="store_true", help="N=1,000")
-    p.add_argument("--repeats", type=int, default=5, help="repeats of each timing (medians)")
+    p.add_argument("--quick", action="store_true", help="smoke run: N=50, one round")
+    p.add_argument("--repeats", type=int, default=None, help="repeats of each timing, medians (default 5)")
     p.add_argument("--evals-per-train", type=int, default=10, help="dev evals per training run")
     p.add_argument("--fork-every", type=int, default=50, help="one training run in this many forks off an earlier checkpoint")
     p.add_argument("--seed", type=int, default=0)
@@ -400,11 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-profile", action="store_true", help="skip the cProfile and import-time diagnosis")
     p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
     args = p.parse_args(argv)
-    n = args.n or (1_000 if args.quick else 10_000)
+    n = args.n or (50 if args.quick else 10_000)
+    args.repeats = args.repeats or (1 if args.quick else 5)
     os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
     from monte import api
-    from monte.ledger.records import ledger_ref
+    from monte.ledger.refs import ledger_ref
     from monte.workspace import open_workspace
 
     result: dict[str, Any] = {
@@ -444,7 +429,11 @@ def main(argv: list[str] | None = None) -> int:
 
         # Check once, untimed: the subprocess prints every row.
         cmd = [*monte_bin(), "status", "--json"]
-        check = subprocess.run(cmd, cwd=repo, check=True, capture_output=True)
+        check = subprocess.run(cmd, cwd=repo, capture_output=True)
+        if check.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} exited {check.returncode}:\n"
+                             f"{check.stdout.decode(errors='replace')[-2000:]}\n"
+                             f"{check.stderr.decode(errors='replace')[-3000:]}")
         out = check.stdout
         doc = json.loads(out)
         result["status_stderr"] = {"bytes": len(check.stderr), "head": check.stderr.decode(errors="replace")[:400]}
@@ -484,10 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if not args.no_profile:
             print("diagnosing ...", flush=True)
-            result["breakdown_s"] = status_breakdown(repo)
-            text, top = profile_status(repo)
-            result["cprofile_top_tottime"] = top
-            result["cprofile_text"] = text
+            result.update(profile_status(repo))
             result["imports"] = import_times(repo, repeats)
     finally:
         if tmp is not None:
@@ -527,14 +513,14 @@ def print_summary(r: dict[str, Any]) -> None:
     print(f"  ratios: subprocess/floor {t['ratio_subprocess_over_git_log']:.1f}x,"
           f" in-process/floor {t['ratio_in_process_over_git_log']:.1f}x,"
           f" subprocess/in-process {t['ratio_subprocess_over_in_process']:.2f}x")
-    if "breakdown_s" in r:
-        print("  api.status step by step:")
-        for k, v in r["breakdown_s"].items():
-            if not k.startswith("_"):
-                print(f"    {v * 1e3:9.1f} ms  {k}")
-        bd = r["breakdown_s"]
-        print(f"    ({int(bd['_checkpoints'])} checkpoints, {int(bd['_paths'])} descent paths, the longest passing"
-              f" {int(bd['_longest_path_checkpoints'])} checkpoints; {int(bd['_json_bytes']):,} JSON bytes)")
+    if "breakdown" in r:
+        bd = r["breakdown"]
+        print(f"  where one api.status call spends its time (under cProfile, {bd['under_cprofile_s'] * 1e3:.1f} ms):"
+              f" {' -> '.join(bd['through'])}, then")
+        for k, v in bd["steps_s"].items():
+            print(f"    {v * 1e3:9.1f} ms  {k}")
+        print(f"    {bd['cli_print_json_s'] * 1e3:9.1f} ms  and after it, the CLI's print_json ({bd['json_bytes']:,} bytes)")
+        print(f"    ({bd['checkpoints']} checkpoints, {bd['lineage_paths']} lineage paths, {bd['cycles']} cycles)")
         print("  cProfile of one api.status call, top by own time:")
         for e in r["cprofile_top_tottime"][:10]:
             print(f"    {e['tottime_s'] * 1e3:9.1f} ms own  {e['cumtime_s'] * 1e3:9.1f} ms cum  {e['calls']:>10} calls  {e['function']}")

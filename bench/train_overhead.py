@@ -6,6 +6,7 @@ alternate, and the best of each is compared. Peak resident memory of each proces
 beside its time.
 
     .venv/bin/python bench/train_overhead.py [--rounds 2] [--steps 50] [--json-out PATH]
+    .venv/bin/python bench/train_overhead.py --quick     # 2 steps, 1 round: a smoke run
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,12 +52,27 @@ DIRECT = """import json
     tok.save_pretrained({out!r} + "/checkpoint-{steps}")"""
 
 
+# The setup (not timed) in one interpreter: the commands' imports, torch's above all, paid once.
+SETUP = """import json, sys
+from monte.cli.main import main
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args)
+    except SystemExit as e:
+        if e.code:
+            sys.exit(f"monte {' '.join(args)} exited {e.code}")
+"""
+
+
 def sh(*args: str, cwd: Path) -> str:
     return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def monte(*args: str, cwd: Path) -> str:
-    return sh(PY, "-c", "from monte.cli.main import main; main()", *args, cwd=cwd)
+def monte(*commands: list[str], cwd: Path) -> None:
+    """Run monte commands one after another in one process; fail on the first that fails."""
+    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands)], cwd=cwd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"setup failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
 
 
 def timed(body: str, cwd: Path) -> tuple[float, int]:
@@ -72,28 +89,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--quick", action="store_true", help="5 steps, 1 round")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 steps, 1 round")
     ap.add_argument("--json-out")
     a = ap.parse_args()
     if a.quick:
-        a.steps, a.rounds = 5, 1
+        a.steps, a.rounds = 2, 1
     root = Path(tempfile.mkdtemp(prefix="monte-bench-train-"))
     repo = root / "repo"
     repo.mkdir()
     sh("git", "init", "-q", "-b", "main", ".", cwd=repo)
-    monte("init", cwd=repo)
-    monte("model", "init", "base", cwd=repo)
-    monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", cwd=repo)
+    monte(["init"], ["env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"], cwd=repo)
     rows = repo / "sft.jsonl"
-    with open(repo / ".monte/environments/parity/curriculum.jsonl") as src, open(rows, "w") as out:
+    with open(repo / ".monte/environments/parity/curriculum.jsonl") as src, open(rows, "w") as dst:
         for line in src:
             item = json.loads(line)
-            out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
-    monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft", cwd=repo)
-    monte("experiment", "init", "exp", "--eval", "parity", "--model", "base", "--steps-per-chunk", str(a.steps),
-          cwd=repo)
-    monte("eval", "--yes", cwd=repo)
-    monte("eval", "--split", "test", "--yes", cwd=repo)
+            dst.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
+    monte(["model", "init", "base"], ["dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft"],
+          ["experiment", "init", "exp", "--eval", "parity", "--model", "base", "--steps-per-chunk", str(a.steps)],
+          ["eval", "--yes"], ["eval", "--split", "test", "--yes"], cwd=repo)
     results: dict[str, list[tuple[float, int]]] = {"monte": [], "direct": []}
     for i in range(a.rounds):
         results["monte"].append(timed(MONTE, repo))
@@ -114,6 +127,7 @@ def main() -> int:
           f"(ratio {peak['monte'] / peak['direct']:.2f})")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(report, indent=2))
+    shutil.rmtree(root, ignore_errors=True)
     return 0
 
 

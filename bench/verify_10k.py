@@ -6,7 +6,8 @@ write (a `started` record, then `finished` with per-task results; train rows wit
 commit per checkpoint), against a real frozen environment, so the verifier checks every rule on it
 (the script asserts that it passes). Model work is skipped: scores are synthetic.
 
-    .venv/bin/python bench/verify_10k.py [--records 10000] [--quick] [--json-out PATH]
+    .venv/bin/python bench/verify_10k.py [--records 10000] [--json-out PATH]
+    .venv/bin/python bench/verify_10k.py --quick     # 50 records, one round: a smoke run of seconds
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--records", type=int, default=10_000)
-    ap.add_argument("--quick", action="store_true", help="1,000 records")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 50 records, one round")
     ap.add_argument("--json-out")
     a = ap.parse_args()
-    n = 1_000 if a.quick else a.records
+    n = 50 if a.quick else a.records
 
     from monte import api
     from monte.ledger.experiment import Ledger
@@ -123,7 +125,7 @@ def main() -> int:
         return time.perf_counter() - t
 
     rounds = {"full": [], "incremental": [], "floor": []}  # type: dict[str, list[float]]
-    for _ in range(3):
+    for _ in range(1 if a.quick else 3):
         rounds["floor"].append(floor())
         rounds["full"].append(full())
         rounds["incremental"].append(incremental())
@@ -138,6 +140,7 @@ def main() -> int:
           f"(full/floor {med['full'] / med['floor']:.1f}); `monte ledger verify` exit {cli.returncode}")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(report, indent=2))
+    shutil.rmtree(root, ignore_errors=True)
     return 0
 
 
