@@ -145,7 +145,7 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
         raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
                     f"move {folder} aside, then try again")
     local = Vault(ws.store)
-    staged = freeze.staging_dir(ws.data_root)
+    staged = freeze.staging_dir(ws.data_root, folder)
     try:
         m = where.reader.fetch(kind, name, staged / "payload")
         recorded = local.get(kind, name)

@@ -106,6 +106,36 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
 
 
+#: An OSError that is the machine's state, not a bug in monte: what is wrong, and the fix.
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: ("the disk is full", "free space on that disk (or point MONTE_DATA_ROOT at a roomier one), "
+                   "then run the command again"),
+    errno.EDQUOT: ("the disk quota is used up", "free space within your quota on that disk, then run the "
+                   "command again"),
+    errno.EROFS: ("the file system is read-only", "remount it read-write (or point MONTE_DATA_ROOT at a "
+                  "writable folder), then run the command again"),
+    errno.EACCES: ("permission denied", "give your user access to it (`ls -ld` shows who owns it), then run "
+                   "the command again"),
+    errno.EPERM: ("the operation is not permitted there", "give your user access to it (`ls -ld` shows who "
+                  "owns it), then run the command again"),
+}
+
+
+def os_refusal(e: OSError) -> MonteError | None:
+    """A refusal for an OSError that the disk, not monte, caused (a full or read-only disk, a
+    permission, a path too long), naming the path; None for anything else (a bug)."""
+    paths = [os.fsdecode(p) for p in (e.filename, e.filename2) if p is not None]
+    where = " -> ".join(p if len(p) <= 300 else p[:300] + "…" for p in paths) or "a file monte needed"
+    if e.errno == errno.ENAMETOOLONG:  # a path the user gave us
+        return error("E_USAGE", f"a path is too long for the file system: {where[:120]}…",
+                     "use a shorter path (at most 255 bytes per folder or file name)")
+    if e.errno not in _STORAGE_ERRNOS:
+        return None
+    what, fix = _STORAGE_ERRNOS[e.errno]
+    verb = "access" if e.errno in (errno.EACCES, errno.EPERM) else "write"
+    return error("E_STORAGE", f"cannot {verb} {where}: {what}", fix)
+
+
 def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a command body: adds ``--json``, renders its return value, maps errors to exits."""
 
@@ -129,11 +159,10 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
             except click.exceptions.ClickException:
                 raise
             except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG
-                if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:  # a path the user gave us
-                    too_long = error("E_USAGE", f"a path is too long for the file system: {str(e.filename)[:120]}…",
-                                     "use a shorter path (at most 255 bytes per folder or file name)")
-                    report_error(too_long, as_json)
-                    sys.exit(int(too_long.exit_code))
+                refusal = os_refusal(e) if isinstance(e, OSError) else None
+                if refusal is not None:
+                    report_error(refusal, as_json)
+                    sys.exit(int(refusal.exit_code))
                 if os.environ.get("MONTE_DEBUG"):
                     raise
                 err = error("E_INTERNAL", f"monte hit an unexpected error: {type(e).__name__}: {e}",

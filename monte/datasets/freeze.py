@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
+from typing import Any
 
 from monte.errors import error
 
@@ -37,8 +40,16 @@ def screen_jsonl(
                     raise error("E_BAD_INPUT", f"{path}, line {lineno}: not valid JSON ({e.msg}, column {e.colno})", fix) from None
                 except RecursionError:
                     raise error("E_BAD_INPUT", f"{path}, line {lineno}: nests too deeply to be a row", fix) from None
+                except ValueError:  # Python's int-string limit: "Exceeds the limit (4300 digits)"
+                    raise error("E_BAD_INPUT", f"{path}, line {lineno}: holds an integer too long to read (more "
+                                f"than {sys.get_int_max_str_digits()} digits)", fix) from None
                 if not isinstance(row, dict):
                     raise error("E_BAD_INPUT", f"{path}, line {lineno}: a JSON {type(row).__name__}, not an object", fix)
+                if _LONE_SURROGATE.search(line) and _has_lone_surrogate(row):
+                    # an escaped "\ud800" parses, but no tokenizer or UTF-8 writer takes it: training
+                    # would crash on it much later (UnicodeEncodeError)
+                    raise error("E_BAD_INPUT", f"{path}, line {lineno}: holds a lone surrogate (an escaped "
+                                "\\ud800-\\udfff without its pair), which is not text", fix)
                 rows += 1
                 if kind == "sft":
                     this = _sft_shape(row, input_key, output_key)
@@ -61,6 +72,20 @@ def screen_jsonl(
     if shape == "messages":
         return rows, {"messages": "messages"}
     return rows, {"input": input_key, "output": output_key}
+
+
+#: an escaped surrogate in the raw line: only then is the parsed row worth walking
+_LONE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """Does any string of ``obj`` (keys included) hold a surrogate code point? A valid escaped pair
+    parses into one character, so what is left is lone."""
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _sft_shape(row: dict, input_key: str, output_key: str) -> str | None:  # type: ignore[type-arg]

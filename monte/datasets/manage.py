@@ -138,7 +138,8 @@ def add(
             raise error("E_NOT_FOUND", f"no file {src}", "check the --from-file path")
         provenance = {"source": "file", "path": str(src.resolve())}
     rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key)
-    staged = freeze.staging_dir(ws.data_root)
+    staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
+    recorded = False
     try:
         shutil.copyfile(src, staged / "rows.jsonl")
         digest = sha256_file(staged / "rows.jsonl")
@@ -151,9 +152,11 @@ def add(
         if where.writer is not None and not where.writer.claim("dataset", name, manifest.fingerprint):
             raise frozen.lost_claim("dataset", name, where.url)
         vault.record(manifest, check)
+        recorded = True
         freeze.move_into_place(staged, dest)
     finally:
-        freeze.discard(staged)
+        if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
+            freeze.discard(staged)
     m = read_manifest(dest)
     assert m is not None
     note = where.note

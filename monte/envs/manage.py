@@ -116,7 +116,8 @@ def add(
             raise name_taken("environment", plan.name, f"the Vault {where.url}")
     if dry_run:
         return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
-    staged = freeze.staging_dir(ws.data_root)
+    staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: whole there before the record
+    recorded = False
     try:
         manifest = freeze.prepare(plan, staged)
         (staged / MANIFEST).write_bytes(manifest.dumps())
@@ -130,9 +131,11 @@ def add(
                 raise frozen.source_conflict(plan.name, "dataset")
 
         vault.record(manifest, check)
+        recorded = True
         freeze.move_into_place(staged, dest)
     finally:
-        freeze.discard(staged)
+        if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
+            freeze.discard(staged)
     m = read_manifest(dest)
     assert m is not None
     note = where.note
@@ -215,7 +218,7 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     if folder.exists() and any(folder.iterdir()):
         raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
                     f"move {folder} aside, then run `monte env install {name}` again")
-    staged = freeze.staging_dir(ws.data_root)
+    staged = freeze.staging_dir(ws.data_root, folder)
     try:
         recreate(recorded, staged)
         verify_folder(staged, recorded)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from monte import jsonl
 from monte.errors import error
 from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan
 from monte.hashing import sha256_bytes
@@ -53,7 +53,7 @@ def _read_split(ws: Workspace, e: ExamPlan) -> list[dict[str, Any]]:
     if sha256_bytes(raw) != e.sha256:
         raise error("E_INTEGRITY", f"{e.exam}/{e.split}: {path} does not match the hash frozen in "
                     "measurement.json", "restore it with `monte env install ENV`; never edit a frozen split")
-    return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+    return jsonl.load_lines(raw)  # split on \n only: a prompt may hold U+2028 raw
 
 
 class EvalResult(BaseModel):
@@ -162,8 +162,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
 
 def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,
             smoke: bool = False, error_text: str | None = None, n: int | None = None) -> RunRow:
-    body = (b"".join(json.dumps(t, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-                     for t in tasks) if tasks else None)
+    body = jsonl.dump_lines(tasks) if tasks else None  # any decoded text: separators, lone surrogates
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         current = require_live(ledger.row(row.run, snap), row.run)

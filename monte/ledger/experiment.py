@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 
 from monte.errors import error
+from monte.jsonl import escape_unsafe
 from monte.ledger.records import (
     Measurement,
     RunRow,
@@ -24,13 +25,15 @@ def experiment_names(store: Store) -> list[str]:
 
 
 def dumps(obj: object) -> bytes:
-    """The one JSON encoding monte writes: sorted keys, indented, trailing newline."""
-    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    """The one JSON encoding monte writes: sorted keys, indented, trailing newline. A lone
+    surrogate (from undecodable argv or a model's text) is escaped, not a crash (:mod:`monte.jsonl`)."""
+    return (escape_unsafe(json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False)) + "\n").encode()
 
 
 def compact_json(obj: object) -> bytes:
     """Derived indexes: compact (C encoder), one line; they are for monte, not for reading."""
-    return (json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    return (escape_unsafe(json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")))
+            + "\n").encode()
 
 
 def _records(snap: Snapshot) -> int:

@@ -128,16 +128,20 @@ def resolve_key() -> LambdaKey:
 
 
 def _key_from_op(item: str) -> LambdaKey:
+    from monte.storage.keys import looks_like_a_secret, pasted_key, run_op
+
+    if looks_like_a_secret(item):  # the key itself, pasted: kept out of op's argv and every message
+        raise error("E_BOX", pasted_key(KEY_OP_ENV, "the name of a 1Password item"),
+                    f"set {KEY_ENV} to the key instead, or {KEY_OP_ENV} to the name of the item holding it")
     op = shutil.which("op")
     if op is None:
         raise error("E_BOX", f"{KEY_OP_ENV} is set, but the 1Password CLI `op` is not on PATH",
                     f"install the 1Password CLI and sign in (`op signin`), or set {KEY_ENV} instead")
-    what = f"`op item get {item!r} --fields label=credential` ({KEY_OP_ENV})"
-    from monte.storage.keys import run_op
-
+    # messages name the variable, never its value (a key pasted there would be the key)
+    what = f"`op item get --fields label=credential` (the item {KEY_OP_ENV} names)"
     # the item's name is not a secret, so argv is fine; the key comes back on stdout
     out = run_op([op, "item", "get", item, "--fields", "label=credential", "--reveal"], timeout=OP_TIMEOUT_S,
-                 code="E_BOX", what=what,
+                 code="E_BOX", what=what, secret=item,
                  fix_retry=f"sign in with `op signin` and try again, or set {KEY_ENV} instead",
                  fix_failed=f"sign in with `op signin`, check the item name in {KEY_OP_ENV} (its API key "
                  f"must be in a field labelled 'credential'), or set {KEY_ENV} instead")
@@ -149,7 +153,7 @@ def _key_from_op(item: str) -> LambdaKey:
     if not secret or any(c.isspace() for c in secret):
         raise error("E_BOX", f"{what} did not print one API key",
                     f"store the Lambda API key in the item's 'credential' field, or set {KEY_ENV}")
-    return LambdaKey(secret, f"1Password item {item!r} ({KEY_OP_ENV})")
+    return LambdaKey(secret, f"the 1Password item {KEY_OP_ENV} names")
 
 
 # --- the client ----------------------------------------------------------------------------------

@@ -132,9 +132,16 @@ def connect(host: str, *, user: str | None, port: int = 22, key_file: str | None
     t = float(connect_timeout)
     connect_kwargs: dict[str, Any] = {"banner_timeout": t, "auth_timeout": t}
     if key_file:
+        from monte.storage.keys import looks_like_a_secret
+
+        # never the value in a message: a private key pasted where its path belongs is the key
+        if looks_like_a_secret(key_file):
+            raise error("E_BOX", "the SSH key setting (--ssh-key or MONTE_SSH_KEY_FILE) holds what looks "
+                        "like a private key itself, not its path",
+                        "save the private key in a file only you can read and pass that file's path")
         key_path = Path(os.path.expanduser(key_file))
         if not key_path.is_file():
-            raise error("E_BOX", f"no SSH private key at {key_path}",
+            raise error("E_BOX", "no SSH private key at the path --ssh-key or MONTE_SSH_KEY_FILE names",
                         "pass the private key whose public half the box was launched with "
                         "(--ssh-key PATH)")
         connect_kwargs.update(key_filename=[str(key_path)], look_for_keys=False, allow_agent=False)

@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from monte import jsonl
 from monte.errors import MonteError, error
 from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.records import RunRow, run_dir
@@ -63,7 +64,7 @@ def read_tasks(snap: Snapshot, run: str) -> list[dict[str, Any]] | None:
     if raw is None:
         return None
     try:
-        return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
+        return jsonl.load_lines(raw)  # split on \n only: tasks written raw by an older monte read too
     except (ValueError, UnicodeDecodeError):
         return None
 

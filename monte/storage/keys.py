@@ -12,7 +12,9 @@ no ``op`` on PATH, ``op`` failing) is refused with ``E_STORAGE``; it never falls
 next rung. An empty variable counts as unset.
 
 The key itself is only ever held in memory: it is never written to disk, never put in argv and
-never quoted in a message (messages name the variable, the path or the document, nothing else).
+never quoted in a message. Nor is the *value* of a key variable or ``--key-file``: a key pasted
+where its path belongs (``MONTE_GCS_KEY_FILE="$(cat key.json)"``) is the key. Messages name the
+variable and what is wrong with it, nothing else.
 Stdlib only, so importing this costs nothing.
 """
 
@@ -119,17 +121,33 @@ def write_secret_file(path: Path, data: bytes) -> None:
 def _resolve(key_file: str | Path | None,
              rungs: tuple[tuple[str, str, bool], ...]) -> Key | None:
     if key_file is not None and str(key_file) != "":
-        path = Path(os.path.expanduser(key_file))
-        return _from_file(path, f"--key-file {path}", "--key-file", True)
+        return _from_file(str(key_file), "--key-file", True)
     for var, kind, writable in rungs:
         value = os.environ.get(var, "")
         if not value:
             continue
         if kind == "file":
-            path = Path(os.path.expanduser(value))
-            return _from_file(path, f"{var} ({path})", var, writable)
+            return _from_file(value, var, writable)
         return _from_op(value, var, writable)
     return None
+
+
+def looks_like_a_secret(value: str) -> bool:
+    """A value where a path or a name belongs that is more likely the secret itself: several
+    lines, a JSON document, a PEM block, or far longer than any path."""
+    v = value.strip()
+    return ("\n" in v or "\r" in v or v.startswith(("{", "[")) or "PRIVATE KEY" in v or "-----BEGIN" in v
+            or len(v) > 1024)
+
+
+def scrub(text: str, value: str) -> str:
+    """``text`` (a tool's error line) with ``value`` (a variable's, which the tool may echo) cut out."""
+    return text.replace(value, "<…>") if value else text
+
+
+def pasted_key(label: str, what: str) -> str:
+    """The message for a key pasted into ``label``, which takes ``what`` (never the value)."""
+    return f"{label} holds what looks like a key itself, not {what}"
 
 
 def _file_fix(label: str) -> str:
@@ -138,29 +156,39 @@ def _file_fix(label: str) -> str:
     return f"point {label} at a Google service-account JSON key, or unset it"
 
 
-def _from_file(path: Path, source: str, label: str, writable: bool) -> Key:
+def _from_file(value: str, label: str, writable: bool) -> Key:
+    """The key in the file ``value`` names. No message holds ``value``: it may be the key itself."""
+    if looks_like_a_secret(value):
+        raise error("E_STORAGE", "GCS key " + pasted_key(label, "the path of a key file"),
+                    f"save the key in a file only you can read and set {label} to that file's path")
     problem = ""
     raw = b""
     try:
-        with open(path, "rb") as f:
+        with open(os.path.expanduser(value), "rb") as f:
             raw = f.read(MAX_KEY_BYTES + 1)
     except FileNotFoundError:
-        problem = "does not exist"
+        problem = "the file it names does not exist"
     except IsADirectoryError:
-        problem = "is a directory, not a key file"
+        problem = "it names a directory, not a key file"
+    except ValueError:  # a NUL byte
+        problem = "it is not a path"
     except OSError as e:
-        problem = f"cannot be read ({e.strerror or type(e).__name__})"
+        problem = f"the file it names cannot be read ({e.strerror or type(e).__name__})"
     if problem:
-        raise error("E_STORAGE", f"GCS key {source} {problem}", _file_fix(label))
+        raise error("E_STORAGE", f"GCS key {label} is not a path to a key file: {problem}", _file_fix(label))
     info = _parse(raw)
     if info is None:
-        raise error("E_STORAGE", f"GCS key {source} is not a JSON key file", _file_fix(label))
-    return Key(info=info, source=source, writable_ladder=writable)
+        raise error("E_STORAGE", f"GCS key {label}: the file it names is not a JSON key file", _file_fix(label))
+    return Key(info=info, source=label, writable_ladder=writable)
 
 
 def _from_op(name: str, var: str, writable: bool) -> Key:
-    source = f"1Password document {name!r} ({var})"
+    source = f"the 1Password document {var} names"
     alt = _FILE_FOR_OP[var]
+    if looks_like_a_secret(name):  # refused before it reaches op's argv (or op's error line)
+        raise error("E_STORAGE", "GCS key " + pasted_key(var, "the name of a 1Password document"),
+                    f"store the key as a 1Password document and set {var} to its name, or set {alt} "
+                    "to a key file's path instead")
     op = shutil.which("op")
     if op is None:
         raise error(
@@ -171,7 +199,7 @@ def _from_op(name: str, var: str, writable: bool) -> Key:
         )
     # The name is not a secret, so argv is fine; the document comes back on stdout, in memory.
     out = run_op([op, "document", "get", name], timeout=OP_TIMEOUT_S, code="E_STORAGE",
-                 what=f"`op document get {name!r}` ({var})",
+                 what=f"`op document get` (the document {var} names)", secret=name,
                  fix_retry=f"sign in with `op signin` and try again, or set {alt} instead",
                  fix_failed=f"sign in with `op signin`, check the document name in {var}, or set {alt} instead")
     info = _parse(out)
@@ -197,10 +225,12 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return info
 
 
-def run_op(argv: list[str], *, timeout: float, code: Code, what: str, fix_retry: str, fix_failed: str) -> bytes:
+def run_op(argv: list[str], *, timeout: float, code: Code, what: str, fix_retry: str, fix_failed: str,
+           secret: str = "") -> bytes:
     """Run the 1Password CLI and return its stdout (a secret: held in memory only). A timeout, a
     failure to start or a non-zero exit refuses with ``code``, naming ``what`` and op's first
-    stderr line (op never prints the secret there), never the output."""
+    stderr line (op never prints the secret there; it may echo the name it was given, the
+    variable's value ``secret``, which is cut out), never the output."""
     problem = ""
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
@@ -212,7 +242,7 @@ def run_op(argv: list[str], *, timeout: float, code: Code, what: str, fix_retry:
         raise error(code, f"{what} {problem}", fix_retry)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()]
-        first = next((ln for ln in lines if ln), "")[:200]
+        first = scrub(next((ln for ln in lines if ln), ""), secret)[:200]
         raise error(code, f"{what} failed with exit status {proc.returncode}" + (f": {first}" if first else ""),
                     fix_failed)
     return proc.stdout

@@ -3,8 +3,12 @@ file proven against its lineage commit before the folder appears."""
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
+import socket
+import uuid
 from pathlib import Path
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
@@ -34,6 +38,60 @@ class PromoteResult(BaseModel):
         if self.hub is None:
             out.pop("hub", None)
         return out
+
+
+#: A promote stages its copy in ``<dest's parent>/.monte-promote-HOST-PID-RANDOM/`` (the same file
+#: system as ``dest``, so the last step is one rename); a killed one's is swept by the next promote
+#: into that parent. Before, the staging folders were ``.DEST.promote-PID`` and ``.DEST.hub-PID``.
+STAGING = ".monte-promote-"
+_STAGED = re.compile(r"\.monte-promote-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}|\..+\.(?:promote|hub)-(?P<old>\d+)")
+#: Not folders: the kernel's view of processes and devices.
+_PSEUDO = ("proc", "sys")
+
+
+def check_dest(dest: Path) -> Path:
+    """Refuse a ``--dest`` promote cannot make a new folder at: a symbolic link (dangling or not:
+    the export never writes through one), a path under /proc or /sys, an existing file or a folder
+    that is not empty."""
+    if dest.is_symlink():
+        raise error("E_REFUSED", f"{dest} is a symbolic link; promote makes a new folder and never writes "
+                    "through a link", "pass the folder the link points to, or a new path")
+    for p in (Path(os.path.abspath(dest)), Path(os.path.realpath(dest))):
+        if len(p.parts) > 1 and p.parts[1] in _PSEUDO:
+            raise error("E_REFUSED", f"{dest} is under /{p.parts[1]}, the kernel's view of processes and "
+                        "devices, not a place for weights", "choose a folder on a disk")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise error("E_REFUSED", f"{dest} exists and is not empty", "choose a new folder")
+    return dest
+
+
+def _cannot_make(dest: Path, e: OSError) -> Exception:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENAMETOOLONG):
+        return e  # the disk's state: the CLI's handler names it (E_STORAGE)
+    return error("E_REFUSED", f"cannot make the folder {dest}: {e.strerror or type(e).__name__}",
+                 "choose a folder you can write to")
+
+
+def sweep_staging(parent: Path) -> None:
+    """Remove the staging folders a killed promote left in ``parent``: this host's, whose process
+    is gone. Another host's (a shared disk) and a live promote's are left alone."""
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return
+    for p in entries:
+        m = _STAGED.fullmatch(p.name)
+        if m is None or p.is_symlink() or not p.is_dir():
+            continue
+        host, pid = (m["host"], m["pid"]) if m["pid"] else ("", m["old"])
+        if host not in ("", socket.gethostname()) or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except (PermissionError, OverflowError):
+            pass
 
 
 def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: str | None = None,
@@ -68,15 +126,22 @@ def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: st
     if from_hub and not (hub_copy.get("repo") and hub_copy.get("revision")):
         raise error("E_NOT_FOUND", f"checkpoint {ck.ref} has no hub copy: its chunk was not trained with --push",
                     "promote it without --from-hub, where its run folder lives (the box)")
-    dest = Path(os.path.expanduser(dest))
-    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise error("E_REFUSED", f"{dest} exists and is not empty", "choose a new folder")
+    dest = check_dest(Path(os.path.expanduser(dest)))
     src = ws.data_root / info["weights"]
-    staged = dest.parent / f".{dest.name}.promote-{os.getpid()}"
-    fetched = dest.parent / f".{dest.name}.hub-{os.getpid()}"
     made_parent = not dest.parent.exists()
-    dest.parent.mkdir(parents=True, exist_ok=True)
     try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _cannot_make(dest, e) from None
+    sweep_staging(dest.parent)
+    stage = dest.parent / f"{STAGING}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staged, fetched = stage / "payload", stage / "hub"
+    try:
+        try:
+            stage.mkdir()
+        except OSError as e:
+            raise _cannot_make(dest, e) from None
+        (stage / ".gitignore").write_text("*\n")  # a promote into a work tree never shows in `git status`
         staged.mkdir()
         if from_hub:
             from monte.storage import hub
@@ -104,8 +169,7 @@ def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: st
             dest.rmdir()
         os.rename(staged, dest)
     finally:
-        shutil.rmtree(staged, ignore_errors=True)
-        shutil.rmtree(fetched, ignore_errors=True)
+        shutil.rmtree(stage, ignore_errors=True)
         if made_parent and not dest.exists():
             try:
                 dest.parent.rmdir()  # a refused promote leaves no folder behind it made

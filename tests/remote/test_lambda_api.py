@@ -95,7 +95,7 @@ def test_op_item_is_read_in_memory_and_the_key_is_never_in_argv(
     log = fake_op(tmp_path, monkeypatch, items={"Lambda API": KEY})
     monkeypatch.setenv("MONTE_LAMBDA_KEY_OP", "Lambda API")
     k = resolve_key()
-    assert k.reveal() == KEY and KEY not in repr(k) and "Lambda API" in str(k)
+    assert k.reveal() == KEY and KEY not in repr(k) and "MONTE_LAMBDA_KEY_OP" in str(k)
     argvs = [json.loads(line) for line in log.read_text().splitlines()]
     assert argvs == [["item", "get", "Lambda API", "--fields", "label=credential", "--reveal"]]
     assert LambdaClient(k, fake.url).ssh_keys()[0]["name"] == "laptop"  # and it works
