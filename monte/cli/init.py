@@ -10,23 +10,27 @@ from monte.cli.output import handled
 def _human(r) -> None:  # type: ignore[no-untyped-def]
     if r.already_initialized:
         click.echo(f"{r.repo_root} is already a monte repository (data root {r.data_root})")
+        click.echo(f"  {r.hooks_note}")
         return
     click.echo(f"monte repository ready: {r.repo_root}")
     click.echo(f"  data root: {r.data_root}")
     for c in r.created:
         click.echo(f"  created {c}")
+    click.echo(f"  {r.hooks_note}")
     click.echo("next: `monte env list --available`, then `monte env add --benchmark NAME`")
 
 
 @click.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--no-hooks", is_flag=True, help="Do not install monte's git hooks (`monte hooks install` later).")
 @handled(_human)
-def init(path: Path | None) -> object:
+def init(path: Path | None, no_hooks: bool) -> object:
     """Make this git repository a monte repository (idempotent).
 
     Creates .monte.yaml, the data root ($MONTE_DATA_ROOT or .monte/), recipes/ and .dvc/
-    (through DVC itself).
+    (through DVC itself), and installs monte's git hooks (reference-transaction, pre-push,
+    pre-receive), so plain git cannot forge or rewind the ledger either.
     """
     from monte import api
 
-    return api.init(path)
+    return api.init(path, hooks=not no_hooks)

@@ -26,10 +26,13 @@ from dulwich.errors import NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.reflog import format_reflog_line
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from monte.errors import error
+from monte.ledger.refs import PREFIX
+from monte.ledger.tips import REFLOG_MESSAGE, Ancestry, Tips, restore_fix, rewind_what
 
 MODE_FILE = 0o100644
 MODE_DIR = stat.S_IFDIR
@@ -124,6 +127,8 @@ class Store:
                 "run monte inside a git repository (git init), then `monte init`",
             ) from None
         self.root = Path(root)
+        self.tips = Tips(self.repo.commondir())
+        self._user: tuple[str | None, str | None] | None = None
         # Close pack files before interpreter teardown (dulwich's __del__ fails noisily then).
         weakref.finalize(self, self.repo.close)
 
@@ -141,6 +146,8 @@ class Store:
         store.repo = Repo(controldir=os.path.abspath(git_dir), object_directory=objects,
                           alternates=alternates or None, bare=True)
         store.root = Path(git_dir)
+        store.tips = Tips(store.repo.commondir())
+        store._user = None
         weakref.finalize(store, store.repo.close)
         return store
 
@@ -199,7 +206,7 @@ class Store:
             commit_id = self._write_commit(snap, change, extra_parents)
             if create and old is not None:
                 raise error("E_CONFLICT", f"{ref} already exists", "pick another name")
-            if self.set_ref(ref, old, commit_id):
+            if self.set_ref(ref, old, commit_id, message=change.summary):
                 self._maybe_pack()
                 return commit_id
             # Lost the race: back off a little (jittered) and re-apply on the new tip.
@@ -230,7 +237,7 @@ class Store:
         commit = Commit()
         commit.tree = _apply_changes(store, base_tree, changes, cache)
         commit.parents = parents
-        who, when, tz = _identity(self.repo)
+        who, when, tz = self._identity()
         commit.author = commit.committer = who
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = tz
@@ -239,21 +246,31 @@ class Store:
         add_object(store, commit)
         return commit.id
 
-    def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
+    def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID, *, message: str | None = None) -> bool:
         """Move ``ref`` from ``old`` to ``new`` by compare-and-swap (``old=None``: create).
 
         Another process holding the ref's ``.lock`` is waited for (a few milliseconds); a lock
         left by a writer that died holding it (SIGKILL between taking the lock and renaming it
         into place) is removed once it is stale (:func:`break_stale_lock`). A lock still held
         after that is a lost race: False, retry on the tip.
+
+        Every move is remembered (:mod:`monte.ledger.tips`). A ``refs/heads/monte/`` ref that
+        something other than monte moved back, away from the newest tip monte wrote, is not
+        written to (``E_VERIFY``): a record appended there would hide the ones it lost. Such a
+        move also gets a git reflog line (``git reflog show monte/<exp>/ledger``), written, like
+        the memory, once the ref has moved.
         """
         name = Ref(ref.encode())
+        ours = ref.startswith(PREFIX)
+        if ours and not self._keeps_newest_tip(ref, old, new):
+            return False
         give_up: float | None = None
         while True:
             try:
                 if old is None:
-                    return bool(self.repo.refs.add_if_new(name, new))
-                return bool(self.repo.refs.set_if_equals(name, old, new))
+                    done = bool(self.repo.refs.add_if_new(name, new))
+                else:
+                    done = bool(self.repo.refs.set_if_equals(name, old, new))
             except FileLocked as e:
                 lock = os.fsdecode(e.lockfilename)
                 if break_stale_lock(self.repo.controldir(), lock, STALE_REF_LOCK_S):
@@ -264,6 +281,39 @@ class Store:
                 if time.monotonic() > give_up:
                     return False
                 time.sleep(0.005 + 0.02 * random.random())
+                continue
+            if done:
+                try:
+                    self.tips.record(ref, old, new)
+                    if ours:
+                        who, when, tz = self._identity()
+                        self.tips.reflog(ref, format_reflog_line(
+                            old, new, who, when, tz, f"{REFLOG_MESSAGE}{message or 'update'}".encode()))
+                except OSError:
+                    pass  # the record landed; a memory we could not write is a weaker check, not a failure
+            return done
+
+    def _keeps_newest_tip(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
+        """Whether ``new`` still holds the newest tip monte wrote to ``ref``. O(1) when it moves
+        on from that tip (the common case); else a walk from ``new`` that stops at it. False: a
+        lost race (the ref moved since ``old`` was read). A ref moved back by hand refuses."""
+        newest = self.tips.newest(ref)
+        if newest is None or newest == old or newest == new:
+            return True
+        if newest in Ancestry(self.repo.object_store, new):
+            return True
+        if self.tip(ref) != old:
+            return False  # another writer moved it (and the memory) on: retry on the new tip
+        raise error("E_VERIFY", rewind_what(ref, newest, deleted=old is None) + "; monte writes nothing on "
+                    "a rewound ref, as a record there would hide the records it lost",
+                    restore_fix(ref, newest) + ", then run the command again")
+
+    def _identity(self) -> tuple[bytes, int, int]:
+        """:func:`_identity`, reading the repository's config once per Store, not per commit
+        (a read costs ~0.1 ms; an append writes a commit and a reflog line)."""
+        if self._user is None and not (os.environ.get("GIT_COMMITTER_NAME") and os.environ.get("GIT_COMMITTER_EMAIL")):
+            self._user = config_user(self.repo)
+        return _identity(self.repo, self._user or (None, None))
 
     def write_commit(self, tree_files: Mapping[str, bytes], summary: str, trailers: Mapping[str, str],
                      parents: list[ObjectID]) -> ObjectID:
@@ -414,18 +464,16 @@ def parse_trailers(message: bytes | str) -> dict[str, str]:
     return out
 
 
-def _identity(repo: Repo) -> tuple[bytes, int, int]:
+def _identity(repo: Repo, user: tuple[str | None, str | None] | None = None) -> tuple[bytes, int, int]:
     """Who and when. Honours GIT_COMMITTER_NAME/EMAIL/DATE (epoch seconds) like git does, so
-    tests can pin commit ids; else the repo's user.name/user.email; else ``monte``."""
+    tests can pin commit ids; else the repo's user.name/user.email (``user``, when the caller has
+    read them already: :func:`config_user`); else ``monte``."""
     name = os.environ.get("GIT_COMMITTER_NAME")
     email = os.environ.get("GIT_COMMITTER_EMAIL")
     if not (name and email):
-        try:
-            cfg = repo.get_config_stack()
-            name = name or cfg.get((b"user",), b"name").decode()
-            email = email or cfg.get((b"user",), b"email").decode()
-        except KeyError:
-            pass
+        cfg_name, cfg_email = user if user is not None else config_user(repo)
+        name = name or cfg_name
+        email = email or cfg_email
     who = f"{name or 'monte'} <{email or 'monte@localhost'}>".encode()
     date = os.environ.get("GIT_COMMITTER_DATE", "")
     when = int(time.time())
@@ -434,6 +482,18 @@ def _identity(repo: Repo) -> tuple[bytes, int, int]:
         if first.isdigit():
             when = int(first)
     return who, when, 0
+
+
+def config_user(repo: Repo) -> tuple[str | None, str | None]:
+    """The repository's ``user.name`` and ``user.email`` (git's config stack), or None each."""
+    cfg = repo.get_config_stack()
+    out: list[str | None] = []
+    for key in (b"name", b"email"):
+        try:
+            out.append(cfg.get((b"user",), key).decode())
+        except KeyError:
+            out.append(None)
+    return out[0], out[1]
 
 
 

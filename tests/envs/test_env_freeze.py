@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -55,7 +56,10 @@ def test_freeze_is_reproducible_across_repositories(repo: Path, monte, tmp_path:
     other = tmp_path / "other"
     shutil.copytree(repo, other)
     shutil.rmtree(other / ".monte/environments")
-    git(other, "update-ref", "-d", "refs/heads/monte/vault")
+    # another machine: no Vault ref and no memory of one (monte's hooks, copied along, stand aside)
+    subprocess.run(["git", "-C", str(other), "update-ref", "-d", "refs/heads/monte/vault"], check=True,
+                   env={**os.environ, "MONTE_HOOKS": "off"})
+    shutil.rmtree(other / ".git" / "monte", ignore_errors=True)
     r = subprocess.run([sys.executable, "-c", "from monte.cli.main import main; main()", "env", "add",
                         "--dev", "chain_sum", "--test", "chain_sum", "--as", "cs", "--json"],
                        cwd=other, capture_output=True, text=True)

@@ -4,7 +4,9 @@ repository with separate data roots sharing one Vault bucket."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,11 @@ def _clone(repo: Path, dest: Path) -> Path:
     shutil.copytree(repo, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
     (dest / ".monte").mkdir()
     for ref in git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/").split():
-        git(dest, "update-ref", "-d", ref)
+        # monte's hooks (copied along) refuse a deletion; a fresh clone never had these refs,
+        # nor monte's memory of them
+        subprocess.run(["git", "-C", str(dest), "update-ref", "-d", ref], check=True,
+                       env={**os.environ, "MONTE_HOOKS": "off"})
+    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
     return dest
 
 

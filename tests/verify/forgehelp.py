@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,6 +122,27 @@ def update_ref(repo: Path, ref: str, new: str, old: str | None = None, *,
     """``git update-ref``; with ``hooks=False`` monte's hooks stand aside (MONTE_HOOKS=off)."""
     args = ["update-ref", ref, new] + ([old] if old is not None else [])
     return git_run(repo, *args, env=None if hooks else {"MONTE_HOOKS": "off"})
+
+
+@contextmanager
+def another_machine(repo: Path) -> Iterator[None]:
+    """Record as another clone of ``repo`` would: without this clone's memory of its refs' tips
+    (``.git/monte/``, git's reflogs of ``refs/heads/monte/``), which is put back afterwards. Two
+    machines simulated in one repository by swinging the ledger ref back and forth look, to
+    that memory, exactly like a rewind."""
+    git_dir = repo / ".git"
+    parts = ("monte", "logs/refs/heads/monte")
+    with tempfile.TemporaryDirectory() as d:
+        for rel in parts:
+            if (git_dir / rel).exists():
+                shutil.move(git_dir / rel, Path(d) / rel.replace("/", "_"))
+        try:
+            yield
+        finally:
+            for rel in parts:
+                shutil.rmtree(git_dir / rel, ignore_errors=True)
+                if (Path(d) / rel.replace("/", "_")).exists():
+                    shutil.move(Path(d) / rel.replace("/", "_"), git_dir / rel)
 
 
 # --- the honest side: recording checkpoints as `monte train` does ----------------------------------

@@ -245,3 +245,21 @@ def test_pre_push_is_skipped_with_no_verify_and_with_hooks_off(honest: Honest, m
     r = git_run(honest.path, "push", str(bare), "refs/heads/monte/*", env={"MONTE_HOOKS": "off"})
     assert r.returncode == 0, r.stderr.decode()
     assert short(rev(bare, ledger_ref()) or "") == short(rev(honest.path, ledger_ref()) or "")
+
+
+def test_git_gc_packs_monte_refs_with_the_hooks_in_place(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+    """`git pack-refs` (run by `git gc`) removes each loose ref file in a transaction the
+    reference-transaction hook sees as a deletion; it is not one: the ref stays, packed."""
+    assert monte("hooks", "install").code == 0
+    tip = rev(honest.path, ledger_ref())
+    r = git_run(honest.path, "gc", "-q")
+    assert r.returncode == 0, r.stderr.decode()
+    assert rev(honest.path, ledger_ref()) == tip
+    assert f"{tip} {ledger_ref()}" in (honest.path / ".git" / "packed-refs").read_text()
+    # a real deletion of the packed ref is still refused; monte appends on top of it as before
+    r = git_run(honest.path, "update-ref", "-d", ledger_ref())
+    assert r.returncode != 0 and rev(honest.path, ledger_ref()) == tip
+    from monte import api
+
+    api.nominate(ref=f"{honest['a']}@50")
+    assert monte("ledger", "verify").code == 0
