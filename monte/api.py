@@ -281,6 +281,15 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
     return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
 
 
+def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    """Record each finish an earlier process kept in its run folder but could not append."""
+    from monte import evals
+    from monte.runs import experiment_name
+
+    ws = ws or open_workspace()
+    return evals.recover(ws, experiment_name(ws, experiment))
+
+
 # --- training --------------------------------------------------------------------------------------
 
 
@@ -413,7 +422,8 @@ def _lineage_matches_ledger(ws: Workspace, v: Any, name: str) -> list[Any]:
     from monte.ledger.refs import lineage_prefix
     from monte.ledger.verify import Violation
 
-    rows = {r.run: r for r in Ledger(ws.store, name).rows()}
+    ledger = Ledger(ws.store, name)
+    rows = {r.run: r for r in ledger.rows()} if ledger.exists() else {}  # a deleted ledger: verify says so
     out = []
     for ref, tip in ws.store.refs_under(lineage_prefix(name)).items():
         run = ref.rsplit("/", 1)[1]
@@ -465,19 +475,21 @@ def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -
 
     if git_dir is None:
         ws = ws or open_workspace(require_data_root=False)
-        git_dir = Path(ws.store.repo.controldir())
+        git_dir = Path(ws.store.repo.commondir())  # a linked worktree's hooks are the main one's
     hooks = git_dir / "hooks"
     hooks.mkdir(exist_ok=True)
     templates = Path(monte.__file__).parent / "githooks"
     done = []
+    foreign = [hooks / n for n in HOOKS if (hooks / n).exists() and HOOK_MARK not in (hooks / n).read_text(errors="replace")]
+    for path in foreign:  # all refused before any is touched: never half installed
+        local = path.with_name(f"{path.name}.local")
+        if local.exists():
+            raise error("E_REFUSED", f"{path} is not monte's and {local} exists too",
+                        "merge them by hand, then run `monte hooks install` again")
     for name in HOOKS:
         path = hooks / name
-        if path.exists() and HOOK_MARK not in path.read_text(errors="replace"):
-            local = hooks / f"{name}.local"
-            if local.exists():
-                raise error("E_REFUSED", f"{path} is not monte's and {local} exists too",
-                            "merge them by hand, then run `monte hooks install` again")
-            path.rename(local)
+        if path in foreign:
+            path.rename(hooks / f"{name}.local")
         path.write_text(
             "#!/bin/sh\n"
             f"{HOOK_MARK}; `monte hooks uninstall` removes it.\n"
@@ -494,7 +506,7 @@ def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -
 
 def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
     ws = ws or open_workspace(require_data_root=False)
-    hooks = Path(ws.store.repo.controldir()) / "hooks"
+    hooks = Path(ws.store.repo.commondir()) / "hooks"
     removed = []
     for name in HOOKS:
         path = hooks / name

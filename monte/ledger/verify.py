@@ -14,7 +14,8 @@ Rules (the names printed):
   records it merges in (reachable from its second parent, not its first) are checked as records,
   oldest first, on top of the state before the merge, under every rule below: two machines
   that each spent the final test read break ``two-touch`` at the merge. Their violations name the
-  merge commit and the merged-in record.
+  merge commit and the merged-in record (a ``two-touch`` one's fix says two ledgers were merged;
+  monte's own merge now refuses such a union, ``E_SEALED``).
 - ``well-formed``: every path is one monte writes; every row parses; the derived fan-out index
   equals the rows it indexes.
 - ``append-only``: no record removed; no finished row rewritten; identity fields never change;
@@ -28,6 +29,13 @@ Rules (the names printed):
   parent the plan names (or the cohort's base commit), and absolute steps add up.
 - ``frozen-hashes``: the split hashes in ``measurement.json`` match the vault's manifest.
 - ``no-smoke-evidence``: a smoke run is never a parent, an eval target or a nominee.
+- ``rewound``: every tip monte remembers of a ``refs/heads/monte/`` ref (each one the store
+  wrote, git's reflog of it, each one a verify saw pass: :mod:`monte.ledger.tips`) is still in
+  that ref's history, and the ref still exists; a remote-tracking copy of a ledger
+  (``refs/remotes/*/monte/<exp>/ledger``, the results bucket's mirror among them) holds no record
+  the local ledger lacks. The violation names the lost commit. A rewind that drops only commits
+  that monte never wrote and that each break a rule (a forgery put back by hand, with
+  ``MONTE_HOOKS=off``) is a repair, not a rewind.
 """
 
 from __future__ import annotations
@@ -42,8 +50,18 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 
 from monte.ledger.merge import MERGE_EVENT, Conflict, merge_bases, union_tree
 from monte.ledger.records import RunRow
-from monte.ledger.refs import PREFIX, VAULT_REF, base_ref, ledger_ref, lineage_ref
+from monte.ledger.refs import (
+    MIRROR,
+    PREFIX,
+    VAULT_REF,
+    base_ref,
+    experiment_of_ledger,
+    experiment_prefix,
+    ledger_ref,
+    lineage_ref,
+)
 from monte.ledger.store import MODE_DIR, Store, parse_trailers
+from monte.ledger.tips import Ancestry, Remembered, restore_fix, rewind_what
 
 ROW = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/row\.json$")
 TASKS = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/tasks\.jsonl$")
@@ -61,9 +79,17 @@ class Violation:
     commit: str
     rule: str
     message: str
+    fix: str = ""  # what to do, where the ledger-wide fix ("written outside monte") is wrong
 
     def to_dict(self) -> dict[str, str]:
-        return {"commit": self.commit, "rule": self.rule, "message": self.message}
+        out = {"commit": self.commit, "rule": self.rule, "message": self.message}
+        return {**out, "fix": self.fix} if self.fix else out
+
+
+MERGED_TOUCH_FIX = ("two ledgers that each spent this read were merged (by monte sync/push before this check "
+                    "existed, or by git); both reads are spent and stay on the record: decide which claim "
+                    "stands and report the other read with it, or take a sealed claim in a new cohort; see "
+                    "docs/reliability.md (Two machines, one seal)")
 
 
 @dataclass
@@ -168,7 +194,21 @@ class Verifier:
 
     def verify(self, experiment: str, *, tip: ObjectID | None = None, since: ObjectID | None = None) -> list[Violation]:
         """Verify the ledger of ``experiment`` (up to ``tip``, default the ref); with ``since``,
-        only the records after that commit (which must be an ancestor on the first-parent line)."""
+        only the records after that commit (which must be an ancestor on the first-parent line).
+
+        Verifying the ref itself (no ``tip``) also checks that none of the experiment's refs was
+        rewound (rule ``rewound``), and, when all is well, remembers the tip it saw."""
+        out = self._walk(experiment, tip=tip, since=since)
+        if tip is not None:
+            return out
+        ref = ledger_ref(experiment)
+        out += self.rewound(experiment_prefix(experiment))
+        out += self._copies(experiment)
+        if not out:
+            self._remember(ref)
+        return out
+
+    def _walk(self, experiment: str, *, tip: ObjectID | None = None, since: ObjectID | None = None) -> list[Violation]:
         ref = ledger_ref(experiment)
         tip = tip or self.store.tip(ref)
         out: list[Violation] = []
@@ -186,7 +226,7 @@ class Verifier:
             if self._reaches(tip, since):
                 # merged in from the second parent's side (a ledger that pulled, then pushed):
                 # not a rewrite; the walk from the creation checks it all
-                return self.verify(experiment, tip=tip)
+                return self._walk(experiment, tip=tip)
             return [Violation(tip.decode()[:12], "append-only",
                               f"{since.decode()[:12]} is not an ancestor of the ledger tip: history was rewritten")]
         chain.reverse()
@@ -256,7 +296,8 @@ class Verifier:
             else:
                 found = self._record(experiment, state, s, parent_tree, first=False, side=True)
                 self.records += 1
-            out += [Violation(cid, v.rule, f"{v.message} (record {sid}, merged in)") for v in found]
+            out += [Violation(cid, v.rule, f"{v.message} (record {sid}, merged in)",
+                              MERGED_TOUCH_FIX if v.rule == "two-touch" else v.fix) for v in found]
             seen.ids.add(s.id)
         try:
             union = union_tree(self.objects, p1, p2, bases)
@@ -546,7 +587,7 @@ class Verifier:
     def _tasks(self, state: _State, run: str) -> dict[str, float]:
         blob = self._tasks_blob(state, run)
         assert blob is not None
-        lines = self._blob(blob).decode().splitlines()
+        lines = self._blob(blob).decode().split("\n")  # \n only: an answer may hold U+2028 raw
         return {(t := json.loads(line))["id"]: float(t["score"]) for line in lines if line.strip()}
 
     def _nomination(self, state: _State, cid: str, cohort: str, blob: ObjectID) -> list[Violation]:
@@ -632,6 +673,109 @@ class Verifier:
                                          "match the vault manifest"))
         return out
 
+    # --- rewinds ---------------------------------------------------------------------------------
+
+    def rewound(self, prefix: str, *, tips: dict[str, ObjectID | None] | None = None,
+                exact: bool = False) -> list[Violation]:
+        """``rewound``: each remembered tip of each ref under ``prefix`` (only ``prefix`` itself with
+        ``exact``) is an ancestor of, or equal to, the ref's tip (``tips`` overrides it: a hook
+        judges the proposed tip), and no remembered ref is gone."""
+        out: list[Violation] = []
+        for ref, heads in sorted(self.store.tips.heads(prefix).items()):
+            if exact and ref != prefix:
+                continue
+            current = tips[ref] if tips is not None and ref in tips else self.store.tip(ref)
+            newest = heads[-1]
+            if current is None:
+                out.append(self._rewind(ref, newest, newest, deleted=True))
+                continue
+            ancestry = Ancestry(self.objects, current)
+            lost = [h for h in heads if h.sha not in ancestry
+                    and not (h.source != "tips.log" and self._forgery_put_back(ref, h, ancestry))]
+            out += [self._rewind(ref, h, max(lost, key=lambda r: r.when)) for h in lost]
+        return out
+
+    def _rewind(self, ref: str, lost: Remembered, restore: Remembered, *, deleted: bool = False) -> Violation:
+        fix = restore_fix(ref, restore.sha)
+        return Violation(lost.sha.decode()[:12], "rewound",
+                         f"{rewind_what(ref, lost.sha, deleted=deleted)} ({lost.source}); {fix}", fix)
+
+    def _forgery_put_back(self, ref: str, lost: Remembered, ancestry: Ancestry) -> bool:
+        """Whether the commits ``lost`` held and the ref no longer does were each a forgery: none
+        written or seen by monte, every one named by a violation of its own. Putting such a tip
+        back by hand (``MONTE_HOOKS=off``) repairs the ref; it loses no record."""
+        kept = ancestry.all()
+        todo = [lost.sha]
+        gone: set[ObjectID] = set()
+        while todo:  # the commits only ``lost`` reaches
+            sha = todo.pop()
+            if sha in kept or sha in gone:
+                continue
+            gone.add(sha)
+            try:
+                c = self.objects[sha]
+            except KeyError:
+                return False  # not here to judge: keep the finding
+            if isinstance(c, Commit):
+                todo.extend(c.parents)
+        if gone & self.store.tips.by_monte(ref):
+            return False
+        parts = ref.split("/")
+        other = Verifier(self.store)
+        try:
+            if ref == VAULT_REF:
+                found = other.verify_vault(tip=lost.sha)
+            elif len(parts) == 5 and parts[4] == "ledger":
+                found = other.verify(parts[3], tip=lost.sha)
+            elif len(parts) == 6 and parts[4] == "lineage":
+                found = other.verify_lineage(parts[3], parts[5], tip=lost.sha)
+            else:
+                return False
+        except (KeyError, ValueError, AssertionError):
+            return False
+        named = {v.commit for v in found}
+        return all(sha.decode()[:12] in named for sha in gone)
+
+    def _copies(self, experiment: str) -> list[Violation]:
+        """``rewound``: a remote-tracking copy of the ledger (a git remote's, or the results
+        bucket's mirror written by ``monte sync``) holds records the local ledger lacks."""
+        ref = ledger_ref(experiment)
+        suffix = "/" + ref[len("refs/heads/"):]
+        local = self.store.tip(ref)
+        ancestry = Ancestry(self.objects, local) if local is not None else None
+        out = []
+        for name, sha in sorted(self.store.refs_under("refs/remotes/").items()):
+            if not name.endswith(suffix) or (ancestry is not None and sha in ancestry):
+                continue
+            if name.startswith(MIRROR + "/"):
+                fix = "`monte sync` merges the bucket's records back into the local ledger"
+            else:
+                fix = (f"fetch them and let them in: `git update-ref {ref} {sha.decode()}` when the local ledger "
+                       "is behind (the hook verifies it); two ledgers that diverged are merged by monte "
+                       "through the results bucket (`monte push`, `monte sync`), never by force")
+            why = "deleted" if local is None else "moved back by something other than monte, or is behind"
+            out.append(Violation(sha.decode()[:12], "rewound",
+                                 f"{name} holds records that the local ledger {ref} lacks (its tip "
+                                 f"{sha.decode()[:12]} is not in the local history): the local ledger was {why}; "
+                                 f"{fix}", fix))
+        return out
+
+    def _remember(self, ref: str) -> None:
+        """Remember the tip this verify saw pass, and that each remembered tip leads to it, so the
+        next check walks nothing. A repository verify may not write to (CI) keeps what it had."""
+        current = self.store.tip(ref)
+        if current is None:
+            return
+        olds: list[ObjectID | None] = [h.sha for h in self.store.tips.heads(ref).get(ref, [])]
+        olds = olds or [None]
+        if olds == [current]:
+            return
+        try:
+            for old in olds:
+                if old != current:
+                    self.store.tips.record(ref, old, current)
+        except OSError:
+            pass
 
     def _chain(self, tip: ObjectID, since: ObjectID | None) -> tuple[list[Commit], bool]:
         """The first-parent line from ``since`` (exclusive) to ``tip``, oldest first, and whether
@@ -645,10 +789,15 @@ class Verifier:
         return list(reversed(chain)), since is None or sha == since
 
     def verify_vault(self, *, tip: ObjectID | None = None, since: ObjectID | None = None) -> list[Violation]:
-        """Each vault commit adds exactly one manifest; none is ever changed or removed."""
-        tip = tip or self.store.tip(VAULT_REF)
+        """Each vault commit adds exactly one manifest; none is ever changed or removed. Verifying
+        the ref itself (no ``tip``) also checks it was not rewound, as :meth:`verify` does."""
         if tip is None:
-            return []
+            current = self.store.tip(VAULT_REF)
+            found = self.verify_vault(tip=current, since=since) if current is not None else []
+            found += self.rewound(VAULT_REF, exact=True)
+            if not found:
+                self._remember(VAULT_REF)
+            return found
         chain, ok = self._chain(tip, since)
         if not ok:
             return [Violation(tip.decode()[:12], "append-only", "the vault ref's history was rewritten")]
@@ -698,9 +847,12 @@ class Verifier:
 
 
 def experiments(store: Store) -> list[str]:
+    """The experiments whose ledger ref exists, and those whose ledger monte remembers (a deleted
+    ledger is a finding, not an experiment that never was)."""
     from monte.ledger.experiment import experiment_names
 
-    return experiment_names(store)
+    remembered = (experiment_of_ledger(ref) for ref in store.tips.heads(PREFIX))
+    return sorted(set(experiment_names(store)) | {n for n in remembered if n})
 
 
 ZERO = b"0" * 40
@@ -710,30 +862,75 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
     """Check one proposed ref update (from a git hook: ``old new ref``) before it happens.
 
     ``full``: verify the new tip's whole history (pre-push: the remote's old value may not be
-    here, and the local ref already points at what is pushed)."""
-    parts = ref.split("/")
+    here, and the local ref already points at what is pushed); the remote's ``old`` must then be
+    an ancestor of ``new`` (no force-push moves a monte ref back). Either way ``new`` must hold
+    every tip of ``ref`` this repository remembers (rule ``rewound``)."""
     if not ref.startswith(PREFIX):
         return []
-    short = new.decode()[:12]
     if new == ZERO:
+        if old != ZERO and _packing(store, ref, ObjectID(old)):
+            return []  # `git pack-refs` (run by `git gc`) removing the loose copy: the ref stays, packed
         return [Violation(old.decode()[:12], "append-only", f"{ref} would be deleted: monte refs are never removed")]
+    out: list[Violation] = []
     if full:
+        if old != ZERO:
+            out += _fast_forward(store, ref, ObjectID(old), ObjectID(new))
         old = ZERO
     elif old == ZERO:  # `git update-ref REF NEW` does not say the old value: read it
         current = store.tip(ref)
         old = current if current is not None else ZERO
+    if old == new and not out:
+        return []  # nothing moves (`git pack-refs` writing packed-refs, say)
     v = Verifier(store)
-    since = None if old == ZERO else ObjectID(old)
+    out += _verify_tip(v, ref, ObjectID(new), None if old == ZERO else ObjectID(old))
+    return out + v.rewound(ref, tips={ref: ObjectID(new)}, exact=True)
+
+
+def _packing(store: Store, ref: str, old: ObjectID) -> bool:
+    """Whether a deletion of ``ref`` is ``git pack-refs`` pruning its loose file: git has already
+    written the same value to ``packed-refs`` (a real ``update-ref -d`` of a loose ref finds it
+    unpacked; of a packed one, no loose file)."""
+    from dulwich.refs import Ref
+
+    name = Ref(ref.encode())
+    try:
+        return store.repo.refs.read_loose_ref(name) == old and store.repo.refs.get_packed_refs().get(name) == old
+    except (OSError, ValueError):
+        return False
+
+
+def _verify_tip(v: Verifier, ref: str, new: ObjectID, since: ObjectID | None) -> list[Violation]:
+    parts = ref.split("/")
     if ref == VAULT_REF:
-        return v.verify_vault(tip=ObjectID(new), since=since)
+        return v.verify_vault(tip=new, since=since)
     if len(parts) == 5 and parts[4] == "ledger":
-        return v.verify(parts[3], tip=ObjectID(new), since=since)
+        return v.verify(parts[3], tip=new, since=since)
     if len(parts) == 6 and parts[4] == "lineage":
-        return v.verify_lineage(parts[3], parts[5], tip=ObjectID(new), since=since)
+        return v.verify_lineage(parts[3], parts[5], tip=new, since=since)
     if len(parts) == 6 and parts[4] == "base":
         if since is not None:
-            return [Violation(short, "append-only", f"{ref} would move: a cohort's base commit is written once")]
+            return [Violation(new.decode()[:12], "append-only",
+                              f"{ref} would move: a cohort's base commit is written once")]
         return []
-    return [Violation(short, "well-formed", f"{ref} is not a ref monte writes")]
+    return [Violation(new.decode()[:12], "well-formed", f"{ref} is not a ref monte writes")]
+
+
+PUSH_FIX = ("fetch the remote's records and let them in first (`git fetch REMOTE`, then `git update-ref REF SHA` "
+            "when this ledger is behind; two ledgers that diverged are merged by monte through the results bucket: "
+            "`monte push`, `monte sync`), then push again; never force-push a monte ref")
+
+
+def _fast_forward(store: Store, ref: str, remote: ObjectID, new: ObjectID) -> list[Violation]:
+    """pre-push: the remote's ``ref`` is at ``remote``; pushing ``new`` must not move it back."""
+    if remote == new:
+        return []
+    if remote not in store.repo.object_store:
+        why = f"which this repository does not have: the remote holds records this {ref} lacks"
+    elif remote not in Ancestry(store.repo.object_store, new):
+        why = f"which is not an ancestor of {new.decode()[:12]}: the push would move it back and lose records"
+    else:
+        return []
+    return [Violation(remote.decode()[:12], "rewound", f"the remote's {ref} is at {remote.decode()[:12]}, {why}; "
+                      + PUSH_FIX, PUSH_FIX)]
 
 

@@ -811,11 +811,11 @@ CRASH_POINTS: dict[str, list[tuple[str, str, bool]]] = {
     "eval": [
         ("a lock on the next record's meta.json blob", "dulwich.file:_GitFile.close:before:1:{meta_blob}", False),
         ("ledger ref lock held (started record)", "dulwich.file:_GitFile.close:before:1:monte/exp/ledger", False),
-        ("after the started record", "monte.evals:_start:after:1", False),
+        ("after the started record", "monte.evals.run:start_row:after:1", False),
         ("ledger ref lock held (finish record)", "dulwich.file:_GitFile.close:before:2:monte/exp/ledger", False),
     ],
     "eval-test": [
-        ("after the started record (touch spent)", "monte.evals:_start:after:1", False),
+        ("after the started record (touch spent)", "monte.evals.run:start_row:after:1", False),
         ("ledger ref lock held (started record)", "dulwich.file:_GitFile.close:before:1:monte/exp/ledger", False),
     ],
     "train": [

@@ -5,7 +5,9 @@ An honest union passes (in full, with ``--from``, and through the reference-tran
 The verifier re-derives the union from the merge's parents and replays the records merged in on
 top of the state before the merge, so it flags: a merge whose tree drops a run, a merge without
 the ``Monte-Event: merge`` trailer (or of three parents), a forged record on the merged-in side,
-and two machines that each spent the final test read (``two-touch``, at the merge).
+and two machines that each spent the final test read (``two-touch``, at the merge, with a fix that
+names the merge: monte's own merge refuses that union, so such a ledger was merged by an older
+monte or by git).
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from forgehelp import (
     Honest,
+    another_machine,
     commit_tree,
     g,
     index_for,
     index_path,
     ledger_ref,
+    message,
     rev,
     run_dir,
     short,
@@ -28,9 +33,10 @@ from forgehelp import (
 )
 from test_forged_histories import rewritten_finished_row
 
+from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
-from monte.ledger.merge import merge_into_ref
-from monte.ledger.store import Store
+from monte.ledger.merge import merge_into_ref, union_tree
+from monte.ledger.store import Store, add_object
 
 
 @dataclass
@@ -59,11 +65,12 @@ def diverge(h: Honest, ours: Any, theirs: Any) -> Fork:
     assert base is not None
     mine = _runs(h, ours)
     o = rev(h.path, ledger_ref())
-    _set(h, base)
-    yours = _runs(h, theirs)
-    t = rev(h.path, ledger_ref())
-    assert o and t and o != t
-    _set(h, o)
+    with another_machine(h.path):
+        _set(h, base)
+        yours = _runs(h, theirs)
+        t = rev(h.path, ledger_ref())
+        assert o and t and o != t
+        _set(h, o)
     return Fork(base, o, t, mine, yours)
 
 
@@ -78,6 +85,20 @@ def merged(h: Honest, fork: Fork) -> str:
     res = merge_into_ref(Store(h.path), ledger_ref(), fork.theirs.encode())
     assert res.case == "merged"
     return res.commit.decode()
+
+
+def merged_unchecked(h: Honest, fork: Fork) -> str:
+    """The union commit as monte's merge wrote it before it checked the seal (and as anyone can
+    write it with git): the union tree, both tips as parents, the merge trailer; the ref moved."""
+    objects = Store(h.path).repo.object_store
+    union = union_tree(objects, fork.ours.encode(), fork.theirs.encode())  # type: ignore[arg-type]
+    for obj in union.new.values():
+        add_object(objects, obj)
+    assert union.tree is not None
+    m = commit_tree(h.path, union.tree.decode(), [fork.ours, fork.theirs],
+                    message(f"merge: union of {short(fork.ours)} and {short(fork.theirs)}", event="merge"))
+    _set(h, m)
+    return m
 
 
 def verify(monte, *args: str) -> tuple[int, dict[str, Any]]:  # type: ignore[no-untyped-def]
@@ -129,11 +150,12 @@ def test_merging_again_verifies_each_record_once(honest: Honest, monte) -> None:
     n = out["records"]
     ours = rev(honest.path, ledger_ref())
     assert ours is not None
-    _set(honest, fork.theirs)
-    api.nominate(ref=f"{honest['a']}@50")
-    theirs = rev(honest.path, ledger_ref())
-    assert theirs is not None
-    _set(honest, ours)
+    with another_machine(honest.path):
+        _set(honest, fork.theirs)
+        api.nominate(ref=f"{honest['a']}@50")
+        theirs = rev(honest.path, ledger_ref())
+        assert theirs is not None
+        _set(honest, ours)
     second = merged(honest, Fork(fork.theirs, ours, theirs, [], []))
     code, out = verify(monte, "exp")
     assert code == 0 and out["records"] == n + 2, out  # the merge and the nomination
@@ -228,11 +250,21 @@ def test_two_machines_that_each_claimed_the_final_read_break_two_touch_at_the_me
 
     for tip in (fork.ours, fork.theirs):
         assert Verifier(Store(honest.path)).verify("exp", tip=tip.encode()) == []  # type: ignore[arg-type]
-    m = merged(honest, fork)
+    # monte's own merge refuses the union now (push and sync merge through it)
+    with pytest.raises(MonteError) as e:
+        merged(honest, fork)
+    assert e.value.code == "E_SEALED" and fork.our_runs[0] in e.value.message and fork.their_runs[0] in e.value.message
+    assert rev(honest.path, ledger_ref()) == fork.ours
+    # a ledger merged before that check existed (or by git): verify names the merge, and says so
+    m = merged_unchecked(honest, fork)
     code, out = verify(monte, "exp")
     assert code == 5 and out["error"]["code"] == "E_VERIFY"
     hits = found(out, m, "two-touch")
     assert any("third read" in x and "merged in" in x for x in hits), out
+    fixes = [d.get("fix", "") for d in out["error"]["details"] if d["commit"] == short(m) and d["rule"] == "two-touch"]
+    assert fixes and all(f.startswith("two ledgers that each spent this read were merged (by monte sync/push "
+                                      "before this check existed, or by git)") for f in fixes), out
+    assert not any("outside monte" in f for f in fixes)
     # the incremental check a hook runs (from our tip before the merge) finds it too
     code, out = verify(monte, "exp", "--from", fork.ours)
     assert code == 5 and found(out, m, "two-touch"), out
