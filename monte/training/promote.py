@@ -1,5 +1,6 @@
 """``monte promote``: export a succeeded checkpoint's servable folder (or its hub copy), every
-file proven against its lineage commit before the folder appears."""
+file proven against its lineage commit before the folder appears, with its model card
+(``README.md``, :mod:`monte.training.card`), readable by anyone, and no local-only config flags."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shutil
 import socket
 import uuid
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
@@ -18,6 +20,8 @@ from monte.hashing import sha256_files
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info
+from monte.ledger.records import RunRow
+from monte.models.publish import LOCAL_ONLY, strip_local_flags
 from monte.runs.lifecycle import experiment_name, read_rows
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
@@ -94,6 +98,37 @@ def sweep_staging(parent: Path) -> None:
             pass
 
 
+def _publish(ws: Workspace, exp: str, rows: list[RunRow], ck: rules.Checkpoint, info: dict[str, Any],
+             staged: Path, ledger: Ledger) -> None:
+    """Make the verified copy a publishable model folder: configs without local-only flags, files
+    readable like any ``save_pretrained`` output's should be (safetensors writes its files 0600),
+    and the model card (``README.md``) that tells where the weights come from."""
+    from monte.ledger.refs import ledger_ref
+    from monte.training import card
+
+    rewritten = strip_local_flags(staged, [n for n in ("config.json", "tokenizer_config.json") if n in info["files"]])
+    mask = os.umask(0)
+    os.umask(mask)
+    for p in staged.iterdir():
+        p.chmod(0o666 & ~mask)
+    hops = card.hops_for(rows, rules.checkpoints(rows), ck)
+    tip = ws.store.tip(ledger_ref(exp))
+    notes = [f"- `{n}`: the local-only keys {', '.join(LOCAL_ONLY)} removed; the sha256 below is of the file "
+             "the lineage commit records" for n in rewritten]
+    story = card.Story(experiment=exp, ref=ck.ref, cohort=ck.cohort, base_model=_base_model(rows, hops),
+                       lineage=card.lineage_line(hops), ledger_commit=tip.decode() if tip else "",
+                       ledger_ref=ledger_ref(exp), lineage_commit=ck.commit, files=info["files"], hops=hops,
+                       meas=ledger.measurement(), reads=card.reads_for(rows, ck), notes=notes)
+    readme = staged / "README.md"
+    readme.write_text(card.render(story), encoding="utf-8")
+    readme.chmod(0o666 & ~mask)
+
+
+def _base_model(rows: list[RunRow], hops: list[dict[str, Any]]) -> str:
+    root = next((r for r in rows if hops and r.run == hops[0]["run"]), None)
+    return str(root.model or root.plan.get("base_model", "")) if root else ""
+
+
 def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: str | None = None,
             from_hub: bool = False) -> PromoteResult:
     """Export a succeeded training checkpoint's servable folder, sha256-verified file by file.
@@ -165,6 +200,7 @@ def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: st
                                 "(without --from-hub) where it lives")
                 raise error("E_INTEGRITY", f"the copy of {name} does not match its lineage hash",
                             "check the destination disk and promote again")
+        _publish(ws, exp, rows, ck, info, staged, ledger)
         if dest.exists():
             dest.rmdir()
         os.rename(staged, dest)

@@ -1,9 +1,16 @@
 """Recipes: the training method of one Run, as a YAML file.
 
-A recipe names its ``algorithm`` (sft, grpo or distillation), optionally a ``model``, and the
-trainer settings monte lets it set. Unknown keys and wrong types refuse before anything runs,
-naming the key. A recipe cannot set the step count: ``steps_per_chunk`` belongs to the experiment,
+A recipe names its ``algorithm`` (sft, grpo or distillation), optionally a ``model``, and any
+field of TRL's own config class for that algorithm (``SFTConfig``, ``GRPOConfig``,
+``DistillationConfig``: read from ``dataclasses.fields``, not a hand-kept list), except the
+fields monte owns (:data:`OWNED`, each with its reason). Every bad key of a recipe is named in one
+refusal. A recipe cannot set the step count: ``steps_per_chunk`` belongs to the experiment,
 because that count is what ``train@N`` means.
+
+A decaying learning-rate schedule (``cosine``, ``linear``, a ``warmup_steps`` ratio below 1, ...)
+is declared over a horizon, ``schedule_steps: N``: the trainer is built for N steps every chunk
+and each chunk stops at its own end, so a same-recipe continuation continues the one schedule
+(4 + 4 steps equal 8); a stage boundary restarts the trainer's counter, and so its schedule.
 
 Resolution: a path (contains ``/`` or ends in ``.yaml``/``.yml``), else a name looked up in the
 repository's ``recipes/`` and then the packaged ``monte/recipes/`` (first match wins).
@@ -11,9 +18,13 @@ repository's ``recipes/`` and then the packaged ``monte/recipes/`` (first match 
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import enum
 import os
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -26,8 +37,9 @@ class _Common(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     model: str | None = None
     learning_rate: float = Field(1e-4, gt=0, lt=1)
-    lr_scheduler_type: Literal["constant", "constant_with_warmup"] = "constant_with_warmup"
-    warmup_steps: int = Field(0, ge=0)
+    lr_scheduler_type: str = "constant_with_warmup"  # TRL's names; a decaying one needs schedule_steps
+    warmup_steps: int | float = Field(0, ge=0)  # below 1: a ratio of the horizon (schedule_steps)
+    schedule_steps: int | None = Field(None, ge=1)  # the horizon of a decaying schedule (monte's)
     per_device_train_batch_size: int = Field(8, ge=1)
     gradient_accumulation_steps: int = Field(1, ge=1)
     weight_decay: float = Field(0.0, ge=0)
@@ -37,8 +49,8 @@ class _Common(BaseModel):
 
 class SFTRecipe(_Common):
     algorithm: Literal["sft"]
-    max_length: int = Field(256, ge=8)
-    completion_only_loss: bool = True
+    max_length: Annotated[int, Field(ge=8)] | None = 256  # None: no truncation (TRL)
+    completion_only_loss: bool | None = True
 
 
 class GRPORecipe(_Common):
@@ -60,6 +72,42 @@ class DistillationRecipe(_Common):
 
 Recipe = SFTRecipe | GRPORecipe | DistillationRecipe
 _BY_ALGO: dict[str, type[BaseModel]] = {"sft": SFTRecipe, "grpo": GRPORecipe, "distillation": DistillationRecipe}
+#: The TRL config class of each algorithm (``trl.<name>``).
+TRL_CONFIG = {"sft": "SFTConfig", "grpo": "GRPOConfig", "distillation": "DistillationConfig"}
+#: Recipe keys that are monte's, not TRL's (never passed to the trainer).
+MONTE_KEYS = frozenset({"algorithm", "model", "teacher", "reward_threshold", "schedule_steps"})
+
+_STEPS = "a chunk's step count is the experiment's steps_per_chunk"
+_SAVES = "monte saves one checkpoint per chunk, at its end, and records its files in the lineage"
+_HUB = "`monte train --push` uploads each checkpoint to the experiment's hub repo with its lineage"
+_EVAL = "monte measures on sealed exams with `monte eval`; the trainer is given no eval set"
+#: TRL fields a recipe may not set, and why: monte owns them.
+OWNED: dict[str, str] = {
+    "steps": _STEPS, "max_steps": _STEPS, "steps_per_chunk": _STEPS,
+    "output_dir": "the trainer writes into the run's folder, which monte chooses",
+    "overwrite_output_dir": "the trainer writes into the run's folder, which monte chooses",
+    **dict.fromkeys(("save_strategy", "save_steps", "save_total_limit", "save_only_model", "save_on_each_node",
+                     "save_safetensors", "enable_jit_checkpoint"), _SAVES),
+    **dict.fromkeys(("push_to_hub", "hub_token", "hub_private_repo", "hub_model_id", "hub_strategy",
+                     "hub_always_push", "hub_revision", "log_completions_hub_repo"), _HUB),
+    "report_to": "monte records the trainer's logs in the run's event file (`monte logs RUN`)",
+    "resume_from_checkpoint": "monte resumes a same-recipe continuation itself (`--parent RUN@STEP`)",
+    "ignore_data_skip": "a continuation resumes the data position, so that it equals one longer chunk",
+    **dict.fromkeys(("eval_strategy", "eval_steps", "eval_delay", "eval_on_start", "do_eval", "do_predict",
+                     "load_best_model_at_end", "metric_for_best_model", "greater_is_better"), _EVAL),
+    "teacher_model_name_or_path": "the teacher is the recipe's `teacher:` (a folder whose files the row records)",
+}
+#: Keys TRL no longer has, with what replaced them.
+_RENAMED = {"warmup_ratio": "TRL folded it into warmup_steps: a value below 1 is a ratio of the horizon"}
+#: Settings whose checks depend on the machine (a GPU, an installed backend): TRL checks them when
+#: the chunk runs there, not on the laptop that plans it.
+_DEVICE = frozenset({"bf16", "fp16", "tf32", "bf16_full_eval", "fp16_full_eval", "use_cpu", "use_liger_kernel",
+                     "use_vllm", "deepspeed", "fsdp", "fsdp_config", "ddp_backend", "parallelism_config",
+                     "accelerator_config", "torch_compile", "torch_compile_backend", "torch_compile_mode"})
+#: Schedules that do not depend on the run's length.
+_FLAT = frozenset({"constant", "constant_with_warmup"})
+#: A recipe's nested values (lists, mappings) are bounded: a YAML alias bomb expands exponentially.
+_MAX_NODES = 10_000
 
 
 class ResolvedRecipe(BaseModel):
@@ -71,10 +119,47 @@ class ResolvedRecipe(BaseModel):
     settings: dict[str, Any]
 
     def parsed(self) -> Any:
-        return _BY_ALGO[self.algorithm].model_validate(self.settings)
+        model = _BY_ALGO[self.algorithm]  # monte's typed keys; the other TRL fields: trl_settings()
+        return model.model_validate({k: v for k, v in self.settings.items() if k in model.model_fields})
 
     def identity(self) -> dict[str, str]:
         return {"name": self.name, "sha256": self.sha256, "algorithm": self.algorithm}
+
+    def trl_settings(self) -> dict[str, Any]:
+        """The recipe's settings that are TRL config fields (monte's own keys left out)."""
+        return {k: v for k, v in self.settings.items() if k not in MONTE_KEYS}
+
+
+def trl_config_class(algorithm: str) -> Any:
+    """TRL's config class for ``algorithm`` (imports trl: train and plan paths only)."""
+    import trl
+
+    return getattr(trl, TRL_CONFIG[algorithm])
+
+
+def _field_names(algorithm: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(trl_config_class(algorithm)) if f.init}
+
+
+def check_chunk(rec: ResolvedRecipe, resume_step: int, steps: int) -> None:
+    """Refuse a chunk the recipe cannot run exactly: past its schedule's horizon, or (GRPO) ending
+    inside a generation buffer, which a checkpoint does not keep."""
+    s = rec.settings
+    horizon = s.get("schedule_steps")
+    if horizon is not None and resume_step + steps > horizon:
+        raise error("E_REFUSED", f"recipe {rec.name} declares schedule_steps: {horizon}, and this chunk would "
+                    f"train steps {resume_step} -> {resume_step + steps} of its stage",
+                    "cross a stage boundary with another recipe (its schedule starts afresh), or raise "
+                    "schedule_steps in a new recipe")
+    if rec.algorithm == "grpo":
+        gas = int(s.get("gradient_accumulation_steps", 1))
+        cycle = int(s.get("steps_per_generation") or gas) * int(s.get("num_iterations") or 1)
+        if (steps * gas) % cycle:
+            raise error("E_REFUSED", f"recipe {rec.name}: one generation buffer spans {cycle} micro-batches "
+                        f"(steps_per_generation x num_iterations), and a {steps}-step chunk of "
+                        f"{steps * gas} micro-batches would end inside one; the buffer is not in a checkpoint",
+                        "make steps_per_chunk x gradient_accumulation_steps a multiple of steps_per_generation "
+                        "x num_iterations")
 
 
 def search_path(repo_root: Path) -> list[Path]:
@@ -118,41 +203,152 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
         raise error("E_BAD_INPUT", f"recipe {path} nests too deeply to be a recipe", "fix the file") from None
     if not isinstance(data, dict):
         raise error("E_BAD_INPUT", f"recipe {path} must be a mapping of settings", "fix the file")
-    # Every setting is one value: refuse a list or mapping here, before anything walks it (a
-    # YAML alias bomb expands exponentially once copied).
-    for k, v in data.items():
+    for k in data:
         if not isinstance(k, str | int | float | bool):
             raise error("E_BAD_INPUT", f"recipe {path}: a key must be a name, not a {type(k).__name__}",
                         "fix the file")
-        if isinstance(v, dict | list):
-            raise error("E_BAD_INPUT", f"recipe {path}: {str(k)!r}: a setting takes one value, not a "
-                        f"{'mapping' if isinstance(v, dict) else 'list'}", f"fix or remove {str(k)!r}")
-    data = {str(k): v for k, v in data.items()}
-    if "steps" in data or "max_steps" in data or "steps_per_chunk" in data:
-        key = next(k for k in ("steps", "max_steps", "steps_per_chunk") if k in data)
-        raise error("E_BAD_INPUT", f"recipe {path}: {key!r} cannot be set by a recipe",
-                    "a chunk's step count is the experiment's steps_per_chunk; remove the key")
+    # TRL takes lists and mappings (report_to, lr_scheduler_kwargs, ...): walked with one budget,
+    # so a YAML alias bomb is refused before it expands
+    budget = [_MAX_NODES]
+    try:
+        data = {str(k): _plain(v, budget) for k, v in data.items()}
+    except RecursionError:
+        raise error("E_BAD_INPUT", f"recipe {path} nests too deeply to be a recipe", "fix the file") from None
+    if budget[0] < 0:
+        raise error("E_BAD_INPUT", f"recipe {path}: a setting holds more than {_MAX_NODES} values (a YAML alias "
+                    "bomb?)", "fix the file")
     algo = data.get("algorithm")
     if algo is None:
         raise error("E_BAD_INPUT", f"recipe {path} has no 'algorithm'", "add `algorithm: sft` (or grpo, distillation)")
     if not isinstance(algo, str) or algo not in _BY_ALGO:
         raise error("E_BAD_INPUT", f"recipe {path}: unknown algorithm {algo!r}",
                     "use one of: sft, grpo, distillation")
+    model = _BY_ALGO[algo]
+    cls = trl_config_class(algo)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    bad: list[tuple[str, str]] = []  # (key, why): every one is named in the one refusal
+    extras: dict[str, Any] = {}
+    suggestions: dict[str, list[str]] = {}
+    for k, v in data.items():
+        if k in OWNED:
+            bad.append((k, f"cannot be set by a recipe: {OWNED[k]}"))
+        elif k in model.model_fields:
+            continue
+        elif k in fields:
+            why = _type_error(fields[k].type, v)
+            if why:
+                bad.append((k, why))
+            elif v is not None:  # null: the default (monte's where it sets one, else TRL's)
+                extras[k] = v
+        else:
+            close = [x for x in difflib.get_close_matches(k, [*fields, *model.model_fields], n=3, cutoff=0.5)
+                     if x not in OWNED]
+            close.sort(key=lambda x: x not in model.model_fields)  # monte's typed keys first, stably
+            suggestions[k] = close
+            other = [a for a in TRL_CONFIG if a != algo and k in _field_names(a)]
+            bad.append((k, f"unknown key (not a field of trl.{TRL_CONFIG[algo]})"
+                        + (f"; it is a field of trl.{TRL_CONFIG[other[0]]}, for a {other[0]} recipe" if other
+                           else f"; {_RENAMED[k]}" if k in _RENAMED
+                           else f"; did you mean: {', '.join(close)}" if close else "")))
+    known = {k: v for k, v in data.items() if k in model.model_fields}
+    parsed: Any = None
     try:
-        parsed = _BY_ALGO[str(algo)].model_validate(_plain(data))
+        parsed = model.model_validate(known)
     except ValidationError as e:
-        first = e.errors()[0]
-        key = ".".join(str(x) for x in first["loc"]) or "?"
-        msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        raise error("E_BAD_INPUT", f"recipe {path}: {key!r}: {msg}",
-                    f"fix or remove {key!r}; the keys a {algo} recipe takes are: "
-                    + ", ".join(sorted(_BY_ALGO[str(algo)].model_fields))) from None
-    return parsed.model_dump()
+        for err in e.errors():
+            key = ".".join(str(x) for x in err["loc"][:1]) or "?"
+            bad.append((key, "a required key is missing" if err["type"] == "missing" else err["msg"]))
+    bad += _schedule_errors({**model.model_construct().model_dump(), **known})
+    if bad:
+        raise _refusal(path, algo, bad, suggestions)
+    settings: dict[str, Any] = parsed.model_dump()
+    if settings.get("schedule_steps") is None:
+        del settings["schedule_steps"]  # an existing recipe's recorded settings stay as they were
+    settings.update(extras)
+    import warnings
+
+    try:  # TRL's own checks on the values (choices, combinations), before anything runs
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cls(**{"output_dir": str(path.parent), "use_cpu": True,
+                   **{k: v for k, v in settings.items() if k not in MONTE_KEYS | _DEVICE},
+                   "max_steps": 1, "report_to": []})
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise error("E_BAD_INPUT", f"recipe {path}: trl.{TRL_CONFIG[algo]} refuses these settings: {e}",
+                    "fix the value it names") from None
+    return settings
 
 
-def _plain(obj: Any) -> Any:
+def _refusal(path: Path, algo: str, bad: list[tuple[str, str]], _near: dict[str, list[str]]) -> Exception:
+    keys = list(dict.fromkeys(k for k, _ in bad))
+    lines = "; ".join(f"{k!r}: {why}" for k, why in bad)
+    if any(k in ("steps", "max_steps", "steps_per_chunk") for k in keys):
+        fix = "a chunk's step count is the experiment's steps_per_chunk; remove the key"
+    else:
+        fix = ""
+    named = ", ".join(repr(k) + (f" (did you mean {near[0]}?)" if (near := _near.get(k)) else "") for k in keys)
+    fix = "; ".join(x for x in (fix, f"fix or remove {named}; a {algo} recipe takes "
+                                f"the fields of trl.{TRL_CONFIG[algo]} except those monte owns, and monte's "
+                                f"own: {', '.join(sorted(MONTE_KEYS & set(_BY_ALGO[algo].model_fields)))}") if x)
+    n = f"{len(keys)} bad keys" if len(keys) > 1 else "a bad key"
+    return error("E_BAD_INPUT", f"recipe {path}: {n}: {lines}", fix)
+
+
+def _schedule_errors(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """A schedule that depends on the run's length needs a horizon that chunking cannot move."""
+    from transformers.trainer_utils import SchedulerType
+
+    sched, warm = s.get("lr_scheduler_type"), s.get("warmup_steps")
+    names = [t.value for t in SchedulerType]
+    if isinstance(sched, str) and sched not in names:
+        return [("lr_scheduler_type", f"unknown schedule {sched!r}; TRL's are: {', '.join(names)}")]
+    if s.get("schedule_steps") is not None:
+        return []
+    out = []
+    if isinstance(sched, str) and sched not in _FLAT:
+        out.append(("lr_scheduler_type", f"{sched!r} decays over the run's length, and a chunk is "
+                    "not the run: declare its horizon with schedule_steps: N (the stage's whole length)"))
+    if isinstance(warm, int | float) and not isinstance(warm, bool) and 0 < warm < 1:
+        out.append(("warmup_steps", "a ratio is a share of the run's length: declare the horizon with "
+                    "schedule_steps: N"))
+    return out
+
+
+_SIMPLE = (bool, int, float, str, type(None))
+
+
+def _type_error(annotation: Any, value: Any) -> str | None:
+    """A check of a value against a TRL field's annotation, where it is a plain type or a union of
+    them (enums accept their names as str; anything richer is left to TRL's constructor)."""
+    options = annotation.__args__ if isinstance(annotation, types.UnionType) else (annotation,)
+    if not all(isinstance(o, type) for o in options):
+        return None
+    for o in options:
+        if issubclass(o, enum.Enum) and isinstance(value, str):
+            names = [str(m.value) for m in o]
+            return None if value in names else f"{value!r} is not one of: {', '.join(names)}"
+    plain = [o for o in options if o in _SIMPLE]
+    if len(plain) != len(options):
+        if any(isinstance(value, o) for o in options if o not in _SIMPLE) or isinstance(value, str):
+            return None
+        if not plain:
+            return None
+    ok = any(type(value) is o or (o is float and type(value) is int) for o in plain)
+    return None if ok else f"expects {' or '.join(o.__name__ for o in options)}, not {type(value).__name__}"
+
+
+def _plain(obj: Any, budget: list[int] | None = None) -> Any:
+    """Plain Python values (ruamel's scalar subclasses made builtins); stops walking once
+    ``budget`` is spent, so a YAML alias bomb is never expanded."""
+    budget = [_MAX_NODES] if budget is None else budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        return None  # the caller refuses
     if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
+        return {str(k): _plain(v, budget) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_plain(x) for x in obj]
+        return [_plain(x, budget) for x in obj]
+    for t in (bool, int, float, str):
+        if isinstance(obj, t):
+            return t(obj)
     return obj

@@ -43,9 +43,10 @@ def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, 
     assert r.code == 0, r.out + r.err
     out = r.json()
     assert out["checkpoint"] == ref and out["dest"] == str(dest)
-    assert sorted(p.name for p in dest.iterdir()) == sorted(files)
-    assert {p.name: sha256_file(p) for p in dest.iterdir()} == files == out["sha256"]
-    assert out["files"] == len(files) and out["bytes"] == sum(p.stat().st_size for p in dest.iterdir())
+    assert sorted(p.name for p in dest.iterdir()) == sorted([*files, "README.md"])  # + its model card
+    model = [p for p in dest.iterdir() if p.name != "README.md"]
+    assert {p.name: sha256_file(p) for p in model} == files == out["sha256"]
+    assert out["files"] == len(files) and out["bytes"] == sum(p.stat().st_size for p in model)
     assert not {"optimizer.pt", "trainer_state.json", "notes.txt"} & {p.name for p in dest.iterdir()}
     assert [p.name for p in dest.parent.iterdir()] == ["parity-model"]  # no staging folder left
     assert snapshot_state(repo) == before  # an export writes nothing to the record
@@ -124,8 +125,65 @@ def test_a_tampered_checkpoint_is_an_integrity_error(repo: Path, monte, run: str
     else:
         weights.unlink()
     dest = tmp_path / "out"
+    # a changed file is tampering; a missing one is weights not on this data root (a synced copy
+    # never holds them), said as such
+    code, exit_code = ("E_INTEGRITY", 5) if damage == "modify" else ("E_NOT_FOUND", 4)
     err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(dest), "--confirm", f"{run}@4",
-                  code="E_INTEGRITY", exit_code=5)
+                  code=code, exit_code=exit_code)
     assert "model.safetensors" in err["message"] and f"{run}@4" in err["message"]
     assert err["fix"]
     assert not dest.exists() and list(tmp_path.glob(".out.promote-*")) == []
+
+
+def test_a_promoted_folder_carries_its_story(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The model card (README.md) says where the weights come from; the folder is a plain
+    publishable model: it loads, anyone can read it, and no config carries a local-only flag."""
+    import os
+    import stat
+
+    from huggingface_hub import ModelCard
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ref = f"{run}@4"
+    assert monte("eval", "--checkpoint", ref, "--yes").code == 0  # a dev eval of the checkpoint
+    status = monte("status", "--json").json()
+    dest = tmp_path / "model"
+    r = _promote(monte, ref, dest, None, "--json")
+    assert r.code == 0, r.out + r.err
+
+    assert AutoModelForCausalLM.from_pretrained(str(dest)).config.model_type == "qwen2"
+    AutoTokenizer.from_pretrained(str(dest))
+    umask = os.umask(0)
+    os.umask(umask)
+    for p in dest.iterdir():  # like any file this user makes: the weights are not 0600
+        assert stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask, p.name
+        assert stat.S_IMODE(p.stat().st_mode) & stat.S_IROTH, p.name
+    for name in ("config.json", "tokenizer_config.json"):
+        assert not {"local_files_only", "is_local"} & set(json.loads((dest / name).read_text())), name
+
+    card = ModelCard.load(dest / "README.md")
+    assert card.data.library_name == "transformers" and "monte" in card.data.tags
+    text = card.text
+    ledger_tip = git(repo, "rev-parse", "monte/exp/ledger").strip()
+    assert f"`{ledger_tip}`" in text  # the ledger commit
+    assert "lineage: base -sft:parity-sft-> 4" in text
+    assert _lineage_commit(repo, run) in text
+    rows = {x["run"]: x for x in status["rows"]}
+    test0 = next(x for x in rows.values() if x["what"] == "parity/test" and x["target"] == "base")
+    dev = next(x for x in rows.values() if x["what"] == "parity/dev" and x["target"] == ref)
+    assert f"`{test0['run']}`" in text and "baseline (test@0)" in text  # the test read used, its verdict
+    assert f"`{dev['run']}`" in text
+    meas = json.loads(git(repo, "show", "monte/exp/ledger:measurement.json"))
+    for split in ("dev", "test"):
+        assert meas["exams"]["parity"]["splits"][split]["sha256"] in text  # the exam hashes
+    assert meas["environment_fingerprint"] in text and "grader" in text
+    assert "monte train -e exp --recipe sft-t --source parity-sft --from-base" in text  # how to reproduce
+    for name, digest in _lineage_files(repo, run).items():
+        assert f"| `{name}` | `{digest}` |" in text
+    # the eval results, as the hub reads them (model-index)
+    results = card.data.eval_results
+    assert results and any(e.dataset_split == "dev" and e.metric_value == dev["score"] for e in results)
+
+
+def _lineage_commit(repo: Path, run: str) -> str:
+    return git(repo, "rev-parse", f"monte/exp/lineage/{run}").strip()

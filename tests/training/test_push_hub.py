@@ -122,6 +122,14 @@ def test_a_real_push_chunk_records_its_hub_revision_in_the_lineage(repo: Path, m
     assert sorted(uploaded) == sorted([*info["files"], "README.md"])
     card = uploaded["README.md"].decode()
     assert ledger_commit in card and "lineage: base -sft:parity-sft-> 4" in card
+    # the same model card promote writes: metadata the hub reads, the reads, the hashes, the command
+    from huggingface_hub import ModelCard
+
+    parsed = ModelCard(card)
+    assert parsed.data.library_name == "transformers" and "monte" in parsed.data.tags
+    assert "baseline (test@0)" in card and "monte train -e exp --recipe sft-t --source parity-sft --from-base" in card
+    meas = json.loads(git(repo, "show", "monte/exp/ledger:measurement.json"))
+    assert meas["exams"]["parity"]["splits"]["test"]["sha256"] in card
     from monte.hashing import sha256_bytes
 
     assert {n: sha256_bytes(b) for n, b in uploaded.items() if n != "README.md"} == info["files"]
@@ -181,7 +189,8 @@ def test_promote_from_the_hub_proves_every_byte(repo: Path, monte, pushing: Path
     dest = tmp_path / "exports" / "model"
     r = monte("promote", ref, "--dest", str(dest), "--confirm", ref, "--from-hub", "--json")
     assert r.code == 0, r.out + r.err
-    assert {p.name: sha256_file(p) for p in dest.iterdir()} == files == r.json()["sha256"]
+    assert (dest / "README.md").is_file()  # promote writes the card as it stands now
+    assert {p.name: sha256_file(p) for p in dest.iterdir() if p.name != "README.md"} == files == r.json()["sha256"]
     assert r.json()["hub"] == {"repo": "acme/parity-ckpts", "revision": "1".zfill(40)}
     assert sorted(p.name for p in dest.parent.iterdir()) == ["model"]  # no staging left
     assert snapshot_state(repo) == before

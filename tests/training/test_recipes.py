@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from trainhelp import SFT, refused, write_recipe
+from trainhelp import GRPO, SFT, refused, write_recipe
 
 import monte
 from monte.errors import MonteError
@@ -46,7 +46,7 @@ def test_unknown_key_is_refused_naming_the_key_and_the_keys_allowed(tmp_path: Pa
 def test_a_key_of_another_algorithm_is_unknown_here(tmp_path: Path) -> None:
     e = _refusal(tmp_path, SFT + "num_generations: 4\n")
     assert "'num_generations'" in e.message and "unknown key" in e.message
-    assert "max_length" in e.fix and "num_generations" not in e.fix.split(":")[-1]
+    assert "a field of trl.GRPOConfig, for a grpo recipe" in e.message and "trl.SFTConfig" in e.fix
 
 
 @pytest.mark.parametrize(("line", "key"), [
@@ -54,7 +54,11 @@ def test_a_key_of_another_algorithm_is_unknown_here(tmp_path: Path) -> None:
     ("learning_rate: 2.0", "learning_rate"),  # a number, but not a learning rate (lt 1)
     ("per_device_train_batch_size: 2.5", "per_device_train_batch_size"),
     ("per_device_train_batch_size: 0", "per_device_train_batch_size"),
-    ("lr_scheduler_type: cosine", "lr_scheduler_type"),  # decaying schedules jump at chunk edges
+    ("lr_scheduler_type: cosine", "lr_scheduler_type"),  # decaying: needs its horizon (schedule_steps)
+    ("lr_scheduler_type: cosyne", "lr_scheduler_type"),
+    ("warmup_steps: 0.1", "warmup_steps"),  # a ratio of what? also needs schedule_steps
+    ("packing: 3", "packing"),  # a TRL field, checked against its annotation
+    ("optim: nosuch", "optim"),  # a TRL field, checked by TRL's own constructor
     ("max_length: [32]", "max_length"),
 ])
 def test_wrong_type_or_value_is_refused_naming_the_key(tmp_path: Path, line: str, key: str) -> None:
@@ -185,3 +189,129 @@ def test_the_row_records_the_recipe_name_and_content_hash(repo: Path, monte, tra
     rec = plan.json()["plan"]["recipe"]
     assert rec["name"] == "sft-t" and rec["path"] == str(repo / "recipes" / "sft-t.yaml")
     assert rec["sha256"] == hashlib.sha256((repo / "recipes" / "sft-t.yaml").read_bytes()).hexdigest()
+
+
+# --- TRL-native recipes: every field of TRL's own config, except what monte owns ---------------------
+
+
+def _trl_dump(algorithm: str) -> str:
+    """Every field of TRL's config class at its default, as `yaml.dump(asdict(config))` would paste
+    it, minus the fields monte owns."""
+    import dataclasses
+    import enum
+    import io
+
+    from ruamel.yaml import YAML
+
+    from monte.training.recipes import OWNED, trl_config_class
+
+    dump: dict[str, object] = {}
+    for f in dataclasses.fields(trl_config_class(algorithm)):
+        if not f.init or f.name in OWNED:
+            continue
+        value = (f.default if f.default is not dataclasses.MISSING
+                 else f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+        dump[f.name] = value.value if isinstance(value, enum.Enum) else value
+    out = io.StringIO()
+    YAML(typ="safe", pure=True).dump(dump, out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "grpo", "distillation"])
+def test_a_full_trl_config_dump_is_a_recipe(tmp_path: Path, algorithm: str) -> None:
+    import dataclasses
+
+    from monte.training.recipes import OWNED, trl_config_class
+
+    dump = _trl_dump(algorithm)
+    # TRL's default schedule is linear, a decaying one: monte asks for its horizon, nothing else
+    head = f"algorithm: {algorithm}\nschedule_steps: 1000\n" + (
+        f"teacher: {tmp_path}\n" if algorithm == "distillation" else "")
+    path = tmp_path / "pasted.yaml"
+    path.write_text(head + dump)
+    r = resolve(str(path), tmp_path)
+    fields = {f.name for f in dataclasses.fields(trl_config_class(algorithm)) if f.init}
+    assert len(fields - set(OWNED)) > 100  # not a hand-kept list of a dozen keys
+    assert r.settings["lr_scheduler_type"] == "linear" and r.settings["schedule_steps"] == 1000
+    assert {"optim", "num_train_epochs", "logging_steps", "gradient_checkpointing"} <= set(r.settings)
+    assert r.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_five_bad_keys_are_named_in_one_refusal(tmp_path: Path) -> None:
+    e = _refusal(tmp_path, SFT + "output_dir: /tmp/x\nreport_to: wandb\npush_to_hub: true\nbach_size: 4\n"
+                 "warmup_ratio: 0.1\n")
+    assert "5 bad keys" in e.message
+    for key, why in [("output_dir", "run's folder"), ("report_to", "event file"), ("push_to_hub", "--push"),
+                     ("bach_size", "unknown key"), ("warmup_ratio", "folded it into warmup_steps")]:
+        assert f"'{key}': " in e.message and why in e.message.split(f"'{key}': ")[1], key
+        assert f"'{key}'" in e.fix
+    assert "per_device_train_batch_size" in e.fix  # bach_size: the likely meaning
+
+
+def test_trl_keys_users_paste_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(SFT.replace("lr_scheduler_type: constant\n", "") + "lr_scheduler_type: cosine\nschedule_steps: 200\n"
+                    "warmup_steps: 0.1\nbf16: false\ngradient_checkpointing: false\npacking: true\n"
+                    "num_train_epochs: 1\noptim: adamw_torch\nlogging_steps: 5\nloss_type: nll\n"
+                    "lr_scheduler_kwargs: {}\n")
+    s = resolve(str(path), tmp_path).settings
+    assert s["packing"] is True and s["lr_scheduler_kwargs"] == {} and s["warmup_steps"] == 0.1
+    path.write_text(GRPO + "use_vllm: false\nloss_type: dapo\nnum_iterations: 1\nscale_rewards: batch\n"
+                    "reward_weights: [1.0]\n")
+    s = resolve(str(path), tmp_path).settings
+    assert s["scale_rewards"] == "batch" and s["reward_weights"] == [1.0]
+
+
+def test_an_existing_recipes_identity_and_settings_do_not_change(tmp_path: Path) -> None:
+    # the bytes are the identity; the recorded settings of a recipe that sets no new key are as before
+    r = resolve("sft-tiny", tmp_path)
+    assert r.sha256 == hashlib.sha256((PACKAGED / "sft-tiny.yaml").read_bytes()).hexdigest()
+    assert r.settings == {"model": None, "learning_rate": 3e-3, "lr_scheduler_type": "constant_with_warmup",
+                          "warmup_steps": 10, "per_device_train_batch_size": 128, "gradient_accumulation_steps": 1,
+                          "weight_decay": 0.0, "max_grad_norm": 1.0, "seed": 0, "algorithm": "sft",
+                          "max_length": 64, "completion_only_loss": True}
+
+
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
+    lines = ["algorithm: sft", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    e = _refusal(tmp_path, "\n".join(lines) + "\nreward_weights: *a8\n")
+    assert "more than 10000 values" in e.message
+
+
+def test_a_pasted_trl_dump_trains(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+    write_recipe(repo, "pasted", "algorithm: sft\nschedule_steps: 1000\n" + _trl_dump("sft"))
+    r = monte("train", "--recipe", "pasted", "--source", "parity-sft", "--smoke", "--yes", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["run"]["status"] == "succeeded"
+
+
+def test_every_recipe_setting_reaches_trls_config_and_monte_keeps_its_own(tmp_path: Path) -> None:
+    from monte.training.chunk import trainer_args
+
+    path = tmp_path / "r.yaml"
+    path.write_text(SFT.replace("lr_scheduler_type: constant\n", "lr_scheduler_type: cosine\nschedule_steps: 100\n")
+                    + "optim: adamw_torch\nlogging_steps: 5\nbf16: null\npacking: true\n")
+    rec = resolve(str(path), tmp_path)
+    args = trainer_args(rec, out=tmp_path / "out", end=8, smoke=False, cuda=False)
+    assert (args["optim"], args["logging_steps"], args["packing"], args["lr_scheduler_type"]) == (
+        "adamw_torch", 5, True, "cosine")
+    assert args["bf16"] is False  # null: monte's default
+    assert args["max_steps"] == 100 and args["save_steps"] == 8  # the horizon; the save at the chunk's end
+    assert args["report_to"] == [] and args["output_dir"] == str(tmp_path / "out")
+    assert not {"algorithm", "model", "schedule_steps"} & set(args)
+    from trl import SFTConfig
+
+    SFTConfig(**args)  # TRL takes them as they are
+
+
+def test_a_grpo_chunk_may_not_end_inside_a_generation_buffer(tmp_path: Path) -> None:
+    from monte.training.recipes import check_chunk
+
+    path = tmp_path / "g.yaml"
+    path.write_text(GRPO + "num_iterations: 2\n")
+    rec = resolve(str(path), tmp_path)
+    check_chunk(rec, 0, 4)  # two buffers of two micro-batches each
+    with pytest.raises(MonteError) as e:
+        check_chunk(rec, 0, 3)
+    assert e.value.code == "E_REFUSED" and "generation buffer" in e.value.message
