@@ -5,7 +5,8 @@ field of TRL's own config class for that algorithm (``SFTConfig``, ``GRPOConfig`
 ``DistillationConfig``: read from ``dataclasses.fields``, not a hand-kept list), except the
 fields monte owns (:data:`OWNED`, each with its reason). Every bad key of a recipe is named in one
 refusal. A recipe cannot set the step count: ``steps_per_chunk`` belongs to the experiment,
-because that count is what ``train@N`` means.
+because that count is what ``train@N`` means (``num_train_epochs`` is accepted, and, as in TRL
+whenever ``max_steps`` is set, has no effect). A ``null`` value keeps monte's default.
 
 A decaying learning-rate schedule (``cosine``, ``linear``, a ``warmup_steps`` ratio below 1, ...)
 is declared over a horizon, ``schedule_steps: N``: the trainer is built for N steps every chunk
