@@ -57,6 +57,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from dulwich.objects import ObjectID
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 EXPERIMENT = "exp"
@@ -237,7 +239,7 @@ def build_ledger(repo: Path, n: int, seed: int, evals_per_train: int, fork_every
             print(f"  {len(times)}/{n} rows, {el:.0f} s, {statistics.fmean(times[-progress_every:]) * 1e3:.1f} ms/row"
                   " (last window)", flush=True)
 
-    ck_commits: dict[str, bytes] = {}
+    ck_commits: dict[str, ObjectID] = {}
     for row in synth.base_rows():
         append(row)
     lineage_s = 0.0

@@ -57,6 +57,12 @@ class Seal:
     hash_legacy: bool = True
     _rows: dict[str, list[RunRow]] | None = None
     _weights: dict[tuple[str, str], str] = field(default_factory=dict)
+    _read: dict[str, list[RunRow]] = field(default_factory=dict)
+
+    def know(self, experiment: str, rows: Sequence[RunRow]) -> None:
+        """Use these rows (read by the caller from the experiment's tip) instead of reading them
+        again: ``monte status`` has its own experiment's rows in hand."""
+        self._read[experiment] = [r for r in rows if is_test_read(r)]
 
     def ledgers(self) -> dict[str, list[RunRow]]:
         """experiment -> its rows that read a test split (local ledgers, then bucket mirrors of
@@ -64,7 +70,8 @@ class Seal:
         if self._rows is None:
             self._rows = {}
             for exp in experiment_names(self.store):
-                self._rows[exp] = [r for r in Ledger(self.store, exp).rows() if is_test_read(r)]
+                self._rows[exp] = self._read[exp] if exp in self._read else [
+                    r for r in Ledger(self.store, exp).rows() if is_test_read(r)]
             for ref in self.store.refs_under(MIRROR + "/"):
                 exp = ref[len(MIRROR) + 1:-len("/ledger")] if ref.endswith("/ledger") else ""
                 if not exp or "/" in exp or exp in self._rows:
