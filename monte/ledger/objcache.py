@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +29,7 @@ MAGIC = b"monte-objcache 1\n"
 _HEAD = struct.Struct(">40sBI")  # hex id, git type number, length
 #: Below this many objects walked (~200 runs) a read is fast without a cache, and none is written.
 MIN_OBJECTS = 256
+_STALE_TMP_S = 600.0
 _TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 
 
@@ -96,9 +99,12 @@ class ObjectCache:
         parts = [MAGIC]
         for sha, (t, raw) in self._used.items():
             parts += [_HEAD.pack(sha, t, len(raw)), raw]
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            for old in self.path.parent.glob(f".{self.path.name}.*.tmp"):  # a writer killed mid-write
+                if time.time() - old.stat().st_mtime > _STALE_TMP_S:
+                    old.unlink(missing_ok=True)
             tmp.write_bytes(b"".join(parts))
             os.replace(tmp, self.path)
         except OSError:

@@ -117,3 +117,14 @@ def test_verify_fails_on_a_forged_cache(big: Ledger, repo: Path) -> None:
     with pytest.raises(MonteError) as e:
         api.ledger_verify(experiment=EXP, ws=open_workspace(repo, require_data_root=False))
     assert e.value.code == "E_VERIFY" and "[cache]" in str(e.value)
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_for_long(big: Ledger, repo: Path) -> None:
+    path = objcache.cache_path(repo / ".git", EXP)
+    big.rows()
+    left = path.with_name(f".{path.name}.999999.1.tmp")
+    left.write_bytes(b"half a file")
+    os.utime(left, (1, 1))  # long ago
+    path.unlink()
+    big.rows()  # cold again: writes the file, and sweeps what a dead writer left
+    assert path.is_file() and not left.exists()
