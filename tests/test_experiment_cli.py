@@ -55,8 +55,11 @@ def test_model_is_recorded_and_list_shows_it(repo: Path, monte, tmp_path: Path) 
     model.mkdir()
     monte("experiment", "init", "e", "--eval", "parity", "--model", str(model))
     rows = monte("experiment", "list", "--json").json()
-    assert rows == [{"name": "e", "environment": "parity", "exams": ["parity"], "model": str(model),
+    # a folder outside the repository is recorded by a name (never by this machine's path), and
+    # the name says where it is here in .monte.yaml (another machine: MONTE_MODEL_TINY_MODEL)
+    assert rows == [{"name": "e", "environment": "parity", "exams": ["parity"], "model": "name:tiny-model",
                      "created_at": rows[0]["created_at"]}]
+    assert f"tiny-model: {model}" in (repo / ".monte.yaml").read_text()
     r = monte("experiment", "init", "e2", "--eval", "parity", "--model", str(tmp_path / "missing/m"), "--json")
     assert r.code == 4
 

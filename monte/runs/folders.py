@@ -19,6 +19,27 @@ def log_event(ws: Workspace, experiment: str, run: str, event: str, **fields: An
     folder = run_folder(ws, experiment, run)
     folder.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": event,
-                       "run": run, **fields}, sort_keys=True)
+                       "run": run, **_portable(ws, fields)}, sort_keys=True)
     with open(folder / "events.jsonl", "a", encoding="utf-8") as f:
         f.write(line + "\n")
+
+
+def portable_text(ws: Workspace, text: str) -> str:
+    """Free text (a failure reason, a traceback) with this machine's data root and repository
+    folders written as ``<data root>/`` and ``<repo>/``: what is recorded (a row's reason, an
+    event that travels to the results bucket) reads the same wherever the repository is."""
+    for root, token in ((ws.data_root, "<data root>/"), (ws.repo_root, "<repo>/")):
+        for form in {str(root), str(root.resolve())}:
+            text = text.replace(form.rstrip("/") + "/", token)
+    return text
+
+
+def _portable(ws: Workspace, value: Any) -> Any:
+    """An event's fields with no folder of this machine's data root or repository in them."""
+    if isinstance(value, str):
+        return portable_text(ws, value)
+    if isinstance(value, dict):
+        return {k: _portable(ws, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_portable(ws, v) for v in value]
+    return value

@@ -75,6 +75,41 @@ def fetch_dataset_file(repo: str, revision: str | None, filename: str | None) ->
     return Path(local), sha, filename
 
 
+def fetch_model(repo: str, revision: str | None, *, download: bool = True) -> tuple[Path | None, str]:
+    """A model repo at one commit: (its snapshot folder in the hub cache, the commit sha). A
+    branch or tag is pinned to its commit first, so a record names exactly what was read; a
+    commit sha is served from the cache when it is there (offline too). ``download=False``:
+    the commit only."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    api = _api()
+    try:
+        sha = revision if revision and re.fullmatch(r"[0-9a-f]{40}", revision) else \
+            api.model_info(repo, revision=revision).sha
+        if not download:
+            return None, str(sha)
+        folder = api.snapshot_download(repo_id=repo, revision=sha)
+    except GatedRepoError:
+        raise error("E_STORAGE", f"the hub model {repo} is gated or private",
+                    "set HF_TOKEN to a token that has access, or log in with `hf auth login`") from None
+    except RepositoryNotFoundError:
+        raise error("E_NOT_FOUND", f"no model repo {repo} on the hub (or it is private)",
+                    "check the id; a private repo needs HF_TOKEN") from None
+    except RevisionNotFoundError:
+        raise error("E_NOT_FOUND", f"the hub model {repo} has no revision {revision!r}", "check the @REVISION") from None
+    except HfHubHTTPError as e:
+        raise error("E_STORAGE", f"the hub refused: {type(e).__name__}", "check the connection and retry") from None
+    except (OSError, ValueError) as e:  # offline (HF_HUB_OFFLINE) and not in the cache, no network
+        raise error("E_STORAGE", f"could not reach the hub for {repo} ({type(e).__name__})",
+                    "check the connection and retry, or fetch the model into a folder and pass that") from None
+    return Path(folder), str(sha)
+
+
 # --- checkpoint weights: one branch per checkpoint ----------------------------------------------
 
 HUB_ENV = "MONTE_HUB_REPO"
