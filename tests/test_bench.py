@@ -5,7 +5,7 @@ takes the benchmark's own code path at a tiny size (tens of records, one round, 
 real subprocess from the repository root, in the tests' scrubbed environment with ``TMPDIR`` in
 the test's folder, and must exit 0, write its figures where ``--json-out`` says, and leave the
 repository tree alone (``docs/benchmarks.md`` above all). A benchmark skips only where a system
-binary it needs is missing, as ``tests/remote`` skips.
+binary it needs is missing, as ``tests/remote`` skips (or NeMo Gym's venv, which ``make nemo-gym`` builds).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ TIMEOUT_S = 180
 # Not walked: git's and the virtualenv's own, caches, and the packages other work edits while
 # this runs (monte/, tests/). In the rest no file may appear or go, and none of these may change
 # (the README or a design note may be edited by hand meanwhile; a benchmark writes none of them).
-SKIP_DIRS = {".git", ".venv", "monte", "tests", "monte.egg-info"}
+SKIP_DIRS = {".git", ".venv", "monte", "tests", "monte.egg-info", ".nemo-gym"}
 SKIP_ANYWHERE = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"}
 UNCHANGED = ("bench/", "docs/benchmarks.md", ".monte/", ".monte.yaml", ".dvc/", "dvc.yaml")
 
@@ -43,6 +43,11 @@ def _missing_binary(bench: str) -> str | None:
             return str(SSHD_MISSING)
         if shutil.which("tmux") is None:
             return "tmux is not installed (apt-get install tmux): the box runs its job in tmux"
+    if bench == "nemo_verify":  # NeMo Gym's servers, in the venv `make nemo-gym` builds from PyPI
+        from monte.envs.nemo import venv
+
+        if not venv.is_built(ROOT / ".nemo-gym"):
+            return "NeMo Gym's venv is not built here (`make nemo-gym`; `make test` builds it when PyPI is reachable)"
     return None
 
 

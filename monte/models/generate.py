@@ -63,7 +63,7 @@ def load(folder: Path) -> tuple[Any, Any]:
 def generate(
     model: Any,
     tok: Any,
-    prompts: Sequence[str],
+    prompts: Sequence[str | list[dict[str, str]]],
     *,
     max_new_tokens: int,
     batch_size: int,
@@ -78,10 +78,7 @@ def generate(
     Prompts are sorted by length so a batch pads little, generated with the KV cache, and
     decoded without the prompt; each answer is cut at the first stop string.
     """
-    texts = list(prompts)
-    if chat_template:
-        texts = [tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                         add_generation_prompt=True) for p in texts]
+    texts = [_render(tok, p, chat_template) for p in prompts]
     if isinstance(model, VllmModel):
         return _generate_vllm(model, texts, max_new_tokens=max_new_tokens, temperature=temperature,
                               top_p=top_p, stop=stop, on_batch=on_batch)
@@ -110,6 +107,20 @@ def generate(
             if on_batch:
                 on_batch(done, len(texts))
     return out
+
+
+def _render(tok: Any, prompt: str | list[dict[str, str]], chat_template: bool) -> str:
+    """A text prompt as given (or as one user turn of the chat template); a chat (a NeMo Gym
+    row's messages) always through the model's chat template."""
+    if isinstance(prompt, str):
+        if not chat_template:
+            return prompt
+        prompt = [{"role": "user", "content": prompt}]
+    if not getattr(tok, "chat_template", None):
+        raise error("E_REFUSED", "this environment's prompts are chat messages (NeMo Gym rows), and the model's "
+                    "tokenizer has no chat template to render them", "evaluate a model whose tokenizer has a chat "
+                    "template (a chat or instruct model; `monte model init` models have one)")
+    return str(tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True))
 
 
 def _generate_vllm(model: VllmModel, texts: list[str], *, max_new_tokens: int, temperature: float, top_p: float,

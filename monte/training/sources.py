@@ -10,6 +10,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from monte.envs.freeze import normalise
+from monte.envs.grading import task_id
+from monte.envs.nemo.rows import prompt_text
 from monte.errors import error
 from monte.ledger.records import Measurement
 from monte.manifest import read_manifest, verify_folder
@@ -24,6 +26,8 @@ class Source(BaseModel):
     rows: str  # the rows file on the data root
     columns: dict[str, str] | None = None
     benchmark: str | None = None  # environments: the curriculum's benchmark (its grader)
+    #: environments: the manifest's grader (a NeMo Gym curriculum is graded by its server)
+    grader: dict[str, Any] | None = None
     fingerprint: str
 
 
@@ -47,7 +51,8 @@ def resolve(ws: Workspace, name: str) -> Source:
                         "freeze a trainable one with `monte env add --server B --dev B --test B`")
         verify_folder(ws.env_dir(name), env)
         return Source(name=name, kind="environment", rows=str(ws.env_dir(name) / env.curriculum),
-                      benchmark=env.provenance.get("roles", {}).get("curriculum"), fingerprint=env.fingerprint)
+                      benchmark=env.provenance.get("roles", {}).get("curriculum"), grader=env.grader,
+                      fingerprint=env.fingerprint)
     raise error("E_NOT_FOUND", f"no dataset or trainable environment named {name!r} on this data root",
                 f"freeze it (`monte dataset add` / `monte env add --server`), or bring it here with "
                 f"`monte dataset show {name}` / `monte env install {name}`")
@@ -70,7 +75,7 @@ def prompts_of(source: Source) -> list[tuple[str, str]]:
         for i, line in enumerate(f):
             row = json.loads(line)
             if source.kind == "environment":
-                out.append((str(row.get("id", i)), str(row["prompt"])))
+                out.append((task_id(row, "curriculum", i), prompt_text(row)))
             elif source.columns and "messages" in source.columns:
                 text = " ".join(m["content"] for m in row["messages"] if m.get("role") != "assistant")
                 out.append((f"line {i + 1}", text))
@@ -87,7 +92,7 @@ def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, An
         for split, s in exam.splits.items():
             target = sealed if split == "test" else dev
             with open(ws.data_root / s.path, encoding="utf-8") as f:
-                target.update(normalise(json.loads(line)["prompt"]) for line in f if line.strip())
+                target.update(normalise(prompt_text(json.loads(line))) for line in f if line.strip())
     leaks = []
     dev_overlap = 0
     for rid, prompt in prompts_of(source):

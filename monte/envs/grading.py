@@ -1,0 +1,164 @@
+"""Grading a frozen environment's rows: in-process by the catalog, or over HTTP by NeMo Gym's own
+resources server. ``monte eval`` and GRPO's reward both come through here.
+
+An environment's manifest (and the experiment's ``measurement.json``, which copies it) names
+its grader: ``{"kind": "catalog", "benchmarks": {exam: benchmark}}`` or ``{"kind": "nemo-gym",
+"servers": {exam: identity}, "curriculum": identity, ...}`` (see :mod:`monte.envs.nemo.freeze`).
+A NeMo Gym server is started from the stack found here, after proving it is the one the
+environment was frozen with (NeMo Gym's version, the config files and the server's code, by
+sha256), unless a URL names one already running (:func:`monte.envs.nemo.server.server_url`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from monte.envs.nemo.rows import is_gym_row, messages
+from monte.errors import error
+
+GYM = "nemo-gym"
+
+
+def is_gym(grader: dict[str, Any] | None) -> bool:
+    return (grader or {}).get("kind") == GYM
+
+
+#: How an experiment on a NeMo Gym environment generates by default: the chat template (its rows
+#: are chats), room for a worked answer ending in ``\boxed{}`` or ``<answer>``, and no stop string
+#: (a newline would cut the answer before the part the server grades).
+GYM_EVAL = {"chat_template": True, "max_new_tokens": 512, "stop": []}
+
+
+def eval_defaults(grader: dict[str, Any] | None) -> dict[str, Any]:
+    """The eval settings an experiment on this environment freezes (the catalog's: monte's own)."""
+    return dict(GYM_EVAL) if is_gym(grader) else {}
+
+
+def prompt_of(row: dict[str, Any]) -> str | list[dict[str, str]]:
+    """What the model is asked: a catalog item's prompt text, or a NeMo Gym row's chat (which
+    generation renders with the model's chat template)."""
+    return messages(row) if is_gym_row(row) else str(row["prompt"])
+
+
+def task_id(row: dict[str, Any], prefix: str, index: int) -> str:
+    """A catalog item's own id; a NeMo Gym row's place in its file (it carries no id of monte's)."""
+    rid = row.get("id")
+    if not is_gym_row(row) and rid is not None:
+        return str(rid)
+    return f"{prefix}/{index:06d}" if prefix == "curriculum" else f"{prefix}/{index:05d}"
+
+
+class ExamGrader:
+    """One exam's grader for one eval: the catalog's benchmark, or a NeMo Gym server started
+    when this is made (so a server that cannot start refuses before the eval spends its touch).
+    :meth:`grade` returns one ``tasks.jsonl`` entry per answer: ``id``, ``score``, ``answer``
+    (its first 200 characters) and, from a server, its ``reward`` and ``extracted`` answer. A
+    server that fails refuses: no partial set is returned. :meth:`close` stops the server."""
+
+    def __init__(self, grader: dict[str, Any] | None, benchmark: str, exam: str, *, needed: bool = True,
+                 config: dict[str, Any] | None = None, log: Path | None = None) -> None:
+        self.benchmark = benchmark
+        self.server: Any = None
+        self.gym = is_gym(grader)
+        if not (needed and self.gym):
+            return
+        assert grader is not None
+        identity = (grader.get("servers") or {}).get(exam)
+        if not isinstance(identity, dict):
+            raise error("E_INTEGRITY", f"the grader frozen with this environment names no NeMo Gym server for exam "
+                        f"{exam!r}", "re-freeze the environment (`monte env add`) and start a new experiment on it")
+        self.server = open_server(identity, config=config, log=log)
+
+    def grade(self, items: Sequence[dict[str, Any]], answers: Sequence[str], ids: Sequence[str]) -> list[dict[str, Any]]:
+        if not self.gym:
+            from monte.envs.registry import get
+
+            bench = get(self.benchmark).benchmark
+            return [{"id": i, "score": float(bench.grade(item, a)), "answer": a[:200]}
+                    for i, item, a in zip(ids, items, answers, strict=True)]
+        assert self.server is not None
+        replies = self.server.verify_many(list(items), list(answers), ids=list(ids))
+        out = []
+        for i, a, r in zip(ids, answers, replies, strict=True):
+            extracted = r.get("extracted_answer")
+            out.append({"id": i, "score": float(r["reward"]), "reward": r["reward"], "answer": a[:200],
+                        **({"extracted": str(extracted)[:200]} if extracted is not None else {})})
+        return out
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def __enter__(self) -> ExamGrader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def grade_tasks(grader: dict[str, Any] | None, benchmark: str, exam: str, items: Sequence[dict[str, Any]],
+                answers: Sequence[str], ids: Sequence[str], *, config: dict[str, Any] | None = None,
+                log: Path | None = None) -> list[dict[str, Any]]:
+    """Grade once: :class:`ExamGrader` made, used and closed."""
+    with ExamGrader(grader, benchmark, exam, config=config, log=log) as g:
+        return g.grade(items, answers, ids)
+
+
+def open_server(identity: dict[str, Any], *, config: dict[str, Any] | None = None, log: Path | None = None) -> Any:
+    """The resources server ``identity`` names: one already running at a configured URL, else
+    one started here from the stack, proven to be the one the environment was frozen with."""
+    from monte.envs.nemo import server as gym_server
+    from monte.envs.nemo import stack as gym_stack
+
+    instance = str(identity.get("instance", ""))
+    url = gym_server.server_url(config or {}, instance)
+    if url:
+        return gym_server.connect(url, f"NeMo Gym server {instance}")
+    stack = gym_stack.require(f"grading through NeMo Gym's {identity.get('server')} server")
+    check_identity(stack, identity)
+    return gym_server.GymServer.start(stack, config=str(identity["config"]), instance=instance,
+                                      server=str(identity["server"]), log=log)
+
+
+def check_identity(stack: Any, identity: dict[str, Any]) -> None:
+    """Refuse a stack whose server is not the one frozen (version, config or code)."""
+    from monte.envs.nemo import freeze as gym_freeze
+    from monte.envs.nemo import stack as gym_stack
+
+    kind = identity.get("kind", "server")
+    name = str(identity.get("name") or identity.get("server"))
+    entry = (gym_stack.benchmark_entry(stack.root, name) if kind == "benchmark"
+             else gym_stack.server_entry(stack.root, str(identity.get("server"))))
+    if entry is None:
+        raise error("E_NOT_FOUND", f"{stack.describe()} has no {kind} {name!r}, which grades this environment",
+                    f"point MONTE_LOCAL or MONTE_NEMO_GYM_PYTHON at NeMo Gym {identity.get('version')}")
+    here = gym_freeze.server_identity(stack, entry)
+    diff = [k for k in ("version", "config", "instance", "config_sha256", "code_sha256") if here.get(k) != identity.get(k)]
+    if diff:
+        raise error("E_INTEGRITY", f"NeMo Gym's {name} here ({stack.describe()}) is not the one this environment was "
+                    f"frozen with: its {', '.join(diff)} differ", f"point MONTE_LOCAL or MONTE_NEMO_GYM_PYTHON at NeMo "
+                    f"Gym {identity.get('version')} as it was frozen; a different grader is a different experiment")
+
+
+class Reward:
+    """GRPO's reward through the environment's resources server: 1 for a reward at or above
+    ``threshold``, else 0 (the catalog's rule). Started when made; :meth:`close` stops it."""
+
+    def __init__(self, identity: dict[str, Any], rows: dict[str, dict[str, Any]], threshold: float, *,
+                 config: dict[str, Any] | None = None, log: Path | None = None) -> None:
+        self.rows = rows
+        self.threshold = threshold
+        self.server = open_server(identity, config=config, log=log)
+        self.__name__ = f"nemo_gym_{identity.get('server')}"
+        self.calls = 0
+
+    def __call__(self, prompts: list[Any], completions: list[Any], item_id: list[str], **_: Any) -> list[float | None]:
+        texts = [c if isinstance(c, str) else (c[-1]["content"] if c else "") for c in completions]
+        replies = self.server.verify_many([self.rows[i] for i in item_id], texts, ids=list(item_id))
+        self.calls += 1
+        return [1.0 if float(r["reward"]) >= self.threshold else 0.0 for r in replies]
+
+    def close(self) -> None:
+        self.server.close()

@@ -1,0 +1,89 @@
+"""Real NeMo Gym for the tests: the unmodified nemo-gym 0.4.0 wheel in its own virtualenv.
+
+``make test`` builds it first (``make nemo-gym``: ``python -m monte.envs.nemo.venv .nemo-gym``,
+from PyPI). Run without make, the first test that needs it builds it (once, under a lock, so two
+xdist workers do not race). Where it cannot be built (no PyPI), the tests that need it skip with
+the build's own error; nothing here fakes a server.
+
+``gym`` points monte at that venv (``MONTE_NEMO_GYM_PYTHON``); ``checkout`` makes a NeMo Gym
+checkout for ``MONTE_LOCAL`` out of the venv's files (links, so nothing is copied), into which a
+test may add servers of its own (a broken one, one that answers without a reward).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gymhelp import alive, site_packages
+
+ROOT = Path(__file__).resolve().parents[3]
+VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")
+CLEAR = ("MONTE_LOCAL", "MONTE_NEMO_GYM_PYTHON", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MONTE_GYM_SERVER_URL",
+         "MONTE_GYM_PORT")
+
+
+@pytest.fixture(scope="session")
+def gym_python() -> str:
+    """The python of the NeMo Gym venv, built here if ``make nemo-gym`` has not."""
+    from monte.envs.nemo import venv
+
+    if not venv.is_built(VENV):
+        VENV.parent.mkdir(parents=True, exist_ok=True)
+        with open(VENV.parent / f".{VENV.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one builder; the other worker waits, then finds it built
+            try:
+                venv.build(VENV, quiet=True)
+            except (RuntimeError, OSError) as e:
+                pytest.skip(f"NeMo Gym's servers cannot be installed on this machine ({e}); "
+                            "`make nemo-gym` shows the same error")
+    return str(venv.python_of(VENV))
+
+
+@pytest.fixture
+def gym(gym_python: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """monte pointed at the NeMo Gym venv; no token, no checkout, no URL."""
+    from monte.envs.nemo import stack
+
+    for k in CLEAR:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MONTE_NEMO_GYM_PYTHON", gym_python)
+    s = stack.find()
+    assert s is not None and s.version == "0.4.0", s
+    return s
+
+
+@pytest.fixture
+def checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A NeMo Gym checkout at ``MONTE_LOCAL``: ``nemo_gym/`` linked from the venv, and
+    ``resources_servers/`` and ``benchmarks/`` real folders of links (so a test can add its own
+    servers, and ``env install`` writes into this folder only)."""
+    from monte.envs.nemo import stack
+
+    sp = site_packages(gym_python)
+    root = tmp_path / "Gym"
+    root.mkdir()
+    (root / "nemo_gym").symlink_to(sp / "nemo_gym")
+    for top in ("resources_servers", "benchmarks"):
+        (root / top).mkdir()
+        for child in (sp / top).iterdir():
+            (root / top / child.name).symlink_to(child)
+    for k in CLEAR:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MONTE_LOCAL", str(root))
+    monkeypatch.setenv("MONTE_NEMO_GYM_PYTHON", gym_python)
+    s = stack.find()
+    assert s is not None and s.root == root and s.origin == "MONTE_LOCAL"
+    return s
+
+
+@pytest.fixture
+def server_procs() -> Iterator[list[int]]:
+    """Pids a test saw; asserts after it that every one of them is gone."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        assert not alive(pid), f"a NeMo Gym server (pid {pid}) outlived its test"
