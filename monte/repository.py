@@ -11,13 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from monte.errors import MonteError, error
+from monte.storage import tracking
 from monte.workspace import CONFIG_FILE, DEFAULT_DATA_ROOT, Workspace, data_root_for, find_repo_root
-
-DATA_ROOT_GITIGNORE = """\
-# monte's data root: frozen inputs (tracked by DVC, not git), run folders, scratch.
-*
-!.gitignore
-"""
 
 
 class InitResult(BaseModel):
@@ -44,6 +39,7 @@ class ConfigSetResult(BaseModel):
     url: str
     file: str
     dvc_config: str | None  # the DVC config that names the Vault as DVC's remote too
+    note: str = ""  # what was not checked (no key resolved to reach a gs:// Vault)
 
 
 def init(path: Path | None) -> InitResult:
@@ -63,10 +59,10 @@ def init(path: Path | None) -> InitResult:
     if not data_root.is_dir():
         data_root.mkdir(parents=True)
         created.append(_rel(data_root, repo_root) + "/")
-    gi = data_root / ".gitignore"
-    if data_root.is_relative_to(repo_root) and not gi.exists():
-        gi.write_text(DATA_ROOT_GITIGNORE)
-        created.append(str(gi.relative_to(repo_root)))
+    if data_root.is_relative_to(repo_root):  # ignores all but the frozen folders' .dvc pointers
+        gi = tracking.ensure_gitignore(data_root)
+        if gi is not None:
+            created.append(str(gi.relative_to(repo_root)))
     for folder in ("recipes",):
         p = repo_root / folder
         if not p.is_dir():
@@ -83,9 +79,30 @@ def init(path: Path | None) -> InitResult:
     if not (repo_root / ".dvc").is_dir():
         dvc_init(repo_root)
         created.append(".dvc/")
-    stage(repo_root, [CONFIG_FILE, "recipes/README.md", f"{DEFAULT_DATA_ROOT}/.gitignore"])
+    if dvc_cache_links(repo_root):
+        created.append(f".dvc/config: cache.type = {','.join(tracking.CACHE_TYPES)}")
+    stage(repo_root, [CONFIG_FILE, "recipes/README.md", f"{DEFAULT_DATA_ROOT}/.gitignore", ".dvc/config"])
+    # Every freeze the vault ref records gets its .dvc pointer here (a clone whose pointers were
+    # never committed, a vault ref from another machine): so `dvc gc` keeps it and `dvc pull` finds it.
+    ws = Workspace(repo_root, data_root)
+    for p in tracking.restore_pointers(ws):
+        created.append(str(p.relative_to(repo_root)) if p.is_relative_to(repo_root) else str(p))
     return InitResult(repo_root=str(repo_root), data_root=str(data_root), created=created,
                       already_initialized=already and not created)
+
+
+def dvc_cache_links(repo_root: Path) -> bool:
+    """Set DVC's ``cache.type`` to reflink, else hardlink, else copy, unless the repository chose
+    one: the DVC cache and the data root (and a clone's `dvc pull`) then hold frozen bytes once.
+    True when it was set here."""
+    from dvc.config import Config
+
+    config = Config(dvc_dir=str(repo_root / ".dvc"), validate=False)
+    if "type" in config.get("cache", {}):
+        return False
+    with config.edit("repo") as conf:
+        conf.setdefault("cache", {})["type"] = ",".join(tracking.CACHE_TYPES)
+    return True
 
 
 def _rel(p: Path, root: Path) -> str:
@@ -162,7 +179,7 @@ def config_set(ws: Workspace, *, setting: str, url: str) -> ConfigSetResult:
     """See :func:`monte.api.config_set`."""
     from monte.storage.locations import set_url
 
-    value = set_url(ws, setting, url)
+    value, note = set_url(ws, setting, url)
     dvc = ws.repo_root / ".dvc" / "config"
     return ConfigSetResult(setting=setting, url=value, file=str(ws.repo_root / CONFIG_FILE),
-                           dvc_config=str(dvc) if setting == "vault" and dvc.exists() else None)
+                           dvc_config=str(dvc) if setting == "vault" and dvc.exists() else None, note=note)

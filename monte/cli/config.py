@@ -45,9 +45,13 @@ def show() -> object:
 @click.argument("setting", type=click.Choice(["vault", "bucket"]))
 @click.argument("url")
 @handled(lambda r: click.echo(f"{r.setting} = {r.url} (in {r.file})"
-                              + (f"; DVC remote 'vault' in {r.dvc_config}" if r.dvc_config else "")))
+                              + (f"; DVC remote 'vault' in {r.dvc_config}" if r.dvc_config else "")
+                              + (f"\n  note: {r.note}" if r.note else "")))
 def set_(setting: str, url: str) -> object:
     """Name the Vault or the results bucket: gs://BUCKET[/PREFIX], or a local folder.
+
+    The Vault must be reachable: a folder that exists, a bucket that answers when a GCS key
+    resolves; otherwise it refuses and writes nothing.
 
     Stored in .monte.yaml (commit it, so every clone and box agrees). MONTE_VAULT and
     MONTE_BUCKET override it for one shell; --bucket on push/sync overrides both.

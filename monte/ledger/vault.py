@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from monte.errors import error
 from monte.ledger.refs import VAULT_REF
-from monte.ledger.store import Change, Snapshot, Store
+from monte.ledger.store import Change, Snapshot, Store, parse_trailers
 from monte.manifest import Manifest, parse_manifest
 
 _FOLDER = {"environment": "environments", "dataset": "datasets"}
@@ -30,10 +30,11 @@ class Vault:
         snap = snap or self.snapshot()
         return sorted(snap.listdir(_FOLDER[kind]))
 
-    def record(self, manifest: Manifest, check=None) -> bytes:  # type: ignore[no-untyped-def]
+    def record(self, manifest: Manifest, check=None, trailers: dict[str, str] | None = None) -> bytes:  # type: ignore[no-untyped-def]
         """Commit ``manifest``; refuse if the name is taken (re-checked after a lost race).
 
         ``check(snapshot)`` may refuse too (e.g. the Dataset/Environment namespace rule).
+        ``trailers`` are added to the commit message (the folder's DVC hash, ``Monte-Dvc-*``).
         """
 
         def build(snap: Snapshot) -> Change:
@@ -49,10 +50,22 @@ class Vault:
                     "Monte-Kind": manifest.kind,
                     "Monte-Name": manifest.name,
                     "Monte-Fingerprint": manifest.fingerprint,
+                    **(trailers or {}),
                 },
             )
 
         return self.store.append(VAULT_REF, build)
+
+    def trailers(self) -> dict[tuple[str, str], dict[str, str]]:
+        """(kind, name) -> the trailers of the commit that recorded that freeze (a walk of the
+        vault ref's history: one commit per freeze)."""
+        out: dict[tuple[str, str], dict[str, str]] = {}
+        tip = self.store.tip(VAULT_REF)
+        for entry in self.store.repo.get_walker(include=[tip]) if tip is not None else []:
+            t = parse_trailers(entry.commit.message)
+            if t.get("Monte-Event") == "freeze" and "Monte-Kind" in t and "Monte-Name" in t:
+                out.setdefault((t["Monte-Kind"], t["Monte-Name"]), t)
+        return out
 
 
 def name_taken(kind: str, name: str, where: str):  # type: ignore[no-untyped-def]

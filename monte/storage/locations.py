@@ -69,8 +69,10 @@ def require_url(ws: Workspace, setting: str, override: str | None = None) -> str
     return url
 
 
-def set_url(ws: Workspace, setting: str, url: str) -> str:
-    """Store ``url`` in ``.monte.yaml`` (comments kept); the Vault also in ``.dvc/config``."""
+def set_url(ws: Workspace, setting: str, url: str) -> tuple[str, str]:
+    """Store ``url`` in ``.monte.yaml`` (comments kept); the Vault also in ``.dvc/config``.
+    Returns the stored URL and a note. The Vault must be reachable first: a folder that exists,
+    a bucket that answers when a key resolves."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
@@ -96,7 +98,9 @@ def set_url(ws: Workspace, setting: str, url: str) -> str:
         yaml.dump(data, text)
     except (YAMLError, UnicodeDecodeError, RecursionError) as e:
         raise error("E_BAD_INPUT", f"{path} cannot be updated ({type(e).__name__})", f"fix or delete {path}") from None
+    note = ""
     if setting == "vault":
+        note = check_vault(value)
         try:
             _dvc_remote(ws.repo_root, value)
         except Exception as e:  # noqa: BLE001 - DVC's ConfigError and its kin: DVC refuses the URL
@@ -106,7 +110,30 @@ def set_url(ws: Workspace, setting: str, url: str) -> str:
     tmp.write_text(text.getvalue(), encoding="utf-8")
     os.replace(tmp, path)
     ws.config[setting] = value
-    return value
+    return value, note
+
+
+def check_vault(url: str) -> str:
+    """Refuse a Vault that cannot be reached, before anything is written: a folder that is not
+    there (it is not made here: a typo would leave a stray folder), a bucket that does not exist
+    or does not answer when a key resolves. Returns a note (what was not checked, and why)."""
+    if url.startswith("gs://"):
+        from monte.storage.keys import read_key, write_key
+        from monte.storage.objects import open_store
+
+        key = read_key() or write_key()
+        if key is None:
+            return (f"not checked: no GCS key resolved to reach {url} (MONTE_GCS_KEY_FILE, "
+                    "MONTE_GCS_KEY_OP, or the write ladder's MONTE_GCS_BOX_KEY_*)")
+        open_store(url, key, what="the Vault").check()  # E_STORAGE: no such bucket, no answer
+        return ""
+    folder = Path(url)
+    fix = f"create the folder (mkdir -p {folder}) or fix the path, then run `monte config set vault` again"
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise error("E_STORAGE", f"the Vault {folder} exists but is not a folder", fix)
+    if not folder.is_dir():  # False on any OSError (a name too long, a component that is a file)
+        raise error("E_STORAGE", f"the Vault folder {folder} does not exist; nothing was written", fix)
+    return ""
 
 
 def _dvc_remote(repo_root: Path, url: str) -> None:

@@ -2,17 +2,22 @@
 
 Layout under the Vault URL (``gs://bucket/prefix`` or a folder):
 
-- ``files/md5/..``: DVC's own remote layout. A frozen folder is pushed with DVC's data API
-  (``dvc_data``: build the folder's ``.dir`` object into the repository's DVC cache
-  ``.dvc/cache``, transfer it to the remote through dvc-gs or DVC's local file system), so
-  ``dvc pull`` with the ``.dvc`` entry the manifest carries fetches it too.
+- ``files/md5/..``: DVC 3's own remote layout. A frozen folder goes into the repository's DVC
+  cache as links to its files (:mod:`monte.storage.tracking`, which also writes the folder's
+  ``.dvc`` pointer) and from there to the remote with DVC's data API (``dvc_data``: dvc-gs or
+  DVC's local file system). ``monte config set vault`` names the same URL as DVC's default
+  remote, so with the pointer committed, plain ``dvc pull`` in a clone fetches the folder, and
+  ``dvc gc -c`` keeps it.
 - ``monte/claims/<kind>s/<name>.json``: the name claim, written create-only (GCS
   ``ifGenerationMatch=0``; ``link(2)`` on a folder; see :mod:`monte.storage.objects`). Whoever
   writes it first owns the name, in every region.
-- ``monte/manifests/<kind>s/<name>.json``: the manifest and the DVC hash of the folder, written
-  after the bytes landed: its presence is what says the upload completed.
+- ``monte/manifests/<kind>s/<name>.json``: the manifest and the folder's DVC entry (the pointer's
+  ``outs`` entry: ``md5``, ``size``, ``nfiles``, ``hash: md5``, ``path``), written after the
+  bytes landed: its presence is what says the upload completed.
 
 Every fetch proves every file against the manifest's sha256 before anything is moved into place.
+Objects deleted from the Vault behind monte's back (by hand, or by ``dvc gc -c`` run where the
+pointers were missing) are reported as lost (``E_INTEGRITY``), never as a network error.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ import shutil
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from monte.errors import MonteError, error
 from monte.manifest import Manifest, now, parse_manifest
 from monte.storage.objects import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
+
+if TYPE_CHECKING:
+    from monte.storage.tracking import DvcOut
 
 _PLURAL = {"environment": "environments", "dataset": "datasets"}
 
@@ -59,7 +67,8 @@ class VaultEntry(BaseModel):
     fingerprint: str
     claimed_by: str
     claimed_at: str
-    complete: bool  # its upload finished: the Vault holds its manifest
+    complete: bool  # its upload finished (the Vault holds its manifest) and no object of it is lost
+    lost: int = 0  # objects of it the Vault no longer holds (deleted behind monte's back)
 
 
 class VaultRemote:
@@ -93,17 +102,52 @@ class VaultRemote:
         return held is not None and held.fingerprint == fingerprint
 
     def names(self, kind: str) -> list[VaultEntry]:
-        """What the Vault holds of ``kind``: every claim, and whether its upload completed."""
+        """What the Vault holds of ``kind``: every claim, whether its upload completed, and how
+        many of its objects the Vault has lost since."""
         claims = self.store.list(f"monte/claims/{_PLURAL[kind]}/")
         done = self.store.list(f"monte/manifests/{_PLURAL[kind]}/")
         out = []
         for path in sorted(claims):
             name = path.rsplit("/", 1)[1].removesuffix(".json")
             c = self.claim_of(kind, name)
+            complete = f"monte/manifests/{_PLURAL[kind]}/{name}.json" in done
+            lost = 0
+            if complete:
+                try:
+                    found = self.manifest(kind, name)
+                except MonteError:  # not a manifest monte wrote: `env install` says why
+                    found = None
+                lost = len(self.lost(str(found[1].get("md5", "")))) if found else 0
+                complete = found is not None
             out.append(VaultEntry(name=name, kind=kind, fingerprint=c.fingerprint if c else "",
                                   claimed_by=c.host if c else "", claimed_at=c.claimed_at if c else "",
-                                  complete=f"monte/manifests/{_PLURAL[kind]}/{name}.json" in done))
+                                  complete=complete and lost == 0, lost=lost))
         return out
+
+    def lost(self, dir_md5: str) -> list[str]:
+        """The objects of a folder (its ``.dir`` listing and every file it lists) that the Vault
+        does not hold, as ``files/md5/..`` names; asked of DVC's own remote (``oids_exist``). A
+        listing that cannot be read counts as its one lost object."""
+        remote = self._remote()
+        listing = _object_name(dir_md5)
+        raw = self.store.get(listing) if _DIR_MD5.match(dir_md5) else None
+        try:
+            oids = sorted({str(e["md5"]) for e in json.loads(raw)}) if raw is not None else None
+        except (ValueError, KeyError, TypeError):
+            oids = None
+        if oids is None:
+            return [listing]
+        present = set(remote.oids_exist(oids))
+        return [_object_name(o) for o in oids if o not in present]
+
+    def _lost_error(self, kind: str, name: str, lost: list[str]) -> MonteError:
+        cmd = "env add" if kind == "environment" else "dataset add"
+        folder = f"{_PLURAL[kind]}/{name}"
+        return error("E_INTEGRITY", f"the Vault {self.url} lost {len(lost)} object(s) of {kind} {name!r} "
+                     f"(e.g. {lost[0]}): they were deleted from it after the upload (by hand, or by `dvc gc "
+                     "-c` where the .dvc pointers were missing); nothing was written",
+                     f"on a machine whose data root holds {name!r}, re-run its `monte {cmd}` (it uploads "
+                     f"what the Vault lost) or `dvc push` its pointer ({folder}.dvc under the data root)")
 
     def manifest(self, kind: str, name: str) -> tuple[Manifest, dict[str, Any]] | None:
         raw = self.store.get(manifest_name(kind, name))
@@ -133,12 +177,11 @@ class VaultRemote:
 
     # --- bytes, through DVC -----------------------------------------------------------------
 
-    def _dvc(self, cache_dir: Path | None = None) -> tuple[Any, Any]:
-        """(a DVC cache: the repository's ``.dvc/cache`` or ``cache_dir``; the DVC remote)."""
+    def _remote(self) -> Any:
+        """The Vault as a DVC object database (``files/md5``)."""
         from dvc_data.hashfile.db import HashFileDB
         from dvc_objects.fs.local import LocalFileSystem
 
-        cache = HashFileDB(LocalFileSystem(), str(cache_dir or self.repo_root / ".dvc" / "cache" / "files" / "md5"))
         store = self.store
         if isinstance(store, LocalStore):
             remote = HashFileDB(LocalFileSystem(), str(store.root / "files" / "md5"))
@@ -153,30 +196,35 @@ class VaultRemote:
                 fs = GSFileSystem(credentialpath=self.key.info)
             path = f"{store.bucket_name}/{store.prefix}".rstrip("/")
             remote = HashFileDB(fs, f"{path}/files/md5")
-        return cache, remote
+        return remote
 
-    def upload(self, manifest: Manifest, folder: Path) -> dict[str, Any]:
-        """Push ``folder`` to the DVC remote, then write its manifest (the completion mark)."""
-        from dvc_data.hashfile.build import build
+    def upload(self, manifest: Manifest, folder: Path, out: DvcOut | None = None) -> dict[str, Any]:
+        """Push ``folder`` to the DVC remote from the repository's DVC cache (where it is linked,
+        not copied: :func:`monte.storage.tracking.commit`; ``out``: it is there already), then
+        write its manifest (the completion mark). Objects the remote holds are not sent again."""
+        from dvc_data.hashfile.hash_info import HashInfo
         from dvc_data.hashfile.transfer import transfer
-        from dvc_objects.fs.local import LocalFileSystem
 
-        cache, remote = self._dvc()
-        try:
-            staging, meta, obj = build(cache, str(folder), LocalFileSystem(), "md5")
-            transfer(staging, cache, {obj.hash_info}, shallow=False, hardlink=False)
-            result = transfer(cache, remote, {obj.hash_info}, shallow=False)
-        except MonteError:
-            raise
-        except Exception as e:
-            raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: "
-                        f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
-                        "check the connection and the key, then retry") from None
+        from monte.storage import tracking
+
+        if out is None or not tracking.in_cache(self.repo_root, out):
+            out, _ = tracking.commit(self.repo_root, folder)
+        hi = HashInfo("md5", out.md5)
+        with tracking.dvc_repo(self.repo_root) as repo:
+            cache = repo.cache.repo
+            remote = self._remote()
+            try:
+                result = transfer(cache, remote, {hi}, shallow=False)
+            except MonteError:
+                raise
+            except Exception as e:
+                raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: "
+                            f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
+                            "check the connection and the key, then retry") from None
         if result.failed:
             raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {folder.name} "
                         "did not upload", "check the connection and the key, then retry")
-        dvc = {"md5": obj.hash_info.value, "nfiles": meta.nfiles, "size": meta.size,
-               "path": f"{_PLURAL[manifest.kind]}/{manifest.name}"}
+        dvc = {**out.entry(f"{_PLURAL[manifest.kind]}/{manifest.name}")}
         doc = {"manifest": json.loads(manifest.dumps()), "dvc": dvc}
         self.store.put(manifest_name(manifest.kind, manifest.name),
                        (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode())
@@ -187,6 +235,7 @@ class VaultRemote:
         proves every hash before moving it anywhere."""
         from dvc_data.hashfile import load
         from dvc_data.hashfile.checkout import CheckoutError, checkout
+        from dvc_data.hashfile.db import HashFileDB
         from dvc_data.hashfile.hash_info import HashInfo
         from dvc_data.hashfile.transfer import transfer
         from dvc_data.hashfile.tree import Tree
@@ -206,14 +255,22 @@ class VaultRemote:
         self._check_listing(kind, name, m, str(dvc.get("md5", "")))
         # A private cache beside the staging folder: bytes that fail a check never reach the
         # repository's DVC cache, so a later fetch (after the Vault is repaired) starts clean.
-        cache, remote = self._dvc(staged.parent / "dvc-cache")
+        cache = HashFileDB(LocalFileSystem(), str(staged.parent / "dvc-cache"))
+        remote = self._remote()
         hi = HashInfo("md5", str(dvc["md5"]))
         try:
-            result = transfer(remote, cache, {hi}, shallow=False)
-            if result.failed:
-                raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {name} "
+            try:
+                result = transfer(remote, cache, {hi}, shallow=False)
+                failed = len(result.failed)
+                obj = load(cache, hi) if not failed else None  # DVC fetches the listing last
+            except (FileNotFoundError, KeyError):  # an object missing, or gone while DVC read it
+                failed, obj = 1, None
+            if failed or obj is None:
+                lost = self.lost(str(dvc["md5"]))
+                if lost:
+                    raise self._lost_error(kind, name, lost)
+                raise error("E_STORAGE", f"the Vault {self.url}: {failed} object(s) of {name} "
                             "could not be fetched", "check the connection and retry")
-            obj = load(cache, hi)
             if not isinstance(obj, Tree):
                 raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} is not a folder", _TAMPERED)
             _check_entries(kind, name, m, [("/".join(key), str(h.value) if h else "") for key, _, h in obj])
@@ -238,9 +295,9 @@ class VaultRemote:
         if not _DIR_MD5.match(dir_md5):
             raise error("E_INTEGRITY", f"the Vault's manifest of {kind} {name!r} names the DVC object "
                         f"{dir_md5[:80]!r}, which is not a DVC folder hash", _TAMPERED)
-        raw = self.store.get(f"files/md5/{dir_md5[:2]}/{dir_md5[2:]}")
-        if raw is None:
-            return  # DVC's own transfer reports the missing object
+        raw = self.store.get(_object_name(dir_md5))
+        if raw is None:  # the listing itself is gone: what else is, the listing would have said
+            raise self._lost_error(kind, name, [_object_name(dir_md5)])
         try:
             listing = json.loads(raw)
             entries = [(str(e["relpath"]), str(e.get("md5", ""))) for e in listing]
@@ -252,6 +309,11 @@ class VaultRemote:
 
 _DIR_MD5 = re.compile(r"^[0-9a-f]{32}\.dir$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _object_name(md5: str) -> str:
+    """Where DVC 3 keeps an object in a remote: ``files/md5/<2>/<rest>``."""
+    return f"files/md5/{md5[:2]}/{md5[2:]}"
 _TAMPERED = "the Vault was tampered with; nothing was written"
 
 

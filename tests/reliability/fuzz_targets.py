@@ -345,13 +345,16 @@ class Sandbox:
 
     def state(self) -> dict[str, Any]:
         git = self.repo / ".git"
-        outside = tree_state(self.base, skip=[git, self.data_root, self.inputs, self.vault])
+        # DVC's cache holds the frozen folders' bytes (links to the data root's files): it is
+        # judged with the data root, which a freeze or a fetch may change and a refusal may not
+        cache = self.repo / ".dvc" / "cache"
+        outside = tree_state(self.base, skip=[git, self.data_root, self.inputs, self.vault, cache])
         outside.update({f"git:{k}": v for k, v in tree_state(git / "hooks").items()})
         for f in ("config", "HEAD"):
             p = git / f
             outside[f"git:{f}"] = hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else "-"
-        return {"refs": refs(self.repo), "data": tree_state(self.data_root), "outside": outside,
-                "vault": tree_state(self.vault)}
+        data = {**tree_state(self.data_root), **{f"dvc-cache:{k}": v for k, v in tree_state(cache).items()}}
+        return {"refs": refs(self.repo), "data": data, "outside": outside, "vault": tree_state(self.vault)}
 
     def rel(self, key: str) -> str:
         """An ``outside`` key as a sandbox-relative path (what ``Case.allowed`` names)."""
