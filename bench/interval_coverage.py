@@ -1,28 +1,25 @@
-"""Benchmark: exact coverage of monte's paired interval for pass/fail scores, against plain Wald.
+"""Benchmark: the pass/fail verdict and interval by exact enumeration (issue 18), against Bonett-Price.
 
-Two evals of n tasks; per task the pair (a, b) is a fixed (0 -> 1) with probability p_fixed, a
-broken (1 -> 0) with probability p_broken, and unchanged otherwise. The counts (fixed, broken) are
-then multinomial, and this script enumerates them exactly (no simulation, no seed) for every cell
-of STATS.md's grid: p_fixed, p_broken in {0, .005, .01, .02, .05, .1, .2, .3}, n in
-{20, 50, 100, 200, 500, 1000, 5000}. Counts whose probability lies beyond 1e-13 in either
-binomial tail are skipped; the "mass" column shows how much probability was enumerated.
+Two evals of n tasks; each task is fixed (0 -> 1) with probability p_fixed, broken (1 -> 0) with
+p_broken, unchanged otherwise, so (fixed, broken) is multinomial. Everything is enumerated
+exactly with scipy's pmfs (no simulation, no seed; tests/stats/exact_enum.py), for the printed
+interval as monte computes it (``monte.stats.paired.binary_bounds``, vectorised), for
+Bonett-Price (STATS.md, what monte printed before), and for Tango's score interval alone at the
+same cutoff (what the printed interval joins with Bonett-Price):
 
-For each n it prints, for the implemented interval (``monte.stats.paired.bonett_price_bounds``,
-the very function ``paired_delta`` uses for 0/1 scores) and for plain Wald:
+1. cutoffs: the exact unconditional McNemar cutoff c_n, and its size on a 40,001-point grid of
+   the discordance (the module searches a grid of 25 sqrt(n) points);
+2. false ok: the largest P(verdict ok) at zero true difference over every discordance (1,000
+   steps plus 2,001 arcsine points), at every n from 10 to --false-ok-to (nominal 0.025);
+3. coverage: the worst P(lower <= p_fixed - p_broken <= upper) over the issue's fine grid
+   (steps of 0.01 on the simplex plus the one-directional edges (p, 0), (0, p) in steps of
+   0.001 up to 0.1: 5,331 cells), and the cell where it is reached (nominal 0.95; goal 0.93);
+4. power: P(ok) at n = 200 for an 8-point gain at 20 % discordance (p_fixed 0.14, p_broken
+   0.06), and the mean P(ok) over STATS.md's coarse grid cells with p_fixed > p_broken.
 
-- min cov: the smallest probability, over the 64 cells, that the 95% interval holds the true
-  difference p_fixed - p_broken (nominal 0.95);
-- mean cov: the mean of that probability over the cells;
-- false ok: the largest P(lower > 0) over the cells with p_fixed = p_broken, i.e. how often the
-  verdict says "ok" when nothing changed (nominal 0.025);
-- over-claim: the largest P(lower > p_fixed - p_broken) over all cells, the one-sided miss that
-  overstates an improvement (STATS.md's "worst false ok" column: 0.069 at n=20, 0.905 for Wald);
-- power: the mean P(lower > 0) over the cells with p_fixed > p_broken.
-
-    .venv/bin/python bench/interval_coverage.py
-    .venv/bin/python bench/interval_coverage.py --n 20 100 --markdown
-    .venv/bin/python bench/interval_coverage.py --json-out /tmp/coverage.json
-    .venv/bin/python bench/interval_coverage.py --quick     # n=20 only: a smoke run of a second
+    .venv/bin/python bench/interval_coverage.py                   # ~15 min on the 2-core machine
+    .venv/bin/python bench/interval_coverage.py --n 20 50 --false-ok-to 100 --markdown
+    .venv/bin/python bench/interval_coverage.py --quick --json-out /tmp/coverage.json   # seconds
 """
 
 from __future__ import annotations
@@ -31,148 +28,169 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.stats import binom
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "stats"))
 
-from monte.stats.paired import Z95, bonett_price_bounds  # noqa: E402
+from exact_enum import (  # noqa: E402
+    coverage,
+    coverage_truncated,
+    discordance_grid,
+    false_ok,
+    fine_cells,
+    ok_rate,
+    outcome_grid,
+)
 
-GRID_P = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
-GRID_N = (20, 50, 100, 200, 500, 1000, 5000)
-TAIL = 1e-13
+from monte.stats.paired import (  # noqa: E402
+    Z95,
+    binary_bounds,
+    bonett_price_bounds,
+    mcnemar_cutoff,
+    mcnemar_rejects,
+    score_bounds,
+)
 
-Bounds = Callable[[Any, Any, int], tuple[Any, Any]]
-
-
-def wald_bounds(fixed: Any, broken: Any, n: int) -> tuple[Any, Any]:
-    """Plain Wald for paired proportions: what a naive tool prints."""
-    centre = (fixed - broken) / n
-    se = np.sqrt(np.maximum((fixed + broken) / n - centre**2, 0.0) / n)
-    return centre - Z95 * se, centre + Z95 * se
-
-
-INTERVALS: dict[str, Bounds] = {"bonett-price": bonett_price_bounds, "wald": wald_bounds}
-
-
-def _support(n: int, p: float) -> np.ndarray:
-    lo = int(binom.ppf(TAIL, n, p))
-    hi = int(binom.isf(TAIL, n, p)) + 1
-    return np.arange(max(lo, 0), min(hi, n) + 1)
-
-
-def outcomes(n: int, p_fixed: float, p_broken: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every (fixed, broken) with non-negligible probability, as a grid, and its probability."""
-    f = _support(n, p_fixed)
-    b = _support(n, p_broken)
-    ff, bb = np.meshgrid(f, b, indexing="ij")
-    valid = ff + bb <= n
-    # broken | fixed ~ Binomial(n - fixed, p_broken / (1 - p_fixed)).
-    q = p_broken / (1 - p_fixed)
-    prob = binom.pmf(ff, n, p_fixed) * np.where(valid, binom.pmf(bb, n - ff, q), 0.0)
-    return ff, bb, prob
+GRID_N = (20, 30, 50, 75, 100, 150, 200, 300, 500)
+COARSE_P = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3)
 
 
-@dataclass
-class Row:
-    n: int
-    interval: str
-    min_coverage: float
-    worst_cell: tuple[float, float]
-    mean_coverage: float
-    false_ok: float
-    over_claim: float
-    power: float
-    min_mass: float
+def monte_bounds(f: Any, b: Any, n: int) -> tuple[Any, Any]:
+    return binary_bounds(f, b, n, where=np.where)
 
 
-def evaluate(n: int, name: str, bounds: Bounds, grid_p: Sequence[float]) -> Row:
-    covs: dict[tuple[float, float], float] = {}
-    oks: dict[tuple[float, float], float] = {}
-    over_claim = 0.0
-    min_mass = 1.0
-    for pf in grid_p:
-        for pb in grid_p:
-            ff, bb, prob = outcomes(n, pf, pb)
-            lower, upper = bounds(ff, bb, n)
-            theta = pf - pb
-            covs[pf, pb] = float(np.sum(prob * ((lower <= theta) & (theta <= upper))))
-            oks[pf, pb] = float(np.sum(prob * (lower > 0)))
-            over_claim = max(over_claim, float(np.sum(prob * (lower > theta))))
-            min_mass = min(min_mass, float(prob.sum()))
-    worst = min(covs, key=lambda k: covs[k])
-    return Row(
-        n=n,
-        interval=name,
-        min_coverage=covs[worst],
-        worst_cell=worst,
-        mean_coverage=float(np.mean(list(covs.values()))),
-        false_ok=max(v for (pf, pb), v in oks.items() if pf == pb),
-        over_claim=over_claim,
-        power=float(np.mean([v for (pf, pb), v in oks.items() if pf > pb])),
-        min_mass=min_mass,
-    )
+def score_alone(f: Any, b: Any, n: int) -> tuple[Any, Any]:
+    """Tango's score interval at c_n, without the join with Bonett-Price."""
+    return score_bounds(f, b, n, where=np.where)
+
+
+INTERVALS = {"monte": monte_bounds, "bonett-price": bonett_price_bounds, "score alone": score_alone}
+
+
+def cutoff_size(n: int, points: int = 40001) -> float:
+    """The size of monte's verdict at zero difference on a fine grid of the discordance, from
+    scipy (the verdict read off ``mcnemar_rejects``, which the tests prove is ``lower > 0``)."""
+    d = np.arange(n + 1)
+    per_d = np.array([sum(binom.pmf(f, k, 0.5) for f in range(k + 1) if mcnemar_rejects(f, k - f, n))
+                      for k in d])
+    p = np.sin(np.linspace(0, np.pi / 2, points)) ** 2
+    worst = 0.0
+    for chunk in np.array_split(p, max(1, points // 2000)):
+        worst = max(worst, float((binom.pmf(d[None, :], n, chunk[:, None]) @ per_d).max()))
+    return worst
+
+
+def verdict_false_ok(n: int, bonett_price: bool) -> float:
+    """Section 2 at every n, cheaply: the verdict from the exact test (monte) or from Bonett-Price's
+    lower end, on every (fixed, broken)."""
+    f, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    valid = f + b <= n
+    if bonett_price:
+        ok = bonett_price_bounds(f, b, n)[0] > 0
+    else:
+        ok = mcnemar_rejects(f, b, n)
+    return float(false_ok(n, np.where(valid, ok, False), discordance_grid(n)).max())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, nargs="+", default=None, help="task counts (default: the grid)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: n=20 only")
-    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
-    parser.add_argument("--json-out", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--n", type=int, nargs="+", default=None, help="task counts for coverage")
+    parser.add_argument("--false-ok-to", type=int, default=500, help="false ok at every n from 10 to this")
+    parser.add_argument("--quick", action="store_true", help="smoke run: n = 20, false ok to 20")
+    parser.add_argument("--markdown", action="store_true", help="print markdown tables")
+    parser.add_argument("--json-out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
-    args.n = args.n or ([20] if args.quick else list(GRID_N))
-
+    grid_n = args.n or ([20] if args.quick else list(GRID_N))
+    last = 20 if args.quick else args.false_ok_to
     start = time.perf_counter()
-    rows = [evaluate(n, name, bounds, GRID_P) for n in args.n for name, bounds in INTERVALS.items()]
-    elapsed = time.perf_counter() - start
+    out: dict[str, Any] = {"cutoffs": [], "false_ok": {}, "coverage": [], "power": {}}
 
-    cols = (
-        "n",
-        "interval",
-        "min cov",
-        "worst cell",
-        "mean cov",
-        "false ok",
-        "over-claim",
-        "power",
-        "mass",
-    )
-    cells = [
-        (
-            str(r.n),
-            r.interval,
-            f"{r.min_coverage:.4f}",
-            f"({r.worst_cell[0]:g}, {r.worst_cell[1]:g})",
-            f"{r.mean_coverage:.4f}",
-            f"{r.false_ok:.4f}",
-            f"{r.over_claim:.4f}",
-            f"{r.power:.3f}",
-            f"{r.min_mass:.12f}",
-        )
-        for r in rows
-    ]
-    if args.markdown:
-        print("| " + " | ".join(cols) + " |")
-        print("|" + "---|" * len(cols))
-        for c in cells:
-            print("| " + " | ".join(c) + " |")
-    else:
-        widths = [max(len(x) for x in col) for col in zip(cols, *cells, strict=True)]
-        for line in (cols, *cells):
-            print("  ".join(x.rjust(w) for x, w in zip(line, widths, strict=True)))
-    print(
-        f"\n{len(GRID_P) ** 2} cells per n, exact enumeration, {elapsed:.1f} s. "
-        "Nominal: coverage 0.95, false ok 0.025."
-    )
+    # 1. cutoffs
+    for n in sorted({10, 11, 19, 20, 25, 50, 100, 200, 500, 1000} if not args.quick else {10, 20}):
+        t0 = time.perf_counter()
+        c = mcnemar_cutoff(n)
+        seconds = time.perf_counter() - t0
+        out["cutoffs"].append({"n": n, "cutoff": c, "size_on_40001_points": cutoff_size(n),
+                               "seconds_to_compute": seconds})
+
+    # 2. false ok at every n
+    for name, bp in (("monte", False), ("bonett-price", True)):
+        rates = {n: verdict_false_ok(n, bp) for n in range(10, last + 1)}
+        worst = max(rates, key=lambda n: rates[n])
+        out["false_ok"][name] = {"max": rates[worst], "at_n": worst,
+                                 "n_over_0.025": sum(1 for r in rates.values() if r > 0.025),
+                                 "n_checked": len(rates)}
+    # the printed lower end itself, at a few n (the tests prove lower > 0 is the exact test)
+    out["false_ok"]["monte, from the printed lower end"] = {
+        n: float(false_ok(n, outcome_grid(n, monte_bounds)[0], discordance_grid(n)).max())
+        for n in grid_n if n <= 200}
+
+    # 3. coverage on the fine grid
+    cells = fine_cells()
+    for n in grid_n:
+        for name, bounds in INTERVALS.items():
+            lower, upper = outcome_grid(n, bounds)
+            if n <= 100:
+                cov, mass = coverage(n, lower, upper, cells), 1.0
+            else:
+                cov, mass = coverage_truncated(n, lower, upper, cells)
+            worst = min(cov, key=lambda c: cov[c])
+            out["coverage"].append({"n": n, "interval": name, "min_coverage": cov[worst],
+                                    "worst_cell": list(worst), "mean_coverage": float(np.mean(list(cov.values()))),
+                                    "cells": len(cov), "min_mass": mass})
+
+    # 4. power
+    lower = {name: outcome_grid(200, INTERVALS[name])[0] for name in ("monte", "bonett-price")}
+    out["power"]["n200_gain0.08_discordance0.20"] = {
+        name: ok_rate(200, lo, 0.14, 0.06) for name, lo in lower.items()}
+    for n in grid_n:
+        for name in ("monte", "bonett-price"):
+            lo = outcome_grid(n, INTERVALS[name])[0]
+            out["power"][f"mean_coarse_grid_n{n}_{name}"] = float(np.mean(
+                [ok_rate(n, lo, pf, pb) for pf in COARSE_P for pb in COARSE_P if pf > pb]))
+    out["seconds"] = time.perf_counter() - start
+
+    _print(out, args.markdown)
     if args.json_out:
-        args.json_out.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
+        args.json_out.write_text(json.dumps(out, indent=2) + "\n")
     return 0
+
+
+def _print(out: dict[str, Any], markdown: bool) -> None:
+    def table(head: list[str], rows: list[list[str]]) -> None:
+        if markdown:
+            print("| " + " | ".join(head) + " |")
+            print("|" + "---|" * len(head))
+            for r in rows:
+                print("| " + " | ".join(r) + " |")
+        else:
+            widths = [max(len(x) for x in col) for col in zip(head, *rows, strict=True)]
+            for r in (head, *rows):
+                print("  ".join(x.rjust(w) for x, w in zip(r, widths, strict=True)))
+        print()
+
+    table(["n", "cutoff c_n", "size (40,001 points)", "seconds"],
+          [[str(c["n"]), f"{c['cutoff']:.5f}", f"{c['size_on_40001_points']:.5f}", f"{c['seconds_to_compute']:.2f}"]
+           for c in out["cutoffs"]])
+    fo = out["false_ok"]
+    table(["verdict", "max false ok", "at n", "n over 0.025", "n checked"],
+          [[k, f"{v['max']:.4f}", str(v["at_n"]), str(v["n_over_0.025"]), str(v["n_checked"])]
+           for k, v in fo.items() if "max" in v])
+    table(["n", "interval", "min coverage", "worst cell", "mean coverage"],
+          [[str(r["n"]), r["interval"], f"{r['min_coverage']:.4f}",
+            f"({r['worst_cell'][0]:g}, {r['worst_cell'][1]:g})", f"{r['mean_coverage']:.4f}"]
+           for r in out["coverage"]])
+    p = out["power"]["n200_gain0.08_discordance0.20"]
+    print(f"power at n=200, gain 0.08, discordance 0.20: monte {p['monte']:.4f}, "
+          f"Bonett-Price {p['bonett-price']:.4f} (ratio {p['monte'] / p['bonett-price']:.3f})")
+    print(f"z95 = {Z95}; {out['seconds']:.0f} s in all (nominal: coverage 0.95, false ok 0.025)")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,17 @@ class FileEntry(BaseModel):
     size: int
 
 
+class Floor(BaseModel):
+    """An exam split's constant-answer floor (``monte.envs.floor``): the best mean score of one
+    constant output, graded by the exam's grader, over the split's ``n`` items."""
+
+    model_config = ConfigDict(extra="forbid")
+    score: float
+    answer: str  # the constant output that scores it
+    n: int
+    candidates: int  # how many constant outputs were graded
+
+
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = 1
@@ -62,6 +73,9 @@ class Manifest(BaseModel):
     exams: dict[str, dict[str, str]] = Field(default_factory=dict)  # exam -> split -> file
     curriculum: str | None = None
     grader: dict[str, Any] | None = None
+    #: exam -> split -> its constant-answer floor (derived from the files and the grader at
+    #: freeze time, so not part of the fingerprint; absent in manifests frozen before issue 18)
+    floors: dict[str, dict[str, Floor]] = Field(default_factory=dict)
     # datasets
     dataset_kind: Literal["sft"] | None = None
     columns: dict[str, str] | None = None
@@ -109,7 +123,10 @@ class Manifest(BaseModel):
         return sha256_bytes(json.dumps(core, sort_keys=True).encode())
 
     def dumps(self) -> bytes:
-        return (json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n").encode()
+        data = self.model_dump(mode="json")
+        if not data["floors"]:  # a manifest without floors reads byte for byte as before them
+            del data["floors"]
+        return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
 def parse_manifest(raw: bytes, where: str) -> Manifest:

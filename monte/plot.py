@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from monte.errors import error
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import baseline, checkpoints, is_admissible
+from monte.stats.paired import format_interval
 from monte.status import (
     by_run,
     cycles,
@@ -164,7 +165,7 @@ def _short(text: str, width: int = 90) -> str:
 def _fmt(d: dict[str, Any]) -> str:
     s = f"Δ {d['delta']:+.3f}"
     if d.get("lower") is not None and d.get("upper") is not None:
-        s += f" [{d['lower']:+.3f}, {d['upper']:+.3f}]"
+        s += f" {format_interval(d['lower'], d['upper'], 3)}"
     return s + (f" {d['verdict']}" if d.get("verdict") else "")
 
 

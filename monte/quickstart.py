@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from monte.errors import error
+from monte.stats.paired import format_interval
 
 ENV = "parity"
 DATASET = "parity-sft"
@@ -68,7 +69,7 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
         row: dict[str, Any] = res.runs[0]
         d = row.get("delta")
         say(f"  {row['exam']}/{row['split']}@{row['step']}: score {row['score']:.3f} (n={row['n']})"
-            + (f", delta {d['delta']:+.3f} [{d['lower']:+.3f}, {d['upper']:+.3f}] {d.get('verdict') or ''}"
+            + (f", delta {d['delta']:+.3f} {format_interval(d['lower'], d['upper'], 3)} {d.get('verdict') or ''}"
                if d else ""))
         return row
 

@@ -6,6 +6,7 @@ from typing import Any
 import click
 
 from monte.cli.output import handled, is_tty
+from monte.stats.paired import format_interval
 
 
 def _human(r: dict[str, Any]) -> None:
@@ -14,7 +15,7 @@ def _human(r: dict[str, Any]) -> None:
     click.echo("")
     render_status(r["status"])
     click.echo(f"\nfinal claim {r['claim']}: test {r['test_score']:.3f}, delta {r['test_delta']:+.3f} "
-               f"[{r['test_lower']:+.3f}, {r['test_upper']:+.3f}] vs test@0: {r['verdict']}")
+               f"{format_interval(r['test_lower'], r['test_upper'], 3)} vs test@0: {r['verdict']}")
     click.echo(f"the whole loop took {r['seconds']:.0f}s; the record is in {r['folder']} "
                "(try `git log --graph --oneline --all` there)")
 

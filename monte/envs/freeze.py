@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from monte.envs.base import Item
+from monte.envs.floor import constant_floor
 from monte.envs.registry import get
 from monte.errors import error
 from monte.hashing import hash_tree
-from monte.manifest import MANIFEST, FileEntry, Manifest
+from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
 
 # Seeds per role, a million apart: reasoning-gym's item i of seed s is item 0 of seed s+i, so
 # ranges closer than the split sizes would share items.
@@ -149,6 +150,7 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
     seen: set[str] = set()
     dropped: dict[str, int] = {}
     files_for: dict[str, dict[str, str]] = {}
+    floors: dict[str, dict[str, Floor]] = {}
     order = [(e, s) for e, sp in plan.exams.items() for s in sp if s == "test"]
     order += [(e, s) for e, sp in plan.exams.items() for s in sp if s == "dev"]
     for exam, split in order:
@@ -160,6 +162,9 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
         _write_jsonl(folder / rel, items)
         files_for.setdefault(exam, {})[split] = rel
         dropped[f"{exam}/{split}"] = d
+        floor = constant_floor(get(bench).benchmark, items)
+        if floor is not None:
+            floors.setdefault(exam, {})[split] = floor
     if plan.curriculum:
         items, d = _draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)
         for i, item in enumerate(items):
@@ -189,6 +194,7 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
         exams=files_for,
         curriculum="curriculum.jsonl" if plan.curriculum else None,
         grader={"kind": "catalog", "benchmarks": {e: next(iter(sp.values())) for e, sp in plan.exams.items()}},
+        floors=floors,
     )
 
 

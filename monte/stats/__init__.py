@@ -1,13 +1,17 @@
-"""Paired statistics for monte: pure functions, no I/O (the method is in STATS.md)."""
+"""Paired statistics for monte: pure functions, no I/O (the method is in docs/statistics.md)."""
 
 from __future__ import annotations
 
 from monte.stats.paired import (
     Z95,
     Delta,
+    format_bound,
+    format_interval,
+    mcnemar_cutoff,
     paired_delta,
     unpaired_delta,
     verdict,
 )
 
-__all__ = ["Z95", "Delta", "paired_delta", "unpaired_delta", "verdict"]
+__all__ = ["Z95", "Delta", "format_bound", "format_interval", "mcnemar_cutoff", "paired_delta",
+           "unpaired_delta", "verdict"]

@@ -1,0 +1,141 @@
+"""What a test read can see before it is spent: the power of the pass/fail verdict and the
+smallest effect it detects (issue 18; the method is in docs/statistics.md).
+
+Two evals of the same n tasks differ on a share ``q`` of them (the *discordance*: fixed plus
+broken over n). For a true gain ``delta`` the fixed rate is ``(q + delta) / 2`` and the broken rate
+``(q - delta) / 2``. The number of discordant tasks D is then Binomial(n, q) and, given D, the
+fixed count is Binomial(D, (1 + delta / q) / 2); the verdict is ``ok`` exactly when the fixed
+count reaches the exact test's critical count for that D (:func:`monte.stats.paired.mcnemar_critical`).
+:func:`power` sums this exactly (no normal approximation), so the power it states is the power of
+the verdict monte prints, which tests/stats/test_power.py checks by simulation.
+
+Pure functions; imports nothing heavier than :mod:`math`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from monte.stats.paired import binomial_window, mcnemar_critical
+
+__all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "detectable", "describe_detectable",
+           "minimum_detectable_effect", "pooled_discordance", "power"]
+
+#: The power a "smallest detectable effect" is stated at.
+TARGET_POWER = 0.8
+#: The discordance assumed before any paired dev eval has been seen (stated wherever it is used).
+PRIOR_DISCORDANCE = 0.2
+
+
+def power(n: int, discordance: float, effect: float) -> float:
+    """The probability that the pass/fail verdict says ``ok`` for a true gain ``effect`` when a
+    share ``discordance`` of the n tasks flip (``0 <= effect <= discordance <= 1``)."""
+    if not 0.0 <= effect <= discordance <= 1.0:
+        raise ValueError(f"need 0 <= effect <= discordance <= 1 (got {effect}, {discordance})")
+    if discordance == 0.0:
+        return 0.0
+    theta = min(1.0, (1.0 + effect / discordance) / 2)
+    critical = mcnemar_critical(n)
+    start, pmf = binomial_window(n, discordance)
+    return math.fsum(w * _binomial_sf(critical[start + i], start + i, theta)
+                     for i, w in enumerate(pmf))
+
+
+def minimum_detectable_effect(n: int, discordance: float, target: float = TARGET_POWER) -> float | None:
+    """The smallest true gain the verdict calls ``ok`` with probability ``target`` at this n and
+    discordance (bisection on :func:`power`, to 1e-6), or ``None`` when even a gain of the whole
+    discordance (every flip a fix) is called ``ok`` less often than that."""
+    if not 0.0 < discordance <= 1.0:
+        return None
+    if power(n, discordance, discordance) < target:
+        return None
+    lo, hi = 0.0, discordance
+    while hi - lo > 1e-6:
+        mid = (lo + hi) / 2
+        if power(n, discordance, mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def pooled_discordance(deltas: Iterable[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """``(sum(fixed + broken) / sum(n), how many deltas)`` over the paired pass/fail deltas
+    given (dicts as monte records them: ``fixed``, ``broken``, ``n``); ``None`` without any."""
+    flips = tasks = count = 0
+    for d in deltas:
+        if d.get("paired") and d.get("fixed") is not None and d.get("broken") is not None and d.get("n"):
+            flips += int(d["fixed"]) + int(d["broken"])
+            tasks += int(d["n"])
+            count += 1
+    return (flips / tasks, count) if count else None
+
+
+def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a test read of ``n`` tasks can show, from the exam's paired dev deltas so far (dicts
+    as recorded: ``delta``, ``paired``, ``fixed``, ``broken``, ``n``).
+
+    ``effect``: the smallest gain called ``ok`` with 80 % power at the pooled dev discordance (or
+    :data:`PRIOR_DISCORDANCE` when no paired pass/fail dev delta exists yet, or none flipped a
+    task: ``prior`` is then true), ``None`` when no gain can reach that power; ``best_dev_delta``: the largest paired dev
+    delta, to hold it against. Fractional exams (paired dev deltas without flip counts) get no
+    ``effect``: the exact power computation is for pass/fail scores (``fractional`` is true).
+    """
+    deltas = [d for d in dev_deltas if d.get("paired")]
+    pooled = pooled_discordance(deltas)
+    fractional = pooled is None and bool(deltas)
+    evals = pooled[1] if pooled is not None else 0
+    # no task flipped yet says nothing about how many will: the prior, stated as such
+    prior = pooled is None or pooled[0] == 0
+    discordance = PRIOR_DISCORDANCE if prior or pooled is None else pooled[0]
+    best = max((float(d["delta"]) for d in deltas if d.get("delta") is not None), default=None)
+    return {"n": n, "power": TARGET_POWER, "discordance": discordance, "evals": evals,
+            "prior": prior, "fractional": fractional, "best_dev_delta": best,
+            "effect": None if fractional else minimum_detectable_effect(n, discordance)}
+
+
+def describe_detectable(x: Mapping[str, Any]) -> str:
+    """One line for a :func:`detectable` result, e.g. ``a test read (n 200) shows a gain of
+    +0.087 or more with 80% power (dev discordance 0.20 over 3 paired evals; best dev delta
+    +0.120)``."""
+    head = f"a test read (n {x['n']})"
+    if x.get("fractional"):
+        return f"{head}: no detectable-effect figure for fractional scores (pass/fail only)"
+    if x["prior"]:
+        seen = f"no task flipped in {x['evals']} paired dev eval(s)" if x["evals"] else "no paired dev eval yet"
+        where = f"assumed discordance {x['discordance']:.2f}: {seen}"
+    else:
+        where = f"dev discordance {x['discordance']:.2f} over {x['evals']} paired eval(s)"
+    best = x.get("best_dev_delta")
+    where += f"; best dev delta {best:+.3f}" if best is not None else ""
+    if x["effect"] is None:
+        return f"{head} cannot reach {x['power']:.0%} power for any gain ({where})"
+    return f"{head} shows a gain of {x['effect']:+.3f} or more with {x['power']:.0%} power ({where})"
+
+
+def _binomial_sf(k: int, n: int, p: float) -> float:
+    """``P(Binomial(n, p) >= k)``: terms summed away from the mode until they no longer count."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    mode = int((n + 1) * p)
+    upward = k > mode
+    j = k if upward else k - 1
+    term = math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                    + j * math.log(p) + (n - j) * math.log1p(-p))
+    odds = p / (1 - p)
+    total = 0.0
+    while term > total * 1e-17 and 0 <= j <= n:
+        total += term
+        if upward:
+            term *= (n - j) / (j + 1) * odds
+            j += 1
+        else:
+            term *= j / (n - j + 1) / odds
+            j -= 1
+    return total if upward else max(0.0, 1.0 - total)
