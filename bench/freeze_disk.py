@@ -156,6 +156,7 @@ def main() -> int:
             result[f"ratio_{where}_copies"] = round(result["copies"][where]["together_bytes"] / size, 3)
         print(json.dumps(result, indent=2))
         if args.json_out:
+            Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
             print(f"wrote {args.json_out}")
     finally:
