@@ -16,8 +16,9 @@ def _human(r: dict[str, Any]) -> None:
     render_status(r["status"])
     click.echo(f"\nfinal claim {r['claim']}: test {r['test_score']:.3f}, delta {r['test_delta']:+.3f} "
                f"{format_interval(r['test_lower'], r['test_upper'], 3)} vs test@0: {r['verdict']}")
-    click.echo(f"the whole loop took {r['seconds']:.0f}s; the record is in {r['folder']} "
-               "(try `git log --graph --oneline --all` there)")
+    exp = r["status"].get("experiment", "quickstart")
+    click.echo(f"the whole loop took {r['seconds']:.0f}s; the record is in {r['folder']} (its lineage tree: "
+               f"`git log --graph --oneline --branches='monte/{exp}/lineage/*' --branches='monte/{exp}/base/*'` there)")
 
 
 @click.command()

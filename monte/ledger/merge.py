@@ -5,8 +5,9 @@ experiment's ledger that grew apart from a common record merge without conflict:
 
 - a path changed on one side only takes that side; the same change on both sides is fine;
 - the derived files are recomputed: each fan-out ``runs/<a>/<b>/index.json`` in a folder both
-  sides changed is rebuilt from the merged folder's ``row.json`` blobs, and ``meta.json`` counts
-  ``ours + theirs - base`` records;
+  sides changed is rebuilt from the merged folder's ``row.json`` blobs, ``meta.json`` counts
+  ``ours + theirs - base`` records, and the CI workflow (:data:`monte.ci.LEDGER_WORKFLOW`: two
+  machines may pin another monte) is ours;
 - any other path changed differently on both sides (a row both rewrote, ``measurement.json``, a
   nomination, per-task results) is a conflict: ``E_CONFLICT``, and no ref moves.
 
@@ -36,6 +37,7 @@ from typing import Literal
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 
+from monte.ci import LEDGER_WORKFLOW
 from monte.errors import error
 from monte.ledger.records import RunRow
 from monte.ledger.rules import SealConflict, read_role, seal_conflicts
@@ -207,6 +209,8 @@ class _TreeMerge:
             elif (name == b"index.json" and _BUCKET.match(prefix) and eo is not None and et is not None
                   and eo[0] != MODE_DIR and et[0] != MODE_DIR):
                 picked = eo  # derived: rebuilt below from the merged rows
+            elif path == LEDGER_WORKFLOW and eo is not None and et is not None and MODE_DIR not in (eo[0], et[0]):
+                picked = eo  # derived: the CI workflow each record carries (two monte versions' pins)
             else:
                 raise Conflict(path)
             if picked is not None:

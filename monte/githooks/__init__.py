@@ -1,0 +1,106 @@
+"""monte's git hooks: the scripts beside this file, installing them, and what they ask monte.
+
+Each script (``reference-transaction``, ``pre-push``, ``pre-receive``) hands the
+``refs/heads/monte/*`` updates it sees to ``python -m monte ledger verify --updates``
+(:func:`judge`), which judges them together, as one transaction
+(:func:`monte.ledger.verify.verify_updates`). A script whose python cannot import monte refuses
+every monte/ update (and nothing else) with the line that installs it.
+
+:func:`install` writes each script, whole, into a repository's ``hooks/`` (a working
+repository's, or a bare server repository's), with the python that runs monte and the pip line
+that installs it; a hook that was there before is kept as ``<name>.local`` and runs first.
+"""
+
+from __future__ import annotations
+
+import shlex
+import stat
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from monte.errors import error
+from monte.extras import pip_line
+
+if TYPE_CHECKING:  # imported when a hook runs: `monte --help` imports this module
+    from monte.ledger.store import Store
+
+HOOKS = ("reference-transaction", "pre-push", "pre-receive")
+HOOK_MARK = "# installed by `monte hooks install`"
+TEMPLATES = Path(__file__).parent
+
+
+def script(name: str, python: str | None = None) -> str:
+    """The hook ``name`` as installed: the script itself, after a preamble that runs a hook
+    that was there before (``<name>.local``) and names the python that runs monte."""
+    python = python or sys.executable
+    body = (TEMPLATES / name).read_text().split("\n", 1)[1]
+    install = f"{shlex.quote(python)} -m {pip_line()}"
+    return (
+        "#!/bin/sh\n"
+        f"{HOOK_MARK}; `monte hooks uninstall` removes it.\n"
+        "# A hook that was here before runs first, as <name>.local.\n"
+        "input=$(cat)\n"
+        'if [ -x "$0.local" ]; then printf "%s\\n" "$input" | "$0.local" "$@" || exit $?; fi\n'
+        f"MONTE_PYTHON={shlex.quote(python)}; export MONTE_PYTHON\n"
+        f"MONTE_INSTALL={shlex.quote(install)}; export MONTE_INSTALL\n"
+        'printf "%s\\n" "$input" | (\n'
+        f"{body.rstrip()}\n"
+        ")\n"
+    )
+
+
+def install(git_dir: Path, *, python: str | None = None) -> list[str]:
+    """Install the hooks into ``git_dir``/hooks; return their paths."""
+    hooks = git_dir / "hooks"
+    hooks.mkdir(exist_ok=True)
+    foreign = [hooks / n for n in HOOKS if (hooks / n).exists() and HOOK_MARK not in (hooks / n).read_text(errors="replace")]
+    for path in foreign:  # all refused before any is touched: never half installed
+        local = path.with_name(f"{path.name}.local")
+        if local.exists():
+            raise error("E_REFUSED", f"{path} is not monte's and {local} exists too",
+                        "merge them by hand, then run `monte hooks install` again")
+    done = []
+    for name in HOOKS:
+        path = hooks / name
+        if path in foreign:
+            path.rename(hooks / f"{name}.local")
+        path.write_text(script(name, python))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        done.append(str(path))
+    return done
+
+
+def uninstall(git_dir: Path) -> list[str]:
+    """Remove monte's hooks from ``git_dir``/hooks (a chained ``<name>.local`` is put back)."""
+    hooks = git_dir / "hooks"
+    removed = []
+    for name in HOOKS:
+        path = hooks / name
+        if path.exists() and HOOK_MARK in path.read_text(errors="replace"):
+            path.unlink()
+            removed.append(str(path))
+            local = hooks / f"{name}.local"
+            if local.exists():
+                local.rename(path)
+    return removed
+
+
+def judge(lines: list[str], store: Store, *, full: bool = False, hook: str | None = None) -> list[dict[str, str]]:
+    """The violations of the updates in ``lines`` (``old new ref``), judged together.
+
+    ``hook`` (the script's ``$MONTE_HOOK``): ``pre-receive`` remembers the updates of a push it
+    accepts, and ``reference-transaction`` lets exactly those through: ``git receive-pack``
+    applies a push one ref at a time, after pre-receive judged it whole
+    (:mod:`monte.ledger.transaction`)."""
+    from monte.ledger.transaction import Accepted, parse_updates
+    from monte.ledger.verify import verify_updates
+
+    updates = parse_updates(lines)
+    accepted = Accepted(store.repo.commondir())
+    if hook == "reference-transaction":
+        updates = [u for u in updates if not accepted.holds(u)]
+    found = verify_updates(store, updates, full=full)
+    if not found and hook == "pre-receive":
+        accepted.record(updates)
+    return [{"ref": ref, **v.to_dict()} for ref, v in found]
