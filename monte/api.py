@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monte.errors import MonteError, error
+from monte.githooks import HOOK_MARK, HOOKS  # noqa: F401  (re-exported)
 from monte.names import check_name
 from monte.workspace import Workspace, open_workspace
 
@@ -32,15 +33,25 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 # --- init ------------------------------------------------------------------------------------
 
 
-def init(path: Path | None = None, *, hooks: bool = True) -> InitResult:
+def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True) -> InitResult:
     """Make the git repository at ``path`` (default: cwd) a monte repository. Idempotent.
 
     Writes ``.monte.yaml``, the data root with its ``.gitignore``, ``recipes/`` and ``.dvc/``
-    (through DVC itself), and stages what it wrote. Unless ``hooks`` is False, installs monte's
-    git hooks (:func:`hooks_install`), so plain git cannot forge or rewind the ledger either."""
+    (through DVC itself), unless ``ci`` is False the default branch's CI workflow
+    (:mod:`monte.ci`), and stages what it wrote. Unless ``hooks`` is False, installs monte's
+    git hooks (:func:`hooks_install`), so plain git cannot forge or rewind the ledger either.
+    In a clone, the ledgers ``git clone`` left under ``refs/remotes/`` are let in."""
     from monte import repository
 
     result = repository.init(path)
+    if ci:
+        from monte.ci import write_default_workflow
+
+        wrote = write_default_workflow(Path(result.repo_root))
+        if wrote is not None:
+            repository.stage(Path(result.repo_root), [wrote])
+            result = result.model_copy(update={"created": [*result.created, wrote],
+                                               "already_initialized": False})
     later = "`monte hooks install` installs them"
     if not hooks:
         return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
@@ -311,6 +322,13 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     return plan
 
 
+def remote_gate(*, ws: Workspace | None = None) -> str:
+    """``--remote``'s reproducibility gate (a clean tree; origin holds HEAD); the commit to run."""
+    from monte.remote.submit import gate
+
+    return gate((ws or open_workspace(require_data_root=False)).repo_root)
+
+
 def submit(*, kind: str, plan: EvalPlan | TrainPlan, box_args: list[str], provider: str = "lambda", host: str | None = None,
            ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> dict[str, Any]:
     """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
@@ -383,7 +401,7 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     from monte.ledger import verify as vf
     from monte.ledger.refs import ledger_ref
 
-    ws = ws or open_workspace(require_data_root=False)
+    ws = ws or _ledgers_workspace()
     if experiment and all_:
         raise error("E_USAGE", "name one experiment or pass --all", "monte ledger verify EXP | --all")
     if from_rev and (all_ or not experiment):
@@ -401,19 +419,55 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
             raise error("E_NOT_FOUND", f"no commit {from_rev!r}", "pass a commit id of the ledger") from None
     v = vf.Verifier(ws.store)
     violations = [{"experiment": "", **x.to_dict()} for x in v.verify_vault()]
+    from monte.ledger import objcache
+
+    # the state reads' object cache: a forged entry is never read (its bytes are not its id), but say so
+    violations += [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
+                    "fix": f"remove {objcache.cache_path(ws.store.repo.commondir(), '*')} (rebuilt from the ledger "
+                    "on the next read), then find who wrote it"} for m in objcache.check(ws.store.repo.commondir())]
     records = 0
     for name in names:
         found = v.verify(name, since=since)
         violations += [{"experiment": name, **x.to_dict()} for x in found]
         records += v.records
         violations += [{"experiment": name, **x.to_dict()} for x in _lineage_matches_ledger(ws, v, name)]
+    from monte.ledger import remotes
+
+    # what a clone's remote-tracking refs hold: let in when it could be; a forged copy is named
+    violations += remotes.refused_violations(ws.adoption)
+    unchecked = remotes.unchecked(ws.store, ws.adoption)
     if violations:
         lines = "; ".join(f"{x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
         own = [x["fix"] for x in violations if x.get("fix")]  # e.g. a rewound ref: the restore command
         raise error("E_VERIFY", f"{len(violations)} violation(s): {lines}",
                     own[0] if len(own) == len(violations) else "the ledger was written outside monte; find who wrote "
                     "these commits (`git show COMMIT`) and restore the ref from a good copy", details=violations)
-    return {"ok": True, "experiments": names, "records": records}
+    if not records and unchecked:  # never "ok" over nothing while ledgers exist elsewhere in the repository
+        raise error("E_NOT_FOUND", "no ledger record was checked, but this repository holds monte refs verify does "
+                    f"not read: {'; '.join(f'{r} ({why})' for r, why in sorted(unchecked.items())[:10])}",
+                    "let them in as monte refs (`git update-ref refs/heads/monte/... SHA`; a clone's "
+                    "refs/remotes/<remote>/monte/* are let in by any monte command), then verify again")
+    from monte.ledger.portable import scan
+
+    # records an older monte wrote with a folder of its machine: they verify, and are named
+    return {"ok": True, "experiments": names, "records": records, "warnings": scan(ws.store, names),
+            "adopted": dict(ws.adoption.adopted) if ws.adoption else {}, "unchecked": unchecked}
+
+
+def _ledgers_workspace() -> Workspace:
+    """The repository whose ledgers to read: a monte repository, or any git repository holding
+    monte refs (a CI checkout of a ledger branch has no ``.monte.yaml``; a bare server
+    repository has no work tree)."""
+    from monte.workspace import find_bare_repo, open_git
+
+    if find_bare_repo() is not None:
+        return open_git()
+    try:
+        return open_workspace(require_data_root=False)
+    except MonteError as e:
+        if e.code != "E_NOT_INITIALIZED":
+            raise
+        return open_git()
 
 
 def _lineage_matches_ledger(ws: Workspace, v: Any, name: str) -> list[Any]:
@@ -439,21 +493,21 @@ def _lineage_matches_ledger(ws: Workspace, v: Any, name: str) -> list[Any]:
 
 
 def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> dict[str, Any]:
-    """For git hooks: check proposed updates (``old new ref`` per line) before they happen.
+    """For git hooks: check proposed updates (``old new ref`` per line) before they happen, all
+    of them together (one push: the vault, base, lineage and ledger refs arriving at once).
 
     Inside a hook the repository is the one git names (a bare one, with the pushed objects in
-    quarantine); ``full`` verifies each new tip's whole history (pre-push)."""
-    from monte.ledger import verify as vf
-    from monte.ledger.store import Store
+    quarantine); ``full`` verifies each new tip's whole history (pre-push). ``$MONTE_HOOK``
+    names the hook that asks (:func:`monte.githooks.judge`)."""
+    import os
 
-    store = Store.from_git_env() or (ws or open_workspace(require_data_root=False)).store
-    violations = []
-    for line in lines:
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        old, new, ref = parts[0].encode(), parts[1].encode(), parts[2]
-        violations += [{"ref": ref, **x.to_dict()} for x in vf.verify_update(store, ref, old, new, full=full)]
+    from monte import githooks
+    from monte.ledger.store import Store
+    from monte.workspace import find_repo_root
+
+    # never ``ws.store``: a hook runs while git holds the refs' locks, and must not move refs
+    store = Store.from_git_env() or Store(ws.repo_root if ws else find_repo_root())
+    violations = githooks.judge(lines, store, full=full, hook=os.environ.get("MONTE_HOOK"))
     if violations:
         lines_ = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
         raise error("E_VERIFY", f"refused by monte: {lines_}",
@@ -462,61 +516,32 @@ def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace
     return {"ok": True, "updates": len(lines)}
 
 
-HOOKS = ("reference-transaction", "pre-push", "pre-receive")
-HOOK_MARK = "# installed by `monte hooks install`"
+def _git_dir(ws: Workspace | None) -> Path:
+    """The repository whose hooks to manage: a bare (server) repository here or at ``$GIT_DIR``,
+    else the monte repository around the working directory (a linked worktree's hooks are the
+    main one's)."""
+    from monte.workspace import find_bare_repo
+
+    if ws is None:
+        bare = find_bare_repo()
+        if bare is not None:
+            return bare
+        ws = open_workspace(require_data_root=False)
+    return Path(ws.store.repo.commondir())
 
 
 def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> dict[str, Any]:
-    """Install monte's git hooks; an existing hook is kept as ``<name>.local`` and runs first."""
-    import stat as st
-    import sys
+    """Install monte's git hooks, in a monte repository or a bare server repository (run inside
+    it, or name it with ``$GIT_DIR``); an existing hook is kept as ``<name>.local`` and runs first."""
+    from monte import githooks
 
-    import monte
-
-    if git_dir is None:
-        ws = ws or open_workspace(require_data_root=False)
-        git_dir = Path(ws.store.repo.commondir())  # a linked worktree's hooks are the main one's
-    hooks = git_dir / "hooks"
-    hooks.mkdir(exist_ok=True)
-    templates = Path(monte.__file__).parent / "githooks"
-    done = []
-    foreign = [hooks / n for n in HOOKS if (hooks / n).exists() and HOOK_MARK not in (hooks / n).read_text(errors="replace")]
-    for path in foreign:  # all refused before any is touched: never half installed
-        local = path.with_name(f"{path.name}.local")
-        if local.exists():
-            raise error("E_REFUSED", f"{path} is not monte's and {local} exists too",
-                        "merge them by hand, then run `monte hooks install` again")
-    for name in HOOKS:
-        path = hooks / name
-        if path in foreign:
-            path.rename(hooks / f"{name}.local")
-        path.write_text(
-            "#!/bin/sh\n"
-            f"{HOOK_MARK}; `monte hooks uninstall` removes it.\n"
-            "# A hook that was here before runs first, as <name>.local.\n"
-            'input=$(cat)\n'
-            'if [ -x "$0.local" ]; then printf "%s\\n" "$input" | "$0.local" "$@" || exit $?; fi\n'
-            f"MONTE_PYTHON='{sys.executable}'; export MONTE_PYTHON\n"
-            f'printf "%s\\n" "$input" | sh \'{templates / name}\' "$@"\n'
-        )
-        path.chmod(path.stat().st_mode | st.S_IXUSR | st.S_IXGRP | st.S_IXOTH)
-        done.append(str(path))
-    return {"installed": done}
+    return {"installed": githooks.install(git_dir or _git_dir(ws))}
 
 
 def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
-    ws = ws or open_workspace(require_data_root=False)
-    hooks = Path(ws.store.repo.commondir()) / "hooks"
-    removed = []
-    for name in HOOKS:
-        path = hooks / name
-        if path.exists() and HOOK_MARK in path.read_text(errors="replace"):
-            path.unlink()
-            removed.append(str(path))
-            local = hooks / f"{name}.local"
-            if local.exists():
-                local.rename(path)
-    return {"removed": removed}
+    from monte import githooks
+
+    return {"removed": githooks.uninstall(_git_dir(ws))}
 
 
 # --- the results bucket --------------------------------------------------------------------------

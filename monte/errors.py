@@ -23,7 +23,9 @@ class Exit(IntEnum):
     BAD_INPUT = 6  # a file handed to monte (JSONL, manifest, recipe) cannot be accepted
     STORAGE = 7  # storage or network: vault, bucket, hub, key ladders
     BOX = 8  # remote boxes and jobs
+    ENV = 9  # an environment's grader: a NeMo Gym resources server that cannot start or answer
     INTERRUPTED = 130  # Ctrl-C (SIGINT): the shell's own convention, 128 + 2
+    STOPPED = 143  # SIGTERM (`monte stop`, a box's watchdog): 128 + 15
 
 
 #: Every code monte can emit. A typo in ``error("E_...")`` fails the type check (mypy runs in
@@ -33,7 +35,7 @@ Code = Literal[
     "E_NOT_INITIALIZED", "E_MEASUREMENT_EXISTS", "E_NAME_TAKEN", "E_SOURCE_CONFLICT", "E_CONFLICT",
     "E_PREFLIGHT", "E_SEALED", "E_NO_BASELINE", "E_UNPAIRABLE", "E_NOT_EVIDENCE", "E_LEAK", "E_NOT_FOUND",
     "E_DATA_ROOT", "E_INTEGRITY", "E_VERIFY", "E_BAD_INPUT", "E_UNSAFE_PATH", "E_STORAGE", "E_BOX",
-    "E_INTERRUPTED",
+    "E_INTERRUPTED", "E_ENV", "E_STOPPED",
 ]
 
 
@@ -106,9 +108,19 @@ class BoxError(MonteError):
     default_code = "E_BOX"
 
 
+class EnvServerError(MonteError):
+    exit_code = Exit.ENV
+    default_code = "E_ENV"
+
+
 class Interrupted(MonteError):
     exit_code = Exit.INTERRUPTED
     default_code = "E_INTERRUPTED"
+
+
+class Stopped(MonteError):
+    exit_code = Exit.STOPPED
+    default_code = "E_STOPPED"
 
 
 #: Every code monte can emit, with its family. README.md's table is generated from and tested
@@ -139,7 +151,9 @@ CODES: dict[Code, type[MonteError]] = {
     "E_UNSAFE_PATH": BadInput,
     "E_STORAGE": StorageError,
     "E_BOX": BoxError,
+    "E_ENV": EnvServerError,
     "E_INTERRUPTED": Interrupted,
+    "E_STOPPED": Stopped,
 }
 if set(CODES) != set(get_args(Code)):  # pragma: no cover - fails at import, never at a user's run
     raise ImportError(f"monte.errors: CODES and Code differ: {sorted(set(CODES) ^ set(get_args(Code)))}")

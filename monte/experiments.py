@@ -6,13 +6,13 @@ measure them is proven here, against its folder and the vault ref, before anythi
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from monte.errors import error
 from monte.ledger.records import Measurement
+from monte.models import locate
 from monte.names import check_name
 from monte.workspace import Workspace, open_workspace
 
@@ -47,8 +47,9 @@ def create(
 ) -> ExperimentInitResult:
     """See :func:`monte.api.experiment_init`. ``ws`` is resolved here, after the names are
     checked, so a bad one is refused the same inside a repository or outside one."""
+    from monte.envs.grading import eval_defaults
     from monte.ledger.experiment import Ledger
-    from monte.ledger.records import ExamFreeze, SplitFreeze, TrainSettings
+    from monte.ledger.records import EvalSettings, ExamFreeze, SplitFreeze, TrainSettings
     from monte.ledger.vault import Vault
     from monte.manifest import now, read_manifest, verify_folder
 
@@ -72,8 +73,8 @@ def create(
         raise error("E_INTEGRITY", f"environment {eval_env!r}: the manifest here differs from the vault ref's",
                     f"move {folder} aside and run `monte env install {eval_env}`")
     verify_folder(folder, m)
-    if model is not None and os.path.sep in model and not Path(model).exists():
-        raise error("E_NOT_FOUND", f"no model folder {model}", "pass a local model folder or a hub id")
+    # the default base model, as every machine names it: repo:/data:/hf:/name: (monte.models.locate)
+    where = locate.locate(ws, model, fetch=False) if model is not None else None
     exams = {
         exam: ExamFreeze(
             benchmark=(m.grader or {}).get("benchmarks", {}).get(exam, exam),
@@ -85,11 +86,14 @@ def create(
     measurement = Measurement(
         experiment=name, created_at=now(), environment=eval_env,
         environment_fingerprint=m.fingerprint, grader=m.grader or {}, exams=exams,
-        model=str(Path(model).resolve()) if model and Path(model).exists() else model,
+        model=where.ref if where is not None else None,
         train=TrainSettings(steps_per_chunk=steps_per_chunk),
+        eval=EvalSettings(**eval_defaults(m.grader)),  # a NeMo Gym server grades whole chat answers
     )
     if dry_run:
         return ExperimentInitResult(dry_run=True, measurement=measurement)
+    if where is not None:
+        locate.remember(ws, where.register, where.folder)
     commit = ledger.create(measurement)
     return ExperimentInitResult(dry_run=False, measurement=measurement, commit=commit.decode(), ref=ledger.ref)
 

@@ -20,6 +20,7 @@ from monte.workspace import Workspace
 
 if TYPE_CHECKING:
     from monte.ledger.vault import Vault
+    from monte.storage.tracking import DvcOut
     from monte.storage.vault import VaultEntry, VaultRemote
 
 
@@ -41,7 +42,9 @@ def sweep_staging(ws: Workspace) -> None:
     from monte.envs import freeze
     from monte.ledger.vault import Vault
     from monte.manifest import read_manifest, verify_folder
+    from monte.storage import tracking
 
+    tracking.sweep_temps(ws)
     vault = Vault(ws.store)
     for staged in freeze.stale_staging(ws.data_root):
         for cand in (staged, staged / "payload"):
@@ -55,10 +58,48 @@ def sweep_staging(ws: Workspace) -> None:
                 if recorded is not None and recorded.fingerprint == m.fingerprint and not os.path.lexists(dest):
                     verify_folder(cand, m)
                     freeze.move_into_place(cand, dest)
+                    track(ws, m.kind, m.name, dest)
                     break
             except (MonteError, OSError):
                 continue
         freeze.discard(staged)
+
+
+def track(ws: Workspace, kind: str, name: str, folder: Path, out: DvcOut | None = None) -> str:
+    """DVC tracks the frozen ``folder`` (proven against its manifest, in place): its files
+    linked into DVC's cache, its ``.dvc`` pointer written and staged
+    (:mod:`monte.storage.tracking`). ``out``: the folder was committed to DVC's cache while it
+    was staged (:func:`commit_staged`). Returns the pointer's path, relative to the repository."""
+    from monte.storage import tracking
+
+    try:
+        if out is not None:
+            tracking.settle(ws, kind, name, folder, out)
+        else:
+            tracking.track(ws, kind, name, folder)
+    except MonteError as e:
+        cmd = f"monte env install {name}" if kind == "environment" else f"monte dataset show {name}"
+        raise error(e.code, f"the freeze of {kind} {name!r} is in place, but DVC does not track it yet: "
+                    f"{e.message}", f"{e.fix}; then `{cmd}` finishes it") from None
+    path = tracking.pointer_path(ws, kind, name)
+    return str(path.relative_to(ws.repo_root)) if path.is_relative_to(ws.repo_root) else str(path)
+
+
+def commit_staged(ws: Workspace, staged: Path) -> tuple[DvcOut, list[str]]:
+    """Link a staged freeze's files into DVC's cache before it is recorded: its DVC hash goes
+    into the vault commit's trailers (``Monte-Dvc-*``, so that ``monte init`` can write its
+    pointer on a machine that never held its bytes), and the links survive the move into place.
+    Returns the hash and the cache objects added, which :func:`uncommit` takes back if the
+    freeze is refused."""
+    from monte.storage import tracking
+
+    return tracking.commit(ws.repo_root, staged)
+
+
+def uncommit(ws: Workspace, added: list[str]) -> None:
+    from monte.storage import tracking
+
+    tracking.uncommit(ws.repo_root, added)
 
 
 def lost_claim(kind: str, name: str, url: str | None) -> MonteError:
@@ -70,10 +111,10 @@ def lost_claim(kind: str, name: str, url: str | None) -> MonteError:
                  "first; this freeze was discarded and nothing was written here", fix)
 
 
-def upload_or_keep(writer: VaultRemote, m: Manifest, dest: Path, cmd: str) -> None:
+def upload_or_keep(writer: VaultRemote, m: Manifest, dest: Path, cmd: str, out: DvcOut | None = None) -> None:
     """Push a freeze that is already in place; on any failure keep it and refuse E_STORAGE."""
     try:
-        writer.upload(m, dest)
+        writer.upload(m, dest, out=out)
     except (MonteError, OSError, KeyboardInterrupt) as e:
         why = e.message if isinstance(e, MonteError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
                                                             else str(e))
@@ -81,10 +122,11 @@ def upload_or_keep(writer: VaultRemote, m: Manifest, dest: Path, cmd: str) -> No
                     f"failed: {why}", f"re-run the same `monte {cmd}` to finish the upload") from None
 
 
-def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> Manifest | None:
-    """A freeze kept here whose Vault claim is ours but whose upload never completed: finish it.
-    Returns the manifest when it did, None when there is nothing to resume."""
-    from monte.manifest import read_manifest
+def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> tuple[Manifest, str] | None:
+    """A freeze kept here whose Vault claim is ours but whose upload never completed, or whose
+    objects the Vault has since lost (deleted behind monte's back): upload it again. Returns the
+    manifest and what was done, or None when there is nothing to resume."""
+    from monte.manifest import read_manifest, verify_folder
     from monte.storage import vault as remote_vault
 
     m = read_manifest(dest) if dest.is_dir() else None
@@ -95,10 +137,17 @@ def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> Manifest |
     if w is None:
         return None
     claim = w.claim_of(kind, name)
-    if claim is None or claim.fingerprint != m.fingerprint or w.manifest(kind, name) is not None:
+    if claim is None or claim.fingerprint != m.fingerprint:
         return None
+    held = w.manifest(kind, name)
+    lost = w.lost(str(held[1].get("md5", ""))) if held is not None else []
+    if held is not None and not lost:
+        return None
+    verify_folder(dest, m)  # what goes up again is what was frozen
     upload_or_keep(w, m, dest, "env add" if kind == "environment" else "dataset add")
-    return m
+    if held is None:
+        return m, "finished the Vault upload of the freeze kept on this data root"
+    return m, f"uploaded again the {len(lost)} object(s) the Vault {where.url} had lost"
 
 
 def source_conflict(name: str, holder: str) -> MonteError:
@@ -146,6 +195,8 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
                     f"move {folder} aside, then try again")
     local = Vault(ws.store)
     staged = freeze.staging_dir(ws.data_root, folder)
+    kept = False
+    added: list[str] = []  # objects this freeze put into DVC's cache
     try:
         m = where.reader.fetch(kind, name, staged / "payload")
         recorded = local.get(kind, name)
@@ -160,11 +211,16 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
             raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} holds files its manifest does not "
                         f"name ({', '.join(extra[:3])})", "the Vault was tampered with; nothing was written")
         (staged / "payload" / MANIFEST).write_bytes(m.dumps())
+        out, added = commit_staged(ws, staged / "payload")
         if recorded is None:
-            local.record(m)
+            local.record(m, trailers=out.trailers())
+        kept = True  # recorded: its objects stay in DVC's cache (a later fetch finds them there)
         if folder.exists():
             folder.rmdir()
         freeze.move_into_place(staged / "payload", folder)
     finally:
         freeze.discard(staged)
+        if not kept:
+            uncommit(ws, added)
+    track(ws, kind, name, folder, out)
     return m

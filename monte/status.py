@@ -10,13 +10,15 @@
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import Checkpoint, checkpoints, is_admissible
+from monte.manifest import Floor
 from monte.workspace import Workspace
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
@@ -106,11 +108,12 @@ def first_dev_evals(rows: Sequence[RunRow]) -> dict[tuple[str, int, str], RunRow
 
 
 def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Sequence[Hop]],
-           dev_exams: Sequence[str]) -> list[dict[str, Any]]:
+           dev_exams: Sequence[str], *, first: dict[tuple[str, int, str], RunRow] | None = None,
+           ) -> list[dict[str, Any]]:
     """A Cycle: the first admissible dev eval at a new highest step along one path. Keyed on the
     path, so two branches off one checkpoint each get their own; a shared prefix counts once.
-    Linear in rows plus path lengths."""
-    first = first_dev_evals(rows)
+    Linear in rows plus path lengths (``first``: :func:`first_dev_evals`, when already made)."""
+    first = first_dev_evals(rows) if first is None else first
     runs = by_run(cks)
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for path in paths:
@@ -132,42 +135,62 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
 
 
 def build(meas: Measurement, rows: Sequence[RunRow], nominations: dict[str, str]) -> dict[str, Any]:
+    """The status document. One pass over the rows gathers what every section needs (each
+    row's target, admissibility, the first dev eval per checkpoint), so the cost per row is a
+    few dict operations: this is the hot loop of ``monte status`` at 10,000 runs and more."""
     cks = checkpoints(rows)
     paths = descent_paths(cks)
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
     deltas = []
-    for r in rows:
-        if is_admissible(r) and r.delta:
-            deltas.append({"run": r.run, "cohort": r.cohort, "exam": r.exam, "split": r.split,
-                           "target": _target(r), "role": r.role, **r.delta})
     cohorts: dict[str, dict[str, Any]] = {}
+    dev_scores: dict[str, dict[str, float | None]] = {}
+    first: dict[tuple[str, int, str], RunRow] = {}
+    out_rows = []
     for r in rows:
-        c = cohorts.setdefault(r.cohort or "-", {"cohort": r.cohort, "model": r.plan.get("base_model", ""),
-                                                 "test_touches": {}, "baselines": {}})
+        t = r.plan.get("target", {})
+        kind = t.get("kind")
+        target = "base" if kind == "base" else f"{t.get('run')}@{t.get('step')}"
+        admissible = r.kind == "eval" and r.status == "succeeded" and not r.smoke
+        out_rows.append(_row(r, target))
+        if admissible and r.delta:
+            deltas.append({"run": r.run, "cohort": r.cohort, "exam": r.exam, "split": r.split,
+                           "target": target, "role": r.role, **r.delta})
+        c = cohorts.get(r.cohort or "-")
+        if c is None:
+            c = cohorts[r.cohort or "-"] = {"cohort": r.cohort, "model": r.plan.get("base_model", ""),
+                                            "test_touches": {}, "baselines": {}}
         if r.kind == "eval" and r.split == "test" and not r.smoke:
             c["test_touches"][r.exam] = c["test_touches"].get(r.exam, 0) + 1
-        if (is_admissible(r) and r.plan.get("target", {}).get("kind") == "base"
-                and f"{r.exam}/{r.split}" not in c["baselines"]):
+        if admissible and kind == "base" and f"{r.exam}/{r.split}" not in c["baselines"]:
             c["baselines"][f"{r.exam}/{r.split}"] = {"run": r.run, "score": r.score, "n": r.n}
+        if admissible and r.split == "dev" and kind == "checkpoint":
+            dev_scores.setdefault(target, {}).setdefault(r.exam or "", r.score)
+            key = (str(t.get("run")), int(t.get("step", -1)), r.exam or "")
+            if key not in first or r.seq < first[key].seq:
+                first[key] = r
     for cohort, ck in nominations.items():
         cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
-    dev_scores: dict[str, dict[str, float | None]] = {}
-    for r in rows:
-        if is_admissible(r) and r.split == "dev" and r.plan.get("target", {}).get("kind") == "checkpoint":
-            dev_scores.setdefault(_target(r), {}).setdefault(r.exam or "", r.score)
     return {
         "experiment": meas.experiment,
         "environment": meas.environment,
-        "rows": [_row(r) for r in rows],
+        "rows": out_rows,
         "cohorts": list(cohorts.values()),
         "deltas": deltas,
-        "lineage": [render_path(p) for p in paths],
+        "lineage": _lineage_lines(paths),
         "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
-        "cycles": cycles(rows, cks, paths, dev_exams),
+        "cycles": cycles(rows, cks, paths, dev_exams, first=first),
         "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
                          "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
     }
+
+
+def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
+    """One line per descent path; two paths that read the same (two continuations of one
+    checkpoint by the same move) are told apart by their leaf run."""
+    lines = [render_path(p) for p in paths]
+    return [f"{line}  (run {p[-1].run})" if lines.count(line) > 1 and p else line
+            for line, p in zip(lines, paths, strict=True)]
 
 
 def _target(r: RunRow) -> str:
@@ -175,10 +198,10 @@ def _target(r: RunRow) -> str:
     return "base" if t.get("kind") == "base" else f"{t.get('run')}@{t.get('step')}"
 
 
-def _row(r: RunRow) -> dict[str, Any]:
+def _row(r: RunRow, target: str) -> dict[str, Any]:
     what = f"{r.exam}/{r.split}" if r.kind == "eval" else f"{r.plan.get('recipe', {}).get('algorithm', '?')}:{r.plan.get('source', '?')}"
     return {"run": r.run, "kind": r.kind, "status": r.status, "what": what,
-            "target": _target(r) if r.kind == "eval" else ("smoke" if r.smoke else f"-> {r.step}"),
+            "target": target if r.kind == "eval" else ("smoke" if r.smoke else f"-> {r.step}"),
             "step": r.step,
             "score": None if r.smoke else r.score, "n": r.n, "smoke": r.smoke, "role": r.role,
             "cohort": r.cohort, "created_at": r.created_at}
@@ -195,19 +218,57 @@ def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
     meas = ledger.measurement(snap)
-    rows = read_rows(ledger, snap)
-    noms = {}
-    for cohort in snap.listdir("cohorts"):
-        raw = snap.read(f"cohorts/{cohort}/nomination.json")
-        if raw:
-            noms[cohort] = json.loads(raw)["checkpoint"]
-    out = build(meas, rows, noms)
-    seal = Seal(ws.store, hash_legacy=False)
-    out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
-                     **_renamed(seal.disclosure(x.splits["test"].sha256))}
-                    for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
+    collecting = gc.isenabled()
+    gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
+    try:
+        rows = read_rows(ledger, snap)
+        noms = {}
+        for cohort in snap.listdir("cohorts"):
+            raw = snap.read(f"cohorts/{cohort}/nomination.json")
+            if raw:
+                noms[cohort] = json.loads(raw)["checkpoint"]
+        out = build(meas, rows, noms)
+        seal = Seal(ws.store, hash_legacy=False)
+        seal.know(exp, rows)
+        out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
+                         **_renamed(seal.disclosure(x.splits["test"].sha256))}
+                        for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
+        from monte.envs.floor import exam_floors
+
+        add_floors_and_reach(out, meas, exam_floors(ws, meas.environment))
+    finally:
+        if collecting:
+            gc.enable()
     return out
 
 
 def _renamed(d: dict[str, Any]) -> dict[str, Any]:
     return {"test_reads": d["reads"], "cohorts": d["cohorts"], "experiments": d["experiments"]}
+
+
+def add_floors_and_reach(out: dict[str, Any], meas: Measurement,
+                         floors: Mapping[str, Mapping[str, Floor]]) -> None:
+    """Beside the scores (issue 18): each exam split's constant-answer floor (``floors``), what a
+    test read of each exam can show (``exams[i]["detectable"]``, :func:`monte.stats.power.detectable`),
+    and a flag on every checkpoint score at or below its floor (``at_floor`` on delta lines, the
+    exams ``at_floor`` on checkpoints): beating a garbage base is not learning."""
+    from monte.stats.power import detectable
+
+    out["floors"] = {f"{exam}/{split}": f.model_dump() for exam, splits in sorted(floors.items())
+                     for split, f in sorted(splits.items())}
+    floor = {k: f["score"] for k, f in out["floors"].items()}
+    scores = {r["run"]: r["score"] for r in out["rows"]}
+    dev: dict[str, list[dict[str, Any]]] = {}
+    for d in out["deltas"]:
+        key = f"{d['exam']}/{d['split']}"
+        score = scores.get(d["run"])
+        d["floor"] = floor.get(key)
+        d["at_floor"] = key in floor and score is not None and score <= floor[key]
+        if d["split"] == "dev":
+            dev.setdefault(d["exam"], []).append(d)
+    for c in out["checkpoints"]:
+        c["at_floor"] = sorted(e for e, s in c["dev"].items()
+                               if s is not None and f"{e}/dev" in floor and s <= floor[f"{e}/dev"])
+    for x in out.get("exams", []):
+        test = meas.exams[x["exam"]].splits["test"]
+        x["detectable"] = detectable(test.n, dev.get(x["exam"], []))

@@ -40,17 +40,49 @@ def data_root_for(repo_root: Path) -> Path:
     return repo_root / DEFAULT_DATA_ROOT
 
 
+def find_bare_repo(start: Path | None = None) -> Path | None:
+    """The bare repository at ``start`` (default: the working directory), or named by
+    ``$GIT_DIR``: a shared server repository, which has no work tree. None when it is not one."""
+    env = os.environ.get("GIT_DIR")
+    here = Path(env) if env else (start or Path.cwd())
+    if (here / ".git").exists() or not (here / "HEAD").is_file() or not (here / "objects").is_dir() \
+            or not (here / "refs").is_dir():
+        return None
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    try:
+        repo = Repo(str(here))
+    except NotGitRepository:
+        return None
+    try:
+        return Path(repo.commondir()).resolve() if repo.bare else None
+    finally:
+        repo.close()
+
+
 @dataclass
 class Workspace:
     repo_root: Path
     data_root: Path
     config: dict[str, Any] = field(default_factory=dict)
+    #: what opening the store let in from remote-tracking refs (:class:`monte.ledger.remotes.Adoption`)
+    adoption: Any = None
 
     @cached_property
     def store(self):  # type: ignore[no-untyped-def]
+        """The repository's ledgers, with what ``git clone``/``git fetch`` brought under
+        ``refs/remotes/`` let in first (:func:`monte.ledger.remotes.adopt`). In a repository
+        monte may not write, the remote copies it could not let in are read where they are."""
+        from monte.ledger.remotes import adopt
         from monte.ledger.store import Store
+        from monte.ledger.transaction import Proposed
 
-        return Store(self.repo_root)
+        store = Store(self.repo_root)
+        self.adoption = adopt(store)
+        if self.adoption.unwritable:
+            return Proposed(store, self.adoption.unwritable)
+        return store
 
     def env_dir(self, name: str) -> Path:
         return self.data_root / "environments" / name
@@ -83,6 +115,15 @@ def load_config(repo_root: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise error("E_BAD_INPUT", f"{path} must hold a mapping", f"fix or delete {path}")
     return data
+
+
+def open_git(start: Path | None = None) -> Workspace:
+    """Any git repository around ``start``, a bare one too, monte repository or not: enough to
+    read and verify the ledgers its refs hold (a CI checkout of a ledger branch has no
+    ``.monte.yaml``; a shared server repository has no work tree)."""
+    bare = find_bare_repo(start)
+    repo_root = bare or find_repo_root(start)
+    return Workspace(repo_root, data_root_for(repo_root), {} if bare else load_config(repo_root))
 
 
 def open_workspace(start: Path | None = None, *, require_data_root: bool = True) -> Workspace:

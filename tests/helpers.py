@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,6 +75,40 @@ def snapshot_state(repo: Path, data_root: Path | None = None) -> dict[str, Any]:
             if p.is_file() or p.is_symlink():
                 files[str(p.relative_to(data_root))] = sha256_file(p) if p.is_file() else "link"
     return {"refs": refs, "files": files}
+
+
+# --- real file systems that are full or read-only --------------------------------------------------
+
+
+@contextlib.contextmanager
+def tmpfs(at: Path, size: str = "1m") -> Iterator[Path]:
+    """A small real tmpfs mounted at ``at`` (root only), unmounted afterwards. Where the machine
+    forbids mounting, the test is skipped with the reason."""
+    import pytest
+
+    at.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(at)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or 'mount failed'}): a real full or "
+                    "read-only file system needs root and mount(2)")
+    try:
+        yield at
+    finally:
+        subprocess.run(["umount", "-l", str(at)], capture_output=True)
+
+
+def fill(at: Path) -> Path:
+    """Write ``at/filler`` until its file system is full (ENOSPC: not one page left); returns it."""
+    filler = at / "filler"
+    try:
+        with open(filler, "wb", buffering=0) as f:
+            while True:
+                f.write(b"\0" * 4096)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+    return filler
 
 
 # --- runs, clones and pushes -----------------------------------------------------------------------
@@ -166,20 +203,23 @@ def checkpoint(repo: Path, weights: Path, *, parent: tuple[str, int] | None = No
     """Record a finished training chunk with one checkpoint; return the run id."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import ensure_base, identify_base
+    from monte.models.locate import locate
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk
     from monte.workspace import open_workspace
 
     ws = open_workspace(repo)
     meas = Ledger(ws.store, experiment).measurement()
-    base_dir = base or Path(meas.model or "")
+    where = locate(ws, str(base) if base else meas.model or "")  # the reference records hold
+    assert where.folder is not None
+    base_dir = where.folder
     ident = identify_base(ws.store, experiment, base_dir)
-    cohort, _ = ensure_base(ws.store, experiment, str(base_dir), ident.files, cohort=ident.cohort,
+    cohort, _ = ensure_base(ws.store, experiment, where.ref, ident.files, cohort=ident.cohort,
                             weights=ident.weights)
     start = start_step if start_step is not None else (parent[1] if parent else 0)
     plan: dict[str, Any] = {"recipe": {"name": recipe, "sha256": "0" * 64, "algorithm": algorithm},
                             "source": source, "parent": {"run": parent[0], "step": parent[1]} if parent else None,
                             "boundary": boundary, "start_step": start, "steps": steps}
-    row = start_chunk(ws, experiment, cohort=cohort, base_model=str(base_dir), plan=plan, smoke=smoke)
+    row = start_chunk(ws, experiment, cohort=cohort, base_model=where.ref, plan=plan, smoke=smoke)
     if not smoke:
         tmp = repo.parent / f"ck-{row.run}"
         shutil.copytree(weights, tmp)

@@ -27,6 +27,10 @@ def _added(r: DatasetAddResult) -> None:
     click.echo(f"froze dataset {d.name}: {d.rows} rows, sha256 {d.sha256[:16]}, in {d.folder}")
     if d.columns:
         click.echo(f"  kind {d.kind}, columns {d.columns}")
+    if r.dvc_pointer:
+        click.echo(f"  DVC pointer {r.dvc_pointer} (staged: commit it, and a clone's `dvc pull` restores the folder)")
+    if r.note:
+        click.echo(f"  note: {r.note}")
 
 
 @dataset.command()
@@ -50,7 +54,8 @@ def add(name: str, from_file: Path | None, from_hf: str | None, hf_file: str | N
 
 @dataset.command("list")
 @click.option("--vault", is_flag=True, help="What the Vault holds (network).")
-@handled(lambda rows: table(rows, ["name", "kind", "rows", "columns", "sha256"], title="datasets"))
+@handled(lambda rows: table(rows, list(type(rows[0]).model_fields) if rows and hasattr(rows[0], "complete")
+                            else ["name", "kind", "rows", "columns", "sha256"], title="datasets"))
 def list_(vault: bool) -> object:
     """The frozen Datasets here, from their manifests."""
     from monte import api

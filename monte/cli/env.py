@@ -26,6 +26,8 @@ def _added(r) -> None:  # type: ignore[no-untyped-def]
     for exam, splits in e.exams.items():
         click.echo(f"  exam {exam}: {', '.join(splits)}")
     click.echo(f"  fingerprint {e.fingerprint[:16]}")
+    if r.dvc_pointer:
+        click.echo(f"  DVC pointer {r.dvc_pointer} (staged: commit it, and a clone's `dvc pull` restores the folder)")
     if r.note:
         click.echo(f"  note: {r.note}")
 
@@ -53,7 +55,8 @@ def add(benchmark: str | None, server: str | None, dev: tuple[str, ...], test: t
 
 
 @env.command("list")
-@click.option("--available", is_flag=True, help="What the catalog could freeze.")
+@click.option("--available", is_flag=True,
+              help="What could be frozen: the built-in catalog, and NeMo Gym's servers and benchmarks.")
 @click.option("--vault", is_flag=True, help="What the Vault holds (network).")
 @handled(lambda rows: table(rows, list(rows[0]) if rows else [], title="environments"))
 def list_(available: bool, vault: bool) -> object:
@@ -69,6 +72,10 @@ def list_(available: bool, vault: bool) -> object:
 def _installed(rows: list[EnvInstallResult]) -> None:
     for r in rows:
         click.echo(f"{r.name}: {r.action} ({r.files} files) {r.folder}")
+        if r.registered:
+            click.echo(f"  registered in NeMo Gym: {', '.join(r.registered)}")
+        if r.note:
+            click.echo(f"  note: {r.note}")
 
 
 @env.command()
@@ -76,7 +83,8 @@ def _installed(rows: list[EnvInstallResult]) -> None:
 @click.option("--all", "all_", is_flag=True, help="Every environment on this data root.")
 @handled(_installed)
 def install(name: str | None, all_: bool) -> object:
-    """Verify a frozen environment here (or restore it from its manifest)."""
+    """Verify a frozen environment here (or restore it from its manifest), then register its
+    benchmark configs in the NeMo Gym checkout MONTE_LOCAL names (NeMo Gym environments only)."""
     from monte import api
 
     return api.env_install(name=name, all_=all_)

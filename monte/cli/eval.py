@@ -4,8 +4,10 @@ from typing import Any
 
 import click
 
+from monte.cli import complete
 from monte.cli.output import confirm_plan, handled, is_tty, progress
 from monte.cli.remote import check_remote, remote_options, submitted
+from monte.stats.paired import format_interval
 
 
 def _human(r: Any) -> None:
@@ -23,17 +25,22 @@ def _human(r: Any) -> None:
         d = row.get("delta")
         if d:
             kind = "paired" if d["paired"] else "unpaired"
-            line += (f"  delta {d['delta']:+.4f} [{d['lower']:+.4f}, {d['upper']:+.4f}] {kind}"
+            line += (f"  delta {d['delta']:+.4f} {format_interval(d['lower'], d['upper'])} {kind}"
                      + (f" {d['verdict']}" if d.get("verdict") else ""))
+        floor = r.floors.get(f"{row['exam']}/{row['split']}")
+        if floor is not None:  # beating a garbage base is not learning (issue 18)
+            line += (f"  - at or below the constant-answer floor {floor:.4f}" if row["score"] <= floor
+                     else f"  (constant-answer floor {floor:.4f})")
         click.echo(line)
 
 
 @click.command("eval")
-@click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
-@click.option("--model", metavar="M", help="The base model folder (default: the experiment's).")
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="Default: the only experiment.")
+@click.option("--model", metavar="M", help="The base model: a folder, a name (.monte.yaml models:), or a hub id (default: the experiment's).")
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--step", type=int, metavar="N", help="The checkpoint at absolute step N.")
-@click.option("--checkpoint", metavar="RUN@STEP", help="Exactly this checkpoint.")
+@click.option("--checkpoint", metavar="RUN@STEP", shell_complete=complete.checkpoints, help="Exactly this checkpoint.")
 @click.option("--smoke", is_flag=True, help="A handful of tasks through the whole path; decides nothing.")
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition (`monte config set bucket`).")
@@ -54,7 +61,7 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
                          checkpoint=checkpoint, smoke=smoke, push=push or remote,
                          adopt=dict(a.split("=", 1) for a in adopt if "=" in a))
     if remote:
-        args = ["--experiment", plan.experiment, "--split", split, *(["--model", model] if model else []),
+        args = ["--experiment", plan.experiment, "--split", split, *(["--model", plan.base_model] if model else []),
                 *(["--step", str(step)] if step is not None else []),
                 *(["--checkpoint", checkpoint] if checkpoint else []), *(["--smoke"] if smoke else [])]
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}; the box pushes "

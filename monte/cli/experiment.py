@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from monte.cli import complete
 from monte.cli.output import handled, table
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ def _created(r: ExperimentInitResult) -> None:
 
 @experiment.command("init")
 @click.argument("name")
-@click.option("--eval", "eval_env", required=True, metavar="ENV", help="The environment whose exams score it.")
+@click.option("--eval", "eval_env", required=True, metavar="ENV", shell_complete=complete.environments, help="The environment whose exams score it.")
 @click.option("--model", metavar="M", help="The default base model (a local folder or a hub id).")
 @click.option("--steps-per-chunk", type=click.IntRange(1, 100_000), default=50, show_default=True,
               help="Steps in one training chunk (what train@N means); frozen with the experiment.")

@@ -23,14 +23,17 @@ def _human(r) -> None:  # type: ignore[no-untyped-def]
 @click.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--no-hooks", is_flag=True, help="Do not install monte's git hooks (`monte hooks install` later).")
+@click.option("--no-ci", is_flag=True, help="Do not write the CI workflow that verifies every ledger "
+              "(.github/workflows/monte-verify.yml).")
 @handled(_human)
-def init(path: Path | None, no_hooks: bool) -> object:
+def init(path: Path | None, no_hooks: bool, no_ci: bool) -> object:
     """Make this git repository a monte repository (idempotent).
 
-    Creates .monte.yaml, the data root ($MONTE_DATA_ROOT or .monte/), recipes/ and .dvc/
-    (through DVC itself), and installs monte's git hooks (reference-transaction, pre-push,
-    pre-receive), so plain git cannot forge or rewind the ledger either.
+    Creates .monte.yaml, the data root ($MONTE_DATA_ROOT or .monte/), recipes/, .dvc/
+    (through DVC itself) and a CI workflow that verifies every ledger, and installs monte's git
+    hooks (reference-transaction, pre-push, pre-receive), so plain git cannot forge or rewind
+    the ledger either. In a clone, the ledgers `git clone` brought are let in.
     """
     from monte import api
 
-    return api.init(path, hooks=not no_hooks)
+    return api.init(path, hooks=not no_hooks, ci=not no_ci)

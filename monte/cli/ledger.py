@@ -5,7 +5,8 @@ from typing import Any
 
 import click
 
-from monte.cli.output import handled
+from monte.cli import complete
+from monte.cli.output import experiment_option, handled, one_experiment
 
 
 @click.group()
@@ -18,23 +19,36 @@ def _verified(r: dict[str, Any]) -> None:
         return
     click.echo(f"ok: {r['records']} record(s) in {len(r['experiments'])} experiment(s) "
                f"({', '.join(r['experiments']) or 'none'}) and the vault keep every rule")
+    for ref, copy in sorted((r.get("adopted") or {}).items()):
+        click.echo(f"let in: {ref} from {copy}")
+    for ref, why in sorted((r.get("unchecked") or {}).items()):
+        click.echo(f"not checked: {ref} ({why})")
+    warnings = r.get("warnings") or []
+    for w in warnings:
+        where = f"{w['experiment']}: " if w["experiment"] else ""
+        click.echo(f"warning: {where}{w['record']} holds a machine-local path ({w['field']}: {w['value']})")
+    if warnings:
+        click.echo(f"warning: {len(warnings)} value(s) written by an older monte name folders of the machine that "
+                   "wrote them; they verify, and read the same only where those folders exist")
 
 
 @ledger.command()
-@click.argument("experiment", required=False)
+@click.argument("experiment", required=False, shell_complete=complete.experiments)
+@experiment_option
 @click.option("--all", "all_", is_flag=True, help="Every experiment in the repository (the default).")
 @click.option("--from", "from_rev", metavar="REV", help="Only the records after REV (an ancestor).")
 @click.option("--updates", is_flag=True, hidden=True, help="Read `old new ref` lines from stdin (git hooks).")
 @click.option("--local", is_flag=True, hidden=True, help="With --updates: verify the whole local history.")
 @handled(_verified)
-def verify(experiment: str | None, all_: bool, from_rev: str | None, updates: bool, local: bool) -> Any:
+def verify(experiment: str | None, experiment_opt: str | None, all_: bool, from_rev: str | None, updates: bool,
+           local: bool) -> Any:
     """Re-derive every rule from the commit history alone; exit non-zero naming each violation."""
     from monte import api
 
     if updates:
         lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
         return api.ledger_verify_updates(lines, full=local)
-    return api.ledger_verify(experiment=experiment, all_=all_, from_rev=from_rev)
+    return api.ledger_verify(experiment=one_experiment(experiment, experiment_opt), all_=all_, from_rev=from_rev)
 
 
 @click.group()

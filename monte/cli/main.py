@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from monte import __version__
+from monte.cli.output import closed_pipe
 
 # name -> "module:attribute"; each module imports only click and monte's light modules at import.
 COMMANDS = {
@@ -38,6 +39,41 @@ COMMANDS = {
 }
 
 
+#: one example per command, shown at the end of its --help (the README walks the whole loop)
+EXAMPLES = {
+    "init": "monte init            # in a git repository; installs the hooks (--no-hooks opts out)",
+    "config": "monte config set bucket gs://my-results/monte",
+    "env": "monte env add --server parity --dev parity --test parity",
+    "dataset": "monte dataset add parity-sft --from-file rows.jsonl --kind sft",
+    "experiment": "monte experiment init exp --eval parity --model ./base-model",
+    "model": "monte model init base-model --seed 0",
+    "eval": "monte eval --yes            # dev on the newest checkpoint (or the base)\n"
+            "  monte eval --split test --yes   # test@0, then the final claim",
+    "nominate": "monte nominate RUN@100",
+    "status": "monte status          # or: monte status EXP, monte status -e EXP",
+    "show": "monte show RUN --json",
+    "logs": "monte logs RUN --follow",
+    "stop": "monte stop RUN",
+    "recover": "monte recover EXP",
+    "train": "monte train --recipe sft-tiny --source parity-sft --from-base --yes",
+    "promote": "monte promote RUN@100 --dest exported --confirm RUN@100",
+    "plot": "monte plot --out progress.png",
+    "quickstart": "monte quickstart demo",
+    "push": "monte push EXP",
+    "sync": "monte sync",
+    "ledger": "monte ledger verify --all",
+    "hooks": "monte hooks install",
+    "box": "monte box up --type gpu_1x_h100_pcie",
+}
+
+EXIT_CODES = """\b
+Exit codes:
+  0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
+  5 integrity / verify           6 bad input    7 storage / network   8 boxes
+  9 an environment's grader      130 interrupted (Ctrl-C)             143 stopped (SIGTERM)
+  141 the reader of stdout went away (`| head`)"""
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
@@ -48,10 +84,12 @@ class LazyGroup(click.Group):
             return None
         module, attr = target.split(":")
         cmd: click.Command = getattr(importlib.import_module(module), attr)
+        if name in EXAMPLES and not cmd.epilog:
+            cmd.epilog = "\b\nExample:\n  " + EXAMPLES[name]
         return cmd
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, prog_name="monte")
 def cli() -> None:
     """monte keeps an honest, append-only record of post-training work, in git.
@@ -78,6 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
+    except BrokenPipeError:
+        closed_pipe()
 
 
 if __name__ == "__main__":

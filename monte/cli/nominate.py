@@ -4,11 +4,12 @@ from typing import Any
 
 import click
 
+from monte.cli import complete
 from monte.cli.output import handled
 
 
 @click.command()
-@click.argument("checkpoint", metavar="RUN@STEP")
+@click.argument("checkpoint", metavar="RUN@STEP", shell_complete=complete.checkpoints)
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
 @handled(lambda r: click.echo(f"nominated {r['checkpoint']} for the final claim of cohort {r['cohort']}"))
 def nominate(checkpoint: str, experiment: str | None) -> Any:

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -31,8 +31,28 @@ def print_json(obj: Any) -> None:
     if sys.stdout.isatty():
         text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_default)
     else:
+        fast = _orjson(obj)
+        if fast is not None:
+            click.echo(fast.decode())
+            return
         text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default)
     click.echo(_utf8(text))
+
+
+def _orjson(obj: Any) -> bytes | None:
+    """The compact document through orjson when it is installed (7x faster than the standard
+    library on a 5 MB status): the same values, floats written in their shortest form, and a
+    float that is not a number written ``null`` (valid JSON; json would write ``NaN``). None
+    when orjson is absent or refuses the document (a lone surrogate, an integer beyond 64 bits)."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    try:
+        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=_default)
+    except (TypeError, ValueError):
+        return None
+    return out
 
 
 def _utf8(text: str) -> str:
@@ -158,8 +178,14 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
                 sys.exit(int(stopped.exit_code))
             except click.exceptions.ClickException:
                 raise
+            except BrokenPipeError:
+                closed_pipe()
             except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG
                 refusal = os_refusal(e) if isinstance(e, OSError) else None
+                if isinstance(e, ModuleNotFoundError):  # the light install: the extra's pip line
+                    from monte.extras import missing
+
+                    refusal = missing(e)
                 if refusal is not None:
                     report_error(refusal, as_json)
                     sys.exit(int(refusal.exit_code))
@@ -169,12 +195,16 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
                             "re-run with MONTE_DEBUG=1 for the traceback, and report it")
                 report_error(err, as_json)
                 sys.exit(int(Exit.INTERNAL))
-            if as_json:
-                print_json(result)
-            elif human is not None:
-                human(result)
-            elif result is not None:
-                print_json(result)
+            try:
+                if as_json:
+                    print_json(result)
+                elif human is not None:
+                    human(result)
+                elif result is not None:
+                    print_json(result)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                closed_pipe()
 
         return wrapper
 
@@ -208,20 +238,56 @@ def yes_dry_run_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def progress(label: str, unit: str) -> Callable[[int, int], None]:
-    """A one-line progress bar on stderr with rate and ETA (used only on a terminal)."""
-    import time
+    """A progress bar on stderr with rate and ETA (``rich.progress``; used only on a terminal,
+    colourless under ``NO_COLOR``). ``update(done, total)``; the bar closes itself at the end."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
-    start = time.monotonic()
+    bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                   TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                   console=Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR"))), transient=False)
+    task: list[Any] = []
+    start: list[float] = []
 
     def update(done: int, total: int) -> None:
-        rate = done / max(time.monotonic() - start, 1e-9)
-        eta = (total - done) / rate if rate else 0.0
-        width = 30
-        filled = int(width * done / total) if total else width
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'-' * (width - filled)}] {done}/{total} {unit}"
-                         f"  {rate:.1f} {unit}/s  ETA {eta:.0f}s")
+        import time
+
+        if not task:
+            bar.start()
+            start.append(time.monotonic())
+            task.append(bar.add_task(label, total=total, rate=""))
+        rate = done / max(time.monotonic() - start[0], 1e-9)
+        bar.update(task[0], completed=done, total=total, rate=f"{rate:.1f} {unit}/s")
         if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
+            bar.stop()
 
     return update
+
+
+def closed_pipe() -> NoReturn:
+    """The reader went away (``monte status | head -1``): end quietly, as a shell tool does
+    (128 + SIGPIPE), with no traceback from the interpreter's last flush. (click's own EPIPE
+    handling would exit 1.)"""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(141)
+
+
+def experiment_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``-e/--experiment EXP`` beside a positional ``EXPERIMENT``: one spelling works everywhere."""
+    from monte.cli import complete
+
+    return click.option("--experiment", "-e", "experiment_opt", metavar="EXP", shell_complete=complete.experiments,
+                        help="The experiment (same as the EXPERIMENT argument).")(f)
+
+
+def one_experiment(positional: str | None, option: str | None) -> str | None:
+    if positional and option and positional != option:
+        raise error("E_USAGE", f"two experiments named: {positional} and --experiment {option}", "name one")
+    return positional or option

@@ -5,7 +5,8 @@ from typing import Any
 
 import click
 
-from monte.cli.output import handled
+from monte.cli import complete
+from monte.cli.output import experiment_option, handled, one_experiment
 
 
 def render_plot(r: dict[str, Any]) -> None:
@@ -23,11 +24,12 @@ def render_plot(r: dict[str, Any]) -> None:
 
 
 @click.command()
-@click.argument("experiment", required=False)
+@click.argument("experiment", required=False, shell_complete=complete.experiments)
+@experiment_option
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path), metavar="FILE.png",
               help="Where to write the figure; .png, .svg or .pdf (the folder must exist).")
 @handled(render_plot)
-def plot(experiment: str | None, out: Path) -> Any:
+def plot(experiment: str | None, experiment_opt: str | None, out: Path) -> Any:
     """Draw each lineage's dev delta against step, with cycles and test reads.
 
     One line per descent path through its checkpoints' paired dev deltas vs the cohort
@@ -37,4 +39,4 @@ def plot(experiment: str | None, out: Path) -> Any:
     """
     from monte import api
 
-    return api.plot(experiment=experiment, out=out)
+    return api.plot(experiment=one_experiment(experiment, experiment_opt), out=out)

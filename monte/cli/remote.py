@@ -34,6 +34,9 @@ def check_remote(remote: bool, *, push: bool, dry_run: bool, provider: str, host
     if dry_run:
         raise error("E_USAGE", "--remote submits real compute, so it has no dry run",
                     "run the same command without --remote and with --dry-run to see the plan")
+    from monte import api
+
+    api.remote_gate()  # the reproducibility gate first, as the reference's flow lists it
 
 
 def raise_path_recipe(recipe: str) -> None:
@@ -45,4 +48,4 @@ def raise_path_recipe(recipe: str) -> None:
 def submitted(r: dict[str, Any]) -> None:
     click.echo(f"submitted {', '.join(r['runs'])} to {r['box']} (tmux session {r['session']}, commit "
                f"{r['commit'][:12]})")
-    click.echo(f"  watch it: monte sync {r['experiment']} && monte status -e {r['experiment']}")
+    click.echo(f"  watch it: monte sync {r['experiment']} && monte status {r['experiment']}")

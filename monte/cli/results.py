@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from monte.cli.output import handled
+from monte.cli import complete
+from monte.cli.output import experiment_option, handled, one_experiment
 
 
 def _pushed(r: dict) -> None:  # type: ignore[type-arg]
@@ -19,19 +20,21 @@ def _pushed(r: dict) -> None:  # type: ignore[type-arg]
 
 
 @click.command()
-@click.argument("experiment", required=False)
+@click.argument("experiment", required=False, shell_complete=complete.experiments)
+@experiment_option
 @click.option("--run", metavar="R", help="Only this run's files (plus the experiment's ledger).")
 @click.option("--bucket", metavar="B", help="gs://BUCKET[/PREFIX] or a folder (overrides config).")
 @click.option("--key-file", type=click.Path(dir_okay=False), help="A GCS key file (first in the ladder).")
 @handled(_pushed)
-def push(experiment: str | None, run: str | None, bucket: str | None, key_file: str | None) -> object:
+def push(experiment: str | None, experiment_opt: str | None, run: str | None, bucket: str | None,
+         key_file: str | None) -> object:
     """Upload one experiment's results: new ledger objects and refs, new and changed run files.
 
     Never weights, never deletes anything in the bucket.
     """
     from monte import api
 
-    return api.push(experiment=experiment, run=run, bucket=bucket, key_file=key_file)
+    return api.push(experiment=one_experiment(experiment, experiment_opt), run=run, bucket=bucket, key_file=key_file)
 
 
 def _synced(r: dict) -> None:  # type: ignore[type-arg]
@@ -45,7 +48,7 @@ def _synced(r: dict) -> None:  # type: ignore[type-arg]
 
 
 @click.command()
-@click.argument("experiments", nargs=-1)
+@click.argument("experiments", nargs=-1, shell_complete=complete.experiments)
 @click.option("--bucket", metavar="B", help="gs://BUCKET[/PREFIX] or a folder (overrides config).")
 @click.option("--key-file", type=click.Path(dir_okay=False), help="A GCS key file (first in the ladder).")
 @handled(_synced)

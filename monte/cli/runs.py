@@ -7,13 +7,21 @@ from typing import Any
 
 import click
 
-from monte.cli.output import handled, table
+from monte.cli import complete
+from monte.cli.output import experiment_option, handled, one_experiment, table
+from monte.stats.paired import format_interval
+from monte.stats.power import describe_detectable
 
 
 def _fmt_delta(d: dict[str, Any]) -> str:
     kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
     counts = f", fixed {d['fixed']}, broken {d['broken']}" if d.get("fixed") is not None else ""
-    return (f"{d['delta']:+.4f} [{d['lower']:+.4f}, {d['upper']:+.4f}] {kind} (n {d['n']}{counts})")
+    # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18)
+    return f"{d['delta']:+.4f} {format_interval(d['lower'], d['upper'])} {kind} (n {d['n']}{counts})"
+
+
+def _at_floor(floor: float | None) -> str:
+    return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
 def render_status(r: dict[str, Any]) -> None:
@@ -26,39 +34,55 @@ def render_status(r: dict[str, Any]) -> None:
         click.echo(f"cohort {c['cohort']}: test reads {touches}"
                    + (f"; nominated {c['nomination']}" if c.get("nomination") else ""))
         for key, b in sorted(c.get("baselines", {}).items()):
-            click.echo(f"  baseline {key}@0: {b['score']:.4f} (n={b['n']}, run {b['run']})")
+            floor = r.get("floors", {}).get(key)
+            click.echo(f"  baseline {key}@0: {b['score']:.4f} (n={b['n']}, run {b['run']})"
+                       + (f"; constant-answer floor {floor['score']:.4f}" if floor else ""))
     for x in r.get("exams", []):
         if x["test_reads"]:
             click.echo(f"test content of {x['exam']}: read {x['test_reads']} time(s) in this repository, "
                        f"in {x['cohorts']} cohort(s) ({', '.join(x['experiments'])})")
+    for x in r.get("exams", []):
+        floors = [(k.split("/", 1)[1], f) for k, f in r.get("floors", {}).items() if k.split("/", 1)[0] == x["exam"]]
+        line = "; ".join(f"{split} {f['score']:.4f} (always {f['answer']!r})" for split, f in floors)
+        line = f"constant-answer floor {line}; " if floors else ""
+        if x.get("detectable"):
+            click.echo(f"exam {x['exam']}: {line}{describe_detectable(x['detectable'])}")
     for d in r["deltas"]:
         click.echo(f"delta {d['exam']}/{d['split']} {d['target']} vs base: {_fmt_delta(d)}"
-                   + (f" {d['verdict']}" if d.get("verdict") else ""))
+                   + (f" {d['verdict']}" if d.get("verdict") else "")
+                   + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
     for line in r["lineage"]:
         click.echo(f"lineage: {line}")
     if r["legend"]:
         click.echo(r["legend"])
-    if r["cycles"]:
-        click.echo("cycles: " + ", ".join(f"{c['checkpoint']} {c['verdict']}" for c in r["cycles"]))
+    several = len({c["exam"] for c in r["cycles"]}) > 1
+    click.echo("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
+                                   + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
     click.echo("checkpoints:" + ("" if r["checkpoints"] else " none"))
     for c in r["checkpoints"]:
-        dev = ", ".join(f"{e} {s:.4f}" for e, s in c["dev"].items() if s is not None) or "no dev eval"
+        floors = r.get("floors", {})
+        dev = ", ".join(f"{e} {s:.4f}" + (_at_floor(floors[f"{e}/dev"]["score"]) if e in c.get("at_floor", ()) else "")
+                        for e, s in c["dev"].items() if s is not None) or "no dev eval"
         click.echo(f"  {c['checkpoint']}  {c['move']}  from {c['parent']}"
                    + ("  (stage boundary)" if c["boundary"] else "") + f"  dev: {dev}")
 
 
 @click.command()
-@click.argument("experiment", required=False)
+@click.argument("experiment", required=False, shell_complete=complete.experiments)
+@experiment_option
 @handled(render_status)
-def status(experiment: str | None) -> Any:
-    """Rows, delta lines, lineage, cycles and checkpoints of an experiment."""
+def status(experiment: str | None, experiment_opt: str | None) -> Any:
+    """Rows, delta lines, lineage, cycles and checkpoints of an experiment.
+
+    Example: monte status, or monte status EXP (also -e EXP) with several experiments.
+    """
     from monte import api
 
-    return api.status(experiment=experiment)
+    return api.status(experiment=one_experiment(experiment, experiment_opt))
 
 
 @click.command()
-@click.argument("run", metavar="[EXP/]RUN")
+@click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @handled(lambda r: click.echo(json.dumps(r, indent=2, sort_keys=True)))
 def show(run: str) -> Any:
     """One full row with all provenance fields."""
@@ -68,7 +92,7 @@ def show(run: str) -> Any:
 
 
 @click.command()
-@click.argument("run", metavar="[EXP/]RUN")
+@click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: {run, events: [...]} (no --follow).")
 def logs(run: str, follow: bool, as_json: bool) -> None:
@@ -119,7 +143,7 @@ def _logs(run: str, follow: bool) -> None:
 
 
 @click.command()
-@click.argument("run", metavar="[EXP/]RUN")
+@click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--reason", hidden=True, help="Why, recorded on the row (a box's job wrapper uses it).")
 @handled(lambda r: click.echo(f"{r['run']}: abandoned" + (" (process signalled)" if r["signalled"] else "")))
 def stop(run: str, reason: str | None) -> Any:
@@ -138,7 +162,7 @@ def _recovered(r: list[dict[str, Any]]) -> None:
 
 
 @click.command()
-@click.argument("experiment", required=False)
+@click.argument("experiment", required=False, shell_complete=complete.experiments)
 @handled(_recovered)
 def recover(experiment: str | None) -> Any:
     """Record the results runs kept in their folders when the ledger could not be written.

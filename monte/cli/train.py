@@ -4,6 +4,7 @@ from typing import Any
 
 import click
 
+from monte.cli import complete
 from monte.cli.output import confirm_plan, handled, is_tty, progress
 from monte.cli.remote import check_remote, raise_path_recipe, remote_options, submitted
 
@@ -21,9 +22,9 @@ def _human(r: Any) -> None:
 
 
 @click.command()
-@click.option("--recipe", required=True, metavar="R", help="A recipe name (see `monte config`) or a YAML path.")
-@click.option("--source", required=True, metavar="S", help="A frozen Dataset (sft) or trainable Environment.")
-@click.option("--parent", metavar="RUN@STEP", help="Continue (same recipe) or warm-start (other recipe) from it.")
+@click.option("--recipe", required=True, metavar="R", shell_complete=complete.recipes, help="A recipe name (see `monte config`) or a YAML path.")
+@click.option("--source", required=True, metavar="S", shell_complete=complete.sources, help="A frozen Dataset (sft) or trainable Environment.")
+@click.option("--parent", metavar="RUN@STEP", shell_complete=complete.checkpoints, help="Continue (same recipe) or warm-start (other recipe) from it.")
 @click.option("--from-base", is_flag=True, help="Open a fresh branch from the base model at step 0.")
 @click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
@@ -50,7 +51,7 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
     if remote:
         args = ["--experiment", plan.experiment, "--recipe", recipe, "--source", source,
                 *(["--parent", parent] if parent else []), *(["--from-base"] if from_base else []),
-                *(["--model", model] if model else []), *(["--smoke"] if smoke else [])]
+                *(["--model", plan.base_model] if model else []), *(["--smoke"] if smoke else [])]
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}"], yes=yes,
                             dry_run=False, as_json=as_json):
             return None
@@ -61,7 +62,7 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
 
 
 @click.command()
-@click.argument("checkpoint", metavar="RUN@STEP")
+@click.argument("checkpoint", metavar="RUN@STEP", shell_complete=complete.checkpoints)
 @click.option("--dest", required=True, type=click.Path(file_okay=False), help="The folder to export into (new).")
 @click.option("--confirm", "confirm_", required=True, metavar="RUN@STEP", help="The checkpoint, typed out in full.")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")

@@ -16,6 +16,7 @@ from monte import frozen
 from monte.errors import error
 from monte.manifest import Manifest
 from monte.names import check_name
+from monte.storage import tracking
 from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class DatasetAddResult(BaseModel):
     plan: dict[str, Any]
     dataset: DatasetInfo | None = None  # absent from a dry run's document, not null
     note: str = ""
+    dvc_pointer: str | None = None  # the .dvc file that makes DVC track the folder (staged in git)
 
     @model_serializer(mode="wrap")
     def _no_dataset_key_in_a_dry_run(self, nxt: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -80,6 +82,7 @@ def add(
     from monte.manifest import MANIFEST, FileEntry, read_manifest
 
     check_name(name, "dataset name")
+    tracking.check_trackable("dataset", name)
     if bool(from_file) == bool(from_hf):
         raise error("E_USAGE", "name the rows once: --from-file F or --from-hf REPO[@REV]",
                     "monte dataset add NAME --from-file rows.jsonl")
@@ -94,8 +97,8 @@ def add(
         frozen.sweep_staging(ws)
         resumed = frozen.resume_upload(ws, "dataset", name, dest)
         if resumed is not None:
-            return DatasetAddResult(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed, dest),
-                                    note="finished the Vault upload of the freeze kept on this data root")
+            return DatasetAddResult(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed[0], dest),
+                                    note=resumed[1], dvc_pointer=frozen.track(ws, "dataset", name, dest))
     from monte.storage import vault as remote_vault
 
     # The Dataset side asks the Vault first, and refuses any Environment of that name there.
@@ -136,10 +139,14 @@ def add(
         src = Path(from_file)  # type: ignore[arg-type]
         if not src.is_file():
             raise error("E_NOT_FOUND", f"no file {src}", "check the --from-file path")
-        provenance = {"source": "file", "path": str(src.resolve())}
+        # where the rows came from, as the repository names it (a file elsewhere: its name only)
+        inside = src.resolve().is_relative_to(ws.repo_root.resolve())
+        provenance = ({"source": "file", "path": src.resolve().relative_to(ws.repo_root.resolve()).as_posix()}
+                      if inside else {"source": "file", "file": src.name})
     rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key)
     staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
     recorded = False
+    added: list[str] = []  # objects this freeze put into DVC's cache
     try:
         shutil.copyfile(src, staged / "rows.jsonl")
         digest = sha256_file(staged / "rows.jsonl")
@@ -149,21 +156,25 @@ def add(
             provenance=provenance, dataset_kind=kind, columns=columns, rows=rows,  # type: ignore[arg-type]
         )
         (staged / MANIFEST).write_bytes(manifest.dumps())
+        dvc, added = frozen.commit_staged(ws, staged)  # into DVC's cache; its hash recorded with the freeze
         if where.writer is not None and not where.writer.claim("dataset", name, manifest.fingerprint):
             raise frozen.lost_claim("dataset", name, where.url)
-        vault.record(manifest, check)
+        vault.record(manifest, check, trailers=dvc.trailers())
         recorded = True
         freeze.move_into_place(staged, dest)
     finally:
         if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
             freeze.discard(staged)
+        if not recorded:
+            frozen.uncommit(ws, added)
     m = read_manifest(dest)
     assert m is not None
+    pointer = frozen.track(ws, "dataset", name, dest, dvc)
     note = where.note
     if where.writer is not None:
-        frozen.upload_or_keep(where.writer, m, dest, "dataset add")
+        frozen.upload_or_keep(where.writer, m, dest, "dataset add", dvc)
         note = f"pushed to the Vault {where.url}"
-    return DatasetAddResult(dry_run=False, plan=plan, dataset=dataset_info(m, dest), note=note)
+    return DatasetAddResult(dry_run=False, plan=plan, dataset=dataset_info(m, dest), note=note, dvc_pointer=pointer)
 
 
 def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[VaultEntry]:
@@ -205,4 +216,6 @@ def show(*, name: str, ws: Workspace | None) -> DatasetInfo:
         raise error("E_INTEGRITY", f"dataset {name!r}: {folder}/manifest.json differs from the vault ref's manifest",
                     f"move {folder} aside and restore the frozen copy")
     verify_folder(folder, m)
-    return dataset_info(m, folder, verified=True)
+    info = dataset_info(m, folder, verified=True)
+    frozen.track(ws, "dataset", name, folder)
+    return info

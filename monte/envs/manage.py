@@ -15,6 +15,7 @@ from monte import frozen
 from monte.errors import error
 from monte.manifest import Manifest
 from monte.names import check_name
+from monte.storage import tracking
 from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -49,25 +50,39 @@ class EnvAddResult(BaseModel):
     plan: dict[str, Any]
     environment: EnvInfo | None = None
     note: str = ""
+    dvc_pointer: str | None = None  # the .dvc file that makes DVC track the folder (staged in git)
 
 
 class CatalogEntry(BaseModel):
-    """A benchmark the catalog could freeze (``env list --available``)."""
+    """A benchmark the catalog could freeze (``env list --available``): the built-in catalog's
+    (provider ``monte`` or a plugin's), and NeMo Gym's resources servers and benchmarks."""
 
     benchmark: str
     provider: str
     trainable: bool
     sizes: dict[str, int]
     description: str
+    kind: str = "catalog"  # "catalog" | NeMo Gym's "server" | "benchmark"
+    #: the model servers its grading calls (a judge); empty: graded without one
+    judge: list[str] = []
+    #: NeMo Gym: what freezes without a Hugging Face token ("generator", a shipped file, ...)
+    offline: str | None = None
 
 
 class EnvInstallResult(BaseModel):
-    """What ``install`` did to one environment: verified, fetched (from the Vault) or restored."""
+    """What ``install`` did to one environment: verified, fetched (from the Vault) or restored,
+    and the NeMo Gym benchmarks it registered (a mock-only one registers none: ``note`` says so)."""
 
     name: str
     action: str
     files: int
     folder: str
+    registered: list[str] = []
+    note: str = ""
+
+
+MOCK_ONLY_NOTE = ("declares no Gym benchmarks (a mock-only environment, graded in-process by monte's catalog): "
+                  "nothing to register")
 
 
 def add(
@@ -88,16 +103,17 @@ def add(
 
     if name is not None:
         check_name(name, "environment name")
-    plan = freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
+    plan = _plan(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
     check_name(plan.name, "environment name")
+    tracking.check_trackable("environment", plan.name)
     vault = Vault(ws.store)
     dest = ws.env_dir(plan.name)
     if not dry_run:
         frozen.sweep_staging(ws)
         resumed = frozen.resume_upload(ws, "environment", plan.name, dest)
         if resumed is not None:
-            return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(resumed, dest),
-                                note="finished the Vault upload of the freeze kept on this data root")
+            return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(resumed[0], dest),
+                                note=resumed[1], dvc_pointer=frozen.track(ws, "environment", plan.name, dest))
 
     def check_local() -> None:
         if vault.get("environment", plan.name) is not None:
@@ -118,9 +134,11 @@ def add(
         return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
     staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: whole there before the record
     recorded = False
+    added: list[str] = []  # objects this freeze put into DVC's cache
     try:
-        manifest = freeze.prepare(plan, staged)
+        manifest = _prepare(plan, staged)
         (staged / MANIFEST).write_bytes(manifest.dumps())
+        dvc, added = frozen.commit_staged(ws, staged)  # into DVC's cache; its hash recorded with the freeze
         if where.writer is not None and not where.writer.claim("environment", plan.name, manifest.fingerprint):
             raise frozen.lost_claim("environment", plan.name, where.url)
 
@@ -130,19 +148,70 @@ def add(
             if plan.env_kind == "trainable" and vault.get("dataset", plan.name, snap):
                 raise frozen.source_conflict(plan.name, "dataset")
 
-        vault.record(manifest, check)
+        vault.record(manifest, check, trailers=dvc.trailers())
         recorded = True
         freeze.move_into_place(staged, dest)
     finally:
         if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
             freeze.discard(staged)
+        if not recorded:
+            frozen.uncommit(ws, added)
     m = read_manifest(dest)
     assert m is not None
+    pointer = frozen.track(ws, "environment", plan.name, dest, dvc)
     note = where.note
     if where.writer is not None:
-        frozen.upload_or_keep(where.writer, m, dest, "env add")
+        frozen.upload_or_keep(where.writer, m, dest, "env add", dvc)
         note = f"pushed to the Vault {where.url}"
-    return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note)
+    return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note,
+                        dvc_pointer=pointer)
+
+
+def _plan(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],
+          test: tuple[str, ...]) -> Any:
+    """The catalog's plan, or NeMo Gym's when the names are NeMo Gym's (a name both know is the
+    catalog's; ``server:NAME`` / ``benchmark:NAME`` are always NeMo Gym's). NeMo Gym is looked
+    for only when a name is not in the catalog: the catalog's freezes never read it."""
+    from monte.envs import freeze
+    from monte.envs.registry import catalog
+
+    specs = [s for s in (benchmark, server, *dev, *test) if s]
+    known = set(catalog())
+    if any(s not in known for s in specs):
+        from monte.envs.nemo import freeze as gym_freeze
+        from monte.envs.nemo import stack as gym_stack
+
+        if gym_freeze.names_gym(gym_stack.find(), specs, known):
+            return gym_freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
+    return freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
+
+
+def _prepare(plan: Any, staged: Path) -> Manifest:
+    from monte.envs import freeze
+
+    if getattr(plan, "provider", None) == "nemo-gym":
+        from monte.envs.nemo import freeze as gym_freeze
+
+        return gym_freeze.prepare(plan, staged)
+    return freeze.prepare(plan, staged)
+
+
+def _gym_available() -> list[CatalogEntry]:
+    """NeMo Gym's resources servers and benchmarks, when a stack is found (its files only)."""
+    from monte.envs.nemo import stack as gym_stack
+    from monte.envs.nemo.freeze import SIZES
+
+    stack = gym_stack.find()
+    if stack is None:
+        return []
+    out = []
+    for e in gym_stack.entries(stack):
+        sizes = ({"dev": SIZES["dev"], "test": SIZES["test"], **({"curriculum": SIZES["curriculum"]}
+                 if e.trainable else {})} if e.kind == "server" else {})  # a benchmark: what its prepare gives
+        out.append(CatalogEntry(benchmark=e.name, provider=gym_stack.PROVIDER, trainable=e.trainable, sizes=sizes,
+                                description=(e.description.splitlines() or [""])[0][:200], kind=e.kind,
+                                judge=list(e.judge), offline=e.offline))
+    return out
 
 
 def list_envs(
@@ -160,7 +229,7 @@ def list_envs(
             CatalogEntry(benchmark=e.name, provider=e.provider, trainable=e.benchmark.trainable,
                          sizes=e.benchmark.sizes, description=e.benchmark.description)
             for e in catalog().values()
-        ]
+        ] + _gym_available()
     ws = ws or open_workspace()
     if vault:
         return frozen.vault_names(ws, "environment")
@@ -193,6 +262,27 @@ def install(*, name: str | None, all_: bool, ws: Workspace | None) -> list[EnvIn
 
 
 def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
+    """Put the environment's files here, then register what NeMo Gym grades (a mock-only
+    environment has nothing to register, and says so). Refused before any fetch when a NeMo Gym
+    environment meets a machine whose ``MONTE_LOCAL`` has no stack."""
+    from monte.envs.nemo import register
+    from monte.manifest import read_manifest
+
+    folder = ws.env_dir(name)
+    known = read_manifest(folder) or vault.get("environment", name)
+    if known is not None and register.is_gym(known):
+        register.require_checkout(name)
+    result = _install_files(ws, vault, name)
+    m = read_manifest(folder)
+    assert m is not None
+    if register.is_gym(m):
+        result.registered = register.register(m, folder, register.require_checkout(name))
+    else:
+        result.note = MOCK_ONLY_NOTE
+    return result
+
+
+def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     """A manifest here: prove the folder against it (and it against the vault ref). None here:
     fetch the folder from the Vault, or else re-create it from the vault ref's manifest."""
     from monte.envs import freeze
@@ -211,6 +301,7 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
                         f"environment {name!r}: {folder / MANIFEST} differs from the vault ref's manifest",
                         f"move {folder} aside and run `monte env install {name}` to restore it")
         verify_folder(folder, here)
+        frozen.track(ws, "environment", name, folder)
         return EnvInstallResult(name=name, action="verified", files=len(here.files), folder=str(folder))
     if recorded is None:
         raise error("E_NOT_FOUND", f"no environment named {name!r} on this data root or the vault ref",
@@ -228,6 +319,7 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
         freeze.move_into_place(staged, folder)
     finally:
         freeze.discard(staged)
+    frozen.track(ws, "environment", name, folder)
     return EnvInstallResult(name=name, action="restored", files=len(recorded.files), folder=str(folder))
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from monte import jsonl
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan
 from monte.hashing import sha256_bytes
 from monte.ledger import rules
@@ -21,6 +21,7 @@ from monte.ledger.records import RunRow
 from monte.ledger.seal import Seal, SealKey, settings_key
 from monte.ledger.store import Snapshot
 from monte.manifest import now
+from monte.models import locate
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     PENDING,
@@ -35,6 +36,8 @@ from monte.runs.lifecycle import (
     record_failure,
     require_live,
     save_pending,
+    sigterm_stops,
+    stopped_message,
     transitions,
     with_retries,
 )
@@ -59,6 +62,8 @@ def _read_split(ws: Workspace, e: ExamPlan) -> list[dict[str, Any]]:
 class EvalResult(BaseModel):
     experiment: str
     runs: list[dict[str, Any]]
+    #: "<exam>/<split>" -> the constant-answer floor of what was scored (issue 18), when recorded
+    floors: dict[str, float] = {}
 
 
 def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int], None] | None = None,
@@ -67,62 +72,81 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     """Run the plan: one row per exam. ``on_transition(row, transition)`` is called right after
     each transition's record lands (started, scored, finished); with ``plan.push`` and none given,
     a :class:`Pusher` uploads the results then, and a finished run's failed final push refuses."""
-    from monte.envs.registry import get as get_bench
+    from monte.envs import grading
     from monte.models import generate as gen
 
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
+    grader = ledger.measurement().grader  # the catalog's, or a NeMo Gym server's (monte.envs.grading)
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
+    locate.remember(ws, plan.base_register, plan.base_folder)  # the name the record gives the base model
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None)
-    recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
-    model = tok = None
-    results = []
-    for i, e in enumerate(plan.exams):
-        items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
-        if i:  # the disks again before each further touch
-            probe_writable(ws, plan.experiment, need=len(items) * 1024)
-        row = start_row(ledger, plan, e)
-        try:
-            log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
-                      target=plan.target.label)
-            transition(row, "started")
-            if model is None:
-                model, tok = (load or gen.load)(Path(plan.target.model))
-            answers = gen.generate(model, tok, [str(i["prompt"]) for i in items],
-                                   max_new_tokens=plan.settings["max_new_tokens"],
-                                   batch_size=plan.settings["batch_size"],
-                                   temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
-                                   stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
-                                   on_batch=on_progress)
-            tasks: list[dict[str, Any]] | None = None
-            if not (plan.smoke and e.split == "test"):
-                # (a sealed item is never graded, scored or recorded: smoke on test proves that
-                # generation runs on the test split's format, and reveals nothing of it)
-                bench = get_bench(e.benchmark).benchmark
-                tasks = [{"id": i["id"], "score": float(bench.grade(i, a)), "answer": a[:200]}
-                         for i, a in zip(items, answers, strict=True)]
-            # durable before the finishing append: if that cannot be written, the score is kept
-            save_pending(ws, plan.experiment, row.run, {"tasks": tasks, "n": len(answers), "smoke": plan.smoke})
-        except BaseException as exc:
-            record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
-                           transition=transition)
-            raise
-        # one record both scores the run and ends it: the "scored" and "finished" transitions land
-        # together, so one push reports both
-        done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(answers))
-        try:
-            log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
-        except OSError:
-            pass
-        transition(done, "finished")
-        results.append(done.model_dump(mode="json"))
+    with sigterm_stops():
+        recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
+        model = tok = None
+        results = []
+        for i, e in enumerate(plan.exams):
+            items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
+            if i:  # the disks again before each further touch
+                probe_writable(ws, plan.experiment, need=len(items) * 1024)
+            # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
+            grades = grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
+                                        config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log")
+            try:
+                row = start_row(ledger, plan, e)
+            except BaseException:
+                grades.close()
+                raise
+            try:
+                log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
+                          target=plan.target.label)
+                transition(row, "started")
+                if model is None:
+                    model, tok = (load or gen.load)(Path(plan.target.folder or plan.target.model))
+                answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
+                                       max_new_tokens=plan.settings["max_new_tokens"],
+                                       batch_size=plan.settings["batch_size"],
+                                       temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
+                                       stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
+                                       on_batch=on_progress)
+                tasks: list[dict[str, Any]] | None = None
+                if not (plan.smoke and e.split == "test"):
+                    # (a sealed item is never graded, scored or recorded: smoke on test proves that
+                    # generation runs on the test split's format, and reveals nothing of it)
+                    ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
+                    tasks = grades.grade(items, answers, ids)
+                # durable before the finishing append: if that cannot be written, the score is kept
+                try:
+                    save_pending(ws, plan.experiment, row.run, {"tasks": tasks, "n": len(answers),
+                                                                "smoke": plan.smoke})
+                    kept = True
+                except OSError:  # the data root filled or turned read-only since the probe: the
+                    kept = False  # ledger can still take the score, and it is what counts
+            except BaseException as exc:
+                record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
+                               transition=transition)
+                if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
+                    raise stopped_message(ledger, row.run) from None
+                raise
+            finally:
+                grades.close()
+            # one record both scores the run and ends it: the "scored" and "finished" transitions land
+            # together, so one push reports both
+            done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(answers), kept=kept)
+            try:
+                log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+            except OSError:
+                pass
+            transition(done, "finished")
+            results.append(done.model_dump(mode="json"))
     if pusher is not None:
         pusher.check()
-    return EvalResult(experiment=plan.experiment, runs=results)
+    return EvalResult(experiment=plan.experiment, runs=results,
+                      floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
 
 
 def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any] | None = None,
@@ -138,9 +162,9 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
     who = who or me()
 
     def make(snap: Snapshot, seq: int) -> RunRow:
-        rows = read_rows(ledger, snap)
         role = None
         if e.split == "test" and not plan.smoke:  # re-checked on the tip: racing claims, one wins
+            rows = read_rows(ledger, snap)  # only a test read needs them: a dev start reads no rows
             key = SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort)
             role = rules.check_test_read(rows, plan.cohort, e.exam, on_checkpoint=plan.target.kind == "checkpoint",
                                          experiment=plan.experiment,
@@ -149,7 +173,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
         return RunRow(run=run, experiment=plan.experiment, kind="eval", status="started", created_at=now(),
                       updated_at=now(), cohort=plan.cohort, model=plan.target.model, exam=e.exam,
                       split=e.split, step=plan.target.step, smoke=plan.smoke, role=role,
-                      plan={"target": plan.target.model_dump(), "benchmark": e.benchmark,
+                      plan={"target": plan.target.recorded(), "benchmark": e.benchmark,
                             "split_sha256": e.sha256, "settings": plan.settings,
                             "base_model": plan.base_model, **(extra_plan or {})},
                       **who)
@@ -186,18 +210,24 @@ def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, A
 
 
 def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[dict[str, Any]] | None, smoke: bool,
-                   n: int) -> RunRow:
+                   n: int, kept: bool = True) -> RunRow:
     """The finishing append, retried on a transient failure. If it still cannot be written the
-    result stays in the run folder and the refusal says how it gets recorded."""
+    result stays in the run folder (``kept``) and the refusal says how it gets recorded."""
     try:
         done = with_retries(lambda: _finish(ledger, row, "succeeded", tasks=tasks, smoke=smoke, n=n))
     except OSError as e:
+        if not kept:
+            raise error("E_STORAGE", f"run {row.run} finished, but its result could be neither recorded in the "
+                        f"ledger ({os_reason(e)}) nor kept in its run folder: both disks failed during the run; "
+                        "its score is lost", "free space or make the repository and the data root writable "
+                        "before the next run") from None
         raise error("E_STORAGE", f"run {row.run} finished, but its result could not be recorded in the ledger "
                     f"({os_reason(e)}); the result is kept in its run folder "
                     f"({ws.data_root / 'runs' / ledger.experiment / row.run / PENDING})",
                     f"free space or make the repository writable, then `monte recover {ledger.experiment}` "
                     "records it (so does the next `monte eval` in this experiment)") from None
-    clear_pending(ws, ledger.experiment, row.run)
+    if kept:
+        clear_pending(ws, ledger.experiment, row.run)
     return done
 
 

@@ -217,14 +217,35 @@ def record_checkpoint(store: Store, experiment: str, info: dict[str, Any], paren
     # run's previous checkpoint.
     parents = [parent] if old is None else [old]
     body = json.dumps(info, indent=2, sort_keys=True).encode() + b"\n"
+    previous = None if old is None else read_checkpoint(store, old).get("step")
     commit = store.write_commit(
-        {"checkpoint.json": body}, f"checkpoint {info['run']}@{info['step']}",
+        {"checkpoint.json": body}, checkpoint_subject(info, previous),
         {"Monte-Event": "checkpoint", "Monte-Run": info["run"], "Monte-Step": str(info["step"]),
          "Monte-Cohort": info["cohort"]}, parents=parents)
     if not store.set_ref(ref, old, commit):
         raise error("E_CONFLICT", f"{ref} moved while checkpoint {info['run']}@{info['step']} was recorded",
                     "one run has one writer; is the run being trained twice?")
     return commit
+
+
+def checkpoint_subject(info: dict[str, Any], previous: int | None = None) -> str:
+    """A lineage commit's subject: the checkpoint, the move that made it (``algorithm:source``,
+    as ``monte status`` prints a hop) and where it starts, so ``git log --graph --oneline`` of
+    the lineage refs reads as the tree. ``previous``: the run's own previous checkpoint step,
+    for a run's later checkpoints.
+
+    ``checkpoint 8js7@50: sft:parity-sft from base``, ``checkpoint 2kq1@100: sft:parity-sft from
+    8js7@50``, ``checkpoint 9zz0@150: 2kq1@100 =grpo:parity=> (stage boundary)``."""
+    head = f"checkpoint {info['run']}@{info['step']}"
+    recipe = info.get("recipe") or {}
+    move = f"{recipe.get('algorithm') or recipe.get('name') or '?'}:{info.get('source') or '?'}"
+    parent = info.get("parent") or None
+    if previous is not None:
+        return f"{head}: {move} from {info['run']}@{previous}"
+    start = f"{parent['run']}@{parent['step']}" if parent else "base"
+    if info.get("boundary") and parent:
+        return f"{head}: {start} ={move}=> (stage boundary)"
+    return f"{head}: {move} from {start}"
 
 
 def read_checkpoint(store: Store, commit: ObjectID) -> dict[str, Any]:
@@ -251,10 +272,14 @@ def checkpoint_info(store: Store, data_root: Path, ck: Checkpoint, *, local: boo
     if not local:
         return info
     folder = data_root / info["weights"]
-    if not folder.is_dir():
+    # weights are never synced: a run folder brought by `monte sync` holds the small files only
+    missing = sorted(n for n in info["files"] if not (folder / n).is_file())
+    if missing:
         hub = info.get("hub") or {}
-        raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder})",
-                    "run where the run directories live (the box), or fetch the weights"
+        raise error("E_NOT_FOUND", f"the weights of {ck.ref} are not on this data root ({folder}"
+                    + (f"; missing {', '.join(missing[:3])}" if folder.is_dir() else "") + "): weights are never "
+                    "synced, only the run's small files", "run where the run directories live (the machine "
+                    "that trained it), or fetch the weights"
                     + (f": its hub copy ({hub.get('repo')}, revision {str(hub.get('revision'))[:12]}) "
                        f"exports with `monte promote {ck.ref} --dest D --confirm {ck.ref} --from-hub`"
                        if hub.get("repo") and hub.get("revision") else ""))

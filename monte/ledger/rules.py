@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.ledger.records import RunRow
 
 LIVE = ("started", "running")
@@ -136,6 +136,9 @@ def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkp
                     "the claim is made; start a new cohort (another base model) or a new experiment"
                     + (" with another test split" if elsewhere else ""))
     if not on_checkpoint:
+        lost = dead_baseline(touches)
+        if lost is not None:
+            raise lost
         if touches:
             raise error("E_SEALED", f"test@0 of exam {exam!r} was already taken in cohort {cohort} "
                         f"(run {_names(touches[:1], elsewhere)}){span}; the remaining read belongs to the final claim",
@@ -149,6 +152,22 @@ def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkp
         raise error("E_PREFLIGHT", E_PREFLIGHT_MESSAGE,
                     "start a new cohort and take both baselines (dev and test) before you train")
     return "claim"
+
+
+NEW_COHORT_FIX = ("start a new cohort with other base weights: e.g. `monte model init base2 --seed 1`, then "
+                  "`monte experiment init EXP2 --eval ENV --model base2`, `monte eval -e EXP2` and "
+                  "`monte eval -e EXP2 --split test` (a copy of these weights is the same cohort)")
+
+
+def dead_baseline(touches: Sequence[RunRow]) -> MonteError | None:
+    """A cohort whose one test@0 read ended without a score (stopped, crashed, failed): its test
+    baseline can never be taken, so it can never train. The refusal says so, and how to go on."""
+    if len(touches) != 1 or touches[0].status in ("succeeded", "started", "running"):
+        return None
+    t = touches[0]
+    return error("E_SEALED", f"test@0 of exam {t.exam!r} in cohort {t.cohort} was spent by run {t.run}, which "
+                 f"ended {t.status} without a score; the touch stays spent, so this cohort can take no test "
+                 "baseline and cannot train", NEW_COHORT_FIX)
 
 
 def _names(rows: Sequence[RunRow], qualified: bool) -> str:

@@ -16,8 +16,9 @@ Rules (the names printed):
   that each spent the final test read break ``two-touch`` at the merge. Their violations name the
   merge commit and the merged-in record (a ``two-touch`` one's fix says two ledgers were merged;
   monte's own merge now refuses such a union, ``E_SEALED``).
-- ``well-formed``: every path is one monte writes; every row parses; the derived fan-out index
-  equals the rows it indexes.
+- ``well-formed``: every path is one monte writes (the CI workflow every record carries,
+  :data:`monte.ci.LEDGER_WORKFLOW`, among them: derived, like ``meta.json``); every row parses;
+  the derived fan-out index equals the rows it indexes.
 - ``append-only``: no record removed; no finished row rewritten; identity fields never change;
   ``measurement.json`` never changes; per-task files never change once written.
 - ``unique-run-id``: a new run never reuses an id.
@@ -31,9 +32,10 @@ Rules (the names printed):
 - ``no-smoke-evidence``: a smoke run is never a parent, an eval target or a nominee.
 - ``rewound``: every tip monte remembers of a ``refs/heads/monte/`` ref (each one the store
   wrote, git's reflog of it, each one a verify saw pass: :mod:`monte.ledger.tips`) is still in
-  that ref's history, and the ref still exists; a remote-tracking copy of a ledger
-  (``refs/remotes/*/monte/<exp>/ledger``, the results bucket's mirror among them) holds no record
-  the local ledger lacks. The violation names the lost commit. A rewind that drops only commits
+  that ref's history, and the ref still exists; a remote-tracking copy of a ledger holds no record
+  the local ledger lacks: the results bucket's mirror (``monte sync`` merges it), or a git
+  remote's copy that diverged from the local ledger (one simply ahead is let in before verify
+  reads: :mod:`monte.ledger.remotes`). The violation names the lost commit. A rewind that drops only commits
   that monte never wrote and that each break a rule (a forgery put back by hand, with
   ``MONTE_HOOKS=off``) is a repair, not a rewind.
 """
@@ -42,12 +44,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 
+from monte.ci import LEDGER_WORKFLOW
 from monte.ledger.merge import MERGE_EVENT, Conflict, merge_bases, union_tree
 from monte.ledger.records import RunRow
 from monte.ledger.refs import (
@@ -62,6 +65,7 @@ from monte.ledger.refs import (
 )
 from monte.ledger.store import MODE_DIR, Store, parse_trailers
 from monte.ledger.tips import Ancestry, Remembered, restore_fix, rewind_what
+from monte.ledger.transaction import Proposed, proposed
 
 ROW = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/row\.json$")
 TASKS = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/tasks\.jsonl$")
@@ -237,7 +241,7 @@ class Verifier:
         if since is not None:
             base = self._obj(since)
             prev_tree = base.tree
-            self._load(state, since)
+            self._load(state, since, experiment)
         for i, c in enumerate(chain):
             first = since is None and i == 0
             if len(c.parents) == 2 and not first:
@@ -346,18 +350,18 @@ class Verifier:
             stack.extend((p, None) for p in reversed(c.parents))
         return order
 
-    def _load(self, state: _State, commit: ObjectID) -> None:
+    def _load(self, state: _State, commit: ObjectID, experiment: str) -> None:
         """State at an already-verified commit (for ``--from``), read from its derived indexes
-        (at most 1,024 blobs), so an incremental check costs the new records, not the history.
-        Per-task files of runs before that commit are looked up lazily (``_tasks_blob``)."""
+        (at most 1,024 blobs, through the state read's object cache, rows built unvalidated:
+        that commit was verified when it landed), so an incremental check costs the new
+        records, not the history. Per-task files of runs before that commit are looked up
+        lazily (``_tasks_blob``)."""
+        from monte.ledger.experiment import Ledger
         from monte.ledger.store import Snapshot
 
         snap = Snapshot(self.store.repo, commit)
-        for first in snap.listdir("runs"):
-            for second in snap.listdir(f"runs/{first}"):
-                raw = snap.read(f"runs/{first}/{second}/index.json")
-                for row in json.loads(raw or b"{}").values():
-                    state.put(RunRow.model_validate(row))
+        for row in Ledger(self.store, experiment).rows(snap):
+            state.put(row)
         for cohort in snap.listdir("cohorts"):
             raw = snap.read(f"cohorts/{cohort}/nomination.json")
             if raw:
@@ -420,8 +424,8 @@ class Verifier:
                         bad("well-formed", "measurement.json is not JSON")
                     else:
                         out += [Violation(cid, v.rule, v.message) for v in self._frozen_hashes(state.meas or {})]
-            elif path == "meta.json" or INDEX.match(path):
-                continue  # derived; indexes are checked below
+            elif path in ("meta.json", LEDGER_WORKFLOW) or INDEX.match(path):
+                continue  # derived (the record count, the CI workflow); indexes are checked below
             elif (m := TASKS.match(path)) is not None:
                 if old is not None:
                     bad("append-only", f"per-task results of run {m.group(3)} were rewritten")
@@ -747,13 +751,16 @@ class Verifier:
         for name, sha in sorted(self.store.refs_under("refs/remotes/").items()):
             if not name.endswith(suffix) or (ancestry is not None and sha in ancestry):
                 continue
-            if name.startswith(MIRROR + "/"):
+            mirror = name.startswith(MIRROR + "/")
+            if not mirror and (local is None or local in Ancestry(self.objects, sha)):
+                continue  # a git remote's copy ahead of this one: let in, or named, by monte.ledger.remotes
+            if mirror:
                 fix = "`monte sync` merges the bucket's records back into the local ledger"
             else:
-                fix = (f"fetch them and let them in: `git update-ref {ref} {sha.decode()}` when the local ledger "
-                       "is behind (the hook verifies it); two ledgers that diverged are merged by monte "
-                       "through the results bucket (`monte push`, `monte sync`), never by force")
-            why = "deleted" if local is None else "moved back by something other than monte, or is behind"
+                fix = ("two ledgers that diverged are merged by monte through the results bucket (`monte push`, "
+                       "`monte sync`), never by force")
+            why = ("deleted" if local is None else "moved back by something other than monte, or is behind" if mirror
+                   else "moved back and appended to, or the two copies diverged")
             out.append(Violation(sha.decode()[:12], "rewound",
                                  f"{name} holds records that the local ledger {ref} lacks (its tip "
                                  f"{sha.decode()[:12]} is not in the local history): the local ledger was {why}; "
@@ -764,8 +771,8 @@ class Verifier:
         """Remember the tip this verify saw pass, and that each remembered tip leads to it, so the
         next check walks nothing. A repository verify may not write to (CI) keeps what it had."""
         current = self.store.tip(ref)
-        if current is None:
-            return
+        if current is None or isinstance(self.store, Proposed):
+            return  # a view's refs are not this repository's: nothing to remember
         olds: list[ObjectID | None] = [h.sha for h in self.store.tips.heads(ref).get(ref, [])]
         olds = olds or [None]
         if olds == [current]:
@@ -858,19 +865,35 @@ def experiments(store: Store) -> list[str]:
 ZERO = b"0" * 40
 
 
-def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool = False) -> list[Violation]:
+def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
+                   full: bool = False) -> list[tuple[str, Violation]]:
+    """Check the ref updates of one transaction (a push: ``(ref, old, new)`` each) together:
+    each is judged against the repository with all of them in place
+    (:class:`~monte.ledger.transaction.Proposed`), so a ledger arriving with the vault, base and
+    lineage refs it refers to passes in any order, and a forged record fails wherever it is."""
+    ours = [u for u in updates if u[0].startswith(PREFIX)]
+    view = proposed(store, ours)
+    return [(ref, v) for ref, old, new in ours for v in verify_update(store, ref, old, new, full=full, view=view)]
+
+
+def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool = False,
+                  view: Store | None = None) -> list[Violation]:
     """Check one proposed ref update (from a git hook: ``old new ref``) before it happens.
 
     ``full``: verify the new tip's whole history (pre-push: the remote's old value may not be
     here, and the local ref already points at what is pushed); the remote's ``old`` must then be
     an ancestor of ``new`` (no force-push moves a monte ref back). Either way ``new`` must hold
-    every tip of ``ref`` this repository remembers (rule ``rewound``)."""
+    every tip of ``ref`` this repository remembers (rule ``rewound``). ``view``: the repository
+    the records are judged in (:func:`verify_updates`: the other updates of the transaction in
+    place); ``store`` is read for the ref's current value."""
     if not ref.startswith(PREFIX):
         return []
     if new == ZERO:
         if old != ZERO and _packing(store, ref, ObjectID(old)):
             return []  # `git pack-refs` (run by `git gc`) removing the loose copy: the ref stays, packed
         return [Violation(old.decode()[:12], "append-only", f"{ref} would be deleted: monte refs are never removed")]
+    if not full and _packed_under_loose(store, ref, new):
+        return []  # `git pack-refs` writing a tip it read to packed-refs: the loose ref stays the ref
     out: list[Violation] = []
     if full:
         if old != ZERO:
@@ -881,7 +904,7 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
         old = current if current is not None else ZERO
     if old == new and not out:
         return []  # nothing moves (`git pack-refs` writing packed-refs, say)
-    v = Verifier(store)
+    v = Verifier(view or store)
     out += _verify_tip(v, ref, ObjectID(new), None if old == ZERO else ObjectID(old))
     return out + v.rewound(ref, tips={ref: ObjectID(new)}, exact=True)
 
@@ -889,14 +912,42 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
 def _packing(store: Store, ref: str, old: ObjectID) -> bool:
     """Whether a deletion of ``ref`` is ``git pack-refs`` pruning its loose file: git has already
     written the same value to ``packed-refs`` (a real ``update-ref -d`` of a loose ref finds it
-    unpacked; of a packed one, no loose file)."""
+    unpacked; of a packed one, no loose file). The loose file may be gone already: a second
+    pack-refs (``git gc`` beside a ``pack-refs``) pruned it first, and git prunes anyway; that
+    prune is told apart from a real deletion of a packed ref by ``packed-refs.lock``, which the
+    deletion holds and the prune does not."""
+    from pathlib import Path
+
     from dulwich.refs import Ref
 
     name = Ref(ref.encode())
     try:
-        return store.repo.refs.read_loose_ref(name) == old and store.repo.refs.get_packed_refs().get(name) == old
+        if store.repo.refs.get_packed_refs().get(name) != old:
+            return False
+        loose = store.repo.refs.read_loose_ref(name)
+        return loose == old or (loose is None and not (Path(store.repo.commondir()) / "packed-refs.lock").exists())
     except (OSError, ValueError):
         return False
+
+
+def _packed_under_loose(store: Store, ref: str, new: bytes) -> bool:
+    """Whether this update is ``git pack-refs`` writing ``packed-refs`` while a loose file of
+    ``ref`` exists: git reads the loose file first, so the write moves nothing, whatever tip it
+    packs. monte may have moved the loose ref on since pack-refs read it; the write then packs
+    an older tip, which is not a rewind (and git prunes the loose file only while it still holds
+    the packed value: :func:`_packing`). Told apart from a real update of the ref, which writes
+    the new value into the ref's own ``.lock`` before the hook runs, by that lock and by
+    ``packed-refs.lock``, which pack-refs holds."""
+    from pathlib import Path
+
+    git_dir = Path(store.repo.commondir())
+    loose = git_dir / ref
+    try:
+        if (loose.parent / (loose.name + ".lock")).read_bytes().strip() == new:
+            return False  # the ref's own update (git update-ref, fetch): judged as any other
+    except OSError:
+        pass
+    return (git_dir / "packed-refs.lock").exists() and loose.is_file()
 
 
 def _verify_tip(v: Verifier, ref: str, new: ObjectID, since: ObjectID | None) -> list[Violation]:

@@ -24,7 +24,7 @@ from monte.ledger.records import RunRow, run_dir
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.names import check_name
-from monte.runs.folders import log_event
+from monte.runs.folders import log_event, portable_text
 from monte.runs.liveness import is_dead, me, proc_start
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
@@ -48,7 +48,8 @@ def experiment_name(ws: Workspace, given: str | None) -> str:
         raise error("E_NOT_FOUND", "this repository has no experiment yet",
                     "create one with `monte experiment init NAME --eval ENV`")
     raise error("E_USAGE", f"this repository has {len(names)} experiments: {', '.join(names)}",
-                "name one with --experiment NAME")
+                "name one: `-e NAME` (or --experiment NAME; status, push, plot and ledger verify also take it "
+                "as their argument)")
 
 
 def read_rows(ledger: Ledger, snap: Snapshot | None = None) -> list[RunRow]:
@@ -152,7 +153,7 @@ def record_failure(ws: Workspace, experiment: str, row: RunRow, exc: BaseExcepti
     """The run ended in ``exc``: record it ``failed`` (``finish(reason)`` appends the record),
     keep the reason and traceback in the run's event file (as ``event``), and report the
     ``finished`` transition."""
-    reason = failure_reason(exc)
+    reason = portable_text(ws, failure_reason(exc))  # the record reads the same wherever the repository is
     try:
         failed = finish(reason)
     except MonteError as e:
@@ -225,14 +226,16 @@ def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str 
         raise error("E_REFUSED", f"run {row.run} has {row.status}; only a running run can be stopped",
                     "nothing to do")
     killed = False
-    if row.host == socket.gethostname() and row.pid and row.status != "abandoned" \
-            and proc_start(row.pid) == row.proc_start:
+    local = row.host == socket.gethostname() and row.pid and row.status != "abandoned" \
+        and proc_start(row.pid) == row.proc_start
+    # recorded first, then signalled: the stopped process finds its row abandoned and leaves it so
+    done = abandon(ledger, row.run, reason or f"stopped by `monte stop` on {socket.gethostname()}")
+    if local and row.pid:
         try:
             os.kill(row.pid, signal.SIGTERM)
             killed = True
         except ProcessLookupError:
             pass
-    done = abandon(ledger, row.run, reason or "stopped by `monte stop`")
     log_event(ws, ledger.experiment, row.run, "abandoned", reason=(reason or "monte stop")[:500], killed=killed)
     return {"run": done.run, "status": done.status, "signalled": killed}
 
@@ -243,6 +246,36 @@ def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str 
 #: records it when that append could not be written)
 PENDING = "finish.json"
 _PROBE_FLOOR = 256 << 10
+
+
+class sigterm_stops:  # noqa: N801 - used as a context manager, reads as a phrase
+    """While a run runs, SIGTERM (`monte stop`, a box's watchdog) raises E_STOPPED in it, so the
+    run ends through the same failure path as any other error and the command says so."""
+
+    def __enter__(self) -> sigterm_stops:
+        import threading
+
+        self.previous: Any = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, self._stop)
+        return self
+
+    @staticmethod
+    def _stop(signum: int, frame: Any) -> None:
+        raise error("E_STOPPED", "stopped by SIGTERM (`monte stop`, or a box's watchdog)", "")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+
+def stopped_message(ledger: Ledger, run: str) -> MonteError:
+    """What a stopped run's own terminal is told: who stopped it, if known, and what its row reads."""
+    row = ledger.row(run)
+    status = row.status if row else "unknown"
+    why = f" ({row.error})" if row and row.error else ""
+    return error("E_STOPPED", f"run {run} was stopped{why}; its row reads {status}",
+                 "see `monte show " + run + "`; start a new run to go on")
 
 
 def probe_writable(ws: Workspace, experiment: str, need: int) -> None:

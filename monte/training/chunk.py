@@ -20,15 +20,19 @@ Continuation and stage boundary (the seeds' two rules):
 - Different recipe: a weights-only warm start from the parent's servable folder; the counter
   restarts and the KL reference is the parent checkpoint.
 
-Learning-rate schedules are constant (with optional warm-up): a decaying schedule is rebuilt
-from the new ``max_steps`` on resume and would jump at every chunk edge.
+Learning-rate schedules: a constant one (with optional warm-up) needs nothing more. A decaying
+one is rebuilt from ``max_steps`` on resume, so it would jump at every chunk edge; a recipe
+declares its horizon (``schedule_steps``), the trainer's ``max_steps`` is that horizon in every
+chunk of the stage, and a callback saves and stops at the chunk's own end.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +43,7 @@ from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, ensure_base, identify_base, servable_files
 from monte.ledger.records import RunRow
+from monte.models import locate
 from monte.runs.folders import log_event, run_folder
 from monte.runs.lifecycle import (
     adopt_row,
@@ -46,6 +51,8 @@ from monte.runs.lifecycle import (
     push_bucket,
     read_rows,
     record_failure,
+    sigterm_stops,
+    stopped_message,
     transitions,
 )
 from monte.runs.naming import parse_run_ref
@@ -59,7 +66,8 @@ class TrainPlan(BaseModel):
     experiment: str
     cohort: str
     weights: str = ""  # the base model's weights identity
-    base_model: str
+    base_model: str  # the base model's reference, the same on every machine (monte.models.locate)
+    base_folder: str = ""  # where it is on this machine (never recorded)
     base_files: dict[str, str]
     recipe: recipes.ResolvedRecipe
     source: sources.Source
@@ -68,13 +76,21 @@ class TrainPlan(BaseModel):
     start_step: int
     steps: int
     smoke: bool
-    init_model: str  # the weights the trainer is constructed from
-    stage_start: str  # the stage's starting weights (the KL reference)
-    resume_from: str | None  # the parent's trainer state (continuation only)
+    init_model: str  # the weights the trainer is constructed from (a folder here)
+    stage_start: str  # the stage's starting weights (the KL reference; a folder here)
+    resume_from: str | None  # the parent's trainer state (continuation only; a folder here)
     resume_step: int  # the trainer's own step counter at the start
     leak: dict[str, Any]
-    teacher: str | None = None  # distillation: the teacher's folder
+    #: what records name instead of those folders: "base" or RUN@STEP (a checkpoint, proven
+    #: against its lineage commit wherever it is resolved)
+    init_ref: str = "base"
+    stage_ref: str = "base"
+    resume_state: str | None = None  # resume_from, relative to the data root
+    teacher: str | None = None  # distillation: the teacher's folder (here)
+    teacher_ref: str | None = None  # and its reference (monte.models.locate)
     teacher_files: dict[str, str] | None = None  # and the sha256 of its servable files
+    #: names monte gives folders outside the repository in .monte.yaml when it records (name -> folder)
+    names: dict[str, str] = {}
     push: bool = False  # upload results to the results bucket after each transition
     bucket: str | None = None  # where (--push only)
     hub: str | None = None  # the hub model repo the checkpoint goes to (a real --push chunk)
@@ -93,7 +109,10 @@ class TrainPlan(BaseModel):
             f"  {move}",
             f"  source {self.source.kind} {self.source.name}"
             + (f" ({self.leak['dev_overlap']} item(s) also in a dev exam)" if self.leak.get("dev_overlap") else ""),
-            f"  cohort {self.cohort} (base model {self.base_model})",
+            f"  cohort {self.cohort} (base model {self.base_model}"
+            + (f", here {self.base_folder})" if self.base_folder else ")"),
+            *[f"  {folder} is named {name!r} in .monte.yaml when recorded (elsewhere: {locate.env_var(name)})"
+              for name, folder in sorted(self.names.items())],
             *([f"  push: results to {self.bucket} after each transition"
                + (f"; weights to the hub repo {self.hub}, one branch per checkpoint" if self.hub else "")]
               if self.push else []),
@@ -104,6 +123,7 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
                from_base: bool, model: str | None, smoke: bool, push: bool = False) -> TrainPlan:
     plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
                        from_base=from_base, model=model, smoke=smoke)
+    recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
     if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
         from monte.storage import hub
 
@@ -131,11 +151,12 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     if not base:
         raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {rec.name}",
                     "pass --model PATH")
-    base_dir = Path(os.path.expanduser(base))  # ~nosuchuser stays as typed: then not found
-    if not base_dir.is_absolute() and not base_dir.exists():
-        base_dir = ws.repo_root / base_dir
-    base_id = identify_base(ws.store, exp, base_dir)
+    where = locate.locate(ws, base)
+    assert where.folder is not None
+    base_id = identify_base(ws.store, exp, where.folder)
+    locate.prove(ws.store, exp, where, base_id.weights)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base_id.files, base_id.cohort
+    names = {where.register: str(where.folder)} if where.register else {}
     if not smoke:
         _require_baselines(rows, cohort, meas)
     src = sources.resolve(ws, source)
@@ -143,14 +164,19 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     extra: dict[str, Any] = {}
     if rec.algorithm == "distillation":  # refuse a missing teacher before anything is written
         teacher = _teacher(rec.parsed().teacher, ws.repo_root)
-        extra = {"teacher": teacher, "teacher_files": servable_files(Path(teacher))}
+        taught = locate.locate(ws, teacher)
+        if taught.register:
+            names[taught.register] = teacher
+        extra = {"teacher": teacher, "teacher_ref": taught.ref, "teacher_files": servable_files(Path(teacher))}
     leak = sources.leak_check(ws, meas, src)
     steps = SMOKE_STEPS if smoke else meas.train.steps_per_chunk
-    base_str = str(base_dir.resolve())
+    base_str = str(where.folder.resolve())
+    common: dict[str, Any] = dict(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=where.ref,
+                                  base_folder=base_str, base_files=files, recipe=rec, source=src, leak=leak,
+                                  names=names)
     if not parent:
-        return TrainPlan(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=base_str, base_files=files, recipe=rec,
-                         source=src, parent=None, boundary=False, start_step=0, steps=steps, smoke=smoke,
-                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0, leak=leak, **extra)
+        return TrainPlan(**common, **extra, parent=None, boundary=False, start_step=0, steps=steps, smoke=smoke,
+                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0)
     ref_exp, run, step = parse_run_ref(parent, exp)
     if ref_exp != exp:
         raise error("E_USAGE", f"{parent} names experiment {ref_exp}, not {exp}", f"pass --experiment {ref_exp}")
@@ -173,22 +199,43 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
         if not state.is_dir():
             raise error("E_NOT_FOUND", f"the trainer state of {ck.ref} is not on this data root ({state})",
                         "run where the run directories live (the box)")
-        stage = info.get("stage_start", base_str)
-        stage_path = stage if os.path.isabs(stage) else str(ws.data_root / stage)
-        return TrainPlan(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=base_str, base_files=files, recipe=rec,
-                         source=src, parent={"run": ck.run, "step": ck.step}, boundary=False,
+        stage_ref, stage_path = _stage_start(ws, exp, rows, info.get("stage_start"), base_str)
+        return TrainPlan(**common, **extra, parent={"run": ck.run, "step": ck.step}, boundary=False,
                          start_step=ck.step, steps=steps, smoke=False, init_model=stage_path,
-                         stage_start=stage_path, resume_from=str(state),
-                         resume_step=int(info.get("trainer_step", 0)), leak=leak, **extra)
-    return TrainPlan(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=base_str, base_files=files, recipe=rec,
-                     source=src, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
-                     steps=steps, smoke=False, init_model=weights, stage_start=weights, resume_from=None,
-                     resume_step=0, leak=leak)
+                         stage_start=stage_path, init_ref=stage_ref, stage_ref=stage_ref, resume_from=str(state),
+                         resume_state=str(info["trainer_state"]),
+                         resume_step=int(info.get("trainer_step", 0)))
+    return TrainPlan(**common, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
+                     steps=steps, smoke=False, init_model=weights, stage_start=weights, init_ref=ck.ref,
+                     stage_ref=ck.ref, resume_from=None, resume_step=0)
+
+
+_LEGACY_STAGE = re.compile(r"runs/[^/]+/([0-9a-z]+)/checkpoints/step-(\d+)")
+
+
+def _stage_start(ws: Workspace, exp: str, rows: list[RunRow], stage: Any, base: str) -> tuple[str, str]:
+    """A continuation's KL reference as its parent's lineage commit names it: ``base`` (this
+    machine's base model, of the parent's cohort) or ``RUN@STEP`` (that checkpoint, every file
+    proven against its own lineage commit). An older record's folder is read as what it was: an
+    absolute one was the base model's, a data-root one a checkpoint's."""
+    stage = str(stage or "base")
+    if stage == "base" or os.path.isabs(stage):
+        return "base", base
+    legacy = _LEGACY_STAGE.fullmatch(stage)
+    run, step = (legacy.group(1), int(legacy.group(2))) if legacy else parse_run_ref(stage, exp)[1:]
+    if step is None:
+        raise error("E_INTEGRITY", f"a lineage commit names the stage start {stage!r}", "run `monte ledger verify`")
+    ck = rules.find_checkpoint(rows, run, step)
+    return ck.ref, str(ws.data_root / checkpoint_info(ws.store, ws.data_root, ck)["weights"])
 
 
 def _require_baselines(rows: list[RunRow], cohort: str, meas: Any) -> None:
     missing = []
     for exam, x in sorted(meas.exams.items()):
+        if "test" in x.splits and rules.baseline(rows, cohort, exam, "test") is None:
+            lost = rules.dead_baseline(rules.test_touches(rows, cohort, exam))
+            if lost is not None:
+                raise error("E_NO_BASELINE", lost.message, lost.fix)
         for split in ("dev", "test"):
             if split in x.splits and rules.baseline(rows, cohort, exam, split) is None:
                 missing.append(f"{exam}/{split}@0")
@@ -229,6 +276,8 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     if plan.hub and not plan.smoke:
         hub.ensure_repo(plan.hub)  # a token that cannot write refuses before any compute
     hub_failures: list[MonteError] = []
+    for name, named in sorted(plan.names.items()):  # the names the record gives folders outside the repository
+        locate.remember(ws, name, named)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None)
     if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
@@ -241,26 +290,24 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model,
                           smoke=plan.smoke, plan=row_plan(plan))
     transition(row, "started")
-    folder = run_folder(ws, plan.experiment, row.run)
-    try:
-        trainer_dir, trainer_step = _train(ws, plan, folder / "trainer", row.run, on_progress)
-        if not plan.smoke:
-            stage = plan.stage_start
-            try:
-                stage = str(Path(stage).relative_to(ws.data_root))
-            except ValueError:
-                pass
-            upload = (_hub_upload(ws, plan, row, transition, hub_failures)
-                      if plan.hub else None)
-            row = save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
-                "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
-                "stage_start": stage}, before_commit=upload)
-            transition(row, "checkpoint")
-    except BaseException as exc:
-        record_failure(ws, plan.experiment, row, exc, transition=transition,
-                       finish=lambda reason: finish_chunk(ws, plan.experiment, row, "failed", error_text=reason),
-                       event="error")  # finish_chunk logs the "failed" event itself
-        raise
+    with sigterm_stops():
+        folder = run_folder(ws, plan.experiment, row.run)
+        try:
+            trainer_dir, trainer_step = _train(ws, plan, folder / "trainer", row.run, on_progress)
+            if not plan.smoke:
+                upload = (_hub_upload(ws, plan, row, transition, hub_failures)
+                          if plan.hub else None)
+                row = save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
+                    "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
+                    "stage_start": plan.stage_ref}, before_commit=upload)
+                transition(row, "checkpoint")
+        except BaseException as exc:
+            record_failure(ws, plan.experiment, row, exc, transition=transition,
+                           finish=lambda reason: finish_chunk(ws, plan.experiment, row, "failed", error_text=reason),
+                           event="error")  # finish_chunk logs the "failed" event itself
+            if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
+                raise stopped_message(Ledger(ws.store, plan.experiment), row.run) from None
+            raise
     done = finish_chunk(ws, plan.experiment, row, "succeeded")
     transition(done, "finished")
     _refuse_unfinished_uploads(done, hub_failures, pusher)
@@ -323,44 +370,31 @@ def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callabl
 
 def _model_card(ws: Workspace, plan: TrainPlan, row: RunRow, step: int, files: dict[str, str],
                 ledger_commit: str, parent_commit: str) -> str:
-    """The hub revision's README.md: where the weights come from, in the ledger's own terms."""
+    """The hub revision's README.md: the same model card ``monte promote`` writes
+    (:mod:`monte.training.card`), as it stands when the checkpoint is made (no read of it yet)."""
     from monte.ledger.refs import ledger_ref, lineage_ref
+    from monte.training import card
 
+    ledger = Ledger(ws.store, plan.experiment)
+    rows = read_rows(ledger)
+    hops: list[dict[str, Any]] = []
+    if plan.parent:
+        cks = rules.checkpoints(rows)
+        parent = next((c for c in cks if c.run == plan.parent["run"] and c.step == int(plan.parent["step"])), None)
+        hops = card.hops_for(rows, cks, parent) if parent else []
     r = plan.recipe.identity()
-    table = "\n".join(f"| `{name}` | `{digest}` |" for name, digest in sorted(files.items()))
-    return (
-        "---\nlibrary_name: transformers\ntags:\n- monte\n---\n\n"
-        f"# {plan.experiment}: checkpoint {row.run}@{step}\n\n"
-        f"Trained by monte: {r['algorithm']}:{plan.source.name} (recipe `{r['name']}`, sha256 "
-        f"`{r['sha256']}`), steps {plan.start_step} -> {step}, cohort `{plan.cohort}`.\n\n"
-        f"```\n{_lineage_line(ws, plan, row, step)}\n```\n\n"
-        f"- ledger commit: `{ledger_commit}` (`{ledger_ref(plan.experiment)}`)\n"
-        f"- parent lineage commit: `{parent_commit}`; this checkpoint's lineage commit is the next one on "
-        f"`{lineage_ref(plan.experiment, row.run)}`, and its `checkpoint.json` names this revision\n\n"
-        "Every file's sha256, as the lineage commit records it (`monte promote RUN@STEP --from-hub` proves "
-        "them before anything lands):\n\n| file | sha256 |\n|---|---|\n"
-        f"{table}\n"
-    )
-
-
-def _lineage_line(ws: Workspace, plan: TrainPlan, row: RunRow, step: int) -> str:
-    """This checkpoint's descent path in ``monte status``'s ``lineage:`` notation."""
-    from monte.status import LEGEND, Hop, render_path
-
-    by_run: dict[str, rules.Checkpoint] = {}
-    for c in rules.checkpoints(read_rows(Ledger(ws.store, plan.experiment))):
-        by_run.setdefault(c.run, c)
-    parent = (plan.parent["run"], int(plan.parent["step"])) if plan.parent else None
-    path = [Hop(row.run, f"{plan.recipe.algorithm}:{plan.source.name}", plan.start_step, step, plan.boundary,
-                parent)]
-    seen = {row.run}
-    while path[0].parent and path[0].parent[0] in by_run and path[0].parent[0] not in seen:
-        prun, pstep = path[0].parent
-        c = by_run[prun]
-        seen.add(prun)
-        path.insert(0, Hop(prun, c.label, c.start_step, pstep, c.boundary, c.parent))
-    line = f"lineage: {render_path(path)}"
-    return line + (f"  {LEGEND}" if any(h.boundary for h in path) else "")
+    hops.append({"run": row.run, "recipe": r["name"], "recipe_sha256": r["sha256"], "algorithm": r["algorithm"],
+                 "source": plan.source.name, "start": plan.start_step, "end": step, "boundary": plan.boundary,
+                 "parent": f"{plan.parent['run']}@{plan.parent['step']}" if plan.parent else None})
+    story = card.Story(
+        experiment=plan.experiment, ref=f"{row.run}@{step}", cohort=plan.cohort, base_model=plan.base_model,
+        lineage=card.lineage_line(hops), ledger_commit=ledger_commit, ledger_ref=ledger_ref(plan.experiment),
+        lineage_commit="", files=files, hops=hops, meas=ledger.measurement(),
+        reads=card.baseline_reads(rows, plan.cohort),
+        notes=[f"- parent lineage commit: `{parent_commit}`; this checkpoint's lineage commit is the next one on "
+               f"`{lineage_ref(plan.experiment, row.run)}`, and its `checkpoint.json` names this revision "
+               "(`monte promote RUN@STEP --from-hub` proves every file against it before anything lands)"])
+    return card.render(story)
 
 
 def process_rank() -> int:
@@ -387,9 +421,9 @@ def row_plan(plan: TrainPlan) -> dict[str, Any]:
     return {"recipe": plan.recipe.identity(), "source": plan.source.name,
             "source_kind": plan.source.kind, "parent": plan.parent, "boundary": plan.boundary,
             "start_step": plan.start_step, "steps": plan.steps,
-            "settings": plan.recipe.settings, "init_model": plan.init_model,
-            "resume_from": plan.resume_from, "teacher": plan.teacher,
-            "teacher_files": plan.teacher_files}
+            "settings": plan.recipe.settings, "init_model": plan.init_ref,
+            "resume_from": plan.resume_state,
+            "teacher": plan.teacher_ref, "teacher_files": plan.teacher_files}
 
 
 def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
@@ -405,18 +439,9 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
 
     datasets.disable_progress_bars()
     r = plan.recipe.parsed()
-    max_steps = plan.resume_step + plan.steps
+    max_steps = plan.resume_step + plan.steps  # where this chunk ends, on the trainer's counter
     cuda = torch.cuda.is_available()
-    common: dict[str, Any] = dict(
-        output_dir=str(out), max_steps=max_steps, learning_rate=r.learning_rate,
-        lr_scheduler_type=r.lr_scheduler_type, warmup_steps=r.warmup_steps,
-        per_device_train_batch_size=r.per_device_train_batch_size,
-        gradient_accumulation_steps=r.gradient_accumulation_steps, weight_decay=r.weight_decay,
-        max_grad_norm=r.max_grad_norm, seed=r.seed, data_seed=r.seed, use_cpu=not cuda, bf16=False,
-        activation_checkpointing=False, report_to=[], logging_steps=1, disable_tqdm=True,
-        save_strategy="no" if plan.smoke else "steps", save_steps=max_steps, save_only_model=False,
-        dataloader_num_workers=0,
-    )
+    common = trainer_args(plan.recipe, out=out, end=max_steps, smoke=plan.smoke, cuda=cuda)
     tok = AutoTokenizer.from_pretrained(plan.init_model)
     rows = [json.loads(line) for line in open(plan.source.rows, encoding="utf-8")]
 
@@ -430,15 +455,26 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
                 log_event(ws, plan.experiment, run, "log", step=plan.start_step + state.global_step - plan.resume_step,
                           **{k: v for k, v in logs.items() if isinstance(v, int | float)})
 
+    class StopAt(TrainerCallback):  # type: ignore[misc]
+        """Ends the chunk at its last step, saving there, whatever the schedule's horizon."""
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step >= max_steps:
+                control.should_save = args.save_strategy != "no"
+                control.should_training_stop = True
+
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
-    trainer = _build(plan, r, common, tok, rows, [Progress()])
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
-    for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
-        trainer.remove_callback(cb)
-    trainer.train(resume_from_checkpoint=plan.resume_from)
+    with ExitStack() as cleanup:  # a NeMo Gym reward server lives exactly as long as the training
+        reward = _reward(plan, r.reward_threshold, rows, cleanup, config=ws.config,
+                         log=run_folder(ws, plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
+        trainer = _build(plan, r, common, tok, rows, [Progress(), StopAt()], reward)
+        for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
+            trainer.remove_callback(cb)
+        trainer.train(resume_from_checkpoint=plan.resume_from)
     ckpt = out / f"checkpoint-{max_steps}"
     if process_rank() != 0:
         return ckpt, max_steps  # the main process saved it and records it
@@ -446,11 +482,31 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
         raise error("E_INTERNAL", f"the trainer did not save {ckpt}", "report this with `monte logs RUN`")
     if not plan.smoke:
         tok.save_pretrained(str(ckpt))  # a servable folder carries its tokenizer
+        from monte.models.publish import strip_local_flags
+
+        strip_local_flags(ckpt)  # ... and no flag that only means something on this machine
     return ckpt, max_steps
 
 
+def trainer_args(rec: recipes.ResolvedRecipe, *, out: Path, end: int, smoke: bool, cuda: bool) -> dict[str, Any]:
+    """The TRL config's arguments: monte's defaults (CPU-safe, one log per step), then every TRL
+    field the recipe sets, then what monte owns (where the files go, one save at the chunk's end,
+    no reporting). With ``schedule_steps`` the trainer is built for the whole horizon, so the
+    scheduler is the same object every chunk, and :class:`_StopAt` ends the chunk at ``end``."""
+    settings = rec.trl_settings()
+    args: dict[str, Any] = dict(seed=0, data_seed=settings.get("seed", 0), use_cpu=not cuda, bf16=False,
+                                logging_steps=1, disable_tqdm=True, dataloader_num_workers=0)
+    if "gradient_checkpointing" not in settings:  # its old name: setting both is refused by transformers
+        args["activation_checkpointing"] = False
+    args.update(settings)
+    horizon = rec.settings.get("schedule_steps")
+    args.update(output_dir=str(out), max_steps=int(horizon) if horizon else end, report_to=[],
+                save_strategy="no" if smoke else "steps", save_steps=end, save_only_model=False)
+    return args
+
+
 def _build(plan: TrainPlan, r: Any, common: dict[str, Any], tok: Any, rows: list[dict[str, Any]],
-           callbacks: list[Any]) -> Any:
+           callbacks: list[Any], reward: Callable[..., list[float | None]] | None = None) -> Any:
     from datasets import Dataset
 
     algo = plan.recipe.algorithm
@@ -463,32 +519,49 @@ def _build(plan: TrainPlan, r: Any, common: dict[str, Any], tok: Any, rows: list
         else:
             data = Dataset.from_list([{"prompt": str(row[cols["input"]]), "completion": str(row[cols["output"]])}
                                       for row in rows])
-        sft_cfg = SFTConfig(**common, max_length=r.max_length, completion_only_loss=r.completion_only_loss)
+        sft_cfg = SFTConfig(**common)
         return SFTTrainer(model=plan.init_model, args=sft_cfg, train_dataset=data, processing_class=tok,
                           callbacks=callbacks)
-    prompts = Dataset.from_list([{"prompt": str(row["prompt"]), "answer": str(row.get("answer", "")),
+    from monte.envs.grading import prompt_of, task_id
+
+    # a NeMo Gym row's prompt is its chat (TRL renders it with the chat template); its id, its place
+    prompts = Dataset.from_list([{"prompt": prompt_of(row), "answer": str(row.get("answer", "")),
                                   "metadata": json.dumps(row.get("metadata", {}), sort_keys=True),
-                                  "item_id": str(row.get("id", ""))} for row in rows])
+                                  "item_id": task_id(row, "curriculum", k)} for k, row in enumerate(rows)])
     if algo == "grpo":
         from trl import GRPOConfig, GRPOTrainer
 
-        grpo_cfg = GRPOConfig(**common, num_generations=r.num_generations, beta=r.beta,
-                         max_completion_length=r.max_completion_length, temperature=r.temperature,
-                         steps_per_generation=r.gradient_accumulation_steps, num_iterations=1)
-        return GRPOTrainer(model=plan.init_model, reward_funcs=_reward(plan, r.reward_threshold), args=grpo_cfg,
+        # one generation buffer per optimizer step unless the recipe says otherwise (check_chunk
+        # then keeps a chunk edge off a buffer's middle)
+        grpo_cfg = GRPOConfig(**{"steps_per_generation": r.gradient_accumulation_steps, "num_iterations": 1,
+                                 **common})
+        assert reward is not None
+        return GRPOTrainer(model=plan.init_model, reward_funcs=reward, args=grpo_cfg,
                            train_dataset=prompts, processing_class=tok, callbacks=callbacks)
     from trl import DistillationConfig, DistillationTrainer
 
-    distill_cfg = DistillationConfig(**common, max_completion_length=r.max_completion_length, temperature=r.temperature,
-                             beta=r.beta)
+    distill_cfg = DistillationConfig(**common)
     return DistillationTrainer(model=plan.init_model, teacher_model=plan.teacher or r.teacher, args=distill_cfg,
                                train_dataset=prompts.select_columns(["prompt"]), processing_class=tok,
                                callbacks=callbacks)
 
 
-def _reward(plan: TrainPlan, threshold: float) -> Callable[..., list[float | None]]:
-    """The environment's own grader as the reward: 1 for a full score, else 0."""
+def _reward(plan: TrainPlan, threshold: float, rows: list[dict[str, Any]], cleanup: ExitStack, *,
+            config: dict[str, Any], log: Path) -> Callable[..., list[float | None]]:
+    """The environment's own grader as the reward: 1 for a full score, else 0. A NeMo Gym
+    curriculum's grader is its resources server, started here and stopped by ``cleanup``."""
+    from monte.envs import grading
     from monte.envs.registry import get
+
+    if grading.is_gym(plan.source.grader):
+        identity = (plan.source.grader or {}).get("curriculum")
+        if not isinstance(identity, dict):
+            raise error("E_INTEGRITY", f"environment {plan.source.name!r} names no NeMo Gym server for its curriculum",
+                        "re-freeze it with `monte env add --server`")
+        gym = grading.Reward(identity, {grading.task_id(row, "curriculum", k): row for k, row in enumerate(rows)},
+                             threshold, config=config, log=log)
+        cleanup.callback(gym.close)
+        return gym
 
     bench = get(plan.source.benchmark or "").benchmark
 

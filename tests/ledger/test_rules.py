@@ -187,9 +187,16 @@ def test_after_the_baseline_the_one_remaining_read_is_the_claim() -> None:
 
 
 def test_a_second_base_read_is_refused_the_remaining_read_belongs_to_the_claim() -> None:
-    rows = [ev("test0", seq=1, split="test", status="failed")]  # a crashed test@0 still spent its touch
+    rows = [ev("test0", seq=1, split="test")]
     e = refused("E_SEALED", rules.check_test_read, rows, COHORT, EXAM, on_checkpoint=False)
     assert "test0" in e.message and "final claim" in e.message and e.exit_code == Exit.REFUSED
+
+
+def test_a_test0_that_ended_without_a_score_is_a_dead_end_that_says_so() -> None:
+    rows = [ev("test0", seq=1, split="test", status="failed")]  # a crashed test@0 still spent its touch
+    e = refused("E_SEALED", rules.check_test_read, rows, COHORT, EXAM, on_checkpoint=False)
+    assert "test0" in e.message and "cannot train" in e.message and "start a new cohort" in e.fix
+    assert "final claim" not in e.message  # no circular advice
 
 
 def test_a_base_read_after_training_is_refused() -> None:

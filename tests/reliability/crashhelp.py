@@ -469,12 +469,19 @@ def check_data_root(repo: Path, now: State) -> list[Failure]:
     """No half-written frozen folder: each has its manifest, and agrees with the vault ref."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from monte.manifest import read_manifest
+    from monte.storage.tracking import read_pointer
 
     fails = []
     root = repo / ".monte"
     for kind, folder in (("environment", "environments"), ("dataset", "datasets")):
         base = root / folder
         for d in sorted(base.iterdir()) if base.is_dir() else []:
+            if d.name.startswith(".") and d.name.endswith(".tmp"):
+                continue  # a DVC pointer's temporary, left by the kill (the next command sweeps it)
+            if d.name.endswith(".dvc") and d.is_file():  # DVC's pointer to the folder beside it
+                if read_pointer(d) is None:
+                    fails.append(Failure("data-root", f"{d} is not a whole DVC pointer (a half-written one)"))
+                continue
             try:
                 m = read_manifest(d)
             except Exception as e:  # noqa: BLE001

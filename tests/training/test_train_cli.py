@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from helpers import git, run_events, snapshot_state
 from trainhelp import (
     SFT,
     curriculum,
@@ -206,7 +206,7 @@ def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: 
     assert info["files"] == on_disk  # every servable file, nothing else
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(on_disk)
     assert not {"optimizer.pt", "scheduler.pt", "trainer_state.json"} & set(on_disk)
-    assert info["trainer_step"] == 4 and info["stage_start"] == str(base_model.resolve())
+    assert info["trainer_step"] == 4 and info["stage_start"] == "base"  # a reference, never a folder
     assert json.loads(git(repo, "show", f"monte/exp/lineage/{b}:checkpoint.json"))["step"] == 8
     assert git(repo, "log", "-1", "--format=%(trailers:key=Monte-Step,valueonly)", f"monte/exp/lineage/{a}").strip() == "4"
 
@@ -248,6 +248,9 @@ def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, b
     b_row = trained(monte, "-e", "exp", "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{a}@4")
     b = b_row["run"]
     assert b_row["step"] == 8 and b_row["plan"]["start_step"] == 4 and b_row["plan"]["steps"] == 4
+    # the row records references, not this machine's folders: the stage's start by name, the
+    # trainer state relative to the data root
+    assert b_row["plan"]["init_model"] == "base" and b_row["plan"]["resume_from"] == f"runs/exp/{a}/trainer/checkpoint-4"
     one = trained(monte, "-e", "e8", "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
     assert one["step"] == 8
 
@@ -256,6 +259,43 @@ def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, b
     assert _adam_step(_trainer_ck(repo, b, 8)) == 8  # the optimizer state was carried over
     assert _lineage(monte, "exp") == ["lineage: base -sft:parity-sft-> 4 -sft:parity-sft-> 8"]
     assert LEGEND not in monte("status", "exp").out  # no boundary on this path
+
+
+COSINE = SFT.replace("lr_scheduler_type: constant\n",
+                     "lr_scheduler_type: cosine\nwarmup_steps: 2\nschedule_steps: 8\n")
+
+
+def _lrs(repo: Path, run: str, exp: str = "exp") -> list[float]:
+    return [e["learning_rate"] for e in run_events(repo, run, exp) if e["event"] == "log" and "learning_rate" in e]
+
+
+def test_a_decaying_schedule_continues_across_chunks(repo: Path, monte, ready: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+    """Cosine with warm-up over an 8-step horizon: chunks 4 + 4 equal one chunk of 8, learning
+    rates and weights; the horizon spent, a third chunk is refused; a boundary starts afresh."""
+    import pytest as _pytest
+
+    assert monte("env", "add", "--benchmark", "parity", "--as", "parity-dev").code == 0
+    r = monte("experiment", "init", "e8", "--eval", "parity-dev", "--model", str(base_model),
+              "--steps-per-chunk", "8")
+    assert r.code == 0, r.err
+    assert monte("eval", "-e", "e8", "--yes").code == 0
+    write_recipe(repo, "cos", COSINE)
+    a = trained(monte, "-e", "exp", "--recipe", "cos", "--source", "parity-sft", "--from-base")["run"]
+    b = trained(monte, "-e", "exp", "--recipe", "cos", "--source", "parity-sft", "--parent", f"{a}@4")["run"]
+    one = trained(monte, "-e", "e8", "--recipe", "cos", "--source", "parity-sft", "--from-base")["run"]
+    lrs = _lrs(repo, one, "e8")
+    assert len(lrs) == 8 and lrs[0] < lrs[1] and lrs[-1] < lrs[2] / 4  # warm-up, then the decay
+    assert _lrs(repo, a) + _lrs(repo, b) == _pytest.approx(lrs, rel=1e-6)  # no jump at the chunk edge
+    assert _same_weights(_ck(repo, b, 8), _ck(repo, one, 8, exp="e8"))
+    assert _adam_step(_trainer_ck(repo, b, 8)) == 8
+    # the horizon is spent: refused before anything is written
+    err = refused(monte, repo, "train", "-e", "exp", "--recipe", "cos", "--source", "parity-sft", "--parent",
+                  f"{b}@8", "--yes", code="E_REFUSED", exit_code=3)
+    assert "schedule_steps: 8" in err["message"] and "stage boundary" in err["fix"]
+    # another recipe is a stage boundary: its schedule starts from its own step 0
+    write_recipe(repo, "cos2", COSINE + "# the next stage\n")
+    c = trained(monte, "-e", "exp", "--recipe", "cos2", "--source", "parity-sft", "--parent", f"{b}@8")["run"]
+    assert _lrs(repo, c) == _pytest.approx(_lrs(repo, a), rel=1e-6)
 
 
 def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready: str) -> None:  # type: ignore[no-untyped-def]
@@ -276,7 +316,7 @@ def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready:
     assert _adam_step(_trainer_ck(repo, c, 4)) == 4  # a fresh optimizer, not the parent's (4 + 4)
     info = json.loads(git(repo, "show", f"monte/exp/lineage/{c}:checkpoint.json"))
     assert info["boundary"] is True and info["step"] == 8 and info["trainer_step"] == 4
-    assert info["stage_start"] == f"runs/exp/{a}/checkpoints/step-4"
+    assert info["stage_start"] == f"{a}@4"  # the KL anchor, by run and step
     a_commit = git(repo, "rev-parse", f"monte/exp/lineage/{a}").strip()
     assert git(repo, "rev-parse", f"monte/exp/lineage/{c}^").strip() == a_commit
 

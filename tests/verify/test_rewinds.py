@@ -224,13 +224,27 @@ def test_the_results_mirror_holding_lost_records_fails_verify_until_sync(honest:
     assert _verify(monte)[0] == 0
 
 
-def test_a_remote_tracking_ledger_holding_lost_records_fails_verify(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_remote_tracking_ledger_holding_lost_records_brings_them_back(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A git remote's copy (refs/remotes/origin/...) ahead of a ledger moved back: any monte
+    command lets its records in again (monte.ledger.remotes), so the claim is back and a third
+    read is refused; a rewound ledger that was appended to meanwhile has diverged: rule rewound."""
     bare = _plain_remote(tmp_path)
     before, claimed = _claim(honest, monte)
     assert git_run(honest.path, "push", str(bare), "refs/heads/monte/*").returncode == 0
     g(honest.path, "fetch", "-q", str(bare), "refs/heads/monte/*:refs/remotes/origin/monte/*")
     assert update_ref(honest.path, ledger_ref(), before, hooks=False).returncode == 0
     _forget(honest.path)
+    r = monte("eval", "--split", "test", "--yes", "--json")
+    assert r.code == 3 and r.json()["error"]["code"] == "E_SEALED", r.out
+    assert _tip(honest) == claimed
+    code, out = _verify(monte)
+    assert code == 0, out
+    # moved back and appended to: the two copies diverged, and verify names the lost claim
+    assert update_ref(honest.path, ledger_ref(), before, hooks=False).returncode == 0
+    _forget(honest.path)
+    g(honest.path, "update-ref", "-d", "refs/remotes/origin/monte/exp/ledger")
+    assert monte("nominate", f"{honest['other']}@{50 if honest['other'] == honest['a'] else 100}").code == 0
+    g(honest.path, "fetch", "-q", str(bare), "refs/heads/monte/*:refs/remotes/origin/monte/*")
     code, out = _verify(monte)
     assert code == 5, out
     hits = _rewound(out, claimed)

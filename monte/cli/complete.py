@@ -1,0 +1,79 @@
+"""Shell completion (click's): run ids, ``RUN@STEP`` checkpoints, experiments, environments,
+datasets and recipe names, read from the repository as it is. Completion never fails a shell:
+anything that goes wrong completes nothing.
+
+Enable it with, e.g. for bash: ``eval "$(_MONTE_COMPLETE=bash_source monte)"`` (zsh: zsh_source,
+fish: fish_source).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+from click.shell_completion import CompletionItem
+
+
+def _safe(f: Callable[[str], list[str]]) -> Callable[[click.Context, click.Parameter, str], list[CompletionItem]]:
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+        try:
+            return [CompletionItem(x) for x in f(incomplete) if x.startswith(incomplete)]
+        except Exception:  # noqa: BLE001 - a completion must never break the shell
+            return []
+
+    return complete
+
+
+def _ws() -> Any:
+    from monte.workspace import open_workspace
+
+    return open_workspace(require_data_root=False)
+
+
+def _experiments(incomplete: str) -> list[str]:
+    from monte.ledger.experiment import experiment_names
+
+    return experiment_names(_ws().store)
+
+
+def _rows() -> list[Any]:
+    from monte.ledger.experiment import Ledger, experiment_names
+
+    store = _ws().store
+    return [r for exp in experiment_names(store) for r in Ledger(store, exp).rows()]
+
+
+def _runs(incomplete: str) -> list[str]:
+    return [r.run for r in _rows()]
+
+
+def _checkpoints(incomplete: str) -> list[str]:
+    return [f"{r.run}@{c['step']}" for r in _rows() if r.kind == "train" for c in r.checkpoints]
+
+
+def _environments(incomplete: str) -> list[str]:
+    from monte import api
+
+    return [str(getattr(e, "name", "")) for e in api.env_list()]
+
+
+def _datasets(incomplete: str) -> list[str]:
+    from monte import api
+
+    return [d.name for d in api.dataset_list()]
+
+
+def _recipes(incomplete: str) -> list[str]:
+    from monte import api
+
+    return sorted(api.config_show().recipes)
+
+
+experiments = _safe(_experiments)
+runs = _safe(_runs)
+checkpoints = _safe(_checkpoints)
+environments = _safe(_environments)
+datasets = _safe(_datasets)
+recipes = _safe(_recipes)
+sources = _safe(lambda s: _datasets(s) + _environments(s))

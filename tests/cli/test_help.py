@@ -1,0 +1,49 @@
+"""Help that carries its own examples and the exit codes, and shell completion from the record."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from monte.cli.main import COMMANDS
+from monte.errors import Exit
+
+
+def test_monte_help_lists_every_exit_status(monte) -> None:  # type: ignore[no-untyped-def]
+    out = monte("--help").out
+    section = out.split("Exit codes:", 1)[1]
+    for code in Exit:
+        assert f"{int(code)} " in section, code
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_help_has_an_example(monte, name: str) -> None:  # type: ignore[no-untyped-def]
+    r = monte(name, "--help")
+    assert r.code == 0
+    assert "Example:" in r.out and f"monte {name}" in r.out.split("Example:", 1)[1]
+
+
+def _complete(repo: Path, words: str) -> list[str]:
+    env = {**os.environ, "_MONTE_COMPLETE": "bash_complete", "COMP_WORDS": words,
+           "COMP_CWORD": str(len(words.split()) if words.endswith(" ") else len(words.split()) - 1)}
+    r = subprocess.run([sys.executable, "-c", "from monte.cli.main import cli; cli(prog_name='monte')"],
+                       cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+    return [line.split(",", 1)[1] for line in r.stdout.splitlines() if "," in line]
+
+
+def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, monte, tiny_models,  # type: ignore[no-untyped-def]
+                                                                    base_model: Path) -> None:
+    from helpers import checkpoint
+
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model)).code == 0
+    a = checkpoint(repo, tiny_models[1])
+    assert f"{a}@50" in _complete(repo, "monte eval --checkpoint ")
+    assert a in _complete(repo, "monte show ")
+    assert _complete(repo, "monte status ") == ["exp"]
+    assert "sft-tiny" in _complete(repo, "monte train --recipe ")
+    assert "parity" in _complete(repo, "monte experiment init x --eval ")

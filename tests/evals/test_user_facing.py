@@ -1,0 +1,148 @@
+"""What a user meets at the edges (issue 20's defects, each reproduced on the code before this
+file): a dead-end cohort, the --experiment hint, a synced copy without weights, status lines that
+cannot be told apart, a closed pipe, the --remote gate's order, and a stopped eval's terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from helpers import checkpoint, git, snapshot_state
+
+
+def _eval(monte, *args: str):  # type: ignore[no-untyped-def]
+    return monte("eval", "--yes", "--json", *args)
+
+
+def _err(r: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(r.out)["error"]
+    return doc
+
+
+def test_an_interrupted_test0_says_the_cohort_cannot_train_and_how_to_go_on(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+    from monte import api
+    from monte.evals import start_row
+    from monte.ledger.experiment import Ledger
+    from monte.workspace import open_workspace
+
+    assert _eval(monte).code == 0
+    ws = open_workspace(repo)
+    plan = api.plan_eval(split="test", ws=ws)
+    # test@0 started by a process that is gone (stopped or crashed): the touch is spent, no score
+    start_row(Ledger(ws.store, exp), plan, plan.exams[0],
+              who={"host": socket.gethostname(), "pid": 2 ** 22 + 11, "proc_start": "0"})
+    before = snapshot_state(repo)
+    r = _eval(monte, "--split", "test")
+    err = _err(r)
+    assert r.code == 3 and err["code"] == "E_SEALED", r.out
+    assert "cannot train" in err["message"] and "abandoned" in err["message"]
+    assert "start a new cohort" in err["fix"] and "monte model init" in err["fix"]
+    r = monte("train", "--recipe", "grpo-tiny", "--source", "parity", "--from-base", "--dry-run", "--json")
+    err = _err(r)
+    assert err["code"] == "E_NO_BASELINE" and "cannot train" in err["message"], r.out
+    assert "start a new cohort" in err["fix"] and "evaluate the base model first" not in err["fix"]  # not circular
+    assert snapshot_state(repo) == before
+
+
+def test_every_command_that_names_an_experiment_takes_e(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+                                                        tmp_path: Path) -> None:
+    assert monte("experiment", "init", "exp2", "--eval", "parity", "--model", str(base_model)).code == 0
+    for args in (("status",), ("push",), ("plot", "--out", str(tmp_path / "p.png"))):
+        r = monte(*args, "--json")
+        assert r.code == 2 and "-e NAME" in _err(r)["fix"], r.out
+    assert monte("status", "-e", "exp", "--json").code == 0
+    assert monte("status", "--experiment", "exp2", "--json").json()["experiment"] == "exp2"
+    assert monte("plot", "-e", "exp", "--out", str(tmp_path / "p.png"), "--json").code == 0
+    assert monte("ledger", "verify", "-e", "exp", "--json").code == 0
+    r = monte("status", "exp", "-e", "exp2", "--json")
+    assert r.code == 2 and "two experiments" in _err(r)["message"]
+
+
+def test_a_checkpoint_without_its_weights_here_is_not_found_not_tampered(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+                                                                         tiny_models) -> None:
+    a = checkpoint(repo, tiny_models[1])
+    folder = repo / ".monte" / "runs" / "exp" / a / "checkpoints" / "step-50"
+    (folder / "model.safetensors").unlink()  # what `monte sync` brings: the small files, never weights
+    r = _eval(monte, "--checkpoint", f"{a}@50", "--dry-run")
+    err = _err(r)
+    assert r.code == 4 and err["code"] == "E_NOT_FOUND", r.out
+    assert "not on this data root" in err["message"] and "never synced" in err["message"]
+    (folder / "config.json").write_text("{}")  # bytes that are here but differ: that is tampering
+    shutil_restore = tiny_models[1] / "model.safetensors"
+    (folder / "model.safetensors").write_bytes(shutil_restore.read_bytes())
+    assert _err(_eval(monte, "--checkpoint", f"{a}@50", "--dry-run"))["code"] == "E_INTEGRITY"
+
+
+def test_status_lines_can_be_told_apart(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+    assert "\ncycles:\n" in monte("status").out  # printed, empty, as the reference lists it
+    a = checkpoint(repo, tiny_models[1])
+    checkpoint(repo, tiny_models[2], parent=(a, 50))
+    checkpoint(repo, tiny_models[3], parent=(a, 50))  # two continuations of one checkpoint, one move
+    lines = [ln for ln in monte("status").out.splitlines() if ln.startswith("lineage:")]
+    assert len(lines) == 2 and len(set(lines)) == 2, lines
+
+
+def test_a_closed_pipe_ends_quietly(repo: Path, exp: str) -> None:
+    for args in (["status"], ["eval", "--dry-run"]):
+        p = subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main()", *args], cwd=repo,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.close()  # the reader is gone before the first line (`| head -0`)
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=120) == 141, err
+        assert err == "", err
+
+
+def test_remote_checks_the_clean_tree_gate_first(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+    (repo / "scratch.txt").write_text("not committed\n")
+    r = monte("eval", "--remote", "--provider", "ssh", "--host", "box.invalid", "--yes", "--json")
+    err = _err(r)
+    assert r.code == 3 and err["code"] == "E_REFUSED" and "not clean" in err["message"], r.out
+    r = monte("train", "--recipe", "grpo-tiny", "--source", "parity", "--from-base", "--remote",
+              "--provider", "ssh", "--host", "box.invalid", "--yes", "--json")
+    assert _err(r)["code"] == "E_REFUSED" and "not clean" in _err(r)["message"], r.out
+
+
+_WAIT = """
+import os, sys, time
+from pathlib import Path
+import monte.models.generate as g
+orig = g.generate
+def generate(*a, **k):
+    Path(os.environ["MONTE_TEST_READY"]).write_text("generating")
+    time.sleep(120)
+    return orig(*a, **k)
+g.generate = generate
+from monte.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_stopped_eval_says_so_in_its_own_terminal(repo: Path, monte, exp: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ready = tmp_path / "ready"
+    # generation is held at that one boundary (a stand-in for a long eval) so the stop lands mid-run
+    p = subprocess.Popen([sys.executable, "-c", _WAIT, "eval", "--yes"], cwd=repo, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "MONTE_TEST_READY": str(ready)})
+    try:
+        deadline = time.monotonic() + 240
+        while not ready.exists():
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.1)
+        run = git(repo, "log", "-1", "--format=%(trailers:key=Monte-Run,valueonly)",
+                  "refs/heads/monte/exp/ledger").strip()
+        r = monte("stop", run, "--json")
+        assert r.code == 0 and r.json()["signalled"] is True, r.out
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, out + err
+    assert f"run {run} was stopped" in err and "monte stop" in err and "its row reads abandoned" in err, err
+    assert monte("show", run, "--json").json()["status"] == "abandoned"
