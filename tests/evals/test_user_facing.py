@@ -146,3 +146,19 @@ def test_a_stopped_eval_says_so_in_its_own_terminal(repo: Path, monte, exp: str,
     assert p.returncode == 143, out + err
     assert f"run {run} was stopped" in err and "monte stop" in err and "its row reads abandoned" in err, err
     assert monte("show", run, "--json").json()["status"] == "abandoned"
+
+
+def test_dataset_add_says_where_the_freeze_went_and_the_vault_list_has_its_columns(  # type: ignore[no-untyped-def]
+        repo: Path, monte, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    assert monte("config", "set", "vault", str(vault)).code == 0
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"input": "p 1 =", "output": "odd"}\n{"input": "p 2 =", "output": "even"}\n')
+    r = monte("dataset", "add", "tiny", "--from-file", str(rows), "--kind", "sft")
+    assert r.code == 0 and f"pushed to the Vault {vault}" in r.out, r.out + r.err
+    out = monte("dataset", "list", "--vault").out
+    header = out.splitlines()[0] if out.splitlines()[0].startswith("name") else out.splitlines()[1]
+    assert "fingerprint" in header and "complete" in header, out
+    line = next(ln for ln in out.splitlines() if ln.startswith("tiny"))
+    assert "\t-\t" not in line and "True" in line, line
