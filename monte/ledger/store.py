@@ -11,6 +11,7 @@ No work tree is touched and no ``git`` binary is needed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -23,14 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.errors import NotGitRepository
-from dulwich.file import FileLocked
-from dulwich.object_store import BaseObjectStore
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.file import FileLocked, adjust_shared_perm
+from dulwich.object_store import PACK_MODE, BaseObjectStore, DiskObjectStore
+from dulwich.objects import Blob, Commit, ObjectID, RawObjectID, ShaFile, Tree
 from dulwich.reflog import format_reflog_line
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from monte.errors import error
+from monte.errors import IntegrityError, error
 from monte.ledger.refs import PREFIX
 from monte.ledger.tips import REFLOG_MESSAGE, Ancestry, Tips, restore_fix, rewind_what
 
@@ -42,6 +43,12 @@ MODE_DIR = stat.S_IFDIR
 _GC_SAMPLE_DIR = "17"
 _GC_SAMPLE_LIMIT = 27
 _MAX_RETRIES = 200
+#: How often a folder that git removes under a write (a ref's, by ``pack-refs``; an object's
+#: fan-out folder, by ``prune-packed``) is made again before the write gives up.
+_REMAKES = 100
+#: How often an object that looks missing is looked up again (``git repack`` moves it from its
+#: loose file into a new pack between dulwich's look in the packs and its look for the file).
+_REREADS = 3
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,8 @@ class Store:
         self.root = Path(root)
         self.tips = Tips(self.repo.commondir())
         self._user: tuple[str | None, str | None] | None = None
+        self._written: list[ShaFile] = []
+        _beside_git(self.repo)
         # Close pack files before interpreter teardown (dulwich's __del__ fails noisily then).
         weakref.finalize(self, self.repo.close)
 
@@ -148,6 +157,8 @@ class Store:
         store.root = Path(git_dir)
         store.tips = Tips(store.repo.commondir())
         store._user = None
+        store._written = []
+        _beside_git(store.repo)
         weakref.finalize(store, store.repo.close)
         return store
 
@@ -224,8 +235,10 @@ class Store:
     def _commit(self, base_tree: ObjectID | None, writes: Mapping[str, bytes | None], summary: str,
                 trailers: Mapping[str, str], parents: list[ObjectID],
                 cache: dict[ObjectID, Tree] | None = None) -> ObjectID:
-        """Write the blobs, the trees over ``base_tree`` and the commit; return its id."""
+        """Write the blobs, the trees over ``base_tree`` and the commit; return its id. The
+        objects are kept until the ref moves onto the commit (:meth:`_still_there`)."""
         store = self.repo.object_store
+        written: list[ShaFile] = []
         changes: dict[str, ObjectID | None] = {}
         for path, data in writes.items():
             if data is None:
@@ -233,9 +246,10 @@ class Store:
             else:
                 blob = Blob.from_string(data)
                 add_object(store, blob)
+                written.append(blob)
                 changes[path] = blob.id
         commit = Commit()
-        commit.tree = _apply_changes(store, base_tree, changes, cache)
+        commit.tree = _apply_changes(store, base_tree, changes, cache, written)
         commit.parents = parents
         who, when, tz = self._identity()
         commit.author = commit.committer = who
@@ -244,6 +258,8 @@ class Store:
         commit.encoding = b"UTF-8"
         commit.message = format_message(summary, trailers).encode()
         add_object(store, commit)
+        written.append(commit)
+        self._written = written
         return commit.id
 
     def set_ref(self, ref: str, old: ObjectID | None, new: ObjectID, *, message: str | None = None) -> bool:
@@ -265,15 +281,24 @@ class Store:
         if ours and not self._keeps_newest_tip(ref, old, new):
             return False
         give_up: float | None = None
+        remade = 0
         while True:
             try:
                 if old is None:
                     done = bool(self.repo.refs.add_if_new(name, new))
                 else:
                     done = bool(self.repo.refs.set_if_equals(name, old, new))
+            except FileNotFoundError:
+                # `git pack-refs` (and so `git gc`) removes a ref's folder once its loose refs are
+                # packed: dulwich made the folder, git removed it, and the lock could not be
+                # created in it. dulwich makes it again on the next try.
+                remade += 1
+                if remade > _REMAKES:
+                    raise
+                continue
             except FileLocked as e:
                 lock = os.fsdecode(e.lockfilename)
-                if break_stale_lock(self.repo.controldir(), lock, STALE_REF_LOCK_S):
+                if break_stale_lock(self.repo.controldir(), lock, STALE_REF_LOCK_S, git_may_hold=True):
                     continue
                 if give_up is None:  # a live writer's lock goes within milliseconds; one that
                     # nobody holds open may be a dead writer's: wait until it can be broken
@@ -283,6 +308,7 @@ class Store:
                 time.sleep(0.005 + 0.02 * random.random())
                 continue
             if done:
+                self._still_there(new)
                 try:
                     self.tips.record(ref, old, new)
                     if ours:
@@ -307,6 +333,26 @@ class Store:
         raise error("E_VERIFY", rewind_what(ref, newest, deleted=old is None) + "; monte writes nothing on "
                     "a rewound ref, as a record there would hide the records it lost",
                     restore_fix(ref, newest) + ", then run the command again")
+
+    def _still_there(self, new: ObjectID) -> None:
+        """Write again any object of the commit the ref just moved onto that is gone.
+
+        Until the ref moved, the objects this process wrote for it were unreachable, and
+        ``git prune --expire=now`` (or ``gc --prune=now``) deletes unreachable objects however new
+        they are: run beside monte, it left the ledger on a missing commit. Now that they are
+        reachable no later prune removes them; one already past its reachability walk still can
+        (git documents those commands as unsafe beside a writer), and a read then refuses
+        :class:`MissingObject`. A few ``stat`` calls: the objects are loose, just written."""
+        written, self._written = self._written, []
+        if not written or written[-1].id != new:
+            return  # not a commit this store wrote (a fetched one, say)
+        objects = self.repo.object_store
+        try:
+            for obj in written:
+                if isinstance(objects, DiskObjectStore) and not _present(objects, obj.id):
+                    write_loose(objects, obj)
+        except (OSError, FileLocked):
+            pass  # the record landed; an object that cannot be written again refuses at its next read
 
     def _identity(self) -> tuple[bytes, int, int]:
         """:func:`_identity`, reading the repository's config once per Store, not per commit
@@ -397,14 +443,14 @@ class Store:
 
 def _apply_changes(
     store: BaseObjectStore, tree_id: ObjectID | None, changes: Mapping[str, ObjectID | None],
-    cache: dict[ObjectID, Tree] | None = None,
+    cache: dict[ObjectID, Tree] | None = None, written: list[ShaFile] | None = None,
 ) -> ObjectID:
-    return _write_tree(store, tree_id, changes, cache)[0]
+    return _write_tree(store, tree_id, changes, cache, [] if written is None else written)[0]
 
 
 def _write_tree(
     store: BaseObjectStore, tree_id: ObjectID | None, changes: Mapping[str, ObjectID | None],
-    cache: dict[ObjectID, Tree] | None,
+    cache: dict[ObjectID, Tree] | None, written: list[ShaFile],
 ) -> tuple[ObjectID, int]:
     """Write the trees for ``changes`` (path -> blob id, or None to delete) over ``tree_id``.
 
@@ -433,13 +479,14 @@ def _write_tree(
     for name, sub in nested.items():
         key = name.encode()
         sub_id = tree[key][1] if key in tree and tree[key][0] == MODE_DIR else None
-        new_sub, entries = _write_tree(store, sub_id, sub, cache)
+        new_sub, entries = _write_tree(store, sub_id, sub, cache, written)
         if entries == 0:  # a folder left empty disappears, as in git
             if key in tree:
                 del tree[key]
         else:
             tree.add(key, MODE_DIR, new_sub)
     add_object(store, tree)
+    written.append(tree)
     return tree.id, len(tree)
 
 
@@ -524,6 +571,127 @@ def add_object(store: BaseObjectStore, obj: ShaFile) -> None:
             time.sleep(0.005)
 
 
+class MissingObject(IntegrityError, KeyError):
+    """A git object monte needs is not in the repository (``E_INTEGRITY``). Also a ``KeyError``,
+    which is how dulwich says "missing", so code that expects a miss (a shallow copy, a commit
+    another clone has not sent yet) still handles it; anywhere else it is a named refusal."""
+
+
+def missing_object(sha: bytes) -> MissingObject:
+    short = sha.decode(errors="replace")[:12]
+    return MissingObject(
+        f"git object {short} is missing from this repository's .git/objects: something deleted it "
+        "after it was written, most likely `git prune --expire=now` or `git gc --prune=now` run "
+        "while monte was writing (git documents both as unsafe beside a running writer); "
+        "`git fsck` lists every missing object",
+        fix="bring it back from a copy that has it (`git fetch` from another clone, or `monte sync` "
+            "from the results bucket), then run the command again; if no copy has it, the records "
+            "that need it are lost (docs/reliability.md, git maintenance)",
+        code="E_INTEGRITY")
+
+
+class _Objects(DiskObjectStore):
+    """dulwich's object store, for use while git maintains the same repository.
+
+    ``git repack`` and ``gc`` move loose objects into a new pack and then delete the loose files;
+    dulwich looks in its packs first and for the loose file second, so an object moved between
+    the two looks missing: a miss is looked up again (the second look rescans the packs). A
+    real miss is :class:`MissingObject`. Loose objects are written by :func:`write_loose`.
+    """
+
+    def get_raw(self, name: RawObjectID | ObjectID) -> tuple[int, bytes]:
+        for _ in range(_REREADS - 1):
+            try:
+                return super().get_raw(name)
+            except KeyError:
+                pass
+        try:
+            return super().get_raw(name)
+        except KeyError:
+            raise missing_object(name if len(name) == 40 else name.hex().encode()) from None
+
+    def __contains__(self, sha: ObjectID) -> bool:
+        return super().__contains__(sha) or super().__contains__(sha)
+
+    def add_object(self, obj: ShaFile) -> None:
+        write_loose(self, obj)
+
+
+def _beside_git(repo: Repo) -> None:
+    """Give ``repo`` the object store above (dulwich builds its own from the repository's config,
+    alternates and permissions; this keeps all that and changes only the behaviour)."""
+    if type(repo.object_store) is DiskObjectStore:
+        repo.object_store.__class__ = _Objects
+
+
+def _loose_path(objects: DiskObjectStore, sha: ObjectID) -> str:
+    hexsha = sha.decode("ascii")
+    return os.path.join(objects.path, hexsha[:2], hexsha[2:])
+
+
+def _present(objects: DiskObjectStore, sha: ObjectID) -> bool:
+    return os.path.exists(_loose_path(objects, sha)) or sha in objects
+
+
+def write_loose(objects: DiskObjectStore, obj: ShaFile) -> None:
+    """Write ``obj`` as a loose object, as dulwich does (its ``<object>.lock`` created exclusively,
+    written, renamed into place; one already there is only freshened, so that an age-based prune
+    spares it), except in two ways:
+
+    - ``git prune-packed`` (run by ``repack -d`` and ``gc``) removes fan-out folders it leaves
+      empty, so the folder made for the object can be gone before its lock is created in it: it
+      is made again (dulwich raised ``FileNotFoundError``);
+    - when the write fails (a full disk, a file system gone read-only, an interrupt), the lock it
+      created is removed before the error goes on. On a full disk dulwich's own write failed when
+      it closed the file, left a 0-byte lock (``git fsck``: "bad sha1 file") and printed a second
+      error when the interpreter collected it.
+
+    A lock that exists already is another writer's: ``FileLocked``, as from dulwich.
+    """
+    path = _loose_path(objects, obj.id)
+    try:
+        os.utime(path)
+        return
+    except FileNotFoundError:
+        pass
+    except PermissionError:
+        pass  # another user's object in a shared repository: write it anew for a fresh mtime
+    data = obj.as_legacy_object(compression_level=objects.loose_compression_level)
+    folder, lock = os.path.dirname(path), path + ".lock"
+    for _ in range(_REMAKES):
+        try:
+            os.mkdir(folder)
+            adjust_shared_perm(folder, objects.shared_perm)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PACK_MODE)
+            break
+        except FileExistsError:
+            raise FileLocked(path, lock) from None
+        except FileNotFoundError:
+            continue  # git removed the empty folder between the mkdir and the open
+    else:
+        raise FileNotFoundError(f"git keeps removing {folder} while monte writes an object in it")
+    placed = False
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if objects.fsync_object_files:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        adjust_shared_perm(lock, objects.shared_perm)
+        os.replace(lock, path)
+        placed = True
+    finally:
+        if not placed:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock)
+
+
 #: A git ``.lock`` file older than this, that no process holds open, was left by a writer that
 #: died between taking the lock and renaming it into place (SIGKILL, the OOM killer, a power
 #: cut). A loose object's lock is only ever dulwich's, open from its creation to its rename,
@@ -536,13 +704,19 @@ STALE_REF_LOCK_S = 5.0
 
 
 def break_stale_lock(git_dir: str | os.PathLike[str], lock: str | os.PathLike[str],
-                     min_age: float = STALE_LOCK_S) -> bool:
+                     min_age: float = STALE_LOCK_S, *, git_may_hold: bool = False) -> bool:
     """Remove ``lock`` if it is stale; True when it is gone (removed here or released).
 
     Stale: older than ``min_age`` seconds and held open by no process (``/proc``; where that
     cannot be read, older than a minute). Breakers take turns under ``flock(2)`` on
     ``<git dir>/monte-stale.lock`` (released by the kernel if a breaker dies) and re-check under
     it, so two processes never break one lock twice (the second would remove a fresh lock).
+
+    ``git_may_hold`` (a ref's lock): nor while a git process works in this repository. git holds
+    a ref's lock closed while its reference-transaction hook runs, however long that takes, and
+    then acts on what it locked: `git pack-refs` deletes the loose ref it has packed. A lock
+    broken under it let monte move the ref, git then deleted monte's record with the loose file,
+    and the ledger fell back to the packed tip.
     """
     import fcntl
 
@@ -566,6 +740,8 @@ def break_stale_lock(git_dir: str | os.PathLike[str], lock: str | os.PathLike[st
         held = _held_open(lock, st)
         if age < min_age or held or (held is None and age < max(60.0, min_age)):
             return False
+        if git_may_hold and _git_works_in(git_dir):
+            return False
         try:
             os.unlink(lock)
         except FileNotFoundError:
@@ -585,6 +761,31 @@ def _lock_wait(lock: str, min_age: float) -> float:
     if _held_open(lock, st):
         return 1.0
     return max(1.0, min_age - (time.time() - st.st_mtime) + 0.2)
+
+
+def _git_works_in(git_dir: str | os.PathLike[str]) -> bool:
+    """Whether a ``git`` process runs in this repository: its current folder is in the work tree
+    or the git folder, or its command line names one of them (``git -C``, ``--git-dir``)."""
+    root = os.path.realpath(git_dir)
+    top = os.path.dirname(root) if os.path.basename(root) == ".git" else root
+    named = os.fsencode(top)
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                if not f.read().startswith(b"git"):
+                    continue
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if cwd == top or cwd.startswith(top + os.sep) or any(named in arg for arg in argv):
+            return True
+    return False
 
 
 def _held_open(path: str | os.PathLike[str], st: os.stat_result) -> bool | None:

@@ -10,6 +10,7 @@ wrapped to fill the disk or to wait at the right moment; the model itself still 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,42 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, monte_proc, snapshot_state
+from helpers import fill, git, monte_proc, snapshot_state
+from helpers import tmpfs as mounted
 
 
 @pytest.fixture
 def tmpfs() -> Iterator[Any]:
-    mounts: list[Path] = []
-
-    def mount(path: Path, size: str = "4m") -> Path:
-        path.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs on this machine: {r.stderr.strip()}")
-        mounts.append(path)
-        return path
-
-    yield mount
-    for m in reversed(mounts):
-        subprocess.run(["umount", "-l", str(m)], capture_output=True)
+    with contextlib.ExitStack() as stack:
+        yield lambda path, size="4m": stack.enter_context(mounted(path, size))
 
 
 def _remount(path: Path, mode: str) -> None:
     subprocess.run(["mount", "-o", f"remount,{mode}", str(path)], check=True, capture_output=True)
-
-
-def _fill(folder: Path) -> Path:
-    """Write until the file system says it is full."""
-    filler = folder / "filler"
-    with open(filler, "wb") as f:
-        try:
-            while True:
-                f.write(bytes(1 << 16))
-                f.flush()
-        except OSError:
-            pass
-    return filler
 
 
 def _data_root_on(tmp: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -88,7 +65,7 @@ def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpf
 def test_a_full_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs, tmp_path: Path,  # type: ignore[no-untyped-def]
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     root = _data_root_on(tmpfs(tmp_path / "full-root"), repo, monkeypatch)
-    filler = _fill(root)
+    filler = fill(root)
     before = snapshot_state(repo, root)
     r = _test_eval(monte)
     assert r.code == 7 and "the disk is full" in json.loads(r.out)["error"]["message"], r.out
@@ -113,6 +90,9 @@ def generate(*a, **k):
                     f.write(bytes(1 << 16)); f.flush()
             except OSError:
                 pass
+    elif hook == "ro":
+        import subprocess
+        subprocess.run(["mount", "-o", "remount,ro", os.environ["MONTE_TEST_RO"]], check=True)
     elif hook == "wait":
         Path(os.environ["MONTE_TEST_READY"]).write_text("generated")
         while not Path(os.environ["MONTE_TEST_GO"]).exists():
@@ -143,6 +123,7 @@ def test_a_disk_that_fills_during_the_claim_keeps_the_score_and_recover_records_
     assert p.returncode == 7, out + err
     e = json.loads(out)["error"]
     assert e["code"] == "E_STORAGE" and "kept in its run folder" in e["message"] and "monte recover" in e["fix"]
+    assert not list(objects.rglob("*.lock"))  # a 0-byte object lock was left ("bad sha1 file")
     pending = list((repo / ".monte" / "runs" / "exp").glob("*/finish.json"))
     assert len(pending) == 1 and len(json.loads(pending[0].read_text())["tasks"]) == 200
     filler.unlink()
@@ -155,9 +136,30 @@ def test_a_disk_that_fills_during_the_claim_keeps_the_score_and_recover_records_
     assert not pending[0].exists()
     assert monte("ledger", "verify", "--all", "--json").code == 0
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=repo, capture_output=True, text=True)
-    assert fsck.returncode == 0 and "error" not in fsck.stderr, fsck.stderr
+    assert fsck.returncode == 0 and "error" not in fsck.stderr and "bad sha1" not in fsck.stderr, fsck.stderr
     r = _test_eval(monte)  # exactly one touch was spent: test@0 is taken
     assert r.code == 3 and json.loads(r.out)["error"]["code"] == "E_SEALED"
+
+
+@pytest.mark.parametrize("how", ["full", "read-only"])
+def test_a_data_root_that_fails_during_the_claim_still_records_the_score(  # type: ignore[no-untyped-def]
+        repo: Path, monte, exp: str, tmpfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """The data root filled up (or turned read-only) after the probe, while the answers were
+    generated: the result could not be kept in the run folder, and the run was recorded failed,
+    its test read spent without a score (found by bench/fault_campaign.py). The ledger, on
+    another disk, can still take the score, and it is what counts."""
+    root = _data_root_on(tmpfs(tmp_path / "data-root", "16m"), repo, monkeypatch)
+    hook = {"MONTE_TEST_HOOK": "fill", "MONTE_TEST_FILL": str(root / "filler")} if how == "full" else \
+        {"MONTE_TEST_HOOK": "ro", "MONTE_TEST_RO": str(root)}
+    p = _wrapped(repo, ["eval", "--split", "test", "--yes", "--json"], hook)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, out + err
+    (run,) = json.loads(out)["runs"]
+    assert run["status"] == "succeeded" and run["score"] is not None and run["n"] == 200
+    row = monte("show", run["run"], "--json").json()
+    assert row["status"] == "succeeded" and row["score"] == run["score"] and row["role"] == "baseline"
+    assert monte("ledger", "verify", "--all", "--json").code == 0
+    assert _test_eval(monte).json()["error"]["code"] == "E_SEALED"  # one touch, and it has its score
 
 
 def test_a_stop_from_another_host_stands_and_verify_passes(repo: Path, monte, exp: str, tmp_path: Path,  # type: ignore[no-untyped-def]

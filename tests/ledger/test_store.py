@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import Blob
-from helpers import git
+from helpers import fill, git, tmpfs
 
 from monte.errors import MonteError, error
 from monte.ledger.store import Change, Snapshot, Store
@@ -481,3 +481,166 @@ def test_two_writers_that_both_pack_both_succeed(repo: Path, tmp_path: Path) -> 
         Store(repo).pack()
         assert count_objects(repo)["count"] == 0
         fsck(repo)
+
+
+# --- git maintenance beside an append -------------------------------------------------------------
+# Each test lets the real git do, at the one moment that matters, what `git gc`, `pack-refs`,
+# `repack` or `prune` running beside monte did in the stress runs (tests/reliability/
+# test_git_maintenance.py): there they hit the window now and then; here, every time.
+
+
+def _once_at(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: Callable[..., bool],
+             act: Callable[[], None]) -> list[int]:
+    """Run ``act`` once, just before the first call of ``owner.name`` for which ``when`` holds."""
+    real = getattr(owner, name)
+    fired: list[int] = []
+
+    def wrapped(*a: object, **k: object) -> object:
+        if not fired and when(*a, **k):
+            fired.append(1)
+            act()
+        return real(*a, **k)
+
+    monkeypatch.setattr(owner, name, wrapped)
+    return fired
+
+
+def test_an_object_folder_git_removes_under_a_write_is_made_again(repo: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git prune-packed` (run by `repack -d` and `gc`) removes empty fan-out folders: one made
+    for a new object could be gone before the object's lock was created in it (FileNotFoundError,
+    1-16 appends in 300 under a repack loop)."""
+    import os
+
+    store = Store(repo)
+    store.append(REF, put({"a": b"1"}))
+    fired = _once_at(monkeypatch, os, "open", lambda path, *a, **k: os.fsdecode(path).endswith(".lock")
+                     and "/objects/" in os.fsdecode(path), lambda: git(repo, "prune-packed"))
+    store.append(REF, put({"b": b"a blob in a folder of its own\n"}))
+    assert fired
+    assert git(repo, "show", f"{SHORT}:b") == "a blob in a folder of its own\n"
+    fsck(repo)
+
+
+def test_a_ref_folder_git_pack_refs_removes_under_an_append_is_made_again(repo: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`git pack-refs --all` (and `gc`) packs the ledger ref, deletes its loose file and the
+    folders left empty: the folder dulwich had just made for the ref's lock was gone."""
+    import os
+
+    store = Store(repo)
+    store.append(REF, put({"a": b"1"}))
+    fired = _once_at(monkeypatch, os, "open", lambda path, *a, **k: os.fsdecode(path).endswith(REF + ".lock"),
+                     lambda: git(repo, "pack-refs", "--all"))
+    store.append(REF, put({"b": b"2"}))
+    assert fired
+    assert git(repo, "rev-list", "--count", SHORT).strip() == "2"
+    fsck(repo)
+
+
+def test_an_object_repack_moves_while_it_is_read_is_found(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """dulwich looks in its packs, then for the loose file: `git repack -d` packing the object and
+    deleting the loose file between the two looks made a record read as missing (KeyError)."""
+    from dulwich.object_store import DiskObjectStore
+
+    Store(repo).append(REF, put({"a": b"the record\n"}))
+    store = Store(repo)
+    blob = git(repo, "rev-parse", f"{SHORT}:a").strip().encode()
+    fired = _once_at(monkeypatch, DiskObjectStore, "_get_loose_object", lambda self, sha: sha == blob,
+                     lambda: git(repo, "repack", "-dq"))
+    assert store.snapshot(REF).read("a") == b"the record\n"
+    loose = repo / ".git" / "objects" / blob.decode()[:2] / blob.decode()[2:]
+    assert fired and not loose.exists()  # it was read from the new pack
+
+
+def test_objects_pruned_before_the_ref_moves_are_written_again(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Until the ref moves, a record's new objects are unreachable, and `git prune --expire=now`
+    deletes them: run beside monte, it left the ledger on a missing commit and every command
+    failed E_INTERNAL KeyError. The writer still holds them and writes them again."""
+    from dulwich.refs import DiskRefsContainer
+
+    store = Store(repo)
+    store.append(REF, put({"a": b"1"}))
+    fired = _once_at(monkeypatch, DiskRefsContainer, "set_if_equals", lambda *a, **k: True,
+                     lambda: git(repo, "prune", "--expire=now"))
+    store.append(REF, put({"b": b"2", "c/d": b"a new tree too\n"}))
+    assert fired
+    fsck(repo)
+    fresh = Store(repo).snapshot(REF)
+    assert (fresh.read("b"), fresh.read("c/d")) == (b"2", b"a new tree too\n")
+
+
+def test_a_ledger_on_a_missing_object_is_a_named_refusal(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    """When the objects went after the writer's check (git documents `prune --expire=now` beside a
+    writer as unsafe), monte says what happened: E_INTEGRITY naming the object, the likely cause
+    and the fix, from a read, a verify and an append alike; never E_INTERNAL."""
+    assert monte("env", "add", "--benchmark", "parity").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
+    tree = git(repo, "rev-parse", "monte/exp/ledger^{tree}").strip()
+    (repo / ".git" / "objects" / tree[:2] / tree[2:]).unlink()  # what a racing prune did
+    for args in (("status", "--json"), ("ledger", "verify", "--json"), ("nominate", "exp/nosuchrun", "--json")):
+        r = monte(*args)
+        assert r.code == 5, (args, r.out)
+        err = r.json()["error"]
+        assert err["code"] == "E_INTEGRITY" and tree[:12] in err["message"], (args, err)
+        assert "git prune --expire=now" in err["message"] and "git fetch" in err["fix"], err
+
+
+def test_a_full_disk_leaves_no_object_lock_behind(repo: Path, tmp_path: Path,
+                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    """`.git/objects` on a real, full file system: dulwich's loose write failed as it closed the
+    file, left its 0-byte `<object>.lock` (`git fsck`: "bad sha1 file", on every fsck after) and
+    printed a second error when the interpreter collected it. What monte created, it removes."""
+    import errno
+    import gc
+    import shutil
+
+    objects = repo / ".git" / "objects"
+    shutil.copytree(objects, tmp_path / "saved")
+    with tmpfs(objects, "1m"):
+        shutil.copytree(tmp_path / "saved", objects, dirs_exist_ok=True)
+        store = Store(repo)
+        store.append(REF, put({"a": b"1"}))
+        before = refs(repo)
+        filler = fill(objects)
+        capfd.readouterr()
+        with pytest.raises(OSError) as e:
+            store.append(REF, put({"b": b"a small record, as a finish is\n"}))
+        assert e.value.errno == errno.ENOSPC
+        gc.collect()
+        assert not list(objects.rglob("*.lock"))
+        assert "Exception ignored" not in capfd.readouterr().err
+        assert refs(repo) == before
+        filler.unlink()
+        fsck(repo)
+        store.append(REF, put({"b": b"a small record, as a finish is\n"}))
+        fsck(repo)
+
+
+def test_a_ref_lock_git_holds_through_a_slow_hook_is_never_broken(repo: Path) -> None:
+    """`git pack-refs` holds the ledger's `.lock` (closed, as git does) while its
+    reference-transaction hook runs, then deletes the loose ref it has packed. A hook slower than
+    the 5 s after which monte breaks a lock nobody holds open (a loaded machine, a slow verify)
+    had monte break git's lock and write its record, which git then deleted: the ledger moved
+    back to the packed tip and the record was lost. A lock is not broken while git runs here."""
+    store = Store(repo)
+    store.append(REF, put({"a": b"1"}))
+    # a slow hook of the user's own, in a repository without monte's (`monte init --no-hooks`;
+    # monte's would refuse git's deletion of the loose ref once monte had moved it, and so hide it)
+    hook = repo / ".git" / "hooks" / "reference-transaction"
+    hook.write_text('#!/bin/sh\ninput=$(cat)\nif [ "$1" = prepared ] && printf "%s" "$input" | '
+                    f'grep -q "{REF}"; then sleep 7; fi\nexit 0\n')
+    hook.chmod(0o755)
+    packer = subprocess.Popen(["git", "-C", str(repo), "pack-refs", "--all"])
+    try:
+        lock = repo / ".git" / (REF + ".lock")
+        deadline = time.monotonic() + 30
+        while not lock.exists():  # git holds the lock and sleeps in its hook
+            assert time.monotonic() < deadline and packer.poll() is None
+            time.sleep(0.01)
+        store.append(REF, put({"b": b"2"}))
+    finally:
+        packer.wait(timeout=60)
+    assert git(repo, "rev-list", "--count", SHORT).strip() == "2"
+    assert git(repo, "show", f"{SHORT}:b") == "2"
+    fsck(repo)

@@ -16,7 +16,6 @@ E. E_INTERNAL where a refusal belongs: an over-long integer or an escaped lone s
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import shutil
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import checkpoint, git, snapshot_state
+from helpers import checkpoint, fill, git, snapshot_state, tmpfs
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -425,33 +424,8 @@ def test_promote_refuses_a_dest_it_cannot_make_a_folder_at(repo: Path, monte: An
         assert not (repo / "exported").exists(), what
 
 
-@contextlib.contextmanager
-def tmpfs(at: Path, size: str = "1m") -> Iterator[Path]:
-    """A small real tmpfs mounted at ``at`` (root only), unmounted afterwards."""
-    at.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(at)], capture_output=True,
-                       text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip() or 'mount failed'}): a real full or "
-                    "read-only file system needs root and mount(2)")
-    try:
-        yield at
-    finally:
-        subprocess.run(["umount", "-l", str(at)], capture_output=True)
-
-
 def _read_only(at: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(at)], check=True, capture_output=True)
-
-
-def _fill(at: Path) -> None:
-    with contextlib.suppress(OSError), open(at / "filler", "wb", buffering=0) as f:
-        while True:
-            f.write(b"\0" * 4096)
-    with pytest.raises(OSError) as e:
-        (at / "probe").write_bytes(b"\0" * 65536)
-    assert e.value.errno == errno.ENOSPC
-    (at / "probe").unlink(missing_ok=True)
 
 
 def _storage_refusal(r: Any, *words: str) -> dict[str, str]:
@@ -492,7 +466,7 @@ def test_a_full_data_root_is_e_storage_and_burns_no_name(repo: Path, monte: Any,
     rows = _rows(tmp_path / "rows.jsonl", 3000)
     with tmpfs(root, "1m"):
         shutil.copytree(repo / ".monte", root, dirs_exist_ok=True)
-        _fill(root)
+        fill(root)
         monkeypatch.setenv("MONTE_DATA_ROOT", str(root))
         refs = git(repo, "for-each-ref")
         r = monte("dataset", "add", "rows", "--from-file", str(rows), "--json")
@@ -511,7 +485,7 @@ def test_a_dataset_dir_on_a_full_file_system_burns_no_name(repo: Path, monte: An
         (repo / ".monte" / "datasets").mkdir(exist_ok=True)
         shutil.rmtree(repo / ".monte" / "datasets")
         (repo / ".monte" / "datasets").symlink_to(away)
-        _fill(away)
+        fill(away)
         refs = git(repo, "for-each-ref")
         r = monte("dataset", "add", "rows", "--from-file", str(rows), "--json")
         _storage_refusal(r, "full")
