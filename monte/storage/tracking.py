@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 _PLURAL = {"environment": "environments", "dataset": "datasets"}
 SUFFIX = ".dvc"
+_TMP = ".tmp"
 #: The link types monte tries, in order, when DVC's ``cache.type`` is not set (``monte init`` sets it).
 CACHE_TYPES = ["reflink", "hardlink", "copy"]
 
@@ -127,11 +129,32 @@ def write_pointer(ws: Workspace, kind: str, name: str, out: DvcOut) -> Path:
     text = io.StringIO()
     YAML().dump({"outs": [out.entry(name)]}, text)  # quotes a name YAML would read as a number
     if not path.is_file() or path.read_text(encoding="utf-8") != text.getvalue():
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # a torn pointer would stop every `dvc` command: written whole beside it, then renamed;
+        # a writer killed in between leaves the temporary, which :func:`sweep_temps` removes
+        tmp = path.with_name(f".{path.name}.{socket.gethostname()}-{os.getpid()}{_TMP}")
         tmp.write_text(text.getvalue(), encoding="utf-8")
         os.replace(tmp, path)
     stage(ws.repo_root, [p for p in (gitignore, path) if p is not None])
     return path
+
+
+def sweep_temps(ws: Workspace) -> None:
+    """Remove the pointer temporaries of writers on this host that are gone (killed mid-write)."""
+    ours = re.compile(rf"^\..+{re.escape(SUFFIX)}\.{re.escape(socket.gethostname())}-(\d+){re.escape(_TMP)}$")
+    for folder in _PLURAL.values():
+        base = pointer_root(ws) / folder
+        for p in base.glob(f".*{SUFFIX}.*{_TMP}") if base.is_dir() else []:
+            m = ours.match(p.name)
+            if m is None or int(m.group(1)) == os.getpid():
+                continue
+            pid = m.group(1)
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+            except (PermissionError, OverflowError):
+                pass
 
 
 def ensure_gitignore(root: Path) -> Path | None:
