@@ -816,7 +816,7 @@ def check_fresh_clone(repo: Path, work: Path, env: dict[str, str]) -> tuple[list
 #: where the process SIGKILLs its own group; each is a window of microseconds to milliseconds.
 CRASH_POINTS: dict[str, list[tuple[str, str, bool]]] = {
     "eval": [
-        ("a lock on the next record's meta.json blob", "dulwich.file:_GitFile.close:before:1:{meta_blob}", False),
+        ("a lock on the next record's meta.json blob", "os:replace:before:1:{meta_blob}", False),
         ("ledger ref lock held (started record)", "dulwich.file:_GitFile.close:before:1:monte/exp/ledger", False),
         ("after the started record", "monte.evals.run:start_row:after:1", False),
         ("ledger ref lock held (finish record)", "dulwich.file:_GitFile.close:before:2:monte/exp/ledger", False),
