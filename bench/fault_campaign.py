@@ -284,12 +284,16 @@ def _lost(repo: Path, before: dict[str, str]) -> int:
     return lost
 
 
-def _touches(repo: Path, env: dict[str, str], data_root: Path) -> tuple[int, int]:
-    """Test reads recorded on the ledger, and those with no score there and none kept in the run folder."""
+def _test_rows(repo: Path) -> list[Any]:
     from monte.ledger.experiment import Ledger
     from monte.ledger.store import Store
 
-    rows = [r for r in Ledger(Store(repo), EXP).rows() if r.kind == "eval" and r.split == "test" and not r.smoke]
+    return [r for r in Ledger(Store(repo), EXP).rows() if r.kind == "eval" and r.split == "test" and not r.smoke]
+
+
+def _touches(repo: Path, env: dict[str, str], data_root: Path) -> tuple[int, int]:
+    """Test reads recorded on the ledger, and those with no score there and none kept in the run folder."""
+    rows = _test_rows(repo)
     without = 0
     for r in rows:
         if r.score is not None:
@@ -403,6 +407,8 @@ def trial_eval_fault(t: Trial, tpl: Templates, folder: Path, env: dict[str, str]
         else:
             d = run(repo, env, "recover", "--json")
             t.check(d.code == 0, f"recover: {d.out[-300:]} {d.err[-300:]}")
+            unscored = [r.run for r in _test_rows(repo) if r.score is None]
+            t.check(not unscored, f"a kept result not recorded on the ledger by monte recover: {unscored}")
             d = run(repo, env, "eval", "--split", "test", "--yes", "--json")
             t.next = "ok" if d.code == 0 else str(d.error_code)
             t.check(d.error_code == "E_SEALED", f"a second test@0 read: {t.next}, expected E_SEALED (one touch)")
