@@ -94,6 +94,42 @@ def meta_json(n: int) -> bytes:
     return dumps({"records": n})
 
 
+def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *, event: str, summary: str,
+                  files: dict[str, bytes] | None = None, trailers: dict[str, str] | None = None) -> Change:
+    """What the record that writes ``row`` as record number ``seq`` changes, given ``read`` (a
+    path's bytes at the tip it is appended to): the row, the derived indexes, the count, the
+    trailers. Pure: the one place a row becomes files, shared by ``Ledger.append_row`` and the
+    benchmarks' bulk builders (so a ledger built in bulk is the ledger monte would have written)."""
+    if not row.seq:  # a row keeps the number of the record that created it
+        row.seq = seq
+    index_path = bucket_index(row.run)
+    raw = read(index_path)
+    index = json.loads(raw) if raw else {}
+    index[row.run] = row.model_dump(mode="json")
+    writes: dict[str, bytes | None] = {
+        f"{run_dir(row.run)}/row.json": dumps(row.model_dump(mode="json")),
+        index_path: compact_json(index),
+        "meta.json": meta_json(seq),
+    }
+    for name, data in (files or {}).items():
+        writes[f"{run_dir(row.run)}/{name}"] = data
+    workflow = ledger_workflow()  # derived: carried by every record, for CI (monte.ci)
+    if read(LEDGER_WORKFLOW) != workflow:
+        writes[LEDGER_WORKFLOW] = workflow
+    base = {
+        "Monte-Event": event,
+        "Monte-Run": row.run,
+        "Monte-Kind": row.kind,
+    }
+    if row.split:
+        base["Monte-Split"] = row.split
+    base["Monte-Step"] = str(row.step)
+    if row.cohort:
+        base["Monte-Cohort"] = row.cohort
+    base.update(trailers or {})
+    return Change(summary=summary, writes=writes, trailers=base)
+
+
 class Ledger:
     def __init__(self, store: Store, experiment: str) -> None:
         self.store = store
@@ -223,35 +259,13 @@ class Ledger:
                 raise self._missing()
             seq = _records(snap) + 1
             row = make(snap, seq)
-            if not row.seq:  # a row keeps the number of the record that created it
+            if not row.seq:
                 row.seq = seq
-            index_path = bucket_index(row.run)
-            raw = snap.read(index_path)
-            index = json.loads(raw) if raw else {}
-            index[row.run] = row.model_dump(mode="json")
-            writes: dict[str, bytes | None] = {
-                f"{run_dir(row.run)}/row.json": dumps(row.model_dump(mode="json")),
-                index_path: compact_json(index),
-                "meta.json": meta_json(seq),
-            }
-            for name, data in (files(row) if files else {}).items():
-                writes[f"{run_dir(row.run)}/{name}"] = data
-            workflow = ledger_workflow()  # derived: carried by every record, for CI (monte.ci)
-            if snap.read(LEDGER_WORKFLOW) != workflow:
-                writes[LEDGER_WORKFLOW] = workflow
-            base = {
-                "Monte-Event": event,
-                "Monte-Run": row.run,
-                "Monte-Kind": row.kind,
-            }
-            if row.split:
-                base["Monte-Split"] = row.split
-            base["Monte-Step"] = str(row.step)
-            if row.cohort:
-                base["Monte-Cohort"] = row.cohort
-            base.update(trailers(row) if trailers else {})
+            change = record_change(snap.read, row, seq, event=event, summary=summary(row),
+                                   files=files(row) if files else None,
+                                   trailers=trailers(row) if trailers else None)
             made[:] = [row]
-            return Change(summary=summary(row), writes=writes, trailers=base)
+            return change
 
         self.store.append(self.ref, build)
         return made[0]
