@@ -43,7 +43,7 @@ def check_relpath(path: str) -> str:
 
 
 class FileEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     sha256: str
     size: int
 
@@ -52,7 +52,7 @@ class Floor(BaseModel):
     """An exam split's constant-answer floor (``monte.envs.floor``): the best mean score of one
     constant output, graded by the exam's grader, over the split's ``n`` items."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     score: float
     answer: str  # the constant output that scores it
     n: int
@@ -60,7 +60,7 @@ class Floor(BaseModel):
 
 
 class Manifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     schema_version: int = 1
     kind: Literal["environment", "dataset"]
     name: str

@@ -134,42 +134,70 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
     return sorted(out.values(), key=lambda c: c["seq"])
 
 
-def build(meas: Measurement, rows: Sequence[RunRow], nominations: dict[str, str]) -> dict[str, Any]:
-    """The status document. One pass over the rows gathers what every section needs (each
-    row's target, admissibility, the first dev eval per checkpoint), so the cost per row is a
-    few dict operations: this is the hot loop of ``monte status`` at 10,000 runs and more."""
-    cks = checkpoints(rows)
-    paths = descent_paths(cks)
+def build(meas: Measurement, rows: Sequence[Mapping[str, Any]], nominations: dict[str, str]) -> dict[str, Any]:
+    """The status document, from the rows as the fan-out indexes hold them (dicts, in record
+    order; :meth:`monte.ledger.experiment.Ledger.row_dicts`). One pass over the rows gathers
+    what every section needs (each row's target, admissibility, the first dev eval per
+    checkpoint), a few dict operations a row: this is the hot loop of ``monte status`` at
+    10,000 runs and more, so no row becomes a model object here except the training rows (for
+    the lineage) and the evals a cycle names."""
+    from monte.ledger.records import row_from_index
+
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
     deltas = []
     cohorts: dict[str, dict[str, Any]] = {}
     dev_scores: dict[str, dict[str, float | None]] = {}
-    first: dict[tuple[str, int, str], RunRow] = {}
+    first: dict[tuple[str, int, str], Mapping[str, Any]] = {}
+    trains = []
     out_rows = []
     for r in rows:
-        t = r.plan.get("target", {})
-        kind = t.get("kind")
-        target = "base" if kind == "base" else f"{t.get('run')}@{t.get('step')}"
-        admissible = r.kind == "eval" and r.status == "succeeded" and not r.smoke
-        out_rows.append(_row(r, target))
-        if admissible and r.delta:
-            deltas.append({"run": r.run, "cohort": r.cohort, "exam": r.exam, "split": r.split,
-                           "target": target, "role": r.role, **r.delta})
-        c = cohorts.get(r.cohort or "-")
+        plan = r["plan"]
+        kind = r["kind"]
+        t = plan.get("target") or {}
+        tkind = t.get("kind")
+        target = "base" if tkind == "base" else f"{t.get('run')}@{t.get('step')}"
+        smoke = r["smoke"]
+        if kind == "eval":
+            what = f"{r['exam']}/{r['split']}"
+            shown = target
+        else:
+            trains.append(r)
+            what = f"{(plan.get('recipe') or {}).get('algorithm', '?')}:{plan.get('source', '?')}"
+            shown = "smoke" if smoke else f"-> {r['step']}"
+        out_rows.append({"run": r["run"], "kind": kind, "status": r["status"], "what": what, "target": shown,
+                         "step": r["step"], "score": None if smoke else r["score"], "n": r["n"], "smoke": smoke,
+                         "role": r["role"], "cohort": r["cohort"], "created_at": r["created_at"]})
+        cohort = r["cohort"]
+        c = cohorts.get(cohort or "-")
         if c is None:
-            c = cohorts[r.cohort or "-"] = {"cohort": r.cohort, "model": r.plan.get("base_model", ""),
-                                            "test_touches": {}, "baselines": {}}
-        if r.kind == "eval" and r.split == "test" and not r.smoke:
-            c["test_touches"][r.exam] = c["test_touches"].get(r.exam, 0) + 1
-        if admissible and kind == "base" and f"{r.exam}/{r.split}" not in c["baselines"]:
-            c["baselines"][f"{r.exam}/{r.split}"] = {"run": r.run, "score": r.score, "n": r.n}
-        if admissible and r.split == "dev" and kind == "checkpoint":
-            dev_scores.setdefault(target, {}).setdefault(r.exam or "", r.score)
-            key = (str(t.get("run")), int(t.get("step", -1)), r.exam or "")
-            if key not in first or r.seq < first[key].seq:
-                first[key] = r
+            c = cohorts[cohort or "-"] = {"cohort": cohort, "model": plan.get("base_model", ""),
+                                          "test_touches": {}, "baselines": {}}
+        if kind != "eval" or smoke:
+            continue
+        split = r["split"]
+        if split == "test":
+            c["test_touches"][r["exam"]] = c["test_touches"].get(r["exam"], 0) + 1
+        if r["status"] != "succeeded":
+            continue
+        delta = r["delta"]
+        if delta:
+            deltas.append({"run": r["run"], "cohort": cohort, "exam": r["exam"], "split": split,
+                           "target": target, "role": r["role"], **delta})
+        if tkind == "base":
+            key = f"{r['exam']}/{split}"
+            if key not in c["baselines"]:
+                c["baselines"][key] = {"run": r["run"], "score": r["score"], "n": r["n"]}
+        elif split == "dev" and tkind == "checkpoint":
+            dev_scores.setdefault(target, {}).setdefault(r["exam"] or "", r["score"])
+            fkey = (str(t.get("run")), int(t.get("step", -1)), r["exam"] or "")
+            if fkey not in first or r["seq"] < first[fkey]["seq"]:
+                first[fkey] = r
     for cohort, ck in nominations.items():
         cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
+    train_rows = [row_from_index(dict(r)) for r in trains]
+    cks = checkpoints(train_rows)
+    paths = descent_paths(cks)
+    firsts = {k: row_from_index(dict(v)) for k, v in first.items()}
     return {
         "experiment": meas.experiment,
         "environment": meas.environment,
@@ -178,7 +206,7 @@ def build(meas: Measurement, rows: Sequence[RunRow], nominations: dict[str, str]
         "deltas": deltas,
         "lineage": _lineage_lines(paths),
         "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
-        "cycles": cycles(rows, cks, paths, dev_exams, first=first),
+        "cycles": cycles(train_rows, cks, paths, dev_exams, first=firsts),
         "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
                          "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
@@ -193,26 +221,13 @@ def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
             for line, p in zip(lines, paths, strict=True)]
 
 
-def _target(r: RunRow) -> str:
-    t = r.plan.get("target", {})
-    return "base" if t.get("kind") == "base" else f"{t.get('run')}@{t.get('step')}"
-
-
-def _row(r: RunRow, target: str) -> dict[str, Any]:
-    what = f"{r.exam}/{r.split}" if r.kind == "eval" else f"{r.plan.get('recipe', {}).get('algorithm', '?')}:{r.plan.get('source', '?')}"
-    return {"run": r.run, "kind": r.kind, "status": r.status, "what": what,
-            "target": target if r.kind == "eval" else ("smoke" if r.smoke else f"-> {r.step}"),
-            "step": r.step,
-            "score": None if r.smoke else r.score, "n": r.n, "smoke": r.smoke, "role": r.role,
-            "cohort": r.cohort, "created_at": r.created_at}
-
-
 def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
     """``monte status``: the experiment's state from its ledger tip (one tree), and for each
     exam, how often its test content has been read in this repository across all cohorts."""
     from monte.ledger.experiment import Ledger
-    from monte.ledger.seal import Seal
-    from monte.runs import experiment_name, read_rows
+    from monte.ledger.records import row_from_index
+    from monte.ledger.seal import Seal, is_test_read_dict
+    from monte.runs import experiment_name, read_row_dicts
 
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
@@ -221,7 +236,7 @@ def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
     collecting = gc.isenabled()
     gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
     try:
-        rows = read_rows(ledger, snap)
+        rows = read_row_dicts(ledger, snap)
         noms = {}
         for cohort in snap.listdir("cohorts"):
             raw = snap.read(f"cohorts/{cohort}/nomination.json")
@@ -229,7 +244,7 @@ def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
                 noms[cohort] = json.loads(raw)["checkpoint"]
         out = build(meas, rows, noms)
         seal = Seal(ws.store, hash_legacy=False)
-        seal.know(exp, rows)
+        seal.know(exp, [row_from_index(dict(r)) for r in rows if is_test_read_dict(r)])
         out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]

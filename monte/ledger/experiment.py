@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -15,11 +16,13 @@ from monte.errors import error
 from monte.jsonl import escape_unsafe
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.records import (
+    ROW_FIELDS,
     Measurement,
     RunRow,
     bucket_index,
     row_from_index,
     run_dir,
+    with_row_defaults,
 )
 from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
@@ -73,16 +76,16 @@ def _loads(raw: bytes) -> Any:
     return json.loads(raw)
 
 
+_TREE_ENTRY = re.compile(rb"[0-7]+ ([^\0]*)\0(.{20})", re.DOTALL)
+
+
 def tree_entries(raw: bytes) -> list[tuple[bytes, bytes]]:
     """(name, hex id) of each entry of a raw git tree (``<mode> <name>\\0<20-byte id>``...)."""
-    out = []
-    at, end = 0, len(raw)
-    while at < end:
-        space = raw.index(b" ", at)
-        nul = raw.index(b"\0", space)
-        out.append((raw[space + 1:nul], raw[nul + 1:nul + 21].hex().encode()))
-        at = nul + 21
-    return out
+    return [(m.group(1), m.group(2).hex().encode()) for m in _TREE_ENTRY.finditer(raw)]
+
+
+def _seq(row: dict[str, Any]) -> int:
+    return int(row["seq"])
 
 
 def _records(snap: Snapshot) -> int:
@@ -183,23 +186,37 @@ class Ledger:
 
     def rows(self, snap: Snapshot | None = None) -> list[RunRow]:
         """Every Run row, in record order. Reads the fan-out indexes only (<= 1,024 blobs)."""
-        snap = snap or self.snapshot()
-        rows: list[RunRow] = []
         paused = gc.isenabled()
         gc.disable()  # tens of thousands of small objects, none of them garbage: skip the scans
         try:
-            self._read_rows(snap, rows)
+            return [row_from_index(d) for d in self.row_dicts(snap)]
         finally:
             if paused:
                 gc.enable()
-        rows.sort(key=lambda r: r.seq)
+
+    def row_dicts(self, snap: Snapshot | None = None) -> list[dict[str, Any]]:
+        """Every Run row as its fan-out index holds it (a dict with every field of
+        :class:`RunRow`, defaults filled in for an older index that lacks one), in record
+        order, without building a model object per row: what a reader that only looks at a
+        few fields of 10,000 rows (``monte status``) walks. Same bytes as :meth:`rows`."""
+        snap = snap or self.snapshot()
+        rows: list[dict[str, Any]] = []
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            self._read_rows(snap, rows)
+            rows = [d if d.keys() >= ROW_FIELDS else with_row_defaults(d) for d in rows]
+            rows.sort(key=_seq)
+        finally:
+            if paused:
+                gc.enable()
         return rows
 
-    def _read_rows(self, snap: Snapshot, rows: list[RunRow]) -> None:
+    def _read_rows(self, snap: Snapshot, rows: list[dict[str, Any]]) -> None:
         """Walk ``runs/<c0>/<c1>/index.json`` as raw objects, through the experiment's object
-        cache (:mod:`monte.ledger.objcache`: verified bytes, so never stale), and build the
-        rows from the derived indexes (which `monte ledger verify` checks) without
-        re-validating each, so reading 10,000 rows stays fast."""
+        cache (:mod:`monte.ledger.objcache`: verified bytes, so never stale), and collect the
+        index entries (derived data that `monte ledger verify` checks against every
+        ``row.json``) without validating each, so reading 10,000 rows stays fast."""
         if snap.commit_id is None:
             return
         commit = self.store.repo.object_store[snap.commit_id]
@@ -212,7 +229,7 @@ class Ledger:
             for _, second in self._tree(snap, first, cache):
                 index = self._entry(snap, second, b"index.json", cache)
                 if index:
-                    rows.extend(row_from_index(r) for r in _loads(self._object(snap, index, cache)).values())
+                    rows.extend(_loads(self._object(snap, index, cache)).values())
         cache.save()
 
     def _object(self, snap: Snapshot, sha: bytes, cache: ObjectCache | None) -> bytes:

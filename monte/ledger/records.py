@@ -32,14 +32,14 @@ def bucket_index(run_id: str) -> str:
 
 
 class SplitFreeze(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     path: str  # relative to the environment's folder on the data root
     sha256: str
     n: int
 
 
 class ExamFreeze(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     benchmark: str
     splits: dict[str, SplitFreeze]  # "dev" and/or "test"
 
@@ -47,7 +47,7 @@ class ExamFreeze(BaseModel):
 class EvalSettings(BaseModel):
     """How every eval of the experiment generates. Frozen: a change is a new experiment."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     max_new_tokens: int = 16
     temperature: float = 0.0
     top_p: float = 1.0
@@ -57,14 +57,14 @@ class EvalSettings(BaseModel):
 
 
 class TrainSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     steps_per_chunk: int = 50
 
 
 class Measurement(BaseModel):
     """``measurement.json``: what every score in this experiment is measured with."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     schema_version: int = SCHEMA
     experiment: str
     created_at: str
@@ -83,7 +83,7 @@ RunStatus = Literal["started", "running", "succeeded", "failed", "abandoned"]
 class RunRow(BaseModel):
     """One Run: an eval or a training chunk. Rewritten at each transition of the run."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     run: str
     experiment: str
     kind: Literal["eval", "train"]
@@ -113,9 +113,15 @@ class RunRow(BaseModel):
     proc_start: str | None = None
 
 
-_ROW_FIELDS = frozenset(RunRow.model_fields)
+ROW_FIELDS = frozenset(RunRow.model_fields)
 _ROW_DEFAULTS = {name: f.default for name, f in RunRow.model_fields.items()
                  if not f.is_required() and f.default_factory is None}
+
+
+def with_row_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """An index entry with every :class:`RunRow` field: the defaults of those an older monte
+    did not write (what validating it would fill in)."""
+    return {**_ROW_DEFAULTS, "plan": {}, "checkpoints": [], **data}
 
 
 def row_from_index(data: dict[str, Any]) -> RunRow:
@@ -124,7 +130,7 @@ def row_from_index(data: dict[str, Any]) -> RunRow:
     data monte wrote and ``monte ledger verify`` checks against every ``row.json``."""
     row = object.__new__(RunRow)
     values = {**_ROW_DEFAULTS, "plan": {}, "checkpoints": [], **data}
-    extra = {k: values.pop(k) for k in data if k not in _ROW_FIELDS}
+    extra = {k: values.pop(k) for k in data if k not in ROW_FIELDS}
     object.__setattr__(row, "__dict__", values)
     object.__setattr__(row, "__pydantic_fields_set__", set(data) - extra.keys())
     object.__setattr__(row, "__pydantic_extra__", extra)

@@ -15,7 +15,7 @@ otherwise it is matched by its old file-listing id.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,11 @@ from monte.ledger.store import Store
 def settings_key(settings: dict[str, Any]) -> str:
     """The frozen eval settings as one comparable string."""
     return sha256_bytes(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())[:16]
+
+
+def is_test_read_dict(r: Mapping[str, Any]) -> bool:
+    """:func:`is_test_read` of a row as an index holds it."""
+    return r["kind"] == "eval" and r["split"] == "test" and not r["smoke"]
 
 
 def is_test_read(r: RunRow) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 from monte import jsonl
 from monte.errors import MonteError, error
 from monte.ledger.experiment import Ledger, experiment_names
-from monte.ledger.records import RunRow, run_dir
+from monte.ledger.records import RunRow, row_from_index, run_dir
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.names import check_name
@@ -57,6 +57,16 @@ def read_rows(ledger: Ledger, snap: Snapshot | None = None) -> list[RunRow]:
     rows = ledger.rows(snap)
     return [r.model_copy(update={"status": "abandoned", "error": "the process died without finishing"})
             if is_dead(r) else r for r in rows]
+
+
+def read_row_dicts(ledger: Ledger, snap: Snapshot | None = None) -> list[dict[str, Any]]:
+    """:func:`read_rows` as the indexes hold the rows (dicts; ``Ledger.row_dicts``), for a
+    reader of every row that builds no model per row (``monte status``)."""
+    rows = ledger.row_dicts(snap)
+    for i, d in enumerate(rows):
+        if d["status"] in ("started", "running") and is_dead(row_from_index(dict(d))):
+            rows[i] = {**d, "status": "abandoned", "error": "the process died without finishing"}
+    return rows
 
 
 def read_tasks(snap: Snapshot, run: str) -> list[dict[str, Any]] | None:

@@ -36,28 +36,53 @@ def power(n: int, discordance: float, effect: float) -> float:
         raise ValueError(f"need 0 <= effect <= discordance <= 1 (got {effect}, {discordance})")
     if discordance == 0.0:
         return 0.0
+    return _power(mcnemar_critical(n), *binomial_window(n, discordance), discordance, effect)
+
+
+def _power(critical: list[int], start: int, pmf: list[float], discordance: float, effect: float) -> float:
+    """:func:`power` with the exact test's critical counts and the discordance's binomial
+    window already computed (they do not depend on the effect: a bisection computes them once)."""
     theta = min(1.0, (1.0 + effect / discordance) / 2)
-    critical = mcnemar_critical(n)
-    start, pmf = binomial_window(n, discordance)
     return math.fsum(w * _binomial_sf(critical[start + i], start + i, theta)
                      for i, w in enumerate(pmf))
 
 
 def minimum_detectable_effect(n: int, discordance: float, target: float = TARGET_POWER) -> float | None:
     """The smallest true gain the verdict calls ``ok`` with probability ``target`` at this n and
-    discordance (bisection on :func:`power`, to 1e-6), or ``None`` when even a gain of the whole
+    discordance (to 1e-6, on :func:`power`), or ``None`` when even a gain of the whole
     discordance (every flip a fix) is called ``ok`` less often than that."""
     if not 0.0 < discordance <= 1.0:
         return None
-    if power(n, discordance, discordance) < target:
+    critical = mcnemar_critical(n)
+    start, pmf = binomial_window(n, discordance)
+
+    def at(effect: float) -> float:
+        return _power(critical, start, pmf, discordance, effect)
+
+    f_hi = at(discordance) - target
+    if f_hi < 0:
         return None
-    lo, hi = 0.0, discordance
+    lo, hi, f_lo = 0.0, discordance, at(0.0) - target
+    if f_lo >= 0:
+        return 0.0
+    # the Illinois variant of regula falsi on a smooth increasing power curve: the bracket
+    # [lo, hi] (power below / at or above the target) shrinks to 1e-6 in ~6 evaluations where
+    # bisection takes ~18; each probe is kept 5e-7 inside the bracket so both ends move
+    side = 0
     while hi - lo > 1e-6:
-        mid = (lo + hi) / 2
-        if power(n, discordance, mid) >= target:
-            hi = mid
+        x = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        x = min(max(x, lo + 5e-7), hi - 5e-7)
+        fx = at(x) - target
+        if fx >= 0:
+            hi, f_hi = x, fx
+            if side == 1:
+                f_lo /= 2
+            side = 1
         else:
-            lo = mid
+            lo, f_lo = x, fx
+            if side == -1:
+                f_hi /= 2
+            side = -1
     return hi
 
 
