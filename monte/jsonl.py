@@ -25,6 +25,20 @@ from typing import Any
 _UNSAFE = re.compile("[\u0085\u2028\u2029\ud800-\udfff]")
 
 
+class RawJson:
+    """A value already serialized as JSON, inside a document: the compact writer (orjson)
+    writes the bytes as they are; any other writer parses them back (:meth:`value`). ``monte
+    status --json`` keeps each row's serialized form between calls (monte.ledger.derived)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+
+    def value(self) -> Any:
+        return json.loads(self.raw)
+
+
 def escape_unsafe(text: str) -> str:
     """JSON text with every line-breaking character and lone surrogate as a ``\\uXXXX`` escape.
     Only valid on the output of :func:`json.dumps`: such characters only occur inside its strings,

@@ -14,9 +14,10 @@ import gc
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from monte.ledger.records import Measurement, RunRow
+from monte.jsonl import RawJson
+from monte.ledger.records import ROW_FIELDS, Measurement, RunRow, with_row_defaults
 from monte.ledger.rules import Checkpoint, checkpoints, is_admissible
 from monte.manifest import Floor
 from monte.workspace import Workspace
@@ -107,8 +108,16 @@ def first_dev_evals(rows: Sequence[RunRow]) -> dict[tuple[str, int, str], RunRow
     return first
 
 
+class FirstEval(NamedTuple):
+    """What a cycle reads of the first admissible dev eval of a checkpoint (a RunRow has these too)."""
+
+    run: str
+    seq: int
+    delta: dict[str, Any] | None
+
+
 def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Sequence[Hop]],
-           dev_exams: Sequence[str], *, first: dict[tuple[str, int, str], RunRow] | None = None,
+           dev_exams: Sequence[str], *, first: Mapping[tuple[str, int, str], RunRow | FirstEval] | None = None,
            ) -> list[dict[str, Any]]:
     """A Cycle: the first admissible dev eval at a new highest step along one path. Keyed on the
     path, so two branches off one checkpoint each get their own; a shared prefix counts once.
@@ -134,82 +143,147 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
     return sorted(out.values(), key=lambda c: c["seq"])
 
 
+#: The facts :func:`row_fact` derives from one row, by position (a tuple: 10,000 of them are
+#: cached and loaded per status call, see :mod:`monte.ledger.derived`).
+(SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
+ TSTEP, WHAT, DELTA, LIVE, FULL, JSON_ROW) = range(22)
+#: Bump when :func:`row_fact` changes: a cache of facts another version derived is derived again.
+FACTS_VERSION = "status-facts 1"
+_LIVE = ("started", "running")
+
+
+def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The facts ``monte status`` reads of one row (as its fan-out index holds it): its output
+    line's fields, what the aggregates need (cohort, exam, split, target, delta), who runs it
+    (a started/running row, for the liveness probe), the whole row for the few that need it
+    (training rows for the lineage, test reads for the seal's disclosure), and the output row
+    already serialized (compact, sorted keys, as the compact status JSON writes it)."""
+    if not r.keys() >= ROW_FIELDS:
+        r = with_row_defaults(dict(r))
+    plan = r["plan"] or {}
+    kind, status, smoke = r["kind"], r["status"], bool(r["smoke"])
+    t = plan.get("target") or {}
+    if kind == "eval":
+        what = f"{r['exam']}/{r['split']}"
+    else:
+        what = f"{(plan.get('recipe') or {}).get('algorithm', '?')}:{plan.get('source', '?')}"
+    full = kind == "train" or (kind == "eval" and r["split"] == "test" and not smoke)
+    fact = (r["seq"], r["run"], kind, status, r["cohort"], plan.get("base_model", ""), r["exam"], r["split"],
+            r["step"], smoke, r["score"], r["n"], r["role"], r["created_at"], t.get("kind"), t.get("run"),
+            t.get("step"), what, r["delta"] or None,
+            (r["host"], r["pid"], r["proc_start"]) if status in _LIVE else None,
+            dict(r) if full else None)
+    return (*fact, _dump_row(_out_row(fact, status)))
+
+
+def _shown(f: tuple[Any, ...]) -> str:
+    if f[KIND] == "eval":
+        return "base" if f[TKIND] == "base" else f"{f[TRUN]}@{f[TSTEP]}"
+    return "smoke" if f[SMOKE] else f"-> {f[STEP]}"
+
+
+def _out_row(f: tuple[Any, ...], status: str) -> dict[str, Any]:
+    return {"run": f[RUN], "kind": f[KIND], "status": status, "what": f[WHAT], "target": _shown(f),
+            "step": f[STEP], "score": None if f[SMOKE] else f[SCORE], "n": f[N], "smoke": f[SMOKE],
+            "role": f[ROLE], "cohort": f[COHORT], "created_at": f[CREATED]}
+
+
+def _dump_row(row: dict[str, Any]) -> bytes | None:
+    """The row as the compact status JSON writes it (orjson, sorted keys), or None without orjson
+    or for a row orjson refuses (then the document is written the slow way)."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    try:
+        out: bytes = orjson.dumps(row, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, ValueError):
+        return None
+    return out
+
+
 def build(meas: Measurement, rows: Sequence[Mapping[str, Any]], nominations: dict[str, str]) -> dict[str, Any]:
-    """The status document, from the rows as the fan-out indexes hold them (dicts, in record
-    order; :meth:`monte.ledger.experiment.Ledger.row_dicts`). One pass over the rows gathers
-    what every section needs (each row's target, admissibility, the first dev eval per
-    checkpoint), a few dict operations a row: this is the hot loop of ``monte status`` at
-    10,000 runs and more, so no row becomes a model object here except the training rows (for
-    the lineage) and the evals a cycle names."""
+    """The status document from the rows as the fan-out indexes hold them (dicts, in record
+    order; :meth:`monte.ledger.experiment.Ledger.row_dicts`), liveness already applied."""
+    return from_facts(meas, [row_fact(r) for r in rows], nominations, live=False)
+
+
+def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations: dict[str, str], *,
+               live: bool = True, json_rows: bool = False) -> dict[str, Any]:
+    """The status document from the rows' facts (:func:`row_fact`, in record order). One pass
+    gathers what every section needs, a few tuple and dict operations a row: the hot loop of
+    ``monte status`` at 10,000 runs and more. No row becomes a model object except the training
+    rows (for the lineage). ``live``: probe a started/running row's process (a dead one reads
+    ``abandoned``). ``json_rows``: the rows as one already-serialized JSON array
+    (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form."""
     from monte.ledger.records import row_from_index
+    from monte.runs.liveness import is_dead_at
 
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
     deltas = []
     cohorts: dict[str, dict[str, Any]] = {}
     dev_scores: dict[str, dict[str, float | None]] = {}
-    first: dict[tuple[str, int, str], Mapping[str, Any]] = {}
-    trains = []
-    out_rows = []
-    for r in rows:
-        plan = r["plan"]
-        kind = r["kind"]
-        t = plan.get("target") or {}
-        tkind = t.get("kind")
-        target = "base" if tkind == "base" else f"{t.get('run')}@{t.get('step')}"
-        smoke = r["smoke"]
-        if kind == "eval":
-            what = f"{r['exam']}/{r['split']}"
-            shown = target
+    first: dict[tuple[str, int, str], FirstEval] = {}
+    trains: list[dict[str, Any]] = []
+    test_reads: list[dict[str, Any]] = []
+    out_rows: list[dict[str, Any]] = []
+    out_json: list[bytes] = []
+    serialized = json_rows and all(f[JSON_ROW] is not None for f in facts)
+    for f in facts:
+        (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
+         tkind, trun, tstep, _what, delta, who, full, row_json) = f
+        status = "abandoned" if live and who is not None and is_dead_at(recorded, *who) else recorded
+        if not serialized:
+            out_rows.append(_out_row(f, status))
+        elif status == recorded:
+            out_json.append(row_json)
         else:
-            trains.append(r)
-            what = f"{(plan.get('recipe') or {}).get('algorithm', '?')}:{plan.get('source', '?')}"
-            shown = "smoke" if smoke else f"-> {r['step']}"
-        out_rows.append({"run": r["run"], "kind": kind, "status": r["status"], "what": what, "target": shown,
-                         "step": r["step"], "score": None if smoke else r["score"], "n": r["n"], "smoke": smoke,
-                         "role": r["role"], "cohort": r["cohort"], "created_at": r["created_at"]})
-        cohort = r["cohort"]
+            out_json.append(_dump_row(_out_row(f, status)) or b"null")
+        if full is not None:
+            (trains if kind == "train" else test_reads).append(
+                full if status == recorded else {**full, "status": status,
+                                                 "error": "the process died without finishing"})
         c = cohorts.get(cohort or "-")
         if c is None:
-            c = cohorts[cohort or "-"] = {"cohort": cohort, "model": plan.get("base_model", ""),
+            c = cohorts[cohort or "-"] = {"cohort": cohort, "model": base_model,
                                           "test_touches": {}, "baselines": {}}
         if kind != "eval" or smoke:
             continue
-        split = r["split"]
         if split == "test":
-            c["test_touches"][r["exam"]] = c["test_touches"].get(r["exam"], 0) + 1
-        if r["status"] != "succeeded":
+            c["test_touches"][exam] = c["test_touches"].get(exam, 0) + 1
+        if status != "succeeded":
             continue
-        delta = r["delta"]
         if delta:
-            deltas.append({"run": r["run"], "cohort": cohort, "exam": r["exam"], "split": split,
-                           "target": target, "role": r["role"], **delta})
+            deltas.append({"run": run, "cohort": cohort, "exam": exam, "split": split,
+                           "target": _shown(f), "role": role, **delta})
         if tkind == "base":
-            key = f"{r['exam']}/{split}"
+            key = f"{exam}/{split}"
             if key not in c["baselines"]:
-                c["baselines"][key] = {"run": r["run"], "score": r["score"], "n": r["n"]}
+                c["baselines"][key] = {"run": run, "score": score, "n": n}
         elif split == "dev" and tkind == "checkpoint":
-            dev_scores.setdefault(target, {}).setdefault(r["exam"] or "", r["score"])
-            fkey = (str(t.get("run")), int(t.get("step", -1)), r["exam"] or "")
-            if fkey not in first or r["seq"] < first[fkey]["seq"]:
-                first[fkey] = r
+            dev_scores.setdefault(f"{trun}@{tstep}", {}).setdefault(exam or "", score)
+            fkey = (str(trun), int(tstep if tstep is not None else -1), exam or "")
+            if fkey not in first or seq < first[fkey].seq:
+                first[fkey] = FirstEval(run, seq, delta)
     for cohort, ck in nominations.items():
         cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
     train_rows = [row_from_index(dict(r)) for r in trains]
     cks = checkpoints(train_rows)
     paths = descent_paths(cks)
-    firsts = {k: row_from_index(dict(v)) for k, v in first.items()}
+    rows_out: Any = RawJson(b"[" + b",".join(out_json) + b"]") if serialized else out_rows
     return {
         "experiment": meas.experiment,
         "environment": meas.environment,
-        "rows": out_rows,
+        "rows": rows_out,
         "cohorts": list(cohorts.values()),
         "deltas": deltas,
         "lineage": _lineage_lines(paths),
         "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
-        "cycles": cycles(train_rows, cks, paths, dev_exams, first=firsts),
+        "cycles": cycles(train_rows, cks, paths, dev_exams, first=first),
         "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
                          "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
+        "_test_reads": test_reads,
     }
 
 
@@ -221,13 +295,13 @@ def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
             for line, p in zip(lines, paths, strict=True)]
 
 
-def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
+def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool = False) -> dict[str, Any]:
     """``monte status``: the experiment's state from its ledger tip (one tree), and for each
     exam, how often its test content has been read in this repository across all cohorts."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.records import row_from_index
-    from monte.ledger.seal import Seal, is_test_read_dict
-    from monte.runs import experiment_name, read_row_dicts
+    from monte.ledger.seal import Seal
+    from monte.runs import experiment_name
 
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
@@ -236,25 +310,35 @@ def experiment_status(ws: Workspace, experiment: str | None) -> dict[str, Any]:
     collecting = gc.isenabled()
     gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
     try:
-        rows = read_row_dicts(ledger, snap)
+        facts = ledger.derived(snap, "status", FACTS_VERSION, derive_facts)
+        facts.sort(key=_by_seq)
         noms = {}
         for cohort in snap.listdir("cohorts"):
             raw = snap.read(f"cohorts/{cohort}/nomination.json")
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
-        out = build(meas, rows, noms)
+        out = from_facts(meas, facts, noms, json_rows=json_rows)
         seal = Seal(ws.store, hash_legacy=False)
-        seal.know(exp, [row_from_index(dict(r)) for r in rows if is_test_read_dict(r)])
+        seal.know(exp, [row_from_index(dict(r)) for r in out.pop("_test_reads")])
         out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
         from monte.envs.floor import exam_floors
 
-        add_floors_and_reach(out, meas, exam_floors(ws, meas.environment))
+        scores = {f[RUN]: f[SCORE] for f in facts if f[DELTA]}
+        add_floors_and_reach(out, meas, exam_floors(ws, meas.environment), scores=scores)
     finally:
         if collecting:
             gc.enable()
     return out
+
+
+def derive_facts(index: dict[str, Any]) -> list[Any]:
+    return [row_fact(r) for r in index.values()]
+
+
+def _by_seq(f: tuple[Any, ...]) -> Any:
+    return f[SEQ]
 
 
 def _renamed(d: dict[str, Any]) -> dict[str, Any]:
@@ -262,7 +346,7 @@ def _renamed(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_floors_and_reach(out: dict[str, Any], meas: Measurement,
-                         floors: Mapping[str, Mapping[str, Floor]]) -> None:
+                         floors: Mapping[str, Mapping[str, Floor]], *, scores: Mapping[str, Any] | None = None) -> None:
     """Beside the scores (issue 18): each exam split's constant-answer floor (``floors``), what a
     test read of each exam can show (``exams[i]["detectable"]``, :func:`monte.stats.power.detectable`),
     and a flag on every checkpoint score at or below its floor (``at_floor`` on delta lines, the
@@ -272,7 +356,8 @@ def add_floors_and_reach(out: dict[str, Any], meas: Measurement,
     out["floors"] = {f"{exam}/{split}": f.model_dump() for exam, splits in sorted(floors.items())
                      for split, f in sorted(splits.items())}
     floor = {k: f["score"] for k, f in out["floors"].items()}
-    scores = {r["run"]: r["score"] for r in out["rows"]}
+    if scores is None:  # each delta's own score (``out["rows"]`` as a list)
+        scores = {r["run"]: r["score"] for r in out["rows"]}
     dev: dict[str, list[dict[str, Any]]] = {}
     for d in out["deltas"]:
         key = f"{d['exam']}/{d['split']}"

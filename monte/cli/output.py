@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from monte.errors import Exit, MonteError, error
+from monte.jsonl import RawJson
 
 
 def print_json(obj: Any) -> None:
@@ -49,10 +50,18 @@ def _orjson(obj: Any) -> bytes | None:
     except ImportError:
         return None
     try:
-        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=_default)
+        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=_orjson_default)
     except (TypeError, ValueError):
         return None
     return out
+
+
+def _orjson_default(obj: Any) -> Any:
+    if isinstance(obj, RawJson):  # already serialized (compact, sorted keys): written as it is
+        import orjson
+
+        return orjson.Fragment(obj.raw)
+    return _default(obj)
 
 
 def _utf8(text: str) -> str:
@@ -68,6 +77,8 @@ def _utf8(text: str) -> str:
 
 def _default(obj: Any) -> Any:
     """What json cannot encode by itself: pydantic models (and paths, tuples of them...)."""
+    if isinstance(obj, RawJson):
+        return obj.value()
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
     return str(obj)
@@ -104,13 +115,15 @@ def table(rows: Sequence[Any], columns: Sequence[str], title: str | None = None)
         for r in rows:
             t.add_row(*[_cell(r.get(c)) for c in columns])
         Console().print(t)
-    else:
-        click.echo("\t".join(columns))
-        for r in rows:
-            click.echo("\t".join(_cell(r.get(c)) for c in columns))
+    else:  # one write: a status of 10,000 rows is 10,000 lines
+        lines = ["\t".join(columns)]
+        lines += ["\t".join([_cell(r.get(c)) for c in columns]) for r in rows]
+        click.echo("\n".join(lines))
 
 
 def _cell(v: Any) -> str:
+    if type(v) is str:
+        return v
     if v is None:
         return "-"
     if isinstance(v, list | tuple):

@@ -29,56 +29,61 @@ def render_status(r: dict[str, Any]) -> None:
     rows = [{**x, "score": x["score"], "status": x["status"] + (" smoke" if x["smoke"] else "")
              + (f" {x['role']}" if x["role"] else "")} for x in r["rows"]]
     table(rows, ["run", "kind", "what", "target", "status", "score", "n"], title="runs")
+    lines: list[str] = []
+    out = lines.append  # one write at the end: 10,000 delta lines are 10,000 echo calls otherwise
     for c in r["cohorts"]:
         touches = ", ".join(f"{e} {n}/2" for e, n in sorted(c.get("test_touches", {}).items())) or "none"
-        click.echo(f"cohort {c['cohort']}: test reads {touches}"
-                   + (f"; nominated {c['nomination']}" if c.get("nomination") else ""))
+        out(f"cohort {c['cohort']}: test reads {touches}"
+            + (f"; nominated {c['nomination']}" if c.get("nomination") else ""))
         for key, b in sorted(c.get("baselines", {}).items()):
             floor = r.get("floors", {}).get(key)
-            click.echo(f"  baseline {key}@0: {b['score']:.4f} (n={b['n']}, run {b['run']})"
-                       + (f"; constant-answer floor {floor['score']:.4f}" if floor else ""))
+            out(f"  baseline {key}@0: {b['score']:.4f} (n={b['n']}, run {b['run']})"
+                + (f"; constant-answer floor {floor['score']:.4f}" if floor else ""))
     for x in r.get("exams", []):
         if x["test_reads"]:
-            click.echo(f"test content of {x['exam']}: read {x['test_reads']} time(s) in this repository, "
-                       f"in {x['cohorts']} cohort(s) ({', '.join(x['experiments'])})")
+            out(f"test content of {x['exam']}: read {x['test_reads']} time(s) in this repository, "
+                f"in {x['cohorts']} cohort(s) ({', '.join(x['experiments'])})")
     for x in r.get("exams", []):
         floors = [(k.split("/", 1)[1], f) for k, f in r.get("floors", {}).items() if k.split("/", 1)[0] == x["exam"]]
         line = "; ".join(f"{split} {f['score']:.4f} (always {f['answer']!r})" for split, f in floors)
         line = f"constant-answer floor {line}; " if floors else ""
         if x.get("detectable"):
-            click.echo(f"exam {x['exam']}: {line}{describe_detectable(x['detectable'])}")
+            out(f"exam {x['exam']}: {line}{describe_detectable(x['detectable'])}")
     for d in r["deltas"]:
-        click.echo(f"delta {d['exam']}/{d['split']} {d['target']} vs base: {_fmt_delta(d)}"
-                   + (f" {d['verdict']}" if d.get("verdict") else "")
-                   + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
+        out(f"delta {d['exam']}/{d['split']} {d['target']} vs base: {_fmt_delta(d)}"
+            + (f" {d['verdict']}" if d.get("verdict") else "")
+            + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
     for line in r["lineage"]:
-        click.echo(f"lineage: {line}")
+        out(f"lineage: {line}")
     if r["legend"]:
-        click.echo(r["legend"])
+        out(r["legend"])
     several = len({c["exam"] for c in r["cycles"]}) > 1
-    click.echo("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
-                                   + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
-    click.echo("checkpoints:" + ("" if r["checkpoints"] else " none"))
+    out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
+                            + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
+    out("checkpoints:" + ("" if r["checkpoints"] else " none"))
     for c in r["checkpoints"]:
         floors = r.get("floors", {})
         dev = ", ".join(f"{e} {s:.4f}" + (_at_floor(floors[f"{e}/dev"]["score"]) if e in c.get("at_floor", ()) else "")
                         for e, s in c["dev"].items() if s is not None) or "no dev eval"
-        click.echo(f"  {c['checkpoint']}  {c['move']}  from {c['parent']}"
-                   + ("  (stage boundary)" if c["boundary"] else "") + f"  dev: {dev}")
+        out(f"  {c['checkpoint']}  {c['move']}  from {c['parent']}"
+            + ("  (stage boundary)" if c["boundary"] else "") + f"  dev: {dev}")
+    click.echo("\n".join(lines))
 
 
 @click.command()
 @click.argument("experiment", required=False, shell_complete=complete.experiments)
 @experiment_option
 @handled(render_status)
-def status(experiment: str | None, experiment_opt: str | None) -> Any:
+def status(experiment: str | None, experiment_opt: str | None, as_json: bool) -> Any:
     """Rows, delta lines, lineage, cycles and checkpoints of an experiment.
 
     Example: monte status, or monte status EXP (also -e EXP) with several experiments.
     """
     from monte import api
 
-    return api.status(experiment=one_experiment(experiment, experiment_opt))
+    # compact JSON for a program: each row's serialized form, kept between calls, written as is
+    return api.status(experiment=one_experiment(experiment, experiment_opt),
+                      json_rows=as_json and not sys.stdout.isatty())
 
 
 @click.command()

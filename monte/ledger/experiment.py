@@ -14,6 +14,7 @@ from dulwich.objects import Commit, ObjectID
 from monte.ci import LEDGER_WORKFLOW, ledger_workflow
 from monte.errors import error
 from monte.jsonl import escape_unsafe
+from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.records import (
     ROW_FIELDS,
@@ -231,6 +232,35 @@ class Ledger:
                 if index:
                     rows.extend(_loads(self._object(snap, index, cache)).values())
         cache.save()
+
+    def derived(self, snap: Snapshot, name: str, version: str, derive: Derive) -> list[Any]:
+        """Everything ``derive`` makes of each fan-out index at ``snap`` (its parsed entries ->
+        a list), concatenated in no particular order, through the reader's derived cache
+        (:mod:`monte.ledger.derived`): an index derived before is not parsed again, and a
+        ``runs/`` tree read before is not walked again. An append changes one index, so the
+        read after it derives one index's rows."""
+        if snap.commit_id is None:
+            return []
+        commit = self.store.repo.object_store[snap.commit_id]
+        assert isinstance(commit, Commit)
+        top = self._entry(snap, commit.tree, b"runs", None)
+        if not top:
+            return []
+        git_dir = self.store.repo.commondir()
+        cache = DerivedCache(git_dir, self.experiment, name, version)
+        if cache.runs_tree == top:
+            return [f for facts in cache.entries.values() for f in facts]
+        objects = ObjectCache(cache_path(git_dir, self.experiment))
+        entries: dict[bytes, list[Any]] = {}
+        for _, first in self._tree(snap, top, objects):
+            for _, second in self._tree(snap, first, objects):
+                index = self._entry(snap, second, b"index.json", objects)
+                if index:
+                    found = cache.entries.get(index)
+                    entries[index] = derive(_loads(self._object(snap, index, objects))) if found is None else found
+        objects.save()
+        cache.save(top, entries)
+        return [f for facts in entries.values() for f in facts]
 
     def _object(self, snap: Snapshot, sha: bytes, cache: ObjectCache | None) -> bytes:
         found = cache.get(sha) if cache is not None else None

@@ -25,12 +25,17 @@ def me() -> dict[str, Any]:
 
 def is_dead(row: RunRow) -> bool:
     """A started/running row whose process, on this host, is gone (or is another process now)."""
-    if row.status not in ("started", "running") or row.host != socket.gethostname() or not row.pid:
+    return is_dead_at(row.status, row.host, row.pid, row.proc_start)
+
+
+def is_dead_at(status: str, host: str, pid: int | None, started: str | None) -> bool:
+    """:func:`is_dead` of a row's fields (``started``: its ``proc_start``)."""
+    if status not in ("started", "running") or host != socket.gethostname() or not pid:
         return False
     try:
-        os.kill(row.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
         pass
-    return bool(row.proc_start) and proc_start(row.pid) != row.proc_start
+    return bool(started) and proc_start(pid) != started

@@ -180,6 +180,13 @@ def _cutoff(n: int) -> Cutoff:
     if isinstance(n, bool) or operator.index(n) < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
     n = operator.index(n)
+    from monte.stats._cutoffs import CUTOFFS  # _computed_cutoff's own output for n <= 1,024
+
+    return CUTOFFS[n - 1] if n <= len(CUTOFFS) else _computed_cutoff(n)
+
+
+def _computed_cutoff(n: int) -> Cutoff:
+    """The calibration itself (what ``monte.stats._cutoffs`` holds for n <= 1,024)."""
     grid = _null_grid(n)
     for z_max in _Z_RANGES:
         candidates = _candidates(n, z_max)
@@ -193,6 +200,24 @@ def _cutoff(n: int) -> Cutoff:
         if lo < len(candidates):
             return candidates[lo]
     return _NEVER
+
+
+def cutoff_table_source(n_max: int) -> str:
+    """The source of ``monte/stats/_cutoffs.py``: :func:`_computed_cutoff` for n = 1 .. n_max."""
+    import inspect
+
+    from monte.stats import _cutoffs
+
+    head = inspect.getsource(_cutoffs).split("CUTOFFS:", 1)[0]
+    items = [f"({k}, {d}), " for k, d in (_computed_cutoff(n) for n in range(1, n_max + 1))]
+    lines, line = [], "    "
+    for item in items:
+        if len(line) + len(item) > 110:
+            lines.append(line.rstrip())
+            line = "    "
+        line += item
+    lines.append(line.rstrip())
+    return head + "CUTOFFS: tuple[tuple[int, int], ...] = (\n" + "\n".join(lines) + "\n)\n"
 
 
 def _candidates(n: int, z_max: float) -> list[Cutoff]:

@@ -11,6 +11,7 @@ the interval [-1, 1], SE over n, ``lower >= 0``) are here, each where it applies
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from pathlib import Path
@@ -148,6 +149,9 @@ def load(name: str, edits: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatc
     module = types.ModuleType(f"paired_mutant_{abs(hash(name))}")
     monkeypatch.setitem(sys.modules, module.__name__, module)  # dataclasses look their module up
     exec(compile(source, f"<mutant {name}>", "exec"), module.__dict__)
+    # the mutant calibrates its own cutoffs: the precomputed table (monte.stats._cutoffs) is the
+    # real module's output, checked against the calibration by tests/stats/test_cutoff_table.py
+    module._cutoff = functools.lru_cache(maxsize=512)(module._computed_cutoff)
     return module
 
 

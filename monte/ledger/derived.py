@@ -1,0 +1,165 @@
+"""What a reader derives from each fan-out index, kept between reads, keyed by the index's id.
+
+``monte status`` turns every row of an experiment into a few facts (its target, what it
+shows, its delta, its output line). Parsing 1,024 index blobs and deriving 10,000 rows' facts
+is most of a status call at 10,000 runs; an append changes one index. This cache keeps, per
+experiment and per reader (``name``), the facts derived from each index blob, keyed by the
+blob's git id: an index's bytes never change under its id, so an entry can never be stale.
+It also remembers the ``runs/`` tree it last described; when the tip's ``runs/`` tree is that
+one, the read skips the walk entirely.
+
+The file is ``<git dir>/monte/cache/<experiment>.<name>``: a header, a ``marshal`` payload and
+an HMAC-SHA256 of both under a key kept beside it (``key``, 32 random bytes, mode 0600). A file
+that is torn, edited or forged fails the MAC and is not used (the facts are derived from the
+indexes again, and the file rewritten): the key keeps a stray edit, a partial write or another
+user's file from feeding a status. ``monte ledger verify`` re-derives every entry from its blob
+and names an entry that differs (:func:`check`), so a cache that passed its MAC and still lies
+(a key read and a payload forged by hand) is a verify failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import marshal
+import os
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+MAGIC = b"monte-derived 1\n"
+_MAC = 32
+_STALE_TMP_S = 600.0
+
+#: what a reader derives from one index blob's parsed entries: a list of marshal-able values
+Derive = Callable[[dict[str, Any]], list[Any]]
+
+
+def cache_path(git_dir: str | os.PathLike[str], experiment: str, name: str) -> Path:
+    return Path(git_dir) / "monte" / "cache" / f"{experiment}.{name}"
+
+
+def _key(folder: Path, *, create: bool) -> bytes | None:
+    path = folder / "key"
+    try:
+        key = path.read_bytes()
+        if len(key) == 32:
+            return key
+    except OSError:
+        pass
+    if not create:
+        return None
+    key = secrets.token_bytes(32)
+    tmp = folder / f".key.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        os.link(tmp, path)  # the first writer's key wins; a racing writer reads it back
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:
+        key = path.read_bytes()
+    except OSError:
+        return None
+    return key if len(key) == 32 else None
+
+
+class DerivedCache:
+    """One experiment's cache for one reader: load once, look entries up, save what was used."""
+
+    def __init__(self, git_dir: str | os.PathLike[str], experiment: str, name: str, version: str) -> None:
+        self.path = cache_path(git_dir, experiment, name)
+        self.version = version
+        self.runs_tree = b""
+        self.entries: dict[bytes, list[Any]] = {}
+        self.rejected = False
+        data = self._read()
+        if data is not None:
+            self.runs_tree, self.entries = data
+
+    def _read(self) -> tuple[bytes, dict[bytes, list[Any]]] | None:
+        try:
+            raw = self.path.read_bytes()
+        except OSError:
+            return None
+        key = _key(self.path.parent, create=False)
+        if key is None or not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _MAC:
+            self.rejected = True
+            return None
+        body, mac = raw[:-_MAC], raw[-_MAC:]
+        if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).digest(), mac):
+            self.rejected = True
+            return None
+        try:
+            version, runs_tree, entries = marshal.loads(body[len(MAGIC):])
+        except (ValueError, EOFError, TypeError):
+            self.rejected = True
+            return None
+        if version != self.version:
+            return None  # written by another monte: derived again, not an error
+        return runs_tree, entries
+
+    def save(self, runs_tree: bytes, entries: dict[bytes, list[Any]]) -> None:
+        """Best effort (a read-only repository just derives again next time)."""
+        folder = self.path.parent
+        key = _key(folder, create=True)
+        if key is None:
+            return
+        body = MAGIC + marshal.dumps((self.version, runs_tree, entries))
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            for old in folder.glob(f".{self.path.name}.*.tmp"):  # a writer killed mid-write
+                if time.time() - old.stat().st_mtime > _STALE_TMP_S:
+                    old.unlink(missing_ok=True)
+            tmp.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+
+def cached_files(git_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str, Path]]:
+    """(experiment, reader name, path) of every derived cache file."""
+    folder = Path(git_dir) / "monte" / "cache"
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.iterdir()):
+        exp, dot, name = path.name.rpartition(".")
+        if dot and exp and not path.name.startswith(".") and name != "objects" and path.name != "key":
+            yield exp, name, path
+
+
+def check(git_dir: str | os.PathLike[str], read_blob: Callable[[bytes], bytes | None],
+          readers: dict[str, tuple[str, Derive]]) -> list[str]:
+    """Every derived cache entry that is not what its reader derives from its blob (``readers``:
+    name -> (version, derive)), and every file that fails its MAC, by file. Such a file is never
+    used as it stands (a failed MAC) or is a forgery that passed it; this names it for verify."""
+    import json
+
+    out: list[str] = []
+    for exp, name, path in cached_files(git_dir):
+        if name not in readers:
+            continue
+        version, derive = readers[name]
+        cache = DerivedCache(git_dir, exp, name, version)
+        if cache.rejected:
+            out.append(f"{path.name}: its MAC does not match its bytes (torn, edited or forged); it is not used")
+            continue
+        bad = []
+        for sha, facts in cache.entries.items():
+            raw = read_blob(sha)
+            if raw is None:
+                continue  # an index no longer in the repository: never looked up again
+            if derive(json.loads(raw)) != facts:
+                bad.append(sha.decode(errors="replace"))
+        if bad:
+            out.append(f"{path.name}: {len(bad)} entr(ies) that are not what the index derives ({', '.join(bad[:3])})")
+    return out

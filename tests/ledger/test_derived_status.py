@@ -1,0 +1,175 @@
+"""`monte status` through its derived cache (`monte.ledger.derived`): what it prints is what it
+computes without the cache, cold, warm, after an append and after a row's transition; a dead
+run reads abandoned with the cache warm; a torn, edited or forged cache is never a wrong status
+unless its MAC was forged too, and `monte ledger verify` names it either way."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import marshal
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import monte_proc
+
+from monte import status as st
+from monte.ledger import derived
+from monte.ledger.experiment import Ledger
+from monte.ledger.records import RunRow
+from monte.ledger.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import status_10k  # noqa: E402 - the benchmark's ledger builder: evals, deltas, training rows, forks
+
+EXP = status_10k.EXPERIMENT
+
+
+def _cli(repo: Path, *args: str) -> Any:
+    r = monte_proc("status", "--json", *args, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _without_cache(repo: Path) -> Any:
+    """The status computed with no derived cache at all (its file moved aside, then back)."""
+    path = derived.cache_path(repo / ".git", EXP, "status")
+    aside = path.with_name("aside")
+    if path.exists():
+        path.rename(aside)
+    try:
+        r = monte_proc("status", "--json", cwd=repo)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+    finally:
+        path.unlink(missing_ok=True)
+        if aside.exists():
+            aside.rename(path)
+
+
+def _append(repo: Path, **fields: Any) -> RunRow:
+    led = Ledger(Store(repo), EXP)
+    snap = led.snapshot()
+    base = next(r for r in led.rows(snap) if r.kind == "eval")
+    row = base.model_copy(update={"seq": 0, **fields})
+    return led.append_row(lambda _s, _q: row.model_copy(), event="finished", summary=lambda r: f"eval {r.run}")
+
+
+@pytest.fixture(scope="module")
+def _built_once(_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("built") / "repo"
+    shutil.copytree(_template, dest, symlinks=True)
+    status_10k.build_ledger(dest, 60, 7, 5, 4, progress_every=0)
+    return dest
+
+
+@pytest.fixture
+def built(_built_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ledger of 60 runs as the benchmark builds them (built once per module), copied."""
+    dest = tmp_path / "built"
+    shutil.copytree(_built_once, dest, symlinks=True)
+    monkeypatch.chdir(dest)
+    return dest
+
+
+def test_status_through_the_cache_is_the_status_computed_without_it(built: Path) -> None:
+    repo = built
+    path = derived.cache_path(repo / ".git", EXP, "status")
+    reference = _without_cache(repo)
+    assert not path.exists()
+    assert _cli(repo) == reference  # cold: derives every index, writes the cache
+    assert path.is_file()
+    assert _cli(repo) == reference  # warm: the runs/ tree is the one the cache describes
+    assert reference["deltas"] and reference["checkpoints"] and reference["lineage"]
+    # an append: one index derived again, the rest from the cache
+    new = _append(built, run="zz0000000001", status="started", host="elsewhere", pid=1)
+    after = _cli(repo)
+    assert after == _without_cache(repo) and after != reference
+    assert [r["run"] for r in after["rows"]][-1] == new.run
+    # a transition rewrites the row in place (same run, same seq)
+    _append(built, run=new.run, status="failed", seq=new.seq, error="boom")
+    again = _cli(repo)
+    assert again == _without_cache(repo)
+    assert next(r for r in again["rows"] if r["run"] == new.run)["status"] == "failed"
+    # the Python API's rows (a list) are the CLI's rows (written from their serialized form)
+    from monte import api
+    from monte.workspace import open_workspace
+
+    listed = api.status(ws=open_workspace(repo, require_data_root=False))
+    assert json.loads(json.dumps(listed["rows"])) == again["rows"]
+
+
+def test_a_dead_run_reads_abandoned_with_the_cache_warm(built: Path) -> None:
+    gone = 2**22 + 12345  # above pid_max's default: no such process
+    row = _append(built, run="zz0000000002", status="running", host=socket.gethostname(), pid=gone,
+                  proc_start="1")
+    mine = _append(built, run="zz0000000003", status="running", host=socket.gethostname(), pid=os.getpid(),
+                   proc_start=None)
+    for _ in range(2):  # cold, then warm: the liveness probe runs on every read, never cached
+        rows = {r["run"]: r for r in _cli(built)["rows"]}
+        assert rows[row.run]["status"] == "abandoned"
+        assert rows[mine.run]["status"] == "running"
+
+
+def test_a_row_orjson_refuses_is_written_the_slow_way(built: Path) -> None:
+    _append(built, run="zz0000000004", status="failed", role="odd \udc80 role")
+    out = _cli(built)
+    assert _cli(built) == out == _without_cache(built)
+    assert next(r for r in out["rows"] if r["run"] == "zz0000000004")["role"] == "odd \udc80 role"
+
+
+def _verify(repo: Path) -> str:
+    r = monte_proc("ledger", "verify", cwd=repo)
+    return r.stdout + r.stderr
+
+
+def test_an_edited_cache_is_not_used_and_verify_names_it(built: Path) -> None:
+    reference = _cli(built)
+    path = derived.cache_path(built / ".git", EXP, "status")
+    assert "[cache]" not in _verify(built)  # the honest cache (the ledger itself fails verify: it
+    # is the benchmark's, written without the started records)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"succeeded")
+    data[at:at + 9] = b"abandoned"  # same length: only the MAC tells
+    path.write_bytes(bytes(data))
+    assert _cli(built) == reference  # not used: derived again, and rewritten
+    path.write_bytes(bytes(data))
+    assert "its MAC does not match" in _verify(built)
+
+
+def test_a_forged_cache_that_passes_its_mac_is_a_verify_failure(built: Path) -> None:
+    _cli(built)
+    path = derived.cache_path(built / ".git", EXP, "status")
+    key = (path.parent / "key").read_bytes()
+    body = path.read_bytes()[:-32]
+    version, runs_tree, entries = marshal.loads(body[len(derived.MAGIC):])
+    sha, facts = next((s, f) for s, f in entries.items() if any(x[st.DELTA] for x in f))
+    i = next(i for i, x in enumerate(facts) if x[st.DELTA])
+    forged = list(facts[i])
+    forged[st.DELTA] = {**forged[st.DELTA], "verdict": "ok", "lower": 0.5}
+    entries[sha] = [*facts[:i], tuple(forged), *facts[i + 1:]]
+    body = derived.MAGIC + marshal.dumps((version, runs_tree, entries))
+    path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+    shown = _cli(built)
+    assert any(d.get("lower") == 0.5 for d in shown["deltas"])  # a forger with the key fools status...
+    out = _verify(built)
+    assert "[cache]" in out and "not what the index derives" in out  # ...and verify names it
+    assert sha.decode() in out
+
+
+def test_no_cache_file_without_a_runs_tree(repo: Path) -> None:
+    from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze
+
+    Ledger(Store(repo), EXP).create(Measurement(
+        experiment=EXP, created_at="2026-01-01T00:00:00Z", environment="parity",
+        environment_fingerprint="sha256:" + "ab" * 32, grader={},
+        exams={"parity": ExamFreeze(benchmark="parity", splits={
+            "dev": SplitFreeze(path="d.jsonl", sha256="cd" * 32, n=10)})}))
+    assert _cli(repo)["rows"] == []
+    assert not derived.cache_path(repo / ".git", EXP, "status").exists()
