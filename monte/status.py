@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from monte.jsonl import RawJson
 from monte.ledger.records import ROW_FIELDS, Measurement, RunRow, with_row_defaults
-from monte.ledger.rules import Checkpoint, checkpoints, is_admissible
+from monte.ledger.rules import Checkpoint, is_admissible, row_checkpoints
 from monte.manifest import Floor
 from monte.workspace import Workspace
 
@@ -148,7 +148,7 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
 (SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
  TSTEP, WHAT, DELTA, LIVE, FULL, JSON_ROW) = range(22)
 #: Bump when :func:`row_fact` changes: a cache of facts another version derived is derived again.
-FACTS_VERSION = "status-facts 1"
+FACTS_VERSION = "status-facts 2"
 _LIVE = ("started", "running")
 
 
@@ -168,9 +168,14 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
     else:
         what = f"{(plan.get('recipe') or {}).get('algorithm', '?')}:{plan.get('source', '?')}"
     full = kind == "train" or (kind == "eval" and r["split"] == "test" and not smoke)
+    tkind = t.get("kind")
+    # the delta line as status lists it (its target, then the recorded delta's own fields)
+    delta = {"run": r["run"], "cohort": r["cohort"], "exam": r["exam"], "split": r["split"],
+             "target": "base" if tkind == "base" else f"{t.get('run')}@{t.get('step')}", "role": r["role"],
+             **r["delta"]} if r["delta"] and kind == "eval" else None
     fact = (r["seq"], r["run"], kind, status, r["cohort"], plan.get("base_model", ""), r["exam"], r["split"],
-            r["step"], smoke, r["score"], r["n"], r["role"], r["created_at"], t.get("kind"), t.get("run"),
-            t.get("step"), what, r["delta"] or None,
+            r["step"], smoke, r["score"], r["n"], r["role"], r["created_at"], tkind, t.get("run"),
+            t.get("step"), what, delta,
             (r["host"], r["pid"], r["proc_start"]) if status in _LIVE else None,
             dict(r) if full else None)
     return (*fact, _dump_row(_out_row(fact, status)))
@@ -216,7 +221,6 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
     rows (for the lineage). ``live``: probe a started/running row's process (a dead one reads
     ``abandoned``). ``json_rows``: the rows as one already-serialized JSON array
     (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form."""
-    from monte.ledger.records import row_from_index
     from monte.runs.liveness import is_dead_at
 
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
@@ -253,9 +257,8 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
             c["test_touches"][exam] = c["test_touches"].get(exam, 0) + 1
         if status != "succeeded":
             continue
-        if delta:
-            deltas.append({"run": run, "cohort": cohort, "exam": exam, "split": split,
-                           "target": _shown(f), "role": role, **delta})
+        if delta is not None:
+            deltas.append(delta)
         if tkind == "base":
             key = f"{exam}/{split}"
             if key not in c["baselines"]:
@@ -264,11 +267,11 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
             dev_scores.setdefault(f"{trun}@{tstep}", {}).setdefault(exam or "", score)
             fkey = (str(trun), int(tstep if tstep is not None else -1), exam or "")
             if fkey not in first or seq < first[fkey].seq:
-                first[fkey] = FirstEval(run, seq, delta)
+                first[fkey] = FirstEval(run, seq, delta)  # the line holds the delta's fields
     for cohort, ck in nominations.items():
         cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
-    train_rows = [row_from_index(dict(r)) for r in trains]
-    cks = checkpoints(train_rows)
+    cks = [c for r in trains if not r["smoke"]
+           for c in row_checkpoints(r["run"], r["seq"], r["cohort"], r["plan"], r["checkpoints"])]
     paths = descent_paths(cks)
     rows_out: Any = RawJson(b"[" + b",".join(out_json) + b"]") if serialized else out_rows
     return {
@@ -279,7 +282,7 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
         "deltas": deltas,
         "lineage": _lineage_lines(paths),
         "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
-        "cycles": cycles(train_rows, cks, paths, dev_exams, first=first),
+        "cycles": cycles([], cks, paths, dev_exams, first=first),
         "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
                          "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],

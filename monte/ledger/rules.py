@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from monte.errors import MonteError, error
 from monte.ledger.records import RunRow
@@ -46,19 +47,24 @@ def checkpoints(rows: Iterable[RunRow], cohort: str | None = None) -> list[Check
     for r in rows:
         if r.kind != "train" or r.smoke or (cohort and r.cohort != cohort):
             continue
-        plan = r.plan
-        parent = plan.get("parent")
-        algo = plan.get("recipe", {}).get("algorithm", "?")
-        label = f"{algo}:{plan.get('source', '?')}"
-        for ck in r.checkpoints:
-            out.append(Checkpoint(
-                run=r.run, step=int(ck["step"]), seq=r.seq, cohort=r.cohort, label=label,
-                recipe=plan.get("recipe", {}).get("name", "?"),
-                parent=(parent["run"], int(parent["step"])) if parent else None,
-                start_step=int(plan.get("start_step", 0)), boundary=bool(plan.get("boundary")),
-                commit=str(ck.get("commit", "")),
-            ))
+        out += row_checkpoints(r.run, r.seq, r.cohort, r.plan, r.checkpoints)
     return out
+
+
+def row_checkpoints(run: str, seq: int, cohort: str, plan: dict[str, Any],
+                    saved: Iterable[dict[str, Any]]) -> list[Checkpoint]:
+    """The checkpoints one non-smoke training row saved (its fields, so a reader of the
+    indexes' dicts needs no model object: ``monte status``)."""
+    parent = plan.get("parent")
+    algo = plan.get("recipe", {}).get("algorithm", "?")
+    label = f"{algo}:{plan.get('source', '?')}"
+    return [Checkpoint(
+        run=run, step=int(ck["step"]), seq=seq, cohort=cohort, label=label,
+        recipe=plan.get("recipe", {}).get("name", "?"),
+        parent=(parent["run"], int(parent["step"])) if parent else None,
+        start_step=int(plan.get("start_step", 0)), boundary=bool(plan.get("boundary")),
+        commit=str(ck.get("commit", "")),
+    ) for ck in saved]
 
 
 def find_checkpoint(rows: Sequence[RunRow], run: str, step: int | None) -> Checkpoint:
