@@ -25,6 +25,7 @@ from monte.models import locate
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     PENDING,
+    CohortReads,
     Transition,
     adopt_row,
     clear_pending,
@@ -261,8 +262,9 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
     file cannot be read or the tasks do not line up)."""
     from monte.stats.paired import paired_delta, unpaired_delta, verdict
 
-    rows = read_rows(ledger, snap)
-    base = rules.baseline(rows, row.cohort, row.exam or "", row.split or "")
+    if row.plan.get("target", {}).get("kind") == "base":
+        return None
+    base = CohortReads(ledger, snap, row.cohort).baseline(row.exam or "", row.split or "")  # O(1): the cohort index
     if base is None or base.run == row.run or row.plan.get("target", {}).get("kind") == "base":
         return None
     base_tasks = read_tasks(snap, base.run)

@@ -6,7 +6,7 @@ import gc
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from dulwich.objects import Commit, ObjectID
@@ -15,6 +15,7 @@ from monte.ci import LEDGER_WORKFLOW, ledger_workflow
 from monte.errors import error
 from monte.jsonl import escape_unsafe
 from monte.ledger.derived import Derive, DerivedCache
+from monte.ledger import cohorts
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.records import (
     ROW_FIELDS,
@@ -99,11 +100,17 @@ def meta_json(n: int) -> bytes:
 
 
 def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *, event: str, summary: str,
-                  files: dict[str, bytes] | None = None, trailers: dict[str, str] | None = None) -> Change:
+                  files: dict[str, bytes] | None = None, trailers: dict[str, str] | None = None,
+                  scan: Callable[[], Iterable[RunRow]] | None = None) -> Change:
     """What the record that writes ``row`` as record number ``seq`` changes, given ``read`` (a
-    path's bytes at the tip it is appended to): the row, the derived indexes, the count, the
-    trailers. Pure: the one place a row becomes files, shared by ``Ledger.append_row`` and the
-    benchmarks' bulk builders (so a ledger built in bulk is the ledger monte would have written)."""
+    path's bytes at the tip it is appended to): the row, the derived indexes (the row's fan-out
+    folder's, its cohort's), the count, the trailers. Pure: the one place a row becomes files,
+    shared by ``Ledger.append_row`` and the benchmarks' bulk builders (so a ledger built in bulk
+    is the ledger monte would have written).
+
+    ``scan()`` gives every row at that tip; it is called only when the row's cohort has no index
+    yet (a ledger written before there was one, or the cohort's first record), to create it
+    once. By default the rows are read through ``read`` from the fan-out indexes."""
     if not row.seq:  # a row keeps the number of the record that created it
         row.seq = seq
     index_path = bucket_index(row.run)
@@ -115,6 +122,21 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
         index_path: compact_json(index),
         "meta.json": meta_json(seq),
     }
+    cohort_path = cohorts.index_path(row.cohort)
+    if cohort_path is not None:
+        raw = read(cohort_path)
+        try:
+            stored = json.loads(raw) if raw is not None else None
+        except ValueError:
+            stored = None  # not JSON: re-derived below (verify names the record that wrote it)
+        try:
+            new = cohorts.fold(stored, row) if isinstance(stored, dict) else None
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+            new = None  # not the shape monte writes: re-derived, as above
+        if new is None:
+            new = cohorts.fold(cohorts.build(scan() if scan is not None else _scan(read), row.cohort), row)
+        if new != stored:
+            writes[cohort_path] = compact_json(new)
     for name, data in (files or {}).items():
         writes[f"{run_dir(row.run)}/{name}"] = data
     workflow = ledger_workflow()  # derived: carried by every record, for CI (monte.ci)
@@ -132,6 +154,20 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
         base["Monte-Cohort"] = row.cohort
     base.update(trailers or {})
     return Change(summary=summary, writes=writes, trailers=base)
+
+
+_FANOUT = "0123456789abcdefghijklmnopqrstuvwxyz"  # every first character verify lets a run id have
+
+
+def _scan(read: Callable[[str], bytes | None]) -> list[RunRow]:
+    """Every row at a tip, from its fan-out indexes, through ``read`` alone."""
+    rows: list[RunRow] = []
+    for a in _FANOUT:
+        for b in _FANOUT:
+            raw = read(f"runs/{a}/{b}/index.json")
+            if raw:
+                rows.extend(row_from_index(r) for r in _loads(raw).values())
+    return rows
 
 
 class Ledger:
@@ -283,6 +319,20 @@ class Ledger:
         raw = snap.read(f"{run_dir(run_id)}/row.json")
         return RunRow.model_validate_json(raw) if raw else None
 
+    def cohort_index(self, cohort: str, snap: Snapshot | None = None) -> dict[str, Any] | None:
+        """The derived index of a cohort's baselines and test reads (:mod:`monte.ledger.cohorts`),
+        one blob; None where there is none (a ledger written before it, a cohort with no record,
+        a name that cannot be a folder) or it is not one monte writes: then read the rows."""
+        path = cohorts.index_path(cohort)
+        if path is None:
+            return None
+        raw = (snap or self.snapshot()).read(path)
+        try:
+            index = _loads(raw) if raw is not None else None
+        except ValueError:
+            return None
+        return index if isinstance(index, dict) else None
+
     # --- appending ----------------------------------------------------------------------------
 
     def append_row(
@@ -310,7 +360,8 @@ class Ledger:
                 row.seq = seq
             change = record_change(snap.read, row, seq, event=event, summary=summary(row),
                                    files=files(row) if files else None,
-                                   trailers=trailers(row) if trailers else None)
+                                   trailers=trailers(row) if trailers else None,
+                                   scan=lambda: self.rows(snap))
             made[:] = [row]
             return change
 

@@ -5,7 +5,9 @@ experiment's ledger that grew apart from a common record merge without conflict:
 
 - a path changed on one side only takes that side; the same change on both sides is fine;
 - the derived files are recomputed: each fan-out ``runs/<a>/<b>/index.json`` in a folder both
-  sides changed is rebuilt from the merged folder's ``row.json`` blobs, ``meta.json`` counts
+  sides changed is rebuilt from the merged folder's ``row.json`` blobs, each cohort's
+  ``cohorts/<cohort>/index.json`` both sides changed is the union of their entries
+  (:func:`monte.ledger.cohorts.union`), ``meta.json`` counts
   ``ours + theirs - base`` records, and the CI workflow (:data:`monte.ci.LEDGER_WORKFLOW`: two
   machines may pin another monte) is ours;
 - any other path changed differently on both sides (a row both rewrote, ``measurement.json``, a
@@ -32,13 +34,15 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 
 from monte.ci import LEDGER_WORKFLOW
 from monte.errors import error
+from monte.ledger import cohorts
+from monte.ledger.cohorts import PATH as COHORT_INDEX
 from monte.ledger.records import RunRow
 from monte.ledger.rules import SealConflict, read_role, seal_conflicts
 from monte.ledger.store import MODE_DIR, MODE_FILE, Snapshot, Store, add_object
@@ -209,6 +213,9 @@ class _TreeMerge:
             elif (name == b"index.json" and _BUCKET.match(prefix) and eo is not None and et is not None
                   and eo[0] != MODE_DIR and et[0] != MODE_DIR):
                 picked = eo  # derived: rebuilt below from the merged rows
+            elif (COHORT_INDEX.match(path) and eo is not None and et is not None
+                  and MODE_DIR not in (eo[0], et[0]) and (eb is None or eb[0] != MODE_DIR)):
+                picked = (MODE_FILE, self._cohort_index(path, eb, eo, et))  # derived: the union of both
             elif path == LEDGER_WORKFLOW and eo is not None and et is not None and MODE_DIR not in (eo[0], et[0]):
                 picked = eo  # derived: the CI workflow each record carries (two monte versions' pins)
             else:
@@ -235,6 +242,31 @@ class _TreeMerge:
                 raise Conflict("meta.json") from None
 
         return self.add(Blob.from_string(meta_json(records(eo) + records(et) - records(eb))))
+
+    def _cohort_index(self, path: str, eb: tuple[int, ObjectID] | None, eo: tuple[int, ObjectID],
+                      et: tuple[int, ObjectID]) -> ObjectID:
+        """A cohort's derived index that both sides changed: the union of their entries over the
+        base's (:func:`monte.ledger.cohorts.union`), O(1) in the runs."""
+        from monte.ledger.experiment import compact_json
+
+        def index(entry: tuple[int, ObjectID] | None) -> dict[str, Any] | None:
+            if entry is None:
+                return None
+            try:
+                found = json.loads(self.blob(entry[1]))
+            except ValueError:
+                raise Conflict(path) from None
+            if not isinstance(found, dict):
+                raise Conflict(path)
+            return found
+
+        ours, theirs = index(eo), index(et)
+        assert ours is not None and theirs is not None
+        try:
+            merged = cohorts.union(index(eb), ours, theirs)
+        except (TypeError, ValueError, AttributeError, IndexError, KeyError):
+            raise Conflict(path) from None
+        return self.add(Blob.from_string(compact_json(merged)))
 
     def _reindex(self, bucket: Tree) -> None:
         """Rebuild a fan-out folder's ``index.json`` from its rows (both sides changed it)."""

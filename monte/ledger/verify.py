@@ -18,7 +18,10 @@ Rules (the names printed):
   monte's own merge now refuses such a union, ``E_SEALED``).
 - ``well-formed``: every path is one monte writes (the CI workflow every record carries,
   :data:`monte.ci.LEDGER_WORKFLOW`, among them: derived, like ``meta.json``); every row parses;
-  the derived fan-out index equals the rows it indexes.
+  the derived fan-out index equals the rows it indexes; each cohort's derived index
+  (``cohorts/<cohort>/index.json``: its baselines and test reads, :mod:`monte.ledger.cohorts`)
+  that a record writes equals the fold of the rows before it, and a record that changes a
+  cohort's baselines or test reads rewrites the index where the ledger keeps one.
 - ``append-only``: no record removed; no finished row rewritten; identity fields never change;
   ``measurement.json`` never changes; per-task files never change once written.
 - ``unique-run-id``: a new run never reuses an id.
@@ -51,6 +54,7 @@ from typing import Any
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 
 from monte.ci import LEDGER_WORKFLOW
+from monte.ledger import cohorts as cohort_index
 from monte.ledger.merge import MERGE_EVENT, Conflict, merge_bases, union_tree
 from monte.ledger.records import RunRow
 from monte.ledger.refs import (
@@ -71,6 +75,7 @@ ROW = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/row\.json$")
 TASKS = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/tasks\.jsonl$")
 INDEX = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/index\.json$")
 NOMINATION = re.compile(r"^cohorts/([0-9a-zA-Z._-]+)/nomination\.json$")
+COHORT_INDEX = cohort_index.PATH  # cohorts/<cohort>/index.json, derived (monte.ledger.cohorts)
 TRANSITIONS = {
     "started": {"running", "succeeded", "failed", "abandoned"},
     "running": {"running", "succeeded", "failed", "abandoned"},
@@ -120,9 +125,20 @@ class _State:
     buckets: dict[str, set[str]] = field(default_factory=dict)
     baselines: set[tuple[str, str, str]] = field(default_factory=set)
     checkpoints: dict[str, int] = field(default_factory=dict)
+    # each cohort's index re-derived (the fold of its rows), the cohorts whose index a record
+    # wrote or a ledger holds, and those whose fold the record being checked changed
+    cohorts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    indexed: set[str] = field(default_factory=set)
+    refolded: set[str] = field(default_factory=set)
 
     def put(self, row: RunRow) -> None:
         old = self.rows.get(row.run)
+        if cohort_index.index_path(row.cohort) is not None and any(
+                r is not None and r.kind == "eval" and not r.smoke for r in (row, old)):  # what it indexes
+            was = self.cohorts.get(row.cohort) or cohort_index.empty()
+            self.cohorts[row.cohort] = now = cohort_index.fold(was, row)
+            if now != was:
+                self.refolded.add(row.cohort)
         self.rows[row.run] = row
         self.seen.add(row.run)
         self.buckets.setdefault(row.run[:2], set()).add(row.run)
@@ -281,6 +297,8 @@ class Verifier:
         def bad(rule: str, msg: str) -> None:
             out.append(Violation(cid, rule, msg))
 
+        if not side:
+            state.refolded = set()  # what this merge's records change (checked with its indexes)
         if parse_trailers(c.message).get("Monte-Event") != MERGE_EVENT:
             bad("one-record", "a merge commit without the Monte-Event: merge trailer: the only merge on a "
                 "ledger is monte's union of two ledgers")
@@ -319,7 +337,8 @@ class Verifier:
                 what = "; ".join(f"{p} is missing" if n is None else f"{p} is in neither parent" if o is None
                                  else f"{p} differs" for p, o, n in diffs[:3]) or "its tree differs"
                 bad("well-formed", f"the merge commit's tree is not the union of its parents: {what}")
-        for path, _, new in self._flat_changes(prev_tree, c.tree):
+        changes = list(self._flat_changes(prev_tree, c.tree))
+        for path, _, new in changes:
             if new is None:
                 bad("append-only", f"{path} was removed by the merge: records are never deleted")
                 if (m := ROW.match(path)) is not None:
@@ -327,6 +346,8 @@ class Verifier:
                     state.buckets.get(m.group(3)[:2], set()).discard(m.group(3))
             elif not side and (m := INDEX.match(path)) is not None:
                 out += self._index(state, cid, path, new, m.group(1) + m.group(2))
+        if not side:
+            out += self._cohort_indexes(state, cid, changes)
         return out
 
     def _side(self, tip: ObjectID, seen: _Seen) -> list[Commit]:
@@ -392,6 +413,8 @@ class Verifier:
         def bad(rule: str, msg: str) -> None:
             out.append(Violation(cid, rule, msg))
 
+        if not side:
+            state.refolded = set()  # what this record changes (checked with its indexes)
         trailers = parse_trailers(c.message)
         if "Monte-Event" not in trailers:
             bad("one-record", "the commit has no Monte-Event trailer: not a monte record")
@@ -424,7 +447,7 @@ class Verifier:
                         bad("well-formed", "measurement.json is not JSON")
                     else:
                         out += [Violation(cid, v.rule, v.message) for v in self._frozen_hashes(state.meas or {})]
-            elif path in ("meta.json", LEDGER_WORKFLOW) or INDEX.match(path):
+            elif path in ("meta.json", LEDGER_WORKFLOW) or INDEX.match(path) or COHORT_INDEX.match(path):
                 continue  # derived (the record count, the CI workflow); indexes are checked below
             elif (m := TASKS.match(path)) is not None:
                 if old is not None:
@@ -444,6 +467,39 @@ class Verifier:
         for path, _, new in changes:
             if new is not None and (m := INDEX.match(path)) is not None:
                 out += self._index(state, cid, path, new, m.group(1) + m.group(2))
+        out += self._cohort_indexes(state, cid, changes)
+        return out
+
+    def _cohort_indexes(self, state: _State, cid: str,
+                        changes: Sequence[tuple[str, ObjectID | None, ObjectID | None]]) -> list[Violation]:
+        """Each cohort index the record (or merge) wrote equals the fold of the rows verified so
+        far (:mod:`monte.ledger.cohorts`); one it left as it was still does, where the ledger
+        keeps one for that cohort (a ledger written before there were any has none)."""
+        out: list[Violation] = []
+        written: set[str] = set()
+        for path, _, new in changes:
+            if (m := COHORT_INDEX.match(path)) is None:
+                continue
+            cohort = m.group(1)
+            if new is None:  # removed: an append-only violation already
+                state.indexed.discard(cohort)
+                continue
+            written.add(cohort)
+            state.indexed.add(cohort)
+            try:
+                index = json.loads(self._blob(new))
+            except ValueError:
+                out.append(Violation(cid, "well-formed", f"{path} is not JSON"))
+                continue
+            if index != state.cohorts.get(cohort, cohort_index.empty()):
+                out.append(Violation(cid, "well-formed", f"{path} does not match the rows of cohort {cohort} "
+                                     "(its baselines and test reads)"))
+        for cohort in sorted(state.refolded - written):
+            path = f"cohorts/{cohort}/index.json"
+            if cohort in state.indexed or (state.since is not None and state.since.exists(path)):
+                out.append(Violation(cid, "well-formed", f"{path} is stale: this record changed the baselines "
+                                     f"or test reads of cohort {cohort} and left the index as it was"))
+        state.refolded = set()
         return out
 
     def _index(self, state: _State, cid: str, path: str, blob: ObjectID, bucket: str) -> list[Violation]:

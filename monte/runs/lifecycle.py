@@ -19,6 +19,7 @@ from typing import Any
 
 from monte import jsonl
 from monte.errors import MonteError, error
+from monte.ledger import cohorts, rules
 from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.records import RunRow, row_from_index, run_dir
 from monte.ledger.store import Snapshot
@@ -54,9 +55,53 @@ def experiment_name(ws: Workspace, given: str | None) -> str:
 
 def read_rows(ledger: Ledger, snap: Snapshot | None = None) -> list[RunRow]:
     """The rows at the tip; a started/running row whose process died reads ``abandoned``."""
-    rows = ledger.rows(snap)
-    return [r.model_copy(update={"status": "abandoned", "error": "the process died without finishing"})
-            if is_dead(r) else r for r in rows]
+    return [_live(r) for r in ledger.rows(snap)]
+
+
+def _live(r: RunRow) -> RunRow:
+    return (r.model_copy(update={"status": "abandoned", "error": "the process died without finishing"})
+            if is_dead(r) else r)
+
+
+class CohortReads:
+    """A cohort's baselines and test reads at a tip, as :func:`rules.baseline` and
+    :func:`rules.test_touches` give them over :func:`read_rows`: from the cohort's derived index
+    and one row read per run named (O(1) in the ledger's runs), or, on a ledger that has no index
+    for the cohort yet (written before there was one), from the rows, read once."""
+
+    def __init__(self, ledger: Ledger, snap: Snapshot, cohort: str) -> None:
+        self.ledger = ledger
+        self.snap = snap
+        self.cohort = cohort
+        self.index = ledger.cohort_index(cohort, snap)
+        self._rows: list[RunRow] | None = None
+
+    def rows(self) -> list[RunRow]:
+        if self._rows is None:
+            self._rows = read_rows(self.ledger, self.snap)
+        return self._rows
+
+    def _row(self, run: str, fits: Callable[[RunRow], bool]) -> RunRow:
+        row = self.ledger.row(run, self.snap)
+        if row is None or row.cohort != self.cohort or not fits(row):
+            raise error("E_INTEGRITY", f"the index of cohort {self.cohort} names run {run}, whose row does not "
+                        "fit it: the derived file was written by hand", "run `monte ledger verify`")
+        return _live(row)
+
+    def baseline(self, exam: str, split: str) -> RunRow | None:
+        if self.index is None:
+            return rules.baseline(self.rows(), self.cohort, exam, split)
+        run = cohorts.baseline(self.index, exam, split)
+        if run is None:
+            return None
+        return self._row(run, lambda r: (rules.is_admissible(r) and r.exam == exam and r.split == split
+                                         and (r.plan.get("target") or {}).get("kind") == "base"))
+
+    def test_touches(self, exam: str) -> list[RunRow]:
+        if self.index is None:
+            return rules.test_touches(self.rows(), self.cohort, exam)
+        return [self._row(run, lambda r: r.kind == "eval" and r.split == "test" and not r.smoke and r.exam == exam)
+                for run in cohorts.test_reads(self.index, exam)]
 
 
 def read_row_dicts(ledger: Ledger, snap: Snapshot | None = None) -> list[dict[str, Any]]:

@@ -43,9 +43,11 @@ from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, ensure_base, identify_base, servable_files
 from monte.ledger.records import RunRow
+from monte.ledger.store import Snapshot
 from monte.models import locate
 from monte.runs.folders import log_event, run_folder
 from monte.runs.lifecycle import (
+    CohortReads,
     adopt_row,
     experiment_name,
     push_bucket,
@@ -139,7 +141,6 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
     meas = ledger.measurement(snap)
-    rows = read_rows(ledger, snap)
     rec = recipes.resolve(recipe, ws.repo_root)
     if smoke and (parent or from_base):
         raise error("E_USAGE", "a smoke chunk states neither --parent nor --from-base: it never enters the tree",
@@ -158,7 +159,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     files, cohort = base_id.files, base_id.cohort
     names = {where.register: str(where.folder)} if where.register else {}
     if not smoke:
-        _require_baselines(rows, cohort, meas)
+        _require_baselines(CohortReads(ledger, snap, cohort), meas)
     src = sources.resolve(ws, source)
     sources.check_pairing(rec.algorithm, src)
     extra: dict[str, Any] = {}
@@ -180,7 +181,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     ref_exp, run, step = parse_run_ref(parent, exp)
     if ref_exp != exp:
         raise error("E_USAGE", f"{parent} names experiment {ref_exp}, not {exp}", f"pass --experiment {ref_exp}")
-    ck = rules.find_checkpoint(rows, run, step)
+    ck = _checkpoint(ledger, snap, run, step)
     if ck.cohort != cohort:
         raise error("E_REFUSED", f"checkpoint {ck.ref} belongs to cohort {ck.cohort}, not {cohort}",
                     "pass the --model that checkpoint was trained from")
@@ -199,7 +200,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
         if not state.is_dir():
             raise error("E_NOT_FOUND", f"the trainer state of {ck.ref} is not on this data root ({state})",
                         "run where the run directories live (the box)")
-        stage_ref, stage_path = _stage_start(ws, exp, rows, info.get("stage_start"), base_str)
+        stage_ref, stage_path = _stage_start(ws, exp, ledger, snap, info.get("stage_start"), base_str)
         return TrainPlan(**common, **extra, parent={"run": ck.run, "step": ck.step}, boundary=False,
                          start_step=ck.step, steps=steps, smoke=False, init_model=stage_path,
                          stage_start=stage_path, init_ref=stage_ref, stage_ref=stage_ref, resume_from=str(state),
@@ -213,7 +214,14 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
 _LEGACY_STAGE = re.compile(r"runs/[^/]+/([0-9a-z]+)/checkpoints/step-(\d+)")
 
 
-def _stage_start(ws: Workspace, exp: str, rows: list[RunRow], stage: Any, base: str) -> tuple[str, str]:
+def _checkpoint(ledger: Ledger, snap: Snapshot, run: str, step: int | None) -> rules.Checkpoint:
+    """:func:`rules.find_checkpoint` over the one row it needs (``Ledger.row``: O(1) in the runs)."""
+    found = ledger.row(run, snap)
+    return rules.find_checkpoint([found] if found is not None else [], run, step)
+
+
+def _stage_start(ws: Workspace, exp: str, ledger: Ledger, snap: Snapshot, stage: Any,
+                 base: str) -> tuple[str, str]:
     """A continuation's KL reference as its parent's lineage commit names it: ``base`` (this
     machine's base model, of the parent's cohort) or ``RUN@STEP`` (that checkpoint, every file
     proven against its own lineage commit). An older record's folder is read as what it was: an
@@ -225,19 +233,21 @@ def _stage_start(ws: Workspace, exp: str, rows: list[RunRow], stage: Any, base: 
     run, step = (legacy.group(1), int(legacy.group(2))) if legacy else parse_run_ref(stage, exp)[1:]
     if step is None:
         raise error("E_INTEGRITY", f"a lineage commit names the stage start {stage!r}", "run `monte ledger verify`")
-    ck = rules.find_checkpoint(rows, run, step)
+    ck = _checkpoint(ledger, snap, run, step)
     return ck.ref, str(ws.data_root / checkpoint_info(ws.store, ws.data_root, ck)["weights"])
 
 
-def _require_baselines(rows: list[RunRow], cohort: str, meas: Any) -> None:
+def _require_baselines(reads: CohortReads, meas: Any) -> None:
+    """Every exam's baselines in the cohort (from its derived index: O(1) in the ledger's runs)."""
+    cohort = reads.cohort
     missing = []
     for exam, x in sorted(meas.exams.items()):
-        if "test" in x.splits and rules.baseline(rows, cohort, exam, "test") is None:
-            lost = rules.dead_baseline(rules.test_touches(rows, cohort, exam))
+        if "test" in x.splits and reads.baseline(exam, "test") is None:
+            lost = rules.dead_baseline(reads.test_touches(exam))
             if lost is not None:
                 raise error("E_NO_BASELINE", lost.message, lost.fix)
         for split in ("dev", "test"):
-            if split in x.splits and rules.baseline(rows, cohort, exam, split) is None:
+            if split in x.splits and reads.baseline(exam, split) is None:
                 missing.append(f"{exam}/{split}@0")
     if missing:
         raise error("E_NO_BASELINE", f"cohort {cohort} has no baseline for {', '.join(missing)}; training is "

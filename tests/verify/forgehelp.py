@@ -192,14 +192,33 @@ def index_for(repo: Path, revision: str, run: str, row: dict[str, Any] | None) -
     return compact(index)
 
 
+def cohort_index_for(repo: Path, revision: str, row: dict[str, Any]) -> tuple[str, bytes] | None:
+    """The cohort index (``cohorts/<cohort>/index.json``) with ``row`` folded in, as monte derives
+    it, where the ledger keeps one for the row's cohort and the row changes it (else None)."""
+    from monte.ledger import cohorts
+    from monte.ledger.records import RunRow
+
+    path = cohorts.index_path(str(row.get("cohort") or ""))
+    raw = cat(repo, revision, path) if path else None
+    if path is None or raw is None:
+        return None
+    old = json.loads(raw)
+    new = cohorts.fold(old, RunRow.model_validate(row))
+    return (path, compact(new)) if new != old else None
+
+
 def row_changes(repo: Path, revision: str, row: dict[str, Any], *, bump: bool = True,
                 files: dict[str, bytes] | None = None) -> dict[str, bytes | None]:
-    """The writes of a one-row record on top of ``revision``: row.json, its index, meta.json."""
+    """The writes of a one-row record on top of ``revision``: row.json, its index, its cohort's
+    index (where it changes), meta.json."""
     run = row["run"]
     changes: dict[str, bytes | None] = {
         f"{run_dir(run)}/row.json": dumps(row),
         index_path(run): index_for(repo, revision, run, row),
     }
+    cohort = cohort_index_for(repo, revision, row)
+    if cohort is not None:
+        changes[cohort[0]] = cohort[1]
     if bump:
         changes["meta.json"] = dumps({"records": records(repo, revision) + 1})
     for name, data in (files or {}).items():

@@ -26,6 +26,7 @@ from forgehelp import (
     Honest,
     cat,
     commit_tree,
+    compact,
     dumps,
     forge,
     forge_row,
@@ -291,6 +292,32 @@ def stale_index(h: Honest) -> Case:
     return Case(_forge_changes(h, changes, run), "well-formed", says="index")
 
 
+def forged_cohort_index(h: Honest) -> Case:
+    """A record that rewrites only the cohort's derived index: its dev baseline becomes a
+    checkpoint's eval (what a delta would then pair against); no row changes."""
+    tip = _tip(h)
+    path = f"cohorts/{h['cohort']}/index.json"
+    index = json.loads(cat(h.path, tip, path) or b"")
+    exam = sorted(index["base"])[0]
+    index["base"][exam]["dev"] = [[rows(h.path, tip)[h["dev_a"]]["seq"], h["dev_a"]]]
+    changes: dict[str, bytes | None] = {path: compact(index), "meta.json": dumps({"records": records(h.path, tip) + 1})}
+    return Case(forge(h.path, changes, "index rewritten", event="finished"), "well-formed",
+                says=f"{path} does not match")
+
+
+def stale_cohort_index(h: Honest) -> Case:
+    """A read of the sealed test split whose record leaves the cohort's derived index as it was
+    (its test reads then lie: a plan would count one read too few)."""
+    from monte import api
+
+    api.eval_(split="test")  # the honest final claim: the second read
+    row = _test_read(h, _target(h, h["other"], 50 if h["other"] == h["a"] else 100), role="claim")
+    changes = row_changes(h.path, _tip(h), row)
+    path = f"cohorts/{h['cohort']}/index.json"
+    assert changes.pop(path, None) is not None  # the forger keeps the index as it was
+    return Case(_forge_changes(h, changes, row["run"]), "well-formed", says=f"{path} is stale")
+
+
 def _forge_changes(h: Honest, changes: dict[str, bytes | None], run: str) -> Forged:
     return forge(h.path, changes, f"eval started: {run}", event="started", run=run)
 
@@ -300,7 +327,7 @@ FORGERIES: dict[str, Callable[[Honest], Case]] = {f.__name__: f for f in (
     claim_not_selected, claim_not_nominated,
     rewritten_finished_row, rewritten_tasks, deleted_row, duplicated_run_id, lineage_wrong_parent,
     split_hash_new_experiment, split_hash_changed_later, training_before_baselines, smoke_eval_target,
-    smoke_parent, smoke_nominee, no_event_trailer, stale_index)}
+    smoke_parent, smoke_nominee, no_event_trailer, stale_index, forged_cohort_index, stale_cohort_index)}
 
 
 # --- checks ----------------------------------------------------------------------------------------
