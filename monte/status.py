@@ -232,6 +232,7 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
     test_reads: list[dict[str, Any]] = []
     out_rows: list[dict[str, Any]] = []
     out_json: list[bytes] = []
+    scores: dict[str, Any] = {}  # each delta line's own score (the floors' at_floor)
     serialized = json_rows and all(f[JSON_ROW] is not None for f in facts)
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
@@ -259,6 +260,7 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
             continue
         if delta is not None:
             deltas.append(delta)
+            scores[run] = score
         if tkind == "base":
             key = f"{exam}/{split}"
             if key not in c["baselines"]:
@@ -287,6 +289,7 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
                          "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
         "_test_reads": test_reads,
+        "_scores": scores,
     }
 
 
@@ -328,8 +331,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
         from monte.envs.floor import exam_floors
 
-        scores = {f[RUN]: f[SCORE] for f in facts if f[DELTA]}
-        add_floors_and_reach(out, meas, exam_floors(ws, meas.environment), scores=scores)
+        add_floors_and_reach(out, meas, exam_floors(ws, meas.environment), scores=out.pop("_scores"))
     finally:
         if collecting:
             gc.enable()
@@ -362,13 +364,19 @@ def add_floors_and_reach(out: dict[str, Any], meas: Measurement,
     if scores is None:  # each delta's own score (``out["rows"]`` as a list)
         scores = {r["run"]: r["score"] for r in out["rows"]}
     dev: dict[str, list[dict[str, Any]]] = {}
+    keys: dict[tuple[str, str], tuple[Any, list[dict[str, Any]] | None]] = {}
     for d in out["deltas"]:
-        key = f"{d['exam']}/{d['split']}"
+        exam, split = d["exam"], d["split"]
+        found = keys.get((exam, split))
+        if found is None:
+            found = keys[exam, split] = (floor.get(f"{exam}/{split}"),
+                                         dev.setdefault(exam, []) if split == "dev" else None)
+        at, dev_list = found
+        d["floor"] = at
         score = scores.get(d["run"])
-        d["floor"] = floor.get(key)
-        d["at_floor"] = key in floor and score is not None and score <= floor[key]
-        if d["split"] == "dev":
-            dev.setdefault(d["exam"], []).append(d)
+        d["at_floor"] = at is not None and score is not None and score <= at
+        if dev_list is not None:
+            dev_list.append(d)
     for c in out["checkpoints"]:
         c["at_floor"] = sorted(e for e, s in c["dev"].items()
                                if s is not None and f"{e}/dev" in floor and s <= floor[f"{e}/dev"])

@@ -113,15 +113,16 @@ def table(rows: Sequence[Any], columns: Sequence[str], title: str | None = None)
         for c in columns:
             t.add_column(c)
         for r in rows:
-            t.add_row(*[_cell(r.get(c)) for c in columns])
+            t.add_row(*[cell(r.get(c)) for c in columns])
         Console().print(t)
     else:  # one write: a status of 10,000 rows is 10,000 lines
         lines = ["\t".join(columns)]
-        lines += ["\t".join([_cell(r.get(c)) for c in columns]) for r in rows]
+        lines += ["\t".join([cell(r.get(c)) for c in columns]) for r in rows]
         click.echo("\n".join(lines))
 
 
-def _cell(v: Any) -> str:
+def cell(v: Any) -> str:
+    """A table cell's text: ``-`` for None, a score to 4 places, lists and dicts joined."""
     if type(v) is str:
         return v
     if v is None:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from monte.cli import complete
-from monte.cli.output import experiment_option, handled, one_experiment, table
+from monte.cli.output import cell, experiment_option, handled, is_tty, one_experiment, table
 from monte.stats.paired import format_interval
 from monte.stats.power import describe_detectable
 
@@ -24,11 +24,19 @@ def _at_floor(floor: float | None) -> str:
     return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
+def _status(x: dict[str, Any]) -> str:
+    return x["status"] + (" smoke" if x["smoke"] else "") + (f" {x['role']}" if x["role"] else "")
+
+
 def render_status(r: dict[str, Any]) -> None:
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
-    rows = [{**x, "score": x["score"], "status": x["status"] + (" smoke" if x["smoke"] else "")
-             + (f" {x['role']}" if x["role"] else "")} for x in r["rows"]]
-    table(rows, ["run", "kind", "what", "target", "status", "score", "n"], title="runs")
+    columns = ["run", "kind", "what", "target", "status", "score", "n"]
+    if r["rows"] and not is_tty():  # the table's tab-separated lines, one f-string a row (100,000 rows)
+        click.echo("\t".join(columns) + "\n" + "\n".join([
+            f"{x['run']}\t{x['kind']}\t{x['what']}\t{cell(x['target'])}\t{_status(x)}\t{cell(x['score'])}\t"
+            f"{cell(x['n'])}" for x in r["rows"]]))
+    else:
+        table([{**x, "status": _status(x)} for x in r["rows"]], columns, title="runs")
     lines: list[str] = []
     out = lines.append  # one write at the end: 10,000 delta lines are 10,000 echo calls otherwise
     for c in r["cohorts"]:
