@@ -1,24 +1,32 @@
-"""Benchmark: how ``monte status`` and an eval's finish grow with the ledger, 1,000 to 100,000 runs.
+"""Benchmark: how ``monte status``, ``monte ledger verify`` and an eval's finish grow with the
+ledger, 1,000 to 100,000 runs, each beside the ``git log`` floor of the same ledger.
 
-For each size N it builds (or, with ``--repos DIR``, builds once and then reuses
-``DIR/runs-N``) the ledger ``bench/status_10k.py`` builds: N Run rows appended one record each
-with ``Ledger.append_row`` in a realistic mix (base evals, a training run with a lineage ref per
-10 dev evals, forks, stage boundaries, paired deltas, a few failed, smoke and running rows). Then,
-alternating in rounds so that the machine's load hits all alike, it times as subprocesses
-(interpreter start and imports included):
+For each size N it builds (or, with ``--repos DIR``, builds once and then reuses ``DIR/runs-N``)
+``bench/status_10k.py``'s ledger of N runs (base evals, training runs with lineage refs, forks,
+stage boundaries, paired deltas, failed, smoke and running rows) through ``bench/bulk_ledger.py``
+(one ``git fast-import`` of the records monte's own ``record_change`` writes: the ledger
+``Ledger.append_row`` would write, in minutes at 100,000). Then, alternating in rounds so the
+machine's load hits all alike, it times as subprocesses (interpreter start and imports included):
 
-- the floor: ``git log --format=%B refs/heads/monte/exp/ledger`` (every record's message);
-- ``monte status --json`` and ``monte status`` (human, to a pipe), both warm (the object cache
-  of :mod:`monte.ledger.objcache` in place) and once cold (its file removed first);
-- an eval's finish: in one process, what ``monte.evals.run._delta`` reads to pair a new dev
-  eval against its baseline, on a fresh store (the rows at the tip, the baseline, its tasks);
+- the floor: ``git log --format=%B`` of the ledger ref (every record's message);
+- ``monte status --json`` and ``monte status`` (to a pipe), warm: the derived cache of
+  :mod:`monte.ledger.derived` describes the tip;
+- ``monte status --json`` right after an append (one real record appended each round through
+  ``Ledger.append_row``: the cache derives that index again and walks the tree), and once cold
+  (both caches removed: every index parsed);
+- in one process: an eval's finish (``monte.evals.run._delta`` on a fresh store, pairing with the
+  baseline through the cohort index) and a train plan's ledger reads (the baselines, the parent
+  checkpoint, its stage start);
 
-and reports medians and each one's ratio to the floor of the same round. On a ledger of
-30 runs it also times the read-only commands (``status``, ``show``, ``env list``, ``config``,
-``--help``) beside ``python -c pass``. ``--plot PATH`` draws the growth (log-log).
+and, on the honest ledger of ``bulk_ledger.py --mix honest`` (N <= ``--verify-max``, default
+10,000: verify passes on it), ``monte ledger verify --all`` in full and ``--from`` ten records
+back. It reports medians, each one's ratio to the floor of the same round, and how each grows
+from size to size. On a ledger of 30 runs it also times the read-only commands (``status``,
+``show``, ``logs``, ``env list``, ``config``, ``--help``) beside ``python -c pass``.
+``--plot PATH`` draws the growth (log-log).
 
-    .venv/bin/python bench/status_scale.py --repos /tmp/monte-scale --plot docs/status_scale.png
-    .venv/bin/python bench/status_scale.py --sizes 1000,10000          # without 100,000 (minutes)
+    .venv/bin/python bench/status_scale.py --repos /tmp/monte-scale --plot docs/bench/status_scale.png
+    .venv/bin/python bench/status_scale.py --sizes 1000,10000          # without 100,000
     .venv/bin/python bench/status_scale.py --quick                     # 30 and 120 runs: seconds
 """
 
@@ -42,20 +50,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import status_10k as st  # noqa: E402 - the ledger builder, shared
+import bulk_ledger  # noqa: E402 - the bulk builder: monte's own records through one fast-import
+import status_10k as st  # noqa: E402 - the ledger's shape, the experiment's name
 
 REF = f"refs/heads/monte/{st.EXPERIMENT}/ledger"
 
 
-def build(repo: Path, n: int, seed: int) -> dict[str, Any]:
-    from monte import api
-
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "config", "user.name", "bench"], check=True)
-    subprocess.run(["git", "-C", str(repo), "config", "user.email", "bench@localhost"], check=True)
-    api.init(repo)
-    print(f"building {n} runs in {repo} ...", flush=True)
-    return st.build_ledger(repo, n, seed, 10, 50, progress_every=max(n // 5, 1))
+def build(repo: Path, n: int, seed: int, mix: str = "status") -> dict[str, Any]:
+    print(f"building {n} runs ({mix}) in {repo} ...", flush=True)
+    return bulk_ledger.build(repo, mix=mix, records=n, seed=seed)
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -64,42 +67,113 @@ def timed(cmd: list[str], cwd: Path) -> float:
     return time.perf_counter() - t0
 
 
-def finish_cost(repo: Path) -> float:
-    """What an eval's finish reads to pair itself: a fresh store, the rows at the tip, the
-    cohort's baseline and its per-task file (``monte.evals.run._delta``, without the append)."""
+def _probe(repo: Path) -> tuple[Any, Any]:
+    """The newest admissible dev eval of a checkpoint, and the newest training row with one."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.store import Store
+
+    rows = Ledger(Store(repo), st.EXPERIMENT).rows()
+    ev = next(r for r in reversed(rows) if r.kind == "eval" and r.split == "dev" and not r.smoke
+              and r.status == "succeeded" and (r.plan.get("target") or {}).get("kind") == "checkpoint")
+    tr = next(r for r in reversed(rows) if r.kind == "train" and not r.smoke and r.checkpoints)
+    return ev, tr
+
+
+def finish_cost(repo: Path, probe: Any) -> float:
+    """What an eval's finish reads to pair itself: a fresh store, the cohort's baseline (through
+    its index) and the baseline's per-task file (``monte.evals.run._delta``, without the append)."""
     from monte.evals.run import _delta
     from monte.ledger.experiment import Ledger
     from monte.ledger.store import Store
 
-    ledger = Ledger(Store(repo), st.EXPERIMENT)
-    snap = ledger.snapshot()
-    probe = next(r for r in reversed(ledger.rows(snap)) if r.kind == "eval" and r.split == "dev"
-                 and (r.plan.get("target") or {}).get("kind") == "checkpoint")
     tasks = [{"id": f"t{i}", "score": float(i % 2)} for i in range(200)]
     t0 = time.perf_counter()
     ledger = Ledger(Store(repo), st.EXPERIMENT)
-    _delta(ledger, ledger.snapshot(), probe, tasks)
-    return time.perf_counter() - t0
+    d = _delta(ledger, ledger.snapshot(), probe, tasks)
+    took = time.perf_counter() - t0
+    assert d is not None and d["baseline"]
+    return took
+
+
+def plan_cost(repo: Path, train: Any) -> float:
+    """A train plan's ledger reads (``monte.training.chunk._plan_train``): the measurement, every
+    exam's baselines, the parent checkpoint and its stage start, on a fresh store."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.store import Store
+    from monte.runs.lifecycle import CohortReads
+    from monte.training.chunk import _checkpoint, _require_baselines
+
+    step = int(train.checkpoints[-1]["step"])
+    t0 = time.perf_counter()
+    led = Ledger(Store(repo), st.EXPERIMENT)
+    snap = led.snapshot()
+    _require_baselines(CohortReads(led, snap, train.cohort), led.measurement(snap))
+    ck = _checkpoint(led, snap, train.run, step)
+    _checkpoint(led, snap, train.run, step)  # the stage start's lookup
+    took = time.perf_counter() - t0
+    assert ck.step == step
+    return took
+
+
+def append_one(repo: Path, probe: Any) -> None:
+    """One more record, as an eval's start writes it (a new run id, the probe's target)."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.ids import new_run_id
+    from monte.ledger.store import Store
+
+    row = probe.model_copy(update={"run": new_run_id(), "seq": 0, "status": "started", "score": None, "n": None,
+                                   "delta": None, "host": "bench-elsewhere", "pid": 1})
+    Ledger(Store(repo), st.EXPERIMENT).append_row(lambda _s, _q: row.model_copy(), event="started",
+                                                   summary=lambda r: f"eval {r.run} started")
+
+
+def _caches(repo: Path) -> list[Path]:
+    folder = repo / ".git" / "monte" / "cache"
+    return [p for p in folder.glob(f"{st.EXPERIMENT}.*")] if folder.is_dir() else []
 
 
 def measure(repo: Path, repeats: int) -> dict[str, Any]:
     monte = st.monte_bin()
-    cache = repo / ".git" / "monte" / "cache" / f"{st.EXPERIMENT}.objects"
-    cache.unlink(missing_ok=True)
-    cold = timed([*monte, "status", "--json"], repo)  # writes the cache file
+    for p in _caches(repo):
+        p.unlink()
+    cold = timed([*monte, "status", "--json"], repo)  # derives every index, writes the caches
     timed([*monte, "status", "--json"], repo)  # warm-up
-    series: dict[str, list[float]] = {"floor": [], "status_json": [], "status": [], "finish": []}
+    probe, train = _probe(repo)
+    finish_cost(repo, probe)  # a first append to an old ledger's cohort creates its index
+    series: dict[str, list[float]] = {k: [] for k in
+                                      ("floor", "status_json", "status", "after_append", "finish", "plan")}
     for _ in range(repeats):
         series["floor"].append(timed(["git", "log", "--format=%B", REF], repo))
         series["status_json"].append(timed([*monte, "status", "--json"], repo))
         series["status"].append(timed([*monte, "status"], repo))
-        series["finish"].append(finish_cost(repo))
+        append_one(repo, probe)
+        series["after_append"].append(timed([*monte, "status", "--json"], repo))
+        series["finish"].append(finish_cost(repo, probe))
+        series["plan"].append(plan_cost(repo, train))
     med = {k: statistics.median(v) for k, v in series.items()}
     doc = json.loads(subprocess.run([*monte, "status", "--json"], cwd=repo, capture_output=True,
                                     check=True).stdout)
     return {"rows": len(doc["rows"]), "all": series, "median_s": med, "best_s": {k: min(v) for k, v in series.items()},
-            "status_json_cold_s": cold, "cache_bytes": cache.stat().st_size if cache.exists() else 0,
-            "ratio_to_floor": {k: med[k] / med["floor"] for k in ("status_json", "status")}}
+            "status_json_cold_s": cold, "cache_bytes": {p.name: p.stat().st_size for p in _caches(repo)},
+            "ratio_to_floor": {k: med[k] / med["floor"] for k in ("status_json", "status", "after_append")}}
+
+
+def measure_verify(repo: Path, repeats: int) -> dict[str, Any]:
+    """``monte ledger verify --all`` in full, and from ten records back, beside the floor."""
+    monte = st.monte_bin()
+    back = subprocess.run(["git", "-C", str(repo), "rev-parse", f"{REF}~10"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    records = int(subprocess.run(["git", "-C", str(repo), "rev-list", "--count", REF], capture_output=True,
+                                 text=True, check=True).stdout)
+    timed([*monte, "ledger", "verify", "--all"], repo)  # passes (check=True), and warms the caches
+    series: dict[str, list[float]] = {"floor": [], "full": [], "incremental": []}
+    for _ in range(repeats):
+        series["floor"].append(timed(["git", "log", "--format=%B", REF], repo))
+        series["full"].append(timed([*monte, "ledger", "verify", "--all"], repo))
+        series["incremental"].append(timed([*monte, "ledger", "verify", st.EXPERIMENT, "--from", back], repo))
+    med = {k: statistics.median(v) for k, v in series.items()}
+    return {"records": records, "all": series, "median_s": med,
+            "ratio_to_floor": {k: med[k] / med["floor"] for k in ("full", "incremental")}}
 
 
 def small_commands(repo: Path, repeats: int) -> dict[str, Any]:
@@ -107,10 +181,18 @@ def small_commands(repo: Path, repeats: int) -> dict[str, Any]:
     monte = st.monte_bin()
     doc = json.loads(subprocess.run([*monte, "status", "--json"], cwd=repo, capture_output=True, check=True).stdout)
     run = doc["rows"][-1]["run"]
+    log = repo / ".monte" / "runs" / st.EXPERIMENT / run / "events.jsonl"  # a run's event file, for `logs`
+    data_root = json.loads(subprocess.run([*monte, "config", "--json"], cwd=repo, capture_output=True,
+                                          check=True).stdout).get("data_root")
+    if data_root:
+        log = Path(data_root) / "runs" / st.EXPERIMENT / run / "events.jsonl"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if not log.exists():
+        log.write_text('{"event": "started"}\n{"event": "succeeded"}\n')
     cmds = {"python -c pass": [sys.executable, "-c", "pass"], "monte --help": [*monte, "--help"],
             "monte status": [*monte, "status"], "monte status --json": [*monte, "status", "--json"],
-            "monte show RUN": [*monte, "show", run], "monte env list": [*monte, "env", "list"],
-            "monte config": [*monte, "config"]}
+            "monte show RUN": [*monte, "show", run], "monte logs RUN": [*monte, "logs", run],
+            "monte env list": [*monte, "env", "list"], "monte config": [*monte, "config"]}
     out: dict[str, list[float]] = {k: [] for k in cmds}
     for _ in range(repeats):
         for k, c in cmds.items():
@@ -125,17 +207,23 @@ def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     sizes = sorted(int(n) for n in result["sizes"])
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for key, label in (("status_json", "monte status --json"), ("status", "monte status"),
+    fig, ax = plt.subplots(figsize=(6.8, 4.4))
+    for key, label in (("status_json", "monte status --json (warm)"), ("status", "monte status (warm)"),
+                       ("after_append", "monte status --json after an append"),
                        ("floor", "git log --format=%B (floor)"), ("finish", "eval finish: pairing reads (in process)")):
         ax.plot(sizes, [result["sizes"][str(n)]["median_s"][key] for n in sizes], marker="o", label=label)
+    vsizes = sorted(int(n) for n in result.get("verify", {}))
+    if vsizes:
+        for key, label in (("full", "monte ledger verify --all"), ("incremental", "verify --from 10 back")):
+            ax.plot(vsizes, [result["verify"][str(n)]["median_s"][key] for n in vsizes], marker="s",
+                    linestyle="--", label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("runs in the ledger")
     ax.set_ylabel("seconds, median (commands: whole process)")
-    ax.set_title(f"monte status as the ledger grows ({result['date'][:10]})")
+    ax.set_title(f"monte status and verify as the ledger grows ({result['date'][:10]})")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -143,9 +231,10 @@ def plot(result: dict[str, Any], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="ledger sizes, comma-separated")
+    p.add_argument("--verify-max", type=int, default=10_000, help="verify the honest ledgers up to this size")
     p.add_argument("--quick", action="store_true", help="smoke run: 30 and 120 runs, one round")
     p.add_argument("--repeats", type=int, default=None, help="rounds, medians (default 5)")
-    p.add_argument("--repos", default=None, help="keep the ledgers in DIR/runs-N and reuse them on the next run")
+    p.add_argument("--repos", default=None, help="keep the ledgers in DIR/runs-N (DIR/honest-N) and reuse them")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", default=None, help="write the growth plot (PNG) here")
     p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
@@ -156,21 +245,25 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "status_scale", "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg": os.getloadavg()}, "repeats": repeats, "sizes": {}}
+                    "loadavg": os.getloadavg()}, "repeats": repeats, "sizes": {}, "verify": {}}
     tmp = Path(tempfile.mkdtemp(prefix="monte-bench-scale-")) if not args.repos else None
     root = Path(args.repos).resolve() if args.repos else tmp
     assert root is not None
     try:
         for n in sizes:
             repo = root / f"runs-{n}"
-            built = None
-            if not (repo / ".git").is_dir():
-                built = build(repo, n, args.seed)
-            print(f"measuring {n} runs ({repeats} rounds) ...", flush=True)
+            built = None if (repo / ".git").is_dir() else build(repo, n, args.seed)
+            print(f"measuring status at {n} runs ({repeats} rounds) ...", flush=True)
             r = measure(repo, repeats)
             if built:
-                r["build"] = {k: built[k] for k in ("build_s", "append_ms_mean")}
+                r["build"] = {k: built[k] for k in ("build_s", "ms_per_record")}
             result["sizes"][str(n)] = r
+            if n <= args.verify_max:
+                honest = root / f"honest-{n}"
+                if not (honest / ".git").is_dir():
+                    build(honest, n, args.seed, mix="honest")
+                print(f"measuring verify at {n} records ({repeats} rounds) ...", flush=True)
+                result["verify"][str(n)] = measure_verify(honest, repeats)
         small = root / "runs-30"
         if not (small / ".git").is_dir():
             build(small, 30, args.seed)
@@ -192,12 +285,21 @@ def main(argv: list[str] | None = None) -> int:
 def print_summary(r: dict[str, Any]) -> None:
     print(f"\nstatus_scale: {r['machine']['cpus']} cpus, Python {r['machine']['python']}, {r['repeats']} rounds,"
           f" load {r['machine']['loadavg'][0]:.1f} -> {r['machine']['loadavg_end'][0]:.1f}")
-    print("| runs | floor `git log` | `status --json` | ratio | `status` | ratio | cold `--json` | eval finish reads |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| runs | floor `git log` | `status --json` | ratio | `status` | ratio | after an append | cold `--json` "
+          "| eval finish | train plan |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n, s in r["sizes"].items():
         m, q = s["median_s"], s["ratio_to_floor"]
         print(f"| {int(n):,} | {m['floor']:.3f} s | {m['status_json']:.3f} s | {q['status_json']:.1f}x |"
-              f" {m['status']:.3f} s | {q['status']:.1f}x | {s['status_json_cold_s']:.3f} s | {m['finish'] * 1e3:.0f} ms |")
+              f" {m['status']:.3f} s | {q['status']:.1f}x | {m['after_append']:.3f} s ({q['after_append']:.1f}x) |"
+              f" {s['status_json_cold_s']:.3f} s | {m['finish'] * 1e3:.1f} ms | {m['plan'] * 1e3:.1f} ms |")
+    if r.get("verify"):
+        print("| records (honest) | floor `git log` | `ledger verify --all` | ratio | `--from` 10 back | ratio |")
+        print("|---|---|---|---|---|---|")
+        for v in r["verify"].values():
+            m, q = v["median_s"], v["ratio_to_floor"]
+            print(f"| {v['records']:,} | {m['floor']:.3f} s | {m['full']:.3f} s | {q['full']:.1f}x |"
+                  f" {m['incremental']:.3f} s | {q['incremental']:.1f}x |")
     print("small repository (30 runs), read-only commands (median / best):")
     for k, v in r["small_repository"].items():
         print(f"  {k:22s} {v['median_s']:.3f} s / {v['best_s']:.3f} s")
