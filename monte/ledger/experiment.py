@@ -14,8 +14,8 @@ from dulwich.objects import Commit, ObjectID
 from monte.ci import LEDGER_WORKFLOW, ledger_workflow
 from monte.errors import error
 from monte.jsonl import escape_unsafe
-from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger import cohorts
+from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.records import (
     ROW_FIELDS,
