@@ -430,11 +430,18 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     if since is None:  # a full check: what status derived from each index, re-derived (~0.1 s per 10,000 rows)
         violations += _derived_caches(ws)
     records = 0
+    rows: dict[str, Any] = {}  # each experiment's rows, as its walk read them (for the warnings)
+    only: dict[str, set[str]] | None = {} if since is not None else None  # --from: the runs written since
     for name in names:
         found = v.verify(name, since=since)
         violations += [{"experiment": name, **x.to_dict()} for x in found]
         records += v.records
-        violations += [{"experiment": name, **x.to_dict()} for x in _lineage_matches_ledger(ws, v, name)]
+        if only is not None:
+            only[name] = set(v.wrote)
+        violations += [{"experiment": name, **x.to_dict()}
+                       for x in _lineage_matches_ledger(ws, v, name, None if only is None else only[name])]
+        if v.passed is not None and v.passed[0] == name and (v.passed[3] or only is not None):
+            rows[name] = v.passed[2].values()
     from monte.ledger import remotes
 
     # what a clone's remote-tracking refs hold: let in when it could be; a forged copy is named
@@ -454,7 +461,7 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     from monte.ledger.portable import scan
 
     # records an older monte wrote with a folder of its machine: they verify, and are named
-    return {"ok": True, "experiments": names, "records": records, "warnings": scan(ws.store, names),
+    return {"ok": True, "experiments": names, "records": records, "warnings": scan(ws.store, names, rows=rows, only=only),
             "adopted": dict(ws.adoption.adopted) if ws.adoption else {}, "unchecked": unchecked}
 
 
@@ -493,18 +500,28 @@ def _derived_caches(ws: Workspace) -> list[dict[str, str]]:
             for m in derived.check(git_dir, blob, {"status": (st.FACTS_VERSION, st.derive_facts)})]
 
 
-def _lineage_matches_ledger(ws: Workspace, v: Any, name: str) -> list[Any]:
-    """Each lineage ref walks cleanly and its tip is the last checkpoint its run's row lists."""
+def _lineage_matches_ledger(ws: Workspace, v: Any, name: str, only: set[str] | None = None) -> list[Any]:
+    """Each lineage ref walks cleanly and its tip is the last checkpoint its run's row lists;
+    ``only`` (``--from``): the lineage refs of these runs (those the new records wrote)."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.refs import lineage_prefix
     from monte.ledger.verify import Violation
 
     ledger = Ledger(ws.store, name)
-    rows = {r.run: r for r in ledger.rows()} if ledger.exists() else {}  # a deleted ledger: verify says so
+    refs = ws.store.refs_under(lineage_prefix(name))
+    if only is not None:
+        refs = {ref: tip for ref, tip in refs.items() if ref.rsplit("/", 1)[1] in only}
+    passed = v.passed
+    if passed is not None and passed[:2] == (name, ws.store.tip(ledger.ref)) and (
+            passed[3] or (only is not None and only <= passed[2].keys())):
+        rows = passed[2]  # the walk that just passed holds these rows at the tip: the indexes' rows
+    else:
+        rows = {r.run: r for r in ledger.rows()} if ledger.exists() else {}  # a deleted ledger: verify says so
     out = []
-    for ref, tip in ws.store.refs_under(lineage_prefix(name)).items():
+    walked = v.verify_lineages(name, refs)  # each ref's walk, all read at once
+    for ref, tip in refs.items():
         run = ref.rsplit("/", 1)[1]
-        out += v.verify_lineage(name, run)
+        out += walked[ref]
         row = rows.get(run)
         if row is None:
             out.append(Violation(tip.decode()[:12], "append-only", f"lineage ref of {run}: no such run in the "

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from monte.ledger.experiment import Ledger
+from monte.ledger.records import RunRow
 from monte.ledger.refs import VAULT_REF, experiment_prefix
 from monte.ledger.store import Snapshot, Store
 
@@ -51,9 +52,14 @@ def _json(raw: bytes | None) -> Any:
         return None
 
 
-def scan(store: Store, experiments: list[str]) -> list[dict[str, str]]:
+def scan(store: Store, experiments: list[str], *, rows: Mapping[str, Iterable[RunRow]] | None = None,
+         only: Mapping[str, set[str]] | None = None) -> list[dict[str, str]]:
     """Every record at the tips of these experiments' ledger, base and lineage refs, and of the
-    vault ref, that holds a machine-local folder: one warning per (record, field)."""
+    vault ref, that holds a machine-local folder: one warning per (record, field).
+
+    ``rows``: an experiment's rows at its tip, already read (by verify's walk), in any order.
+    ``only``: an experiment's runs to look at (``verify --from``: those its new records wrote),
+    their rows and their own checkpoints; the rest of its ledger and lineage is not read."""
     out: list[dict[str, str]] = []
 
     def warn(experiment: str, record: str, found: Iterator[tuple[str, str]]) -> None:
@@ -64,10 +70,16 @@ def scan(store: Store, experiments: list[str]) -> list[dict[str, str]]:
         if ledger.exists():
             snap = ledger.snapshot()
             warn(exp, "measurement.json", local_values(_json(snap.read("measurement.json"))))
-            for r in ledger.rows(snap):
-                warn(exp, f"run {r.run}", local_values({"model": r.model, "plan": r.plan, "error": r.error}))
+            mine = only.get(exp) if only is not None else None
+            given = rows.get(exp) if rows is not None else None
+            read = sorted(given, key=lambda r: r.seq) if given is not None else ledger.rows(snap)
+            for r in read:
+                if mine is None or r.run in mine:
+                    warn(exp, f"run {r.run}", local_values({"model": r.model, "plan": r.plan, "error": r.error}))
         seen: set[bytes] = set()
         for ref, tip in sorted(store.refs_under(experiment_prefix(exp)).items()):
+            if only is not None and exp in only and "/lineage/" in ref and ref.rsplit("/", 1)[1] not in only[exp]:
+                continue
             if "/base/" in ref:
                 base = _json(Snapshot(store.repo, tip).read("base.json"))
                 warn(exp, f"base {ref.rsplit('/', 1)[1]}", local_values(base))
@@ -79,6 +91,8 @@ def scan(store: Store, experiments: list[str]) -> list[dict[str, str]]:
                     info = _json(Snapshot(store.repo, commit.id).read("checkpoint.json"))
                     if info is None:  # the base commit
                         break
+                    if only is not None and exp in only and info.get("run") != ref.rsplit("/", 1)[1]:
+                        break  # the parent run's checkpoints: not the runs asked about
                     warn(exp, f"checkpoint {info.get('run')}@{info.get('step')}", local_values(info))
     if store.tip(VAULT_REF) is not None:
         vault = store.snapshot(VAULT_REF)

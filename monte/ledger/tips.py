@@ -30,6 +30,7 @@ Nothing here knows monte's rules; it reads commit parents and nothing else.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -51,6 +52,11 @@ _HEX = frozenset(b"0123456789abcdef")
 
 def _sha(token: bytes) -> ObjectID | None:
     return ObjectID(token) if len(token) == 40 and not set(token) - _HEX else None
+
+
+#: a whole ``tips.log`` line as :func:`_parse` takes it (4 fields split on single spaces, ids of 40
+#: lowercase hex digits, a time of ASCII digits): the log read in one pass, not line by line
+_LINE = re.compile(rb"^([^ \n]*) ([0-9a-f]{40}) ([0-9a-f]{40}) ([0-9]+)$", re.MULTILINE)
 
 
 def _parse(line: bytes) -> tuple[str, ObjectID | None, ObjectID, int] | None:
@@ -81,6 +87,7 @@ class Tips:
         self.git_dir = Path(git_dir)
         self.log = self.git_dir / LOG
         self._parsed: tuple[tuple[int, int], list[tuple[str, ObjectID | None, ObjectID, int]]] | None = None
+        self._grouped: tuple[object, dict[str, list[tuple[str, ObjectID | None, ObjectID, int]]]] | None = None
 
     # --- writing (the store, after a successful compare-and-swap) -------------------------------
 
@@ -150,9 +157,21 @@ class Tips:
             data = self.log.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             return []
-        lines = [found for line in data.split(b"\n") if (found := _parse(line)) is not None]
+        lines = [(m[1].decode(errors="replace"), None if m[2] == ZERO else ObjectID(m[2]), ObjectID(m[3]), int(m[4]))
+                 for m in _LINE.finditer(data) if m[3] != ZERO]  # what _parse keeps of each line, at once
         self._parsed = ((len(data), st.st_mtime_ns), lines)
         return lines
+
+    def _log_by_ref(self) -> dict[str, list[tuple[str, ObjectID | None, ObjectID, int]]]:
+        """The log's lines per ref (refs in the order they first appear, each ref's lines in log
+        order), grouped once per version of the file: a verify asks per ref and per prefix."""
+        lines = self._log_lines()
+        if self._grouped is None or self._grouped[0] is not lines:
+            grouped: dict[str, list[tuple[str, ObjectID | None, ObjectID, int]]] = {}
+            for line in lines:
+                grouped.setdefault(line[0], []).append(line)
+            self._grouped = (lines, grouped)
+        return self._grouped[1]
 
     def _reflog_lines(self, prefix: str) -> Iterator[tuple[str, ObjectID | None, ObjectID | None, int]]:
         """git's reflogs under ``logs/<prefix>``: (ref, old, new, time), monte's own lines skipped."""
@@ -185,14 +204,15 @@ class Tips:
         (its newest)."""
         tips: dict[str, dict[ObjectID, Remembered]] = {}
         proven: dict[str, set[ObjectID]] = {}
-        for ref, old, new, when in self._log_lines():
+        for ref, entries in self._log_by_ref().items():
             if not ref.startswith(prefix):
                 continue
             mine = tips.setdefault(ref, {})
-            mine[new] = Remembered(ref, new, when, "tips.log")
-            if old is not None:
-                mine.setdefault(old, Remembered(ref, old, when, "tips.log"))
-                proven.setdefault(ref, set()).add(old)
+            for _, old, new, when in entries:
+                mine[new] = Remembered(ref, new, when, "tips.log")
+                if old is not None:
+                    mine.setdefault(old, Remembered(ref, old, when, "tips.log"))
+                    proven.setdefault(ref, set()).add(old)
         for ref, old_, new_, when in self._reflog_lines(prefix):
             mine = tips.setdefault(ref, {})
             for sha in (old_, new_):
@@ -208,11 +228,10 @@ class Tips:
     def by_monte(self, ref: str) -> set[ObjectID]:
         """Every tip of ``ref`` that ``tips.log`` names (monte wrote it, or verify saw it)."""
         out: set[ObjectID] = set()
-        for ref_, old, new, _ in self._log_lines():
-            if ref_ == ref:
-                out.add(new)
-                if old is not None:
-                    out.add(old)
+        for _, old, new, _ in self._log_by_ref().get(ref, ()):
+            out.add(new)
+            if old is not None:
+                out.add(old)
         return out
 
 

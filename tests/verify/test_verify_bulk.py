@@ -1,0 +1,99 @@
+"""verify's fast paths find what its object-by-object walk finds, and fail clearly.
+
+A long history is read through git in bulk (``rev-list``, ``cat-file --batch``, ``diff-tree
+--stdin``: :mod:`monte.ledger.gitread`); ``--from`` reads the state at REV lazily, a fan-out
+folder at a time; all lineage refs are walked in one pass. Each must give the same violations,
+in the same order, as the plain walk, on every forged history the suite knows; a git that fails
+or is missing is ``E_INTEGRITY`` naming git, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from forgehelp import Honest, ledger_ref, rev, update_ref
+from test_forged_histories import FORGERIES
+
+from monte.ledger import verify as vf
+
+
+def _walk(repo: Path, tip: str, since: str | None = None) -> list[vf.Violation]:
+    from monte.ledger.store import Store
+
+    v = vf.Verifier(Store(repo))
+    return v.verify("exp", tip=tip.encode(), since=since.encode() if since else None)  # type: ignore[arg-type]
+
+
+def _no_lazy(*_: object) -> None:
+    raise vf._NeedAll
+
+
+@pytest.mark.parametrize("name", ["honest", *FORGERIES])
+def test_bulk_and_lazy_reads_find_what_the_plain_walk_finds(honest: Honest, name: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if name == "honest":
+        tip = rev(honest.path, ledger_ref())
+        assert tip is not None
+    else:
+        case = FORGERIES[name](honest)
+        if case.ref != ledger_ref():
+            pytest.skip("a forgery of another experiment's ledger")
+        tip = case.forged.sha
+    monkeypatch.setattr(vf, "BULK", 10**9)  # object by object, as before
+    plain = _walk(honest.path, tip)
+    monkeypatch.setattr(vf, "BULK", 1)  # through git in bulk from the second commit on
+    assert _walk(honest.path, tip) == plain
+    assert (plain == []) == (name == "honest")
+    for back in (1, 3, 6, 12):
+        since = rev(honest.path, f"{tip}~{back}")
+        assert since is not None
+        lazy = _walk(honest.path, tip, since)
+        monkeypatch.setattr(vf, "_Since", _no_lazy)  # every row read up front, as before
+        assert lazy == _walk(honest.path, tip, since), back
+        monkeypatch.undo()
+        monkeypatch.setattr(vf, "BULK", 1)
+
+
+def test_all_lineage_refs_in_one_pass_find_what_each_walk_finds(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+    from monte.ledger.refs import lineage_prefix
+    from monte.ledger.store import Store
+
+    store = Store(honest.path)
+    refs = store.refs_under(lineage_prefix("exp"))
+    assert len(refs) >= 2
+    walks = {ref: vf.Verifier(store).verify_lineage("exp", ref.rsplit("/", 1)[1]) for ref in refs}
+    assert vf.Verifier(store).verify_lineages("exp", refs) == walks
+    # a lineage ref moved onto a commit that is not a checkpoint: named on every ref above it
+    other = next(iter(refs))
+    assert update_ref(honest.path, other, rev(honest.path, ledger_ref()) or "", hooks=False).returncode == 0
+    refs = store.refs_under(lineage_prefix("exp"))
+    walks = {ref: vf.Verifier(store).verify_lineage("exp", ref.rsplit("/", 1)[1]) for ref in refs}
+    assert any(walks.values())
+    assert vf.Verifier(store).verify_lineages("exp", refs) == walks
+
+
+def _fake_git(tmp_path: Path, script: str | None) -> str:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    if script is not None:
+        (bin_ / "git").write_text(script)
+        (bin_ / "git").chmod(0o755)
+    return str(bin_)
+
+
+@pytest.mark.parametrize("git", ["fails", "missing"])
+def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git: str,  # type: ignore[no-untyped-def]
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vf, "BULK", 1)
+    script = "#!/bin/sh\necho 'fatal: the object store is on fire' >&2\nexit 128\n" if git == "fails" else None
+    monkeypatch.setenv("PATH", _fake_git(tmp_path, script))
+    r = monte("ledger", "verify", "--json")
+    assert r.code != 0
+    err = r.json()["error"]
+    assert err["code"] == "E_INTEGRITY", err
+    assert "git" in err["message"] and "Traceback" not in r.out + r.err
+    if git == "fails":
+        assert "the object store is on fire" in err["message"] and "exit 128" in err["message"]
+    else:
+        assert "could not run `git" in err["message"] and "install git" in err["fix"]
