@@ -77,6 +77,22 @@ class Measurement(BaseModel):
     model: str | None = None  # the default base model: a reference (repo:, data:, hf:, name:; monte.models.locate)
 
 
+def unchecked_measurement(data: dict[str, Any]) -> Measurement:
+    """A ``measurement.json`` as monte writes it, built without validation (``model_construct``
+    at each level). For read-only views of a frozen record that ``monte ledger verify`` checks;
+    a document without monte's shape raises (KeyError, TypeError...) rather than being half-built."""
+    exams = {name: ExamFreeze.model_construct(
+        benchmark=str(x["benchmark"]),
+        splits={s: SplitFreeze.model_construct(path=str(v["path"]), sha256=str(v["sha256"]), n=int(v["n"]))
+                for s, v in x["splits"].items()}) for name, x in data["exams"].items()}
+    unknown = set(data) - set(Measurement.model_fields)
+    if unknown:
+        raise KeyError(f"not a field of a measurement: {sorted(unknown)}")
+    return Measurement.model_construct(**{
+        **data, "exams": exams, "eval": EvalSettings.model_construct(**data.get("eval", {})),
+        "train": TrainSettings.model_construct(**data.get("train", {}))})
+
+
 RunStatus = Literal["started", "running", "succeeded", "failed", "abandoned"]
 
 

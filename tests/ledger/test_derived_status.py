@@ -173,3 +173,20 @@ def test_no_cache_file_without_a_runs_tree(repo: Path) -> None:
             "dev": SplitFreeze(path="d.jsonl", sha256="cd" * 32, n=10)})}))
     assert _cli(repo)["rows"] == []
     assert not derived.cache_path(repo / ".git", EXP, "status").exists()
+
+
+def test_status_reads_the_measurement_as_validation_would() -> None:
+    from monte.ledger.records import EvalSettings, ExamFreeze, Measurement, SplitFreeze, unchecked_measurement
+
+    m = Measurement(experiment="e", created_at="2026-01-01T00:00:00Z", environment="parity",
+                    environment_fingerprint="sha256:" + "ab" * 32, grader={"x": 1}, model="repo:base",
+                    eval=EvalSettings(max_new_tokens=8, stop=["\n", "."]),
+                    exams={"parity": ExamFreeze(benchmark="parity", splits={
+                        "dev": SplitFreeze(path="d.jsonl", sha256="cd" * 32, n=10),
+                        "test": SplitFreeze(path="t.jsonl", sha256="ef" * 32, n=20)})})
+    data = json.loads(m.model_dump_json())
+    assert unchecked_measurement(data) == m
+    assert unchecked_measurement(data).model_dump() == m.model_dump()
+    for broken in ({**data, "exams": {"parity": {"splits": {}}}}, {**data, "surprise": 1}):
+        with pytest.raises((KeyError, TypeError, ValueError)):
+            unchecked_measurement(broken)  # not monte's shape: Ledger.measurement validates instead
