@@ -504,13 +504,15 @@ def _lineage_matches_ledger(ws: Workspace, v: Any, name: str, only: set[str] | N
     """Each lineage ref walks cleanly and its tip is the last checkpoint its run's row lists;
     ``only`` (``--from``): the lineage refs of these runs (those the new records wrote)."""
     from monte.ledger.experiment import Ledger
-    from monte.ledger.refs import lineage_prefix
+    from monte.ledger.refs import lineage_prefix, lineage_ref
     from monte.ledger.verify import Violation
 
     ledger = Ledger(ws.store, name)
-    refs = ws.store.refs_under(lineage_prefix(name))
-    if only is not None:
-        refs = {ref: tip for ref, tip in refs.items() if ref.rsplit("/", 1)[1] in only}
+    if only is None:
+        refs = ws.store.refs_under(lineage_prefix(name))
+    else:  # not every lineage ref read to keep a few
+        refs = {ref: tip for ref in sorted(lineage_ref(name, run) for run in only)
+                if (tip := ws.store.tip(ref)) is not None}
     passed = v.passed
     if passed is not None and passed[:2] == (name, ws.store.tip(ledger.ref)) and (
             passed[3] or (only is not None and only <= passed[2].keys())):
@@ -518,7 +520,7 @@ def _lineage_matches_ledger(ws: Workspace, v: Any, name: str, only: set[str] | N
     else:
         rows = {r.run: r for r in ledger.rows()} if ledger.exists() else {}  # a deleted ledger: verify says so
     out = []
-    walked = v.verify_lineages(name, refs)  # each ref's walk, all read at once
+    walked = v.verify_lineages(name, refs, own=only is not None)  # each ref's walk, all read at once
     for ref, tip in refs.items():
         run = ref.rsplit("/", 1)[1]
         out += walked[ref]

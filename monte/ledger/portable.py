@@ -18,7 +18,7 @@ from typing import Any
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.records import RunRow
-from monte.ledger.refs import VAULT_REF, experiment_prefix
+from monte.ledger.refs import VAULT_REF, experiment_prefix, experiment_ref, lineage_ref
 from monte.ledger.store import Snapshot, Store
 
 #: an absolute folder of some machine: /x/y, ~/x, C:\x or C:/x (a lone "/" is not a folder)
@@ -77,9 +77,13 @@ def scan(store: Store, experiments: list[str], *, rows: Mapping[str, Iterable[Ru
                 if mine is None or r.run in mine:
                     warn(exp, f"run {r.run}", local_values({"model": r.model, "plan": r.plan, "error": r.error}))
         seen: set[bytes] = set()
-        for ref, tip in sorted(store.refs_under(experiment_prefix(exp)).items()):
-            if only is not None and exp in only and "/lineage/" in ref and ref.rsplit("/", 1)[1] not in only[exp]:
-                continue
+        if only is not None and exp in only:  # the base refs, and the lineage refs of these runs only
+            refs = store.refs_under(experiment_ref(exp, "base/"))
+            refs.update((ref, tip) for ref in map(lambda run: lineage_ref(exp, run), only[exp])
+                        if (tip := store.tip(ref)) is not None)
+        else:
+            refs = store.refs_under(experiment_prefix(exp))
+        for ref, tip in sorted(refs.items()):
             if "/base/" in ref:
                 base = _json(Snapshot(store.repo, tip).read("base.json"))
                 warn(exp, f"base {ref.rsplit('/', 1)[1]}", local_values(base))

@@ -175,16 +175,20 @@ class Tips:
 
     def _reflog_lines(self, prefix: str) -> Iterator[tuple[str, ObjectID | None, ObjectID | None, int]]:
         """git's reflogs under ``logs/<prefix>``: (ref, old, new, time), monte's own lines skipped."""
-        root = self.git_dir / "logs"
-        top = root / prefix.rstrip("/")
-        if top.is_file():  # ``prefix`` is one ref
+        root = os.path.join(self.git_dir, "logs")
+        top = os.path.join(root, prefix.rstrip("/"))
+        if os.path.isfile(top):  # ``prefix`` is one ref
             paths = [top]
-        else:
-            paths = [Path(d) / name for d, _, files in os.walk(top) for name in files]
+        else:  # plain strings, not Path objects: a ledger's 1,000 lineage refs each have a reflog
+            paths = [os.path.join(d, name) for d, _, files in os.walk(top) for name in files]
+        cut = len(root) + 1
         for path in paths:
-            ref = path.relative_to(root).as_posix()
+            ref = path[cut:].replace(os.sep, "/")
             try:
-                data = path.read_bytes() if ref.startswith(prefix) else b""
+                if not ref.startswith(prefix):
+                    continue
+                with open(path, "rb") as f:
+                    data = f.read()
             except OSError:
                 continue
             for line in data.split(b"\n"):
@@ -202,25 +206,28 @@ class Tips:
         A tip that a ``tips.log`` line moved forward from (its ``old``) is an ancestor of that
         line's ``new``, so only the others need a walk: in an honest repository, one per ref
         (its newest)."""
-        tips: dict[str, dict[ObjectID, Remembered]] = {}
+        # (when, source) per remembered tip; a Remembered is made only for those kept
+        tips: dict[str, dict[ObjectID, tuple[int, str]]] = {}
         proven: dict[str, set[ObjectID]] = {}
         for ref, entries in self._log_by_ref().items():
             if not ref.startswith(prefix):
                 continue
             mine = tips.setdefault(ref, {})
+            olds = proven.setdefault(ref, set())
             for _, old, new, when in entries:
-                mine[new] = Remembered(ref, new, when, "tips.log")
+                mine[new] = (when, "tips.log")
                 if old is not None:
-                    mine.setdefault(old, Remembered(ref, old, when, "tips.log"))
-                    proven.setdefault(ref, set()).add(old)
+                    mine.setdefault(old, (when, "tips.log"))
+                    olds.add(old)
         for ref, old_, new_, when in self._reflog_lines(prefix):
             mine = tips.setdefault(ref, {})
             for sha in (old_, new_):
                 if sha is not None and sha not in mine:
-                    mine[sha] = Remembered(ref, sha, when, "git reflog")
+                    mine[sha] = (when, "git reflog")
         out = {}
         for ref, mine in tips.items():
-            keep = [r for sha, r in mine.items() if sha not in proven.get(ref, ())]
+            olds = proven.get(ref, set())
+            keep = [Remembered(ref, sha, when, source) for sha, (when, source) in mine.items() if sha not in olds]
             if keep:
                 out[ref] = sorted(keep, key=lambda r: r.when)
         return out

@@ -1146,13 +1146,30 @@ class Verifier:
             prev = c.tree
         return out
 
-    def verify_lineages(self, experiment: str, refs: Mapping[str, ObjectID]) -> dict[str, list[Violation]]:
+    def verify_lineages(self, experiment: str, refs: Mapping[str, ObjectID], *,
+                        own: bool = False) -> dict[str, list[Violation]]:
         """:meth:`verify_lineage` of each lineage ref in ``refs`` (ref: tip), the same findings,
         read at once: every commit below the tips through git in bulk, and each ref's walk cut
         short where it provably finds nothing more (no commit below its run's own is flawed, and
         its run's every checkpoint commit is above the rest), so 1,000 runs cost one pass, not
-        one walk of the whole lineage each."""
+        one walk of the whole lineage each.
+
+        ``own`` (``verify --from``): each ref's own checkpoints only, and the commit they hang
+        off; the lineage below is its parent runs', checked with their records."""
         runs = {ref: ref.rsplit("/", 1)[1] for ref in refs}
+        if own:
+            out: dict[str, list[Violation]] = {}
+            at: ObjectID | None
+            for ref, tip in refs.items():
+                at = tip
+                while at is not None:
+                    c = self._commits.get(at) or self._commits.setdefault(at, self._obj(at))
+                    has_ck, _, info = self._checkpoint_at(c)
+                    at = c.parents[0] if c.parents else None
+                    if not (has_ck and isinstance(info, dict) and info.get("run") == runs[ref]):
+                        break  # the commit its run's checkpoints hang off: checked too, not below it
+                out[ref] = self.verify_lineage(experiment, runs[ref], tip=tip, since=at)
+            return out
         self._read_lineage(list(refs.values()))
         count: dict[Any, int] = {}
         odd = False
@@ -1178,14 +1195,14 @@ class Verifier:
                 below = flawed[s] = below or (not got[0] and not (got[1] and not c.parents))
             return below
 
-        out: dict[str, list[Violation]] = {}
+        out = {}
         for ref, tip in refs.items():
             run = runs[ref]
             if odd or flaw_below(tip) is not False:
                 out[ref] = self.verify_lineage(experiment, run, tip=tip)
                 continue
             top: list[dict[str, Any]] = []
-            at: ObjectID | None = tip
+            at = tip
             while at is not None and (got := self._checkpoints[at])[0] and got[2].get("run") == run:
                 top.append(got[2])
                 c = self._commits[at]

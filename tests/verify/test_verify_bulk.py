@@ -97,3 +97,23 @@ def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git
         assert "the object store is on fire" in err["message"] and "exit 128" in err["message"]
     else:
         assert "could not run `git" in err["message"] and "install git" in err["fix"]
+
+
+def test_from_checks_the_lineage_of_the_runs_its_records_wrote(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+    """``--from REV`` reads the lineage refs of the runs written after REV (not every run's):
+    one of them moved onto a commit that is no checkpoint is named, as the full check names it."""
+    from forgehelp import g, lineage_ref, short
+
+    b = honest["b"]
+    log = g(honest.path, "log", "--format=%H %s", ledger_ref()).splitlines()
+    started_b = next(i for i, line in enumerate(log) if line.endswith(f"started: {b}"))
+    before_b = log[started_b + 1].split()[0]
+    code = monte("ledger", "verify", "--json", "exp", "--from", before_b).code
+    assert code == 0
+    not_a_checkpoint = rev(honest.path, ledger_ref()) or ""
+    assert update_ref(honest.path, lineage_ref(b), not_a_checkpoint, hooks=False).returncode == 0
+    for args in (("exp", "--from", before_b), ("exp",)):
+        r = monte("ledger", "verify", "--json", *args)
+        assert r.code == 5, r.out
+        found = {(d["commit"], d["rule"]) for d in r.json()["error"]["details"]}
+        assert (short(not_a_checkpoint), "lineage") in found, (args, found)
