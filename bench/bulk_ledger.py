@@ -40,10 +40,11 @@ Two mixes:
     .venv/bin/python bench/bulk_ledger.py --quick --json-out /tmp/bulk.json   # both mixes, small, temporary
     .venv/bin/python bench/bulk_ledger.py ... --one-by-one   # the reference: Ledger.append_row on the real store
 
-Measured (2 shared cores, 2026-12-01; ``/tmp/monte-scale``): status mix 1,000 rows 2.1 s, 10,000 rows
-20.6 s (status_10k: ~8 min), 100,000 rows 469 s (7.8 min; of it 56 s for the 9,091 lineage commits
-through ``record_checkpoint``, 20 s for ``Store.pack``); honest mix 10,000 records 36 s, and
-``monte ledger verify`` passes on it. Per record the time goes to monte's own work (``record_change``
+Measured (2 cores shared with other work, 2026-12-01, ``/tmp/monte-scale``, at 5bac839): status mix
+1,000 rows 0.9 s, 10,000 rows 10.8 s (status_10k: ~8 min), 100,000 rows 352 s (5.9 min; of it 31 s
+for the 9,091 lineage commits through ``record_checkpoint``, 22 s for ``Store.pack``); honest mix
+10,000 records 8.2 s, and ``monte ledger verify`` passes on it (2.7 s). Under heavier load the same
+builds took 20.6 s and 469 s. Per record the time goes to monte's own work (``record_change``
 re-encoding the row's fan-out index, which grows with the ledger; the lineage commits' ref writes,
 fsynced by dulwich), to Synth's paired deltas, and to fast-import deltifying and compressing.
 
