@@ -176,7 +176,13 @@ def test_no_cache_file_without_a_runs_tree(repo: Path) -> None:
 
 
 def test_status_reads_the_measurement_as_validation_would() -> None:
-    from monte.ledger.records import EvalSettings, ExamFreeze, Measurement, SplitFreeze, unchecked_measurement
+    from monte.ledger.records import (
+        EvalSettings,
+        ExamFreeze,
+        Measurement,
+        SplitFreeze,
+        unchecked_measurement,
+    )
 
     m = Measurement(experiment="e", created_at="2026-01-01T00:00:00Z", environment="parity",
                     environment_fingerprint="sha256:" + "ab" * 32, grader={"x": 1}, model="repo:base",
