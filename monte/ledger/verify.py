@@ -315,6 +315,7 @@ class Verifier:
         # (``wrote``) and those they looked at
         self.passed: tuple[str, ObjectID, dict[str, RunRow], bool] | None = None
         self.wrote: set[str] = set()  # the runs whose row the last walk checked
+        self._heads: tuple[str, dict[str, list[Remembered]]] | None = None  # the last rewound()'s tips
         self._trees: dict[ObjectID, Tree] = {}
         self._overlay: dict[ObjectID, Any] = {}  # trees a re-derived merge made, never written
         # lineage commits as read once (each ref's walk re-reads its parent runs' commits)
@@ -984,7 +985,9 @@ class Verifier:
         ``exact``) is an ancestor of, or equal to, the ref's tip (``tips`` overrides it: a hook
         judges the proposed tip), and no remembered ref is gone."""
         out: list[Violation] = []
-        for ref, heads in sorted(self.store.tips.heads(prefix).items()):
+        remembered = self.store.tips.heads(prefix)
+        self._heads = (prefix, remembered)  # what _remember asks next, unchanged until it writes
+        for ref, heads in sorted(remembered.items()):
             if exact and ref != prefix:
                 continue
             current = tips[ref] if tips is not None and ref in tips else self.store.tip(ref)
@@ -1072,7 +1075,10 @@ class Verifier:
         current = self.store.tip(ref)
         if current is None or isinstance(self.store, Proposed):
             return  # a view's refs are not this repository's: nothing to remember
-        olds: list[ObjectID | None] = [h.sha for h in self.store.tips.heads(ref).get(ref, [])]
+        known = self._heads[1] if self._heads is not None and ref.startswith(self._heads[0]) else None
+        self._heads = None
+        olds: list[ObjectID | None] = [h.sha for h in (known if known is not None
+                                                       else self.store.tips.heads(ref)).get(ref, [])]
         olds = olds or [None]
         if olds == [current]:
             return
