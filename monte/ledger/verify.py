@@ -163,10 +163,13 @@ class _Since:
         raw = self.snap.read(f"runs/{bucket[0]}/{bucket[1]}/index.json")
         if not raw:
             return
-        for d in json.loads(raw).values():
-            row = row_from_index(d)
-            if row.run[:2] != bucket:
+        try:
+            rows = [row_from_index(d) for d in json.loads(raw).values()]
+            if any(row.run[:2] != bucket for row in rows):
                 raise _NeedAll  # not a row this folder holds: let the whole read judge it
+        except (ValueError, TypeError, AttributeError):
+            raise _NeedAll from None  # not an index monte writes: the whole read fails as it did
+        for row in rows:
             dict.setdefault(self.state.rows, row.run, row)
             set.add(self.state.seen, row.run)
             dict.setdefault(self.state.buckets, bucket, set()).add(row.run)
@@ -253,8 +256,11 @@ class _LazyBaselines(set[tuple[str, str, str]]):
         if super().__contains__(key):
             return True
         cohort, exam, split = cast(tuple[str, str, str], key)
-        if (self.since.cohort_index(cohort).get("base") or {}).get(exam, {}).get(split):
-            return True
+        try:
+            if (self.since.cohort_index(cohort).get("base") or {}).get(exam, {}).get(split):
+                return True
+        except (TypeError, AttributeError):
+            pass  # not the shape monte writes: the rows judge
         raise _NeedAll  # no baseline in the index: the rows say so, or not
 
 
@@ -274,10 +280,6 @@ class _State:
     checkpoints: dict[str, int] = field(default_factory=dict)
     dumps: dict[str, dict[str, Any]] = field(default_factory=dict)  # each row as its index holds it
     lazy: bool = False  # the state at --from, read as asked (_Since): some questions need it all
-
-    def need_all(self) -> None:
-        if self.lazy:
-            raise _NeedAll
     # each cohort's index re-derived (the fold of its rows), the cohorts whose index a record
     # wrote or a ledger holds, and those whose fold the record being checked changed
     cohorts: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -302,6 +304,11 @@ class _State:
         if row.kind == "train" and not row.smoke:
             self.checkpoints[row.cohort] = (self.checkpoints.get(row.cohort, 0) + len(row.checkpoints)
                                             - (len(old.checkpoints) if old else 0))
+
+    def need_all(self) -> None:
+        """Read lazily, the state cannot answer what follows (a count over a cohort): read it all."""
+        if self.lazy:
+            raise _NeedAll
 
 
 class Verifier:
