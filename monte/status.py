@@ -14,13 +14,16 @@ import gc
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from monte.jsonl import RawJson
-from monte.ledger.records import ROW_FIELDS, Measurement, RunRow, with_row_defaults
 from monte.ledger.rules import Checkpoint, is_admissible, row_checkpoints
-from monte.manifest import Floor
+from monte.ledger.views import ROW_FIELDS, MeasurementLike, with_row_defaults
 from monte.workspace import Workspace
+
+if TYPE_CHECKING:  # annotations only: a status reads no model object (pydantic costs ~50 ms to import)
+    from monte.ledger.records import RunRow
+    from monte.manifest import Floor
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
 
@@ -207,13 +210,13 @@ def _dump_row(row: dict[str, Any]) -> bytes | None:
     return out
 
 
-def build(meas: Measurement, rows: Sequence[Mapping[str, Any]], nominations: dict[str, str]) -> dict[str, Any]:
+def build(meas: MeasurementLike, rows: Sequence[Mapping[str, Any]], nominations: dict[str, str]) -> dict[str, Any]:
     """The status document from the rows as the fan-out indexes hold them (dicts, in record
     order; :meth:`monte.ledger.experiment.Ledger.row_dicts`), liveness already applied."""
     return from_facts(meas, [row_fact(r) for r in rows], nominations, live=False)
 
 
-def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations: dict[str, str], *,
+def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominations: dict[str, str], *,
                live: bool = True, json_rows: bool = False) -> dict[str, Any]:
     """The status document from the rows' facts (:func:`row_fact`, in record order). One pass
     gathers what every section needs, a few tuple and dict operations a row: the hot loop of
@@ -221,7 +224,7 @@ def from_facts(meas: Measurement, facts: Sequence[tuple[Any, ...]], nominations:
     rows (for the lineage). ``live``: probe a started/running row's process (a dead one reads
     ``abandoned``). ``json_rows``: the rows as one already-serialized JSON array
     (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form."""
-    from monte.runs.liveness import is_dead_at
+    from monte.processes import is_dead_at
 
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
     deltas = []
@@ -304,15 +307,15 @@ def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
 def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool = False) -> dict[str, Any]:
     """``monte status``: the experiment's state from its ledger tip (one tree), and for each
     exam, how often its test content has been read in this repository across all cohorts."""
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.records import row_from_index
-    from monte.ledger.seal import Seal
-    from monte.runs import experiment_name
+    from types import SimpleNamespace
 
-    exp = experiment_name(ws, experiment)
+    from monte.ledger.experiment import Ledger, one_experiment
+    from monte.ledger.seal import Seal
+
+    exp = one_experiment(ws.store, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
-    meas = ledger.measurement(snap, validate=False)
+    meas: MeasurementLike = ledger.measurement_view(snap)
     collecting = gc.isenabled()
     gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
     try:
@@ -325,13 +328,13 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
                 noms[cohort] = json.loads(raw)["checkpoint"]
         out = from_facts(meas, facts, noms, json_rows=json_rows)
         seal = Seal(ws.store, hash_legacy=False)
-        seal.know(exp, [row_from_index(dict(r)) for r in out.pop("_test_reads")])
+        # the seal reads a test read's run, experiment, cohort, plan, kind, split and smoke: the
+        # index's dicts as attributes (no model object)
+        seal.know(exp, cast("list[RunRow]", [SimpleNamespace(**r) for r in out.pop("_test_reads")]))
         out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
-        from monte.envs.floor import exam_floors
-
-        add_floors_and_reach(out, meas, exam_floors(ws, meas.environment), scores=out.pop("_scores"))
+        add_floors_and_reach(out, meas, frozen_floors(ws, meas.environment), scores=out.pop("_scores"))
     finally:
         if collecting:
             gc.enable()
@@ -346,20 +349,45 @@ def _by_seq(f: tuple[Any, ...]) -> Any:
     return f[SEQ]
 
 
+def frozen_floors(ws: Workspace, environment: str) -> Mapping[str, Mapping[str, Any]]:
+    """:func:`monte.envs.floor.exam_floors` for a read-only view: the floors the vault's manifest
+    of ``environment`` records, read as JSON (no pydantic); without them (a freeze older than
+    floors, or no vault), ``exam_floors`` itself (the data root's manifest)."""
+    import json
+
+    from monte.ledger.refs import VAULT_REF
+
+    raw = ws.store.snapshot(VAULT_REF).read(f"environments/{environment}/manifest.json")  # vault.manifest_path
+    try:
+        floors = json.loads(raw).get("floors") if raw else None
+        if floors:
+            return {exam: {split: {"score": float(f["score"]), "answer": str(f["answer"]), "n": int(f["n"]),
+                                   "candidates": int(f["candidates"])} for split, f in splits.items()}
+                    for exam, splits in floors.items()}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        pass  # not the shape monte writes: validated below, reported as exam_floors reports it
+    if not raw and not ws.env_dir(environment).is_dir():
+        return {}
+    from monte.envs.floor import exam_floors
+
+    return exam_floors(ws, environment)
+
+
 def _renamed(d: dict[str, Any]) -> dict[str, Any]:
     return {"test_reads": d["reads"], "cohorts": d["cohorts"], "experiments": d["experiments"]}
 
 
-def add_floors_and_reach(out: dict[str, Any], meas: Measurement,
-                         floors: Mapping[str, Mapping[str, Floor]], *, scores: Mapping[str, Any] | None = None) -> None:
+def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
+                         floors: Mapping[str, Mapping[str, Floor | Mapping[str, Any]]], *,
+                         scores: Mapping[str, Any] | None = None) -> None:
     """Beside the scores (issue 18): each exam split's constant-answer floor (``floors``), what a
     test read of each exam can show (``exams[i]["detectable"]``, :func:`monte.stats.power.detectable`),
     and a flag on every checkpoint score at or below its floor (``at_floor`` on delta lines, the
     exams ``at_floor`` on checkpoints): beating a garbage base is not learning."""
     from monte.stats.power import detectable
 
-    out["floors"] = {f"{exam}/{split}": f.model_dump() for exam, splits in sorted(floors.items())
-                     for split, f in sorted(splits.items())}
+    out["floors"] = {f"{exam}/{split}": dict(f) if isinstance(f, Mapping) else f.model_dump()
+                     for exam, splits in sorted(floors.items()) for split, f in sorted(splits.items())}
     floor = {k: f["score"] for k, f in out["floors"].items()}
     if scores is None:  # each delta's own score (``out["rows"]`` as a list)
         scores = {r["run"]: r["score"] for r in out["rows"]}

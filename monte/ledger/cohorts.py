@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from monte.ledger.records import RunRow
+if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
+    from monte.ledger.records import RunRow
 
 #: a cohort name that can be a folder under ``cohorts/`` (what verify lets in there)
 NAME = re.compile(r"^[0-9a-zA-Z._-]+$")

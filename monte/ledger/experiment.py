@@ -7,7 +7,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Commit, ObjectID
 
@@ -17,18 +17,12 @@ from monte.jsonl import escape_unsafe
 from monte.ledger import cohorts
 from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger.objcache import ObjectCache, cache_path
-from monte.ledger.records import (
-    ROW_FIELDS,
-    Measurement,
-    RunRow,
-    bucket_index,
-    row_from_index,
-    run_dir,
-    unchecked_measurement,
-    with_row_defaults,
-)
 from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
+from monte.ledger.views import ROW_FIELDS, MeasurementView, bucket_index, run_dir, with_row_defaults
+
+if TYPE_CHECKING:  # the models: imported where a record is validated or built (pydantic, ~50 ms)
+    from monte.ledger.records import Measurement, RunRow
 
 
 def experiment_names(store: Store) -> list[str]:
@@ -47,6 +41,23 @@ def experiment_names(store: Store) -> list[str]:
     # a view's refs (monte.ledger.transaction.Proposed: a clone's copies read where they are)
     names |= {experiment_of_ledger(ref) for ref in getattr(store, "proposed", {})}
     return sorted(n for n in names if n and store.tip(ledger_ref(n)) is not None)
+
+
+def one_experiment(store: Store, given: str | None) -> str:
+    """The experiment named, or the only one in the repository."""
+    if given:
+        from monte.names import check_name
+
+        return check_name(given, "experiment name")
+    names = experiment_names(store)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise error("E_NOT_FOUND", "this repository has no experiment yet",
+                    "create one with `monte experiment init NAME --eval ENV`")
+    raise error("E_USAGE", f"this repository has {len(names)} experiments: {', '.join(names)}",
+                "name one: `-e NAME` (or --experiment NAME; status, push, plot and ledger verify also take it "
+                "as their argument)")
 
 
 def dumps(obj: object) -> bytes:
@@ -162,6 +173,8 @@ _FANOUT = "0123456789abcdefghijklmnopqrstuvwxyz"  # every first character verify
 
 def _scan(read: Callable[[str], bytes | None]) -> list[RunRow]:
     """Every row at a tip, from its fan-out indexes, through ``read`` alone."""
+    from monte.ledger.records import row_from_index
+
     rows: list[RunRow] = []
     for a in _FANOUT:
         for b in _FANOUT:
@@ -214,25 +227,33 @@ class Ledger:
             )
         return snap
 
-    def measurement(self, snap: Snapshot | None = None, *, validate: bool = True) -> Measurement:
-        """``measurement.json`` at the tip. ``validate=False`` (a read-only view, ``monte
-        status``) builds it as monte wrote it, without pydantic's schema (~25 ms a process: the
-        schema and pydantic's plugin scan); one that does not have monte's shape is validated
-        after all, so it fails as it would have."""
+    def measurement(self, snap: Snapshot | None = None) -> Measurement:
+        from monte.ledger.records import Measurement
+
+        return Measurement.model_validate_json(self._measurement_json(snap or self.snapshot()))
+
+    def measurement_view(self, snap: Snapshot | None = None) -> MeasurementView | Measurement:
+        """The frozen measurement for a read-only view (``monte status``): its fields as plain
+        data, without pydantic (~50 ms of a process: its import, the schema, its plugin scan);
+        one not of the shape monte writes is validated instead, and fails as it would have."""
         snap = snap or self.snapshot()
+        raw = self._measurement_json(snap)
+        try:
+            return MeasurementView.parse(raw)
+        except (KeyError, TypeError, AttributeError, ValueError):
+            return self.measurement(snap)
+
+    def _measurement_json(self, snap: Snapshot) -> bytes:
         raw = snap.read("measurement.json")
         if raw is None:
             raise error("E_INTEGRITY", f"experiment {self.experiment!r} has no measurement.json",
                         "the ledger ref was written by hand; run `monte ledger verify`")
-        if not validate:
-            try:
-                return unchecked_measurement(json.loads(raw))
-            except (KeyError, TypeError, AttributeError, ValueError):
-                pass
-        return Measurement.model_validate_json(raw)
+        return raw
 
     def rows(self, snap: Snapshot | None = None) -> list[RunRow]:
         """Every Run row, in record order. Reads the fan-out indexes only (<= 1,024 blobs)."""
+        from monte.ledger.records import row_from_index
+
         paused = gc.isenabled()
         gc.disable()  # tens of thousands of small objects, none of them garbage: skip the scans
         try:
@@ -327,7 +348,11 @@ class Ledger:
         if len(run_id) < 2:  # no run id is this short, and the tree fans out on two characters
             return None
         raw = snap.read(f"{run_dir(run_id)}/row.json")
-        return RunRow.model_validate_json(raw) if raw else None
+        if not raw:
+            return None
+        from monte.ledger.records import RunRow
+
+        return RunRow.model_validate_json(raw)
 
     def cohort_index(self, cohort: str, snap: Snapshot | None = None) -> dict[str, Any] | None:
         """The derived index of a cohort's baselines and test reads (:mod:`monte.ledger.cohorts`),

@@ -19,16 +19,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from monte.ledger.views import ROW_DEFAULTS, ROW_FIELDS, bucket_index, run_dir, with_row_defaults
+
+__all__ = ["ROW_FIELDS", "EvalSettings", "ExamFreeze", "Measurement", "RunRow", "RunStatus", "SplitFreeze",
+           "TrainSettings", "bucket_index", "row_from_index", "run_dir", "with_row_defaults"]
+
 SCHEMA = 1
 
 
 
-def run_dir(run_id: str) -> str:
-    return f"runs/{run_id[0]}/{run_id[1]}/{run_id}"
-
-
-def bucket_index(run_id: str) -> str:
-    return f"runs/{run_id[0]}/{run_id[1]}/index.json"
 
 
 class SplitFreeze(BaseModel):
@@ -77,22 +76,6 @@ class Measurement(BaseModel):
     model: str | None = None  # the default base model: a reference (repo:, data:, hf:, name:; monte.models.locate)
 
 
-def unchecked_measurement(data: dict[str, Any]) -> Measurement:
-    """A ``measurement.json`` as monte writes it, built without validation (``model_construct``
-    at each level). For read-only views of a frozen record that ``monte ledger verify`` checks;
-    a document without monte's shape raises (KeyError, TypeError...) rather than being half-built."""
-    exams = {name: ExamFreeze.model_construct(
-        benchmark=str(x["benchmark"]),
-        splits={s: SplitFreeze.model_construct(path=str(v["path"]), sha256=str(v["sha256"]), n=int(v["n"]))
-                for s, v in x["splits"].items()}) for name, x in data["exams"].items()}
-    unknown = set(data) - set(Measurement.model_fields)
-    if unknown:
-        raise KeyError(f"not a field of a measurement: {sorted(unknown)}")
-    return Measurement.model_construct(**{
-        **data, "exams": exams, "eval": EvalSettings.model_construct(**data.get("eval", {})),
-        "train": TrainSettings.model_construct(**data.get("train", {}))})
-
-
 RunStatus = Literal["started", "running", "succeeded", "failed", "abandoned"]
 
 
@@ -129,15 +112,11 @@ class RunRow(BaseModel):
     proc_start: str | None = None
 
 
-ROW_FIELDS = frozenset(RunRow.model_fields)
 _ROW_DEFAULTS = {name: f.default for name, f in RunRow.model_fields.items()
                  if not f.is_required() and f.default_factory is None}
-
-
-def with_row_defaults(data: dict[str, Any]) -> dict[str, Any]:
-    """An index entry with every :class:`RunRow` field: the defaults of those an older monte
-    did not write (what validating it would fill in)."""
-    return {**_ROW_DEFAULTS, "plan": {}, "checkpoints": [], **data}
+# monte.ledger.views holds the same, without pydantic, for read-only views: never apart
+if frozenset(RunRow.model_fields) != ROW_FIELDS or _ROW_DEFAULTS != ROW_DEFAULTS:  # pragma: no cover
+    raise RuntimeError("monte.ledger.views.ROW_FIELDS/ROW_DEFAULTS differ from RunRow's fields")
 
 
 def row_from_index(data: dict[str, Any]) -> RunRow:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monte.errors import MonteError, error
-from monte.ledger.records import RunRow
+
+if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
+    from monte.ledger.records import RunRow
 
 LIVE = ("started", "running")
 

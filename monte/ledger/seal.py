@@ -18,13 +18,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monte.hashing import sha256_bytes
 from monte.ledger.experiment import Ledger, experiment_names
-from monte.ledger.records import RunRow
 from monte.ledger.refs import MIRROR, base_ref, mirror_ref
 from monte.ledger.store import Store
+
+if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
+    from monte.ledger.records import RunRow
 
 
 def settings_key(settings: dict[str, Any]) -> str:

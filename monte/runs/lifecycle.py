@@ -20,7 +20,7 @@ from typing import Any
 from monte import jsonl
 from monte.errors import MonteError, error
 from monte.ledger import cohorts, rules
-from monte.ledger.experiment import Ledger, experiment_names
+from monte.ledger.experiment import Ledger, experiment_names, one_experiment
 from monte.ledger.records import RunRow, row_from_index, run_dir
 from monte.ledger.store import Snapshot
 from monte.manifest import now
@@ -40,17 +40,7 @@ Transition = Callable[[RunRow, str], None]
 
 def experiment_name(ws: Workspace, given: str | None) -> str:
     """The experiment named, or the only one in the repository."""
-    if given:
-        return check_name(given, "experiment name")
-    names = experiment_names(ws.store)
-    if len(names) == 1:
-        return names[0]
-    if not names:
-        raise error("E_NOT_FOUND", "this repository has no experiment yet",
-                    "create one with `monte experiment init NAME --eval ENV`")
-    raise error("E_USAGE", f"this repository has {len(names)} experiments: {', '.join(names)}",
-                "name one: `-e NAME` (or --experiment NAME; status, push, plot and ledger verify also take it "
-                "as their argument)")
+    return one_experiment(ws.store, given)
 
 
 def read_rows(ledger: Ledger, snap: Snapshot | None = None) -> list[RunRow]:

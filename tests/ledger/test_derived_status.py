@@ -176,13 +176,8 @@ def test_no_cache_file_without_a_runs_tree(repo: Path) -> None:
 
 
 def test_status_reads_the_measurement_as_validation_would() -> None:
-    from monte.ledger.records import (
-        EvalSettings,
-        ExamFreeze,
-        Measurement,
-        SplitFreeze,
-        unchecked_measurement,
-    )
+    from monte.ledger.records import EvalSettings, ExamFreeze, Measurement, SplitFreeze
+    from monte.ledger.views import MeasurementView
 
     m = Measurement(experiment="e", created_at="2026-01-01T00:00:00Z", environment="parity",
                     environment_fingerprint="sha256:" + "ab" * 32, grader={"x": 1}, model="repo:base",
@@ -190,9 +185,9 @@ def test_status_reads_the_measurement_as_validation_would() -> None:
                     exams={"parity": ExamFreeze(benchmark="parity", splits={
                         "dev": SplitFreeze(path="d.jsonl", sha256="cd" * 32, n=10),
                         "test": SplitFreeze(path="t.jsonl", sha256="ef" * 32, n=20)})})
-    data = json.loads(m.model_dump_json())
-    assert unchecked_measurement(data) == m
-    assert unchecked_measurement(data).model_dump() == m.model_dump()
-    for broken in ({**data, "exams": {"parity": {"splits": {}}}}, {**data, "surprise": 1}):
-        with pytest.raises((KeyError, TypeError, ValueError)):
-            unchecked_measurement(broken)  # not monte's shape: Ledger.measurement validates instead
+    view = MeasurementView.parse(m.model_dump_json().encode())
+    assert (view.experiment, view.environment) == (m.experiment, m.environment)
+    assert {e: {s: v._asdict() for s, v in x.splits.items()} for e, x in view.exams.items()} == \
+        {e: {s: v.model_dump() for s, v in x.splits.items()} for e, x in m.exams.items()}
+    with pytest.raises((KeyError, TypeError, ValueError)):
+        MeasurementView.parse(b'{"experiment": "e", "environment": "p", "exams": {"x": {"splits": {}}}}')

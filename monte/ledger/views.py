@@ -1,0 +1,93 @@
+"""What a read-only view of a ledger needs without pydantic: the tree's paths, a row's fields
+and their defaults as the fan-out indexes hold them, and a frozen measurement as plain data.
+
+``monte status`` reads 10,000 rows and a measurement, and prints; importing pydantic and
+building its models is ~50 ms of every such process, most of what it costs on a small
+repository. :mod:`monte.ledger.records` (the models, which write and validate) checks at import
+that the field names and defaults here are its own, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol
+
+#: Every field of a Run row (``records.RunRow``), as its index entry holds them.
+ROW_FIELDS = frozenset((
+    "run", "experiment", "kind", "status", "seq", "created_at", "updated_at", "cohort", "model", "exam",
+    "split", "step", "smoke", "score", "n", "host", "pid", "plan", "delta", "role", "checkpoints", "error",
+    "proc_start",
+))
+#: The defaults of the fields that have one (``plan`` and ``checkpoints`` are fresh each time).
+ROW_DEFAULTS: dict[str, Any] = {
+    "seq": 0, "created_at": "", "updated_at": "", "cohort": "", "model": "", "exam": None, "split": None,
+    "step": 0, "smoke": False, "score": None, "n": None, "host": "", "pid": None, "delta": None, "role": None,
+    "error": None, "proc_start": None,
+}
+
+
+def run_dir(run_id: str) -> str:
+    return f"runs/{run_id[0]}/{run_id[1]}/{run_id}"
+
+
+def bucket_index(run_id: str) -> str:
+    return f"runs/{run_id[0]}/{run_id[1]}/index.json"
+
+
+def with_row_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """An index entry with every row field: the defaults of those an older monte did not write
+    (what validating it would fill in)."""
+    return {**ROW_DEFAULTS, "plan": {}, "checkpoints": [], **data}
+
+
+class SplitView(NamedTuple):
+    path: str
+    sha256: str
+    n: int
+
+
+class ExamView(NamedTuple):
+    benchmark: str
+    splits: dict[str, SplitView]
+
+
+class MeasurementView(NamedTuple):
+    """The frozen measurement's fields a read-only view reads (``records.Measurement`` has them
+    all, validated). Built from ``measurement.json`` as monte wrote it; a document without that
+    shape raises (KeyError, TypeError, ValueError) so the caller validates it instead."""
+
+    experiment: str
+    environment: str
+    exams: dict[str, ExamView]
+
+    @classmethod
+    def parse(cls, raw: bytes) -> MeasurementView:
+        data = json.loads(raw)
+        return cls(experiment=str(data["experiment"]), environment=str(data["environment"]), exams={
+            name: ExamView(benchmark=str(x["benchmark"]), splits={
+                s: SplitView(path=str(v["path"]), sha256=str(v["sha256"]), n=int(v["n"]))
+                for s, v in x["splits"].items()}) for name, x in data["exams"].items()})
+
+
+class SplitLike(Protocol):
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def n(self) -> int: ...
+
+
+class ExamLike(Protocol):
+    @property
+    def splits(self) -> Mapping[str, SplitLike]: ...
+
+
+class MeasurementLike(Protocol):
+    """What a read-only view reads of a measurement: ``records.Measurement`` or :class:`MeasurementView`."""
+
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def environment(self) -> str: ...
+    @property
+    def exams(self) -> Mapping[str, ExamLike]: ...

@@ -1,0 +1,30 @@
+"""Whether a process on this host still runs, and when it started (plain os calls, no monte
+imports: the liveness probe of a read-only view costs nothing to import)."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def proc_start(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), so a reused pid is not mistaken for it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def is_dead_at(status: str, host: str, pid: int | None, started: str | None) -> bool:
+    """A started/running row's process, on this host, is gone (or is another process now);
+    ``started``: the row's ``proc_start``."""
+    if status not in ("started", "running") or host != socket.gethostname() or not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass
+    return bool(started) and proc_start(pid) != started
