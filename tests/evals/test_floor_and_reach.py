@@ -83,3 +83,17 @@ def test_status_and_eval_print_the_floor_and_the_reach(  # type: ignore[no-untyp
     assert "at or below the constant-answer floor" in dev_line
     assert "at or below the constant-answer floor" in next(line for line in out.splitlines() if f"{a}@50" in line
                                                              and "dev:" in line)
+
+
+def test_status_reads_the_frozen_floors_as_exam_floors_does(repo: Path, exp: str) -> None:
+    from monte.envs.floor import exam_floors
+    from monte.ledger.experiment import Ledger
+    from monte.status import frozen_floors
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(repo)
+    env = Ledger(ws.store, exp).measurement().environment
+    light = frozen_floors(ws, env)  # the vault manifest's JSON, no pydantic
+    assert light and light == {e: {s: f.model_dump() for s, f in splits.items()}
+                               for e, splits in exam_floors(ws, env).items()}
+    assert frozen_floors(ws, "no-such-env") == exam_floors(ws, "no-such-env") == {}

@@ -12,6 +12,7 @@ import marshal
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,15 @@ def test_status_reads_the_measurement_as_validation_would() -> None:
         {e: {s: v.model_dump() for s, v in x.splits.items()} for e, x in m.exams.items()}
     with pytest.raises((KeyError, TypeError, ValueError)):
         MeasurementView.parse(b'{"experiment": "e", "environment": "p", "exams": {"x": {"splits": {}}}}')
+
+
+def test_a_status_imports_no_pydantic(built: Path) -> None:
+    """What a status prints needs no model object: pydantic's import and models were ~50 ms of
+    every status process (issue 19)."""
+    probe = ("import sys\nfrom monte.cli.main import main\ntry:\n    main(['status', '--json'])\n"
+             "except SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('pydantic', 'torch', 'transformers', 'dvc', 'fabric')), file=sys.stderr)")
+    for _ in range(2):  # cold (derives and writes the cache), then warm
+        r = subprocess.run([sys.executable, "-c", probe], cwd=built, capture_output=True, text=True)
+        assert r.returncode == 0 and json.loads(r.stdout)["rows"]
+        assert r.stderr.strip().splitlines()[-1] == "[]"
