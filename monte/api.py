@@ -497,7 +497,7 @@ def _derived_caches(ws: Workspace) -> list[dict[str, str]]:
     return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
              "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
              "who wrote it"}
-            for m in derived.check(git_dir, blob, {"status": (st.FACTS_VERSION, st.derive_facts)})]
+            for m in derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})]
 
 
 def _lineage_matches_ledger(ws: Workspace, v: Any, name: str, only: set[str] | None = None) -> list[Any]:

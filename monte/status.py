@@ -151,7 +151,22 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
 (SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
  TSTEP, WHAT, DELTA, LIVE, FULL, JSON_ROW) = range(22)
 #: Bump when :func:`row_fact` changes: a cache of facts another version derived is derived again.
+#: The cache's key also carries a digest of this file and of the row fields' module
+#: (:func:`facts_version`), so an edit that forgets the bump cannot serve facts of another code.
 FACTS_VERSION = "status-facts 2"
+
+
+def facts_version() -> str:
+    """:data:`FACTS_VERSION` and a digest of the code that derives the facts."""
+    import hashlib
+    from pathlib import Path
+
+    from monte.ledger import views
+
+    h = hashlib.sha256()
+    for path in (__file__, views.__file__):
+        h.update(Path(path).read_bytes())
+    return f"{FACTS_VERSION} {h.hexdigest()[:16]}"
 _LIVE = ("started", "running")
 
 
@@ -319,7 +334,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
     collecting = gc.isenabled()
     gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
     try:
-        facts = ledger.derived(snap, "status", FACTS_VERSION, derive_facts)
+        facts = ledger.derived(snap, "status", facts_version(), derive_facts)
         facts.sort(key=_by_seq)
         noms = {}
         for cohort in snap.listdir("cohorts"):
