@@ -34,7 +34,7 @@ def print_json(obj: Any) -> None:
     else:
         fast = _orjson(obj)
         if fast is not None:
-            click.echo(fast.decode())
+            click.echo(fast)  # UTF-8 bytes, written as they are (no decode and encode of a large document)
             return
         text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default)
     click.echo(_utf8(text))
