@@ -33,8 +33,9 @@ def render_status(r: dict[str, Any]) -> None:
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
     if r["rows"] and not is_tty():  # the table's tab-separated lines, one f-string a row (100,000 rows)
         click.echo("\t".join(columns) + "\n" + "\n".join([
-            f"{x['run']}\t{x['kind']}\t{x['what']}\t{cell(x['target'])}\t{_status(x)}\t{cell(x['score'])}\t"
-            f"{cell(x['n'])}" for x in r["rows"]]))
+            f"{x['run']}\t{x['kind']}\t{x['what']}\t{cell(x['target'])}\t{_status(x)}\t"
+            f"{format(x['score'], '.4f') if type(x['score']) is float else cell(x['score'])}\t"
+            f"{'-' if x['n'] is None else x['n']}" for x in r["rows"]]))
     else:
         table([{**x, "status": _status(x)} for x in r["rows"]], columns, title="runs")
     lines: list[str] = []
