@@ -33,7 +33,8 @@ def render_status(r: dict[str, Any]) -> None:
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
     if r["rows"] and not is_tty():  # the table's tab-separated lines, one f-string a row (100,000 rows)
         click.echo("\t".join(columns) + "\n" + "\n".join([
-            f"{x['run']}\t{x['kind']}\t{x['what']}\t{cell(x['target'])}\t{_status(x)}\t"
+            f"{x['run']}\t{x['kind']}\t{x['what']}\t{cell(x['target'])}\t{x['status']}"
+            f"{' smoke' if x['smoke'] else ''}{' ' + x['role'] if x['role'] else ''}\t"
             f"{format(x['score'], '.4f') if type(x['score']) is float else cell(x['score'])}\t"
             f"{'-' if x['n'] is None else x['n']}" for x in r["rows"]]))
     else:
