@@ -15,9 +15,14 @@ from monte.stats.power import describe_detectable
 
 def _fmt_delta(d: dict[str, Any]) -> str:
     kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
-    counts = f", fixed {d['fixed']}, broken {d['broken']}" if d.get("fixed") is not None else ""
-    # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18)
-    return f"{d['delta']:+.4f} {format_interval(d['lower'], d['upper'])} {kind} (n {d['n']}{counts})"
+    fixed = d.get("fixed")
+    counts = f", fixed {fixed}, broken {d['broken']}" if fixed is not None else ""
+    lo, hi = d["lower"], d["upper"]
+    # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18); a bound
+    # of at least 1e-4 prints as it is (the common case, inline: status formats ~10,000 of these)
+    interval = (f"[{lo:+.4f}, {hi:+.4f}]" if abs(lo) >= 1e-4 and abs(hi) >= 1e-4
+                else format_interval(lo, hi))
+    return f"{d['delta']:+.4f} {interval} {kind} (n {d['n']}{counts})"
 
 
 def _at_floor(floor: float | None) -> str:
