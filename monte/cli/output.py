@@ -34,7 +34,13 @@ def print_json(obj: Any) -> None:
     else:
         fast = _orjson(obj)
         if fast is not None:
-            click.echo(fast)  # UTF-8 bytes, written as they are (no decode and encode of a large document)
+            binary = getattr(sys.stdout, "buffer", None)
+            if binary is None:  # a text-only stream (a caller's StringIO)
+                click.echo(fast.decode())
+            else:  # UTF-8 bytes as they are: no decode and encode of an 8 MB document
+                sys.stdout.flush()
+                binary.write(fast + b"\n")
+                binary.flush()  # a closed pipe raises here, inside the command (exit 141)
             return
         text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default)
     click.echo(_utf8(text))
