@@ -92,7 +92,9 @@ class DerivedCache:
         except OSError:
             return None
         key = _key(self.path.parent, create=False)
-        if key is None or not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _MAC:
+        if key is None:  # no key this user can read (removed, or another user's): not used, not judged
+            return None
+        if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _MAC:
             self.rejected = True
             return None
         body, mac = raw[:-_MAC], raw[-_MAC:]

@@ -204,3 +204,12 @@ def test_a_status_imports_no_pydantic(built: Path) -> None:
         r = subprocess.run([sys.executable, "-c", probe], cwd=built, capture_output=True, text=True)
         assert r.returncode == 0 and json.loads(r.stdout)["rows"]
         assert r.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_a_cache_without_a_readable_key_is_not_used_nor_called_forged(built: Path) -> None:
+    reference = _cli(built)
+    key = derived.cache_path(built / ".git", EXP, "status").parent / "key"
+    key.unlink()  # as another user sees a 0600 key: unreadable
+    assert _cli(built) == reference  # derived again (and a new key written)
+    key.unlink()
+    assert "[cache]" not in _verify(built)
