@@ -254,13 +254,16 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
 # --- reading the record --------------------------------------------------------------------------
 
 
-def status(*, experiment: str | None = None, ws: Workspace | None = None, json_rows: bool = False) -> dict[str, Any]:
+def status(*, experiment: str | None = None, ws: Workspace | None = None, json_rows: bool = False,
+           table: bool = False) -> dict[str, Any]:
     """Rows, delta lines, lineage, cycles and checkpoints, from the ledger tip (one tree).
     ``json_rows``: ``rows`` as one already-serialized JSON array (:class:`monte.jsonl.RawJson`,
-    for ``monte status --json`` to write as it is) instead of a list of dicts."""
+    for ``monte status --json`` to write as it is) instead of a list of dicts. ``table``: the
+    human status's row and delta lines already formatted (``_table``, ``rows`` empty)."""
     from monte import status as st
 
-    return st.experiment_status(ws or open_workspace(require_data_root=False), experiment, json_rows=json_rows)
+    return st.experiment_status(ws or open_workspace(require_data_root=False), experiment, json_rows=json_rows,
+                                table=table)
 
 
 def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:

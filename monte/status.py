@@ -111,6 +111,14 @@ def first_dev_evals(rows: Sequence[RunRow]) -> dict[tuple[str, int, str], RunRow
     return first
 
 
+class Lines(NamedTuple):
+    """What the human status prints of each row and each delta, already formatted (``table``):
+    the runs table's lines, and each delta line up to its verdict, in ``deltas``' order."""
+
+    rows: list[str]
+    deltas: list[str]
+
+
 class FirstEval(NamedTuple):
     """What a cycle reads of the first admissible dev eval of a checkpoint (a RunRow has these too)."""
 
@@ -149,7 +157,7 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
 #: The facts :func:`row_fact` derives from one row, by position (a tuple: 10,000 of them are
 #: cached and loaded per status call, see :mod:`monte.ledger.derived`).
 (SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
- TSTEP, WHAT, DELTA, LIVE, FULL, JSON_ROW) = range(22)
+ TSTEP, WHAT, DELTA, LIVE, FULL, JSON_ROW, TABLE_LINE, DELTA_HEAD) = range(24)
 #: Bump when :func:`row_fact` changes: a cache of facts another version derived is derived again.
 #: The cache's key also carries a digest of this file and of the row fields' module
 #: (:func:`facts_version`), so an edit that forgets the bump cannot serve facts of another code.
@@ -175,7 +183,8 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
     line's fields, what the aggregates need (cohort, exam, split, target, delta), who runs it
     (a started/running row, for the liveness probe), the whole row for the few that need it
     (training rows for the lineage, test reads for the seal's disclosure), and the output row
-    already serialized (compact, sorted keys, as the compact status JSON writes it)."""
+    already serialized (compact, sorted keys, as the compact status JSON writes it), its table
+    line and its delta line (as the human status prints them)."""
     if not r.keys() >= ROW_FIELDS:
         r = with_row_defaults(dict(r))
     plan = r["plan"] or {}
@@ -196,7 +205,34 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
             t.get("step"), what, delta,
             (r["host"], r["pid"], r["proc_start"]) if status in _LIVE else None,
             dict(r) if full else None)
-    return (*fact, _dump_row(_out_row(fact, status)))
+    out = _out_row(fact, status)
+    return (*fact, _dump_row(out), table_line(out), delta_head(delta) if delta is not None else None)
+
+
+def table_line(row: Mapping[str, Any]) -> str:
+    """A status row as the runs table's tab-separated line (off a terminal): run, kind, what,
+    target, status (with smoke and role), score, n."""
+    score, n = row["score"], row["n"]
+    return (f"{row['run']}\t{row['kind']}\t{row['what']}\t{row['target']}\t{row['status']}"
+            f"{' smoke' if row['smoke'] else ''}{' ' + row['role'] if row['role'] else ''}\t"
+            f"{format(score, '.4f') if type(score) is float else '-' if score is None else score}\t"
+            f"{'-' if n is None else n}")
+
+
+def delta_head(d: Mapping[str, Any]) -> str:
+    """A delta line as status prints it, up to its verdict (the floor's note follows it)."""
+    from monte.stats.paired import format_interval
+
+    kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
+    fixed = d.get("fixed")
+    counts = f", fixed {fixed}, broken {d['broken']}" if fixed is not None else ""
+    lo, hi = d["lower"], d["upper"]
+    # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18); a bound
+    # of at least 1e-4 prints as it is (the common case, inline: status formats ~10,000 of these)
+    interval = (f"[{lo:+.4f}, {hi:+.4f}]" if abs(lo) >= 1e-4 and abs(hi) >= 1e-4
+                else format_interval(lo, hi))
+    return (f"delta {d['exam']}/{d['split']} {d['target']} vs base: {d['delta']:+.4f} {interval} {kind} "
+            f"(n {d['n']}{counts})" + (f" {d['verdict']}" if d.get("verdict") else ""))
 
 
 def _shown(f: tuple[Any, ...]) -> str:
@@ -232,13 +268,15 @@ def build(meas: MeasurementLike, rows: Sequence[Mapping[str, Any]], nominations:
 
 
 def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominations: dict[str, str], *,
-               live: bool = True, json_rows: bool = False) -> dict[str, Any]:
+               live: bool = True, json_rows: bool = False, table: bool = False) -> dict[str, Any]:
     """The status document from the rows' facts (:func:`row_fact`, in record order). One pass
     gathers what every section needs, a few tuple and dict operations a row: the hot loop of
     ``monte status`` at 10,000 runs and more. No row becomes a model object except the training
     rows (for the lineage). ``live``: probe a started/running row's process (a dead one reads
     ``abandoned``). ``json_rows``: the rows as one already-serialized JSON array
-    (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form."""
+    (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form.
+    ``table``: also ``"_table"``, the table's lines and the delta lines' heads already formatted
+    (:class:`Lines`, for the human status; ``rows`` is then empty)."""
     from monte.processes import is_dead_at
 
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
@@ -252,11 +290,15 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
     out_json: list[bytes] = []
     scores: dict[str, Any] = {}  # each delta line's own score (the floors' at_floor)
     serialized = json_rows and all(f[JSON_ROW] is not None for f in facts)
+    table_lines: list[str] = []
+    heads: list[str] = []
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
-         tkind, trun, tstep, _what, delta, who, full, row_json) = f
+         tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
         status = "abandoned" if live and who is not None and is_dead_at(recorded, *who) else recorded
-        if not serialized:
+        if table:
+            table_lines.append(line if status == recorded else table_line(_out_row(f, status)))
+        elif not serialized:
             out_rows.append(_out_row(f, status))
         elif status == recorded:
             out_json.append(row_json)
@@ -278,6 +320,7 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
             continue
         if delta is not None:
             deltas.append(delta)
+            heads.append(head)
             scores[run] = score
         if tkind == "base":
             key = f"{exam}/{split}"
@@ -308,6 +351,7 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
         "_test_reads": test_reads,
         "_scores": scores,
+        **({"_table": Lines(rows=table_lines, deltas=heads)} if table else {}),
     }
 
 
@@ -319,7 +363,8 @@ def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
             for line, p in zip(lines, paths, strict=True)]
 
 
-def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool = False) -> dict[str, Any]:
+def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool = False,
+                      table: bool = False) -> dict[str, Any]:
     """``monte status``: the experiment's state from its ledger tip (one tree), and for each
     exam, how often its test content has been read in this repository across all cohorts."""
     from types import SimpleNamespace
@@ -341,7 +386,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
             raw = snap.read(f"cohorts/{cohort}/nomination.json")
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
-        out = from_facts(meas, facts, noms, json_rows=json_rows)
+        out = from_facts(meas, facts, noms, json_rows=json_rows, table=table)
         seal = Seal(ws.store, hash_legacy=False)
         # the seal reads a test read's run, experiment, cohort, plan, kind, split and smoke: the
         # index's dicts as attributes (no model object)

@@ -8,21 +8,8 @@ from typing import Any
 import click
 
 from monte.cli import complete
-from monte.cli.output import cell, experiment_option, handled, is_tty, one_experiment, table
-from monte.stats.paired import format_interval
+from monte.cli.output import experiment_option, handled, is_tty, one_experiment, table
 from monte.stats.power import describe_detectable
-
-
-def _fmt_delta(d: dict[str, Any]) -> str:
-    kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
-    fixed = d.get("fixed")
-    counts = f", fixed {fixed}, broken {d['broken']}" if fixed is not None else ""
-    lo, hi = d["lower"], d["upper"]
-    # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18); a bound
-    # of at least 1e-4 prints as it is (the common case, inline: status formats ~10,000 of these)
-    interval = (f"[{lo:+.4f}, {hi:+.4f}]" if abs(lo) >= 1e-4 and abs(hi) >= 1e-4
-                else format_interval(lo, hi))
-    return f"{d['delta']:+.4f} {interval} {kind} (n {d['n']}{counts})"
 
 
 def _at_floor(floor: float | None) -> str:
@@ -34,14 +21,14 @@ def _status(x: dict[str, Any]) -> str:
 
 
 def render_status(r: dict[str, Any]) -> None:
+    from monte.status import delta_head, table_line
+
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
-    if r["rows"] and not is_tty():  # the table's tab-separated lines, one f-string a row (100,000 rows)
-        click.echo("\t".join(columns) + "\n" + "\n".join([
-            f"{x['run']}\t{x['kind']}\t{x['what']}\t{cell(x['target'])}\t{x['status']}"
-            f"{' smoke' if x['smoke'] else ''}{' ' + x['role'] if x['role'] else ''}\t"
-            f"{format(x['score'], '.4f') if type(x['score']) is float else cell(x['score'])}\t"
-            f"{'-' if x['n'] is None else x['n']}" for x in r["rows"]]))
+    pre = r.get("_table")  # the lines status formatted from its cache (``api.status(table=True)``)
+    rows = pre.rows if pre is not None else [table_line(x) for x in r["rows"]]
+    if rows and (pre is not None or not is_tty()):  # tab-separated lines (a pipe; or 10,000 rows)
+        click.echo("\t".join(columns) + "\n" + "\n".join(rows))
     else:
         table([{**x, "status": _status(x)} for x in r["rows"]], columns, title="runs")
     lines: list[str] = []
@@ -64,10 +51,9 @@ def render_status(r: dict[str, Any]) -> None:
         line = f"constant-answer floor {line}; " if floors else ""
         if x.get("detectable"):
             out(f"exam {x['exam']}: {line}{describe_detectable(x['detectable'])}")
-    for d in r["deltas"]:
-        out(f"delta {d['exam']}/{d['split']} {d['target']} vs base: {_fmt_delta(d)}"
-            + (f" {d['verdict']}" if d.get("verdict") else "")
-            + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
+    heads = pre.deltas if pre is not None else [delta_head(d) for d in r["deltas"]]
+    for head, d in zip(heads, r["deltas"], strict=True):
+        out(head + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
     for line in r["lineage"]:
         out(f"lineage: {line}")
     if r["legend"]:
@@ -96,9 +82,11 @@ def status(experiment: str | None, experiment_opt: str | None, as_json: bool) ->
     """
     from monte import api
 
-    # compact JSON for a program: each row's serialized form, kept between calls, written as is
-    return api.status(experiment=one_experiment(experiment, experiment_opt),
-                      json_rows=as_json and not sys.stdout.isatty())
+    # compact JSON for a program: each row's serialized form, kept between calls, written as is;
+    # the human status off a terminal: each row's and delta's line, formatted once and kept too
+    piped = not sys.stdout.isatty()
+    return api.status(experiment=one_experiment(experiment, experiment_opt), json_rows=as_json and piped,
+                      table=not as_json and piped)
 
 
 @click.command()

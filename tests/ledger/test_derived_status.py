@@ -213,3 +213,26 @@ def test_a_cache_without_a_readable_key_is_not_used_nor_called_forged(built: Pat
     assert _cli(built) == reference  # derived again (and a new key written)
     key.unlink()
     assert "[cache]" not in _verify(built)
+
+
+def test_the_human_status_from_the_cached_lines_is_the_one_from_the_rows(built: Path) -> None:
+    """Off a terminal `monte status` prints each row's and delta's line as the cache kept it
+    formatted; rendered from the rows themselves (the Python API's dicts) it reads the same,
+    a dead run included."""
+    import contextlib
+    import io
+
+    from monte import api
+    from monte.cli.runs import render_status
+    from monte.workspace import open_workspace
+
+    _append(built, run="zz0000000005", status="running", host=socket.gethostname(), pid=2**22 + 54321,
+            proc_start="1")
+    for _ in range(2):  # cold, then warm
+        r = monte_proc("status", cwd=built)
+        assert r.returncode == 0, r.stderr
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            render_status(api.status(ws=open_workspace(built, require_data_root=False)))
+        assert r.stdout == buf.getvalue()
+        assert "zz0000000005\teval\t" in r.stdout and "\tabandoned\t" in r.stdout
