@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from monte.jsonl import RawJson
-from monte.ledger.rules import Checkpoint, is_admissible, row_checkpoints
+from monte.ledger.rules import LIVE, Checkpoint, is_admissible, row_checkpoints
 from monte.ledger.views import ROW_FIELDS, MeasurementLike, with_row_defaults
 from monte.workspace import Workspace
 
@@ -157,7 +157,7 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
 #: The facts :func:`row_fact` derives from one row, by position (a tuple: 10,000 of them are
 #: cached and loaded per status call, see :mod:`monte.ledger.derived`).
 (SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
- TSTEP, WHAT, DELTA, LIVE, FULL, JSON_ROW, TABLE_LINE, DELTA_HEAD) = range(24)
+ TSTEP, WHAT, DELTA, WHO, FULL, JSON_ROW, TABLE_LINE, DELTA_HEAD) = range(24)
 #: Bump when :func:`row_fact` changes: a cache of facts another version derived is derived again.
 #: The cache's key also carries a digest of this file and of the row fields' module
 #: (:func:`facts_version`), so an edit that forgets the bump cannot serve facts of another code.
@@ -175,7 +175,6 @@ def facts_version() -> str:
     for path in (__file__, views.__file__):
         h.update(Path(path).read_bytes())
     return f"{FACTS_VERSION} {h.hexdigest()[:16]}"
-_LIVE = ("started", "running")
 
 
 def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -198,23 +197,27 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
     tkind = t.get("kind")
     # the delta line as status lists it (its target, then the recorded delta's own fields)
     delta = {"run": r["run"], "cohort": r["cohort"], "exam": r["exam"], "split": r["split"],
-             "target": "base" if tkind == "base" else f"{t.get('run')}@{t.get('step')}", "role": r["role"],
+             "target": _target(tkind, t.get("run"), t.get("step")), "role": r["role"],
              **r["delta"]} if r["delta"] and kind == "eval" else None
     fact = (r["seq"], r["run"], kind, status, r["cohort"], plan.get("base_model", ""), r["exam"], r["split"],
             r["step"], smoke, r["score"], r["n"], r["role"], r["created_at"], tkind, t.get("run"),
             t.get("step"), what, delta,
-            (r["host"], r["pid"], r["proc_start"]) if status in _LIVE else None,
+            (r["host"], r["pid"], r["proc_start"]) if status in LIVE else None,
             dict(r) if full else None)
     out = _out_row(fact, status)
     return (*fact, _dump_row(out), table_line(out), delta_head(delta) if delta is not None else None)
+
+
+def status_text(row: Mapping[str, Any]) -> str:
+    """A status row's status as the table shows it: with ``smoke`` and the test read's role."""
+    return row["status"] + (" smoke" if row["smoke"] else "") + (f" {row['role']}" if row["role"] else "")
 
 
 def table_line(row: Mapping[str, Any]) -> str:
     """A status row as the runs table's tab-separated line (off a terminal): run, kind, what,
     target, status (with smoke and role), score, n."""
     score, n = row["score"], row["n"]
-    return (f"{row['run']}\t{row['kind']}\t{row['what']}\t{row['target']}\t{row['status']}"
-            f"{' smoke' if row['smoke'] else ''}{' ' + row['role'] if row['role'] else ''}\t"
+    return (f"{row['run']}\t{row['kind']}\t{row['what']}\t{row['target']}\t{status_text(row)}\t"
             f"{format(score, '.4f') if type(score) is float else '-' if score is None else score}\t"
             f"{'-' if n is None else n}")
 
@@ -235,9 +238,14 @@ def delta_head(d: Mapping[str, Any]) -> str:
             f"(n {d['n']}{counts})" + (f" {d['verdict']}" if d.get("verdict") else ""))
 
 
+def _target(kind: str | None, run: Any, step: Any) -> str:
+    """An eval's target as status names it: ``base``, or the checkpoint ``RUN@STEP``."""
+    return "base" if kind == "base" else f"{run}@{step}"
+
+
 def _shown(f: tuple[Any, ...]) -> str:
     if f[KIND] == "eval":
-        return "base" if f[TKIND] == "base" else f"{f[TRUN]}@{f[TSTEP]}"
+        return _target(f[TKIND], f[TRUN], f[TSTEP])
     return "smoke" if f[SMOKE] else f"-> {f[STEP]}"
 
 
@@ -261,18 +269,12 @@ def _dump_row(row: dict[str, Any]) -> bytes | None:
     return out
 
 
-def build(meas: MeasurementLike, rows: Sequence[Mapping[str, Any]], nominations: dict[str, str]) -> dict[str, Any]:
-    """The status document from the rows as the fan-out indexes hold them (dicts, in record
-    order; :meth:`monte.ledger.experiment.Ledger.row_dicts`), liveness already applied."""
-    return from_facts(meas, [row_fact(r) for r in rows], nominations, live=False)
-
-
 def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominations: dict[str, str], *,
-               live: bool = True, json_rows: bool = False, table: bool = False) -> dict[str, Any]:
+               json_rows: bool = False, table: bool = False) -> dict[str, Any]:
     """The status document from the rows' facts (:func:`row_fact`, in record order). One pass
     gathers what every section needs, a few tuple and dict operations a row: the hot loop of
     ``monte status`` at 10,000 runs and more. No row becomes a model object except the training
-    rows (for the lineage). ``live``: probe a started/running row's process (a dead one reads
+    rows (for the lineage). A started/running row's process is probed (a dead one reads
     ``abandoned``). ``json_rows``: the rows as one already-serialized JSON array
     (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form.
     ``table``: also ``"_table"``, the table's lines and the delta lines' heads already formatted
@@ -295,7 +297,7 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
          tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
-        status = "abandoned" if live and who is not None and is_dead_at(recorded, *who) else recorded
+        status = "abandoned" if who is not None and is_dead_at(recorded, *who) else recorded
         if table:
             table_lines.append(line if status == recorded else table_line(_out_row(f, status)))
         elif not serialized:
@@ -327,7 +329,7 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
             if key not in c["baselines"]:
                 c["baselines"][key] = {"run": run, "score": score, "n": n}
         elif split == "dev" and tkind == "checkpoint":
-            dev_scores.setdefault(f"{trun}@{tstep}", {}).setdefault(exam or "", score)
+            dev_scores.setdefault(_target(tkind, trun, tstep), {}).setdefault(exam or "", score)
             fkey = (str(trun), int(tstep if tstep is not None else -1), exam or "")
             if fkey not in first or seq < first[fkey].seq:
                 first[fkey] = FirstEval(run, seq, delta)  # the line holds the delta's fields
@@ -416,8 +418,9 @@ def frozen_floors(ws: Workspace, environment: str) -> Mapping[str, Mapping[str, 
     import json
 
     from monte.ledger.refs import VAULT_REF
+    from monte.ledger.views import manifest_path
 
-    raw = ws.store.snapshot(VAULT_REF).read(f"environments/{environment}/manifest.json")  # vault.manifest_path
+    raw = ws.store.snapshot(VAULT_REF).read(manifest_path("environment", environment))
     try:
         floors = json.loads(raw).get("floors") if raw else None
         if floors:

@@ -16,12 +16,8 @@ def _at_floor(floor: float | None) -> str:
     return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
-def _status(x: dict[str, Any]) -> str:
-    return x["status"] + (" smoke" if x["smoke"] else "") + (f" {x['role']}" if x["role"] else "")
-
-
 def render_status(r: dict[str, Any]) -> None:
-    from monte.status import delta_head, table_line
+    from monte.status import delta_head, status_text, table_line
 
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
@@ -30,7 +26,7 @@ def render_status(r: dict[str, Any]) -> None:
     if rows and (pre is not None or not is_tty()):  # tab-separated lines (a pipe; or 10,000 rows)
         click.echo("\t".join(columns) + "\n" + "\n".join(rows))
     else:
-        table([{**x, "status": _status(x)} for x in r["rows"]], columns, title="runs")
+        table([{**x, "status": status_text(x)} for x in r["rows"]], columns, title="runs")
     lines: list[str] = []
     out = lines.append  # one write at the end: 10,000 delta lines are 10,000 echo calls otherwise
     for c in r["cohorts"]:

@@ -5,13 +5,8 @@ from __future__ import annotations
 from monte.errors import error
 from monte.ledger.refs import VAULT_REF
 from monte.ledger.store import Change, Snapshot, Store, parse_trailers
+from monte.ledger.views import VAULT_FOLDERS, manifest_path
 from monte.manifest import Manifest, parse_manifest
-
-_FOLDER = {"environment": "environments", "dataset": "datasets"}
-
-
-def manifest_path(kind: str, name: str) -> str:
-    return f"{_FOLDER[kind]}/{name}/manifest.json"
 
 
 class Vault:
@@ -28,7 +23,7 @@ class Vault:
 
     def names(self, kind: str, snap: Snapshot | None = None) -> list[str]:
         snap = snap or self.snapshot()
-        return sorted(snap.listdir(_FOLDER[kind]))
+        return sorted(snap.listdir(VAULT_FOLDERS[kind]))
 
     def record(self, manifest: Manifest, check=None, trailers: dict[str, str] | None = None) -> bytes:  # type: ignore[no-untyped-def]
         """Commit ``manifest``; refuse if the name is taken (re-checked after a lost race).

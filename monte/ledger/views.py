@@ -35,6 +35,15 @@ def bucket_index(run_id: str) -> str:
     return f"runs/{run_id[0]}/{run_id[1]}/index.json"
 
 
+#: The vault ref's folder of each kind of freeze (``refs/heads/monte/vault``, monte.ledger.vault).
+VAULT_FOLDERS = {"environment": "environments", "dataset": "datasets"}
+
+
+def manifest_path(kind: str, name: str) -> str:
+    """A freeze manifest's path in the vault ref's tree."""
+    return f"{VAULT_FOLDERS[kind]}/{name}/manifest.json"
+
+
 def with_row_defaults(data: dict[str, Any]) -> dict[str, Any]:
     """An index entry with every row field: the defaults of those an older monte did not write
     (what validating it would fill in)."""
