@@ -164,19 +164,13 @@ class BulkLedger:
                    files: Callable[[Any], dict[str, bytes]] | None = None,
                    trailers: Callable[[Any], dict[str, str]] | None = None) -> Any:
         """``Ledger.append_row`` (same arguments, same result): the record is made by monte's
-        ``record_change`` with ``read`` backed by the tip in memory (its default ``scan``, the
-        fan-out indexes read through ``read``), and streamed to fast-import."""
-        from monte.ledger.experiment import _records, record_change
+        ``next_record`` on the tip in memory (``record_change``'s default ``scan``, the fan-out
+        indexes read through ``read``), and streamed to fast-import."""
+        from monte.ledger.experiment import next_record
         from monte.ledger.store import Snapshot
 
-        view = cast(Snapshot, DictSnapshot(self.files))
-        seq = _records(view) + 1
-        row = make(view, seq)
-        if not row.seq:
-            row.seq = seq
-        change = record_change(view.read, row, seq, event=event, summary=summary(row),
-                               files=files(row) if files else None,
-                               trailers=trailers(row) if trailers else None)
+        row, change = next_record(cast(Snapshot, DictSnapshot(self.files)), make, event=event, summary=summary,
+                                  files=files, trailers=trailers)
         self._commit(change)
         return row
 

@@ -6,7 +6,7 @@ import gc
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Commit, ObjectID
@@ -19,7 +19,7 @@ from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
-from monte.ledger.views import ROW_FIELDS, MeasurementView, bucket_index, run_dir, with_row_defaults
+from monte.ledger.views import MeasurementView, bucket_index, run_dir
 
 if TYPE_CHECKING:  # the models: imported where a record is validated or built (pydantic, ~50 ms)
     from monte.ledger.records import Measurement, RunRow
@@ -98,10 +98,6 @@ def tree_entries(raw: bytes) -> list[tuple[bytes, bytes]]:
     return [(m.group(1), m.group(2).hex().encode()) for m in _TREE_ENTRY.finditer(raw)]
 
 
-def _seq(row: dict[str, Any]) -> int:
-    return int(row["seq"])
-
-
 def _records(snap: Snapshot) -> int:
     raw = snap.read("meta.json")
     return int(json.loads(raw)["records"]) if raw else 0
@@ -166,6 +162,22 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
         base["Monte-Cohort"] = row.cohort
     base.update(trailers or {})
     return Change(summary=summary, writes=writes, trailers=base)
+
+
+def next_record(snap: Snapshot, make: Callable[[Snapshot, int], RunRow], *, event: str,
+                summary: Callable[[RunRow], str], files: Callable[[RunRow], dict[str, bytes]] | None = None,
+                trailers: Callable[[RunRow], dict[str, str]] | None = None,
+                scan: Callable[[], Iterable[RunRow]] | None = None) -> tuple[RunRow, Change]:
+    """The row ``make`` writes as the next record on ``snap`` and that record's change
+    (:func:`record_change`): what :meth:`Ledger.append_row` appends, and the benchmarks' bulk
+    builder streams."""
+    seq = _records(snap) + 1
+    row = make(snap, seq)
+    if not row.seq:  # a row keeps the number of the record that created it (``summary`` reads it)
+        row.seq = seq
+    return row, record_change(snap.read, row, seq, event=event, summary=summary(row),
+                              files=files(row) if files else None,
+                              trailers=trailers(row) if trailers else None, scan=scan)
 
 
 _FANOUT = "0123456789abcdefghijklmnopqrstuvwxyz"  # every first character verify lets a run id have
@@ -251,54 +263,44 @@ class Ledger:
         return raw
 
     def rows(self, snap: Snapshot | None = None) -> list[RunRow]:
-        """Every Run row, in record order. Reads the fan-out indexes only (<= 1,024 blobs)."""
+        """Every Run row, in record order, built from the fan-out indexes (<= 1,024 blobs, read
+        as raw objects through the experiment's object cache, :mod:`monte.ledger.objcache`:
+        verified bytes, so never stale) without validating each: the indexes are derived data
+        `monte ledger verify` checks against every ``row.json``, and 10,000 rows stay fast."""
         from monte.ledger.records import row_from_index
 
+        snap = snap or self.snapshot()
         paused = gc.isenabled()
         gc.disable()  # tens of thousands of small objects, none of them garbage: skip the scans
         try:
-            return [row_from_index(d) for d in self.row_dicts(snap)]
+            cache = ObjectCache(cache_path(self.store.repo.commondir(), self.experiment))
+            rows = [row_from_index(d) for _, index in self._indexes(snap, cache)
+                    for d in _loads(self._object(snap, index, cache)).values()]
+            cache.save()
         finally:
             if paused:
                 gc.enable()
-
-    def row_dicts(self, snap: Snapshot | None = None) -> list[dict[str, Any]]:
-        """Every Run row as its fan-out index holds it (a dict with every field of
-        :class:`RunRow`, defaults filled in for an older index that lacks one), in record
-        order, without building a model object per row: what a reader that only looks at a
-        few fields of 10,000 rows (``monte status``) walks. Same bytes as :meth:`rows`."""
-        snap = snap or self.snapshot()
-        rows: list[dict[str, Any]] = []
-        paused = gc.isenabled()
-        gc.disable()
-        try:
-            self._read_rows(snap, rows)
-            rows = [d if d.keys() >= ROW_FIELDS else with_row_defaults(d) for d in rows]
-            rows.sort(key=_seq)
-        finally:
-            if paused:
-                gc.enable()
+        rows.sort(key=lambda r: r.seq)
         return rows
 
-    def _read_rows(self, snap: Snapshot, rows: list[dict[str, Any]]) -> None:
-        """Walk ``runs/<c0>/<c1>/index.json`` as raw objects, through the experiment's object
-        cache (:mod:`monte.ledger.objcache`: verified bytes, so never stale), and collect the
-        index entries (derived data that `monte ledger verify` checks against every
-        ``row.json``) without validating each, so reading 10,000 rows stays fast."""
+    def _runs_tree(self, snap: Snapshot) -> bytes | None:
         if snap.commit_id is None:
-            return
+            return None
         commit = self.store.repo.object_store[snap.commit_id]
         assert isinstance(commit, Commit)
-        top = self._entry(snap, commit.tree, b"runs", None)
+        return self._entry(snap, commit.tree, b"runs", None)
+
+    def _indexes(self, snap: Snapshot, cache: ObjectCache, top: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
+        """(folder tree id, ``index.json`` blob id) of each fan-out folder ``runs/<c0>/<c1>/``
+        under ``top`` (default: the snapshot's ``runs/``), trees read through ``cache``."""
+        top = top or self._runs_tree(snap)
         if not top:
             return
-        cache = ObjectCache(cache_path(self.store.repo.commondir(), self.experiment))
         for _, first in self._tree(snap, top, cache):
             for _, second in self._tree(snap, first, cache):
                 index = self._entry(snap, second, b"index.json", cache)
                 if index:
-                    rows.extend(_loads(self._object(snap, index, cache)).values())
-        cache.save()
+                    yield second, index
 
     def derived(self, snap: Snapshot, name: str, version: str, derive: Derive) -> list[Any]:
         """Everything ``derive`` makes of each fan-out index at ``snap`` (its parsed entries ->
@@ -306,11 +308,7 @@ class Ledger:
         (:mod:`monte.ledger.derived`): an index derived before is not parsed again, and a
         ``runs/`` tree read before is not walked again. An append changes one index, so the
         read after it derives one index's rows."""
-        if snap.commit_id is None:
-            return []
-        commit = self.store.repo.object_store[snap.commit_id]
-        assert isinstance(commit, Commit)
-        top = self._entry(snap, commit.tree, b"runs", None)
+        top = self._runs_tree(snap)
         if not top:
             return []
         git_dir = self.store.repo.commondir()
@@ -319,12 +317,9 @@ class Ledger:
             return [f for facts in cache.entries.values() for f in facts]
         objects = ObjectCache(cache_path(git_dir, self.experiment))
         entries: dict[bytes, list[Any]] = {}
-        for _, first in self._tree(snap, top, objects):
-            for _, second in self._tree(snap, first, objects):
-                index = self._entry(snap, second, b"index.json", objects)
-                if index:
-                    found = cache.entries.get(index)
-                    entries[index] = derive(_loads(self._object(snap, index, objects))) if found is None else found
+        for _, index in self._indexes(snap, objects, top):
+            found = cache.entries.get(index)
+            entries[index] = derive(_loads(self._object(snap, index, objects))) if found is None else found
         objects.save()
         cache.save(top, entries)
         return [f for facts in entries.values() for f in facts]
@@ -389,14 +384,8 @@ class Ledger:
         def build(snap: Snapshot) -> Change:
             if snap.empty:
                 raise self._missing()
-            seq = _records(snap) + 1
-            row = make(snap, seq)
-            if not row.seq:
-                row.seq = seq
-            change = record_change(snap.read, row, seq, event=event, summary=summary(row),
-                                   files=files(row) if files else None,
-                                   trailers=trailers(row) if trailers else None,
-                                   scan=lambda: self.rows(snap))
+            row, change = next_record(snap, make, event=event, summary=summary, files=files, trailers=trailers,
+                                      scan=lambda: self.rows(snap))
             made[:] = [row]
             return change
 

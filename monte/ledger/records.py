@@ -27,9 +27,6 @@ __all__ = ["ROW_FIELDS", "EvalSettings", "ExamFreeze", "Measurement", "RunRow", 
 SCHEMA = 1
 
 
-
-
-
 class SplitFreeze(BaseModel):
     model_config = ConfigDict(extra="forbid", defer_build=True)
     path: str  # relative to the environment's folder on the data root
@@ -124,7 +121,7 @@ def row_from_index(data: dict[str, Any]) -> RunRow:
     does, ~10x cheaper: reading 10,000 rows is a status call's hot loop). The index is derived
     data monte wrote and ``monte ledger verify`` checks against every ``row.json``."""
     row = object.__new__(RunRow)
-    values = {**_ROW_DEFAULTS, "plan": {}, "checkpoints": [], **data}
+    values = with_row_defaults(data)
     extra = {k: values.pop(k) for k in data if k not in ROW_FIELDS}
     object.__setattr__(row, "__dict__", values)
     object.__setattr__(row, "__pydantic_fields_set__", set(data) - extra.keys())

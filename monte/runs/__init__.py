@@ -23,7 +23,6 @@ from monte.runs.lifecycle import (
     failure_reason,
     find_run,
     push_bucket,
-    read_row_dicts,
     read_rows,
     read_tasks,
     record_failure,
@@ -36,5 +35,5 @@ from monte.runs.naming import parse_run_ref
 __all__ = [
     "ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
     "failure_reason", "find_run", "is_dead", "log_event", "me", "parse_run_ref", "proc_start", "push_bucket",
-    "read_row_dicts", "read_rows", "read_tasks", "record_failure", "run_folder", "stop", "transitions",
+    "read_rows", "read_tasks", "record_failure", "run_folder", "stop", "transitions",
 ]

@@ -21,7 +21,7 @@ from monte import jsonl
 from monte.errors import MonteError, error
 from monte.ledger import cohorts, rules
 from monte.ledger.experiment import Ledger, experiment_names, one_experiment
-from monte.ledger.records import RunRow, row_from_index, run_dir
+from monte.ledger.records import RunRow, run_dir
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.names import check_name
@@ -92,16 +92,6 @@ class CohortReads:
             return rules.test_touches(self.rows(), self.cohort, exam)
         return [self._row(run, lambda r: r.kind == "eval" and r.split == "test" and not r.smoke and r.exam == exam)
                 for run in cohorts.test_reads(self.index, exam)]
-
-
-def read_row_dicts(ledger: Ledger, snap: Snapshot | None = None) -> list[dict[str, Any]]:
-    """:func:`read_rows` as the indexes hold the rows (dicts; ``Ledger.row_dicts``), for a
-    reader of every row that builds no model per row (``monte status``)."""
-    rows = ledger.row_dicts(snap)
-    for i, d in enumerate(rows):
-        if d["status"] in ("started", "running") and is_dead(row_from_index(dict(d))):
-            rows[i] = {**d, "status": "abandoned", "error": "the process died without finishing"}
-    return rows
 
 
 def read_tasks(snap: Snapshot, run: str) -> list[dict[str, Any]] | None:
