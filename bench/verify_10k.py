@@ -4,7 +4,8 @@
 The ledger is written through monte's own store with the shapes `monte eval` and `monte train`
 write (a `started` record, then `finished` with per-task results; train rows with a real lineage
 commit per checkpoint), against a real frozen environment, so the verifier checks every rule on it
-(the script asserts that it passes). Model work is skipped: scores are synthetic.
+(the script asserts that it passes). Model work is skipped: scores are synthetic. The records are
+``bench/bulk_ledger.py``'s honest mix, appended one by one through ``Ledger.append_row``.
 
     .venv/bin/python bench/verify_10k.py [--records 10000] [--json-out PATH] [--repo DIR]
     .venv/bin/python bench/verify_10k.py --quick     # 50 records, one round: a smoke run of seconds
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -30,9 +30,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def main() -> int:
@@ -45,77 +45,18 @@ def main() -> int:
     a = ap.parse_args()
     n = 50 if a.quick else a.records
 
-    from monte import api
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.ids import new_run_id
-    from monte.ledger.lineage import ensure_base, record_checkpoint
-    from monte.ledger.records import RunRow
-    from monte.manifest import now
-    from monte.workspace import open_workspace
-
     meta_name = ".git/monte-bench-verify-10k.json"  # a finished build: its size and build time
     if a.repo and (Path(a.repo) / meta_name).is_file():
         root = Path(a.repo).resolve()
         meta = json.loads((root / meta_name).read_text())
         return measure(a, root, meta["records"], meta["build_s"], keep=True)
     root = Path(a.repo).resolve() if a.repo else Path(tempfile.mkdtemp(prefix="monte-bench-verify-"))
-    root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", "-b", "main", str(root)], check=True)
-    api.init(root)
-    ws = open_workspace(root)
-    api.env_add(server="parity", dev=("parity",), test=("parity",), ws=ws)
-    api.experiment_init(name="exp", eval_env="parity", ws=ws)
-    ledger = Ledger(ws.store, "exp")
-    meas = ledger.measurement()
-    ids = {s: [json.loads(x)["id"] for x in open(ws.data_root / meas.exams["parity"].splits[s].path)]
-           for s in ("dev", "test")}
-    cohort, _ = ensure_base(ws.store, "exp", "/models/base", {"config.json": "0" * 64})
-    rng = random.Random(0)
-    records = 1
+    import bulk_ledger  # the honest ledger's records, appended one by one through Ledger.append_row
 
-    def append(row: RunRow, event: str, files: dict[str, bytes] | None = None) -> RunRow:
-        nonlocal records
-        records += 1
-        return ledger.append_row(lambda s, q: row.model_copy(), event=event, summary=lambda r: f"{r.kind} {r.run} {event}",
-                                 files=(lambda r: files) if files else None)
-
-    def evaluate(split: str, target: dict[str, Any], p: float) -> None:
-        row = RunRow(run=new_run_id(), experiment="exp", kind="eval", status="started", created_at=now(),
-                     cohort=cohort, exam="parity", split=split, step=int(target.get("step", 0)),
-                     role=("baseline" if target["kind"] == "base" else "claim") if split == "test" else None,
-                     plan={"target": target, "benchmark": "parity"})
-        row = append(row, "started")
-        tasks = [{"id": i, "score": float(rng.random() < p), "answer": ""} for i in ids[split]]
-        body = "".join(json.dumps(t, separators=(",", ":")) + "\n" for t in tasks).encode()
-        done = row.model_copy(update={"status": "succeeded", "n": len(tasks),
-                                      "score": sum(t["score"] for t in tasks) / len(tasks)})
-        append(done, "finished", {"tasks.jsonl": body})
-
-    evaluate("dev", {"kind": "base", "step": 0}, 0.1)
-    evaluate("test", {"kind": "base", "step": 0}, 0.1)
-    parent: dict[str, Any] | None = None
-    parent_commit = ensure_base(ws.store, "exp", "/models/base", {"config.json": "0" * 64})[1]
     t0 = time.perf_counter()
-    while records < n:
-        run = new_run_id()
-        start = parent["step"] if parent else 0
-        plan = {"recipe": {"name": "sft-tiny", "sha256": "0" * 64, "algorithm": "sft"}, "source": "d",
-                "parent": parent, "boundary": False, "start_step": start, "steps": 50}
-        row = append(RunRow(run=run, experiment="exp", kind="train", status="started", created_at=now(),
-                            cohort=cohort, step=start, plan=plan), "started")
-        info = {"experiment": "exp", "run": run, "step": start + 50, "cohort": cohort, "recipe": plan["recipe"],
-                "source": "d", "boundary": False, "parent": parent, "weights": "w", "files": {}}
-        commit = record_checkpoint(ws.store, "exp", info, parent_commit)
-        row = append(row.model_copy(update={"status": "running", "step": start + 50,
-                                            "checkpoints": [{"step": start + 50, "commit": commit.decode()}]}),
-                     "checkpoint")
-        append(row.model_copy(update={"status": "succeeded"}), "finished")
-        parent, parent_commit = {"run": run, "step": start + 50}, commit
-        for _ in range(8):
-            if records >= n:
-                break
-            evaluate("dev", {"kind": "checkpoint", "run": run, "step": start + 50}, min(0.9, 0.1 + start / 20000))
+    built = bulk_ledger.build(root, mix="honest", records=n, bulk=False)
     build_s = time.perf_counter() - t0
+    records = int(built["ledger_commits"])
     if a.repo:
         (root / meta_name).write_text(json.dumps({"records": records, "build_s": build_s}))
     return measure(a, root, records, build_s, keep=bool(a.repo))
