@@ -383,6 +383,27 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
                       from_hub=from_hub)
 
 
+# --- a claim anyone can check ---------------------------------------------------------------------
+
+
+def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = None, identity: str | None = None,
+                 card: Path | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Write the signed, self-contained bundle of the final claim ``ref`` to ``out`` (see
+    :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
+    from monte import claim
+
+    return claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
+                        identity=identity, card=card).to_dict()
+
+
+def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> dict[str, Any]:
+    """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
+    replayed ledger and the seal. Needs no repository and no network."""
+    from monte import claim
+
+    return claim.verify(folder, allowed_signers, weights=weights).to_dict()
+
+
 # --- plot ----------------------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ COMMANDS = {
     "ledger": "monte.cli.ledger:ledger",
     "hooks": "monte.cli.ledger:hooks",
     "box": "monte.cli.box:box",
+    "claim": "monte.cli.claim:claim",
 }
 
 
@@ -64,6 +65,8 @@ EXAMPLES = {
     "ledger": "monte ledger verify --all",
     "hooks": "monte hooks install",
     "box": "monte box up --type gpu_1x_h100_pcie",
+    "claim": "monte claim export RUN --out claim --key ~/.ssh/id_ed25519\n"
+             "  monte claim verify claim --allowed-signers allowed_signers --weights promoted",
 }
 
 EXIT_CODES = """\b
