@@ -31,7 +31,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Sequence
@@ -107,26 +106,16 @@ def _sha256(data: bytes) -> str:
 
 
 def _ssh_keygen() -> str:
-    exe = shutil.which("ssh-keygen")
-    if exe is None:
-        raise error("E_NOT_FOUND", "ssh-keygen is not on PATH: claims are signed and checked with OpenSSH's "
-                    "ssh-keygen", "install OpenSSH's client (Debian: `apt-get install openssh-client`)")
-    return exe
+    from monte.ledger.signing import ssh_keygen
+
+    return ssh_keygen()
 
 
 def sign_bytes(key: Path, data: bytes) -> bytes:
     """An SSH signature (armored SSHSIG) of ``data`` under :data:`NAMESPACE` by the private ``key``."""
-    with tempfile.TemporaryDirectory(prefix="monte-sign-") as tmp:
-        msg = Path(tmp) / "message"
-        msg.write_bytes(data)
-        r = subprocess.run([_ssh_keygen(), "-q", "-Y", "sign", "-f", str(key), "-n", NAMESPACE, str(msg)],
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        sig = Path(tmp) / "message.sig"
-        if r.returncode != 0 or not sig.is_file():
-            raise error("E_USAGE", f"ssh-keygen could not sign with {key}: {(r.stderr or r.stdout).strip()[-300:]}",
-                        "pass --key an SSH private key without a passphrase prompt (or one loaded in ssh-agent), "
-                        "readable by you only (chmod 600)")
-        return sig.read_bytes()
+    from monte.ledger.signing import ssh_sign
+
+    return ssh_sign(key, data, NAMESPACE)
 
 
 def public_key_line(key: Path) -> str:

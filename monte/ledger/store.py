@@ -136,6 +136,7 @@ class Store:
         self.root = Path(root)
         self.tips = Tips(self.repo.commondir())
         self._user: tuple[str | None, str | None] | None = None
+        self._signer: tuple[Path | None] | None = None
         self._written: list[ShaFile] = []
         _beside_git(self.repo)
         # Close pack files before interpreter teardown (dulwich's __del__ fails noisily then).
@@ -157,6 +158,7 @@ class Store:
         store.root = Path(git_dir)
         store.tips = Tips(store.repo.commondir())
         store._user = None
+        store._signer = None
         store._written = []
         _beside_git(store.repo)
         weakref.finalize(store, store.repo.close)
@@ -257,6 +259,11 @@ class Store:
         commit.author_timezone = commit.commit_timezone = tz
         commit.encoding = b"UTF-8"
         commit.message = format_message(summary, trailers).encode()
+        key = self._signing_key()
+        if key is not None:  # as `git commit -S` with gpg.format=ssh: the object without its gpgsig, signed
+            from monte.ledger.signing import GIT_NAMESPACE, ssh_sign
+
+            commit.gpgsig = ssh_sign(key, commit.as_raw_string(), GIT_NAMESPACE)
         add_object(store, commit)
         written.append(commit)
         self._written = written
@@ -353,6 +360,15 @@ class Store:
                     write_loose(objects, obj)
         except (OSError, FileLocked):
             pass  # the record landed; an object that cannot be written again refuses at its next read
+
+    def _signing_key(self) -> Path | None:
+        """The SSH key git's config asks commits to be signed with (read once per Store)."""
+        signer = getattr(self, "_signer", None)
+        if signer is None:
+            from monte.ledger.signing import commit_signing_key
+
+            signer = self._signer = (commit_signing_key(self.repo),)
+        return signer[0]
 
     def _identity(self) -> tuple[bytes, int, int]:
         """:func:`_identity`, reading the repository's config once per Store, not per commit
