@@ -41,6 +41,13 @@ Rules (the names printed):
   reads: :mod:`monte.ledger.remotes`). The violation names the lost commit. A rewind that drops only commits
   that monte never wrote and that each break a rule (a forgery put back by hand, with
   ``MONTE_HOOKS=off``) is a repair, not a rewind.
+- ``seal``: the repository-wide seal. The test reads of every ledger the repository holds (and
+  the results bucket's mirrors of experiments it does not, and, in a hook, the ledgers a push
+  brings) are counted per seal key (:func:`monte.ledger.seal.seal_key`: the exam's test content,
+  the output-relevant eval settings, the base weights identity), whatever experiment holds
+  them: two final claims, two test@0 or a third read under one key, spread over ledgers that
+  each keep ``two-touch`` on their own, break it. The violation names every read, its
+  experiment and where it was read from (:func:`seal_violations`).
 """
 
 from __future__ import annotations
@@ -1343,14 +1350,50 @@ def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
     """Check the ref updates of one transaction (a push: ``(ref, old, new)`` each) together:
     each is judged against the repository with all of them in place
     (:class:`~monte.ledger.transaction.Proposed`), so a ledger arriving with the vault, base and
-    lineage refs it refers to passes in any order, and a forged record fails wherever it is."""
+    lineage refs it refers to passes in any order, and a forged record fails wherever it is.
+    The test reads the pushed records add are counted with every other ledger's (rule ``seal``)."""
     ours = [u for u in updates if u[0].startswith(PREFIX)]
     view = proposed(store, ours)
-    return [(ref, v) for ref, old, new in ours for v in verify_update(store, ref, old, new, full=full, view=view)]
+    out: list[tuple[str, Violation]] = []
+    wrote: dict[str, set[str]] = {}
+    for ref, old, new in ours:
+        runs: set[str] = set()
+        out += [(ref, v) for v in verify_update(store, ref, old, new, full=full, view=view, wrote=runs)]
+        if (exp := experiment_of_ledger(ref)) is not None and runs:
+            wrote[exp] = runs
+    if not out and wrote:
+        out += [(ledger_ref(exp), v) for exp, v in seal_violations(view, new_runs=wrote)]
+    return out
+
+
+def seal_violations(store: Store, *, new_runs: Mapping[str, set[str]] | None = None) -> list[tuple[str, Violation]]:
+    """Rule ``seal`` over every ledger ``store`` sees (:func:`monte.ledger.seal.seal_breaks`):
+    (experiment, violation) per break, named after the ledger of its newest read. ``new_runs``
+    (experiment -> runs whose rows just landed: a push's): only the seal keys of the test reads
+    among them are judged, and nothing is read when there are none."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.seal import SEAL_FIX, Seal, is_test_read, seal_breaks
+
+    seal = Seal(store)
+    only: list[RunRow] | None = None
+    if new_runs is not None:
+        only = []
+        for exp, runs in sorted(new_runs.items()):
+            ledger = Ledger(store, exp)
+            snap = store.snapshot(ledger_ref(exp))
+            only += [r for r in (ledger.row(run, snap) for run in sorted(runs)) if r is not None and is_test_read(r)]
+        if not only:
+            return []
+    out = []
+    for b in seal_breaks(seal, only):
+        last = b.rows[-1]
+        tip = store.tip(b.where[-1])
+        out.append((last.experiment, Violation(tip.decode()[:12] if tip else "-", "seal", b.message(), SEAL_FIX)))
+    return out
 
 
 def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool = False,
-                  view: Store | None = None) -> list[Violation]:
+                  view: Store | None = None, wrote: set[str] | None = None) -> list[Violation]:
     """Check one proposed ref update (from a git hook: ``old new ref``) before it happens.
 
     ``full``: verify the new tip's whole history (pre-push: the remote's old value may not be
@@ -1358,7 +1401,8 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
     an ancestor of ``new`` (no force-push moves a monte ref back). Either way ``new`` must hold
     every tip of ``ref`` this repository remembers (rule ``rewound``). ``view``: the repository
     the records are judged in (:func:`verify_updates`: the other updates of the transaction in
-    place); ``store`` is read for the ref's current value."""
+    place); ``store`` is read for the ref's current value. ``wrote``: filled with the runs whose
+    rows the new records wrote (a ledger's)."""
     if not ref.startswith(PREFIX):
         return []
     if new == ZERO:
@@ -1379,6 +1423,8 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
         return []  # nothing moves (`git pack-refs` writing packed-refs, say)
     v = Verifier(view or store)
     out += _verify_tip(v, ref, ObjectID(new), None if old == ZERO else ObjectID(old))
+    if wrote is not None:
+        wrote |= v.wrote
     return out + v.rewound(ref, tips={ref: ObjectID(new)}, exact=True)
 
 
