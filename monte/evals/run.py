@@ -18,8 +18,9 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
-from monte.ledger.seal import Seal, SealKey, settings_key
+from monte.ledger.seal import Seal, SealKey, seal_lock, settings_key
 from monte.ledger.store import Snapshot
+from monte.ledger.verify import verify_before_spend
 from monte.manifest import now
 from monte.models import locate
 from monte.runs.folders import log_event
@@ -179,10 +180,19 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
                             "base_model": plan.base_model, **(extra_plan or {})},
                       **who)
 
-    return ledger.append_row(make, event="started",
-                             summary=lambda r: f"eval {r.exam}/{r.split}@{r.step} started: {r.run}"
-                             + (" (smoke)" if r.smoke else ""),
-                             trailers=lambda r: {"Monte-Exam": r.exam or "", **({"Monte-Role": r.role} if r.role else {})})
+    def append() -> RunRow:
+        return ledger.append_row(make, event="started",
+                                 summary=lambda r: f"eval {r.exam}/{r.split}@{r.step} started: {r.run}"
+                                 + (" (smoke)" if r.smoke else ""),
+                                 trailers=lambda r: {"Monte-Exam": r.exam or "",
+                                                     **({"Monte-Role": r.role} if r.role else {})})
+
+    if e.split != "test" or plan.smoke:
+        return append()
+    # one writer per seal key across the repository; the ledgers verified before the read is spent
+    with seal_lock(ledger.store, SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort)):
+        verify_before_spend(ledger.store)
+        return append()
 
 
 def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,

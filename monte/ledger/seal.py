@@ -14,8 +14,11 @@ otherwise it is matched by its old file-listing id.
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -237,3 +240,21 @@ def seal_breaks(seal: Seal, only: Iterable[RunRow] | None = None) -> list[SealBr
         if not found and len(ordered) > 2:
             out.append(SealBreak(k, "reads", tuple(r for r, _ in ordered), tuple(w for _, w in ordered)))
     return out
+
+
+@contextmanager
+def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
+    """One writer per seal key: held while a test read is checked against every ledger and its
+    ``started`` record lands, so test reads of one seal in any experiments of this repository
+    (any worktree: the lock is in the common git directory) start one at a time and each sees
+    the others' records. An exclusive ``flock`` on ``<git dir>/monte/seal/<key>.lock``: the
+    kernel drops it when its holder dies, so a killed process never leaves it held."""
+    folder = Path(store.repo.commondir()) / "monte" / "seal"
+    name = sha256_bytes("\0".join((key.split_sha256, key.settings, key.weights)).encode())[:32]
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock

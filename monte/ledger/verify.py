@@ -1345,6 +1345,45 @@ def experiments(store: Store) -> list[str]:
 ZERO = b"0" * 40
 
 
+def verify_before_spend(store: Store) -> None:
+    """Before a test read is spent: every ledger of the repository (each one a seal key may be
+    counted in, and each one monte remembers, deleted or not) is verified from the newest tip
+    monte remembers of it (one it wrote, or a verify saw pass) to its tip now, and none was
+    moved back or removed. A forged forward commit (a read's row deleted by hand) or a rewind
+    refuses ``E_VERIFY`` here, before the ``started`` record, instead of letting the read be
+    planned and counted on the forged count. In an honest repository every ledger is at the
+    tip monte wrote last: no walk, a few small reads per ledger."""
+    from monte.errors import error
+
+    v = Verifier(store)
+    found: list[tuple[str, Violation]] = []
+    for exp in experiments(store):
+        ref = ledger_ref(exp)
+        found += [(exp, x) for x in v.rewound(ref, exact=True)]
+        tip = store.tip(ref)
+        if tip is None:
+            continue
+        known = store.tips.newest(ref)
+        if known == tip:
+            continue
+        since = known if known is not None and known in Ancestry(store.repo.object_store, tip) else None
+        walk = v.verify(exp, tip=tip, since=since)
+        found += [(exp, x) for x in walk]
+        if not walk and not isinstance(store, Proposed):
+            try:
+                store.tips.record(ref, since, tip)  # seen to pass: the next read walks nothing
+            except OSError:
+                pass
+    if found:
+        lines = "; ".join(f"{exp}: {x.commit} [{x.rule}] {x.message}" for exp, x in found[:10])
+        fixes = [x.fix for _, x in found if x.fix]
+        raise error("E_VERIFY", f"no test read is spent on a ledger that fails verify: {len(found)} violation(s): "
+                    f"{lines}", fixes[0] if len(fixes) == len(found) else
+                    "the ledger was written outside monte; run `monte ledger verify --all`, find who wrote these "
+                    "commits (`git show COMMIT`) and restore the ref from a good copy",
+                    details=[{"experiment": exp, **x.to_dict()} for exp, x in found])
+
+
 def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
                    full: bool = False) -> list[tuple[str, Violation]]:
     """Check the ref updates of one transaction (a push: ``(ref, old, new)`` each) together:
