@@ -53,9 +53,11 @@ Rules (the names printed):
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from dulwich.objects import Blob, Commit, ObjectID, Tree
@@ -1347,33 +1349,31 @@ ZERO = b"0" * 40
 
 def verify_before_spend(store: Store) -> None:
     """Before a test read is spent: every ledger of the repository (each one a seal key may be
-    counted in, and each one monte remembers, deleted or not) is verified from the newest tip
-    monte remembers of it (one it wrote, or a verify saw pass) to its tip now, and none was
-    moved back or removed. A forged forward commit (a read's row deleted by hand) or a rewind
-    refuses ``E_VERIFY`` here, before the ``started`` record, instead of letting the read be
-    planned and counted on the forged count. In an honest repository every ledger is at the
-    tip monte wrote last: no walk, a few small reads per ledger."""
+    counted in, and each one monte remembers, deleted or not) is verified from the tip this
+    check last saw pass (:data:`VERIFIED`; the whole history the first time) to its tip now, and
+    none was moved back or removed. A forged forward commit (a read's row deleted by hand) or a
+    rewind refuses ``E_VERIFY`` here, before the ``started`` record, instead of letting the read
+    be planned and counted on the forged count. Between two test reads a ledger has moved by
+    the records made since: only those are walked."""
     from monte.errors import error
 
     v = Verifier(store)
     found: list[tuple[str, Violation]] = []
+    verified = _verified(store)
     for exp in experiments(store):
         ref = ledger_ref(exp)
         found += [(exp, x) for x in v.rewound(ref, exact=True)]
         tip = store.tip(ref)
         if tip is None:
             continue
-        known = store.tips.newest(ref)
+        known = verified.get(ref)
         if known == tip:
             continue
         since = known if known is not None and known in Ancestry(store.repo.object_store, tip) else None
         walk = v.verify(exp, tip=tip, since=since)
         found += [(exp, x) for x in walk]
-        if not walk and not isinstance(store, Proposed):
-            try:
-                store.tips.record(ref, since, tip)  # seen to pass: the next read walks nothing
-            except OSError:
-                pass
+        if not walk:
+            _remember_verified(store, ref, tip)  # the next read walks only what came after
     if found:
         lines = "; ".join(f"{exp}: {x.commit} [{x.rule}] {x.message}" for exp, x in found[:10])
         fixes = [x.fix for _, x in found if x.fix]
@@ -1382,6 +1382,45 @@ def verify_before_spend(store: Store) -> None:
                     "the ledger was written outside monte; run `monte ledger verify --all`, find who wrote these "
                     "commits (`git show COMMIT`) and restore the ref from a good copy",
                     details=[{"experiment": exp, **x.to_dict()} for exp, x in found])
+
+
+VERIFIED = "monte/verified.log"
+
+
+def _verified(store: Store) -> dict[str, ObjectID]:
+    """ref -> the newest tip :func:`verify_before_spend` saw pass (``<git dir>/monte/verified.log``,
+    one ``<ref> <sha>`` line per pass). Not ``tips.log``: monte also logs there each tip it
+    appended, and an append on top of a commit forged by hand does not make it verified."""
+    out: dict[str, ObjectID] = {}
+    try:
+        data = (Path(store.repo.commondir()) / VERIFIED).read_bytes()
+    except OSError:
+        return out
+    for line in data.split(b"\n"):
+        parts = line.split(b" ")
+        if len(parts) == 2 and len(parts[1]) == 40:
+            out[parts[0].decode(errors="replace")] = ObjectID(parts[1])
+    return out
+
+
+def _remember_verified(store: Store, ref: str, tip: ObjectID) -> None:
+    if isinstance(store, Proposed):
+        return
+    path = Path(store.repo.commondir()) / VERIFIED
+    try:
+        if path.exists() and path.stat().st_size > 1 << 20:  # keep the newest line of each ref
+            keep = b"".join(b"%s %s\n" % (r.encode(), sha) for r, sha in _verified(store).items())
+            tmp = path.with_name(f"{path.name}.{os.getpid()}")
+            tmp.write_bytes(keep)
+            os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"%s %s\n" % (ref.encode(), tip))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a repository verify cannot write to: the next read verifies again
 
 
 def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
@@ -1452,9 +1491,12 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
         return []  # `git pack-refs` writing a tip it read to packed-refs: the loose ref stays the ref
     out: list[Violation] = []
     if full:
+        since = ZERO
         if old != ZERO:
             out += _fast_forward(store, ref, ObjectID(old), ObjectID(new))
-        old = ZERO
+            if not out and old != new:
+                since = old  # what the remote already holds (and accepted): only the records after it
+        old = since  # a first push (the remote holds no copy): the whole history
     elif old == ZERO:  # `git update-ref REF NEW` does not say the old value: read it
         current = store.tip(ref)
         old = current if current is not None else ZERO
