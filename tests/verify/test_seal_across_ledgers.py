@@ -128,3 +128,35 @@ def test_pre_push_counts_the_ledgers_this_copy_has_fetched(copies: tuple[Path, s
     err = r.stderr.decode()
     assert r.returncode != 0 and "[seal]" in err, err
     _names_both(err, ra, rb)
+
+
+def _listing(bucket: Path) -> dict[str, int]:
+    return {str(p.relative_to(bucket)): p.stat().st_size for p in sorted(bucket.rglob("*")) if p.is_file()}
+
+
+def test_push_and_sync_count_the_seal_across_the_buckets_experiments(  # type: ignore[no-untyped-def]
+        copies: tuple[Path, str, Path, str], tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One folder bucket: copy A pushes its experiment; copy B's push of its own is refused
+    (E_SEALED) before anything is uploaded, and so is B's sync of A's experiment, before A's
+    ledger is let in here."""
+    from helpers import snapshot_state
+
+    a, ra, b, rb = copies
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    with monkeypatch.context() as mp:
+        mp.chdir(a)
+        r = monte("push", "-e", "expa", "--bucket", str(bucket), "--json")
+        assert r.code == 0, r.out
+    listing = _listing(bucket)
+    with monkeypatch.context() as mp:
+        mp.chdir(b)
+        refs = snapshot_state(b)["refs"]
+        for args in (("push", "-e", "expb"), ("sync",)):
+            r = monte(*args, "--bucket", str(bucket), "--json")
+            assert r.code == 3, r.out
+            err = r.json()["error"]
+            assert err["code"] == "E_SEALED", err
+            assert f"expa/{ra}" in err["message"] and f"expb/{rb}" in err["message"], err
+            assert _listing(bucket) == listing
+            assert snapshot_state(b)["refs"] == refs  # no ledger, lineage or mirror ref moved
