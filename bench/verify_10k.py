@@ -15,7 +15,10 @@ that ledger again without building it (~1 min for 10,000 records). Figures, each
 3 rounds: ``monte ledger verify --all`` and ``monte ledger verify exp --from <tip~10>`` as whole
 processes (and the same two in-process), ``git log --format=%B`` over the ref (the floor), and a
 ``git push`` of the last 10 records to a bare remote with monte's hooks installed, with the
-hooks and without (MONTE_HOOKS=off): their difference is what the hooks cost.
+hooks and without (the remote's own switch, ``git config monte.hooks off``: a server ignores the
+pusher's MONTE_HOOKS): their difference is what the server's hooks (pre-receive) cost; and the
+same push with this repository's pre-push hook (into a remote whose hooks are off): what
+pre-push costs. Both verify from the remote's tip, not the whole history (issue 29.4).
 """
 
 from __future__ import annotations
@@ -126,21 +129,26 @@ def measure(a: argparse.Namespace, root: Path, records: int, build_s: float, kee
     pushed = len(subprocess.run(["git", "-C", str(root), "rev-list", f"{last10}..{ref}"], capture_output=True,
                                 text=True, check=True).stdout.split())
 
-    def push(hooks: bool) -> float:
+    def push(hooks: bool, pre_push: bool = False) -> float:
+        """The push into a fresh copy of the remote: its hooks on, or off by its own switch (a
+        server ignores the pusher's MONTE_HOOKS); ``pre_push``: this repository's pre-push hook
+        runs too (against a remote whose hooks are off: the pushing side's cost alone)."""
         remote = scratch / "remote.git"
         shutil.rmtree(remote, ignore_errors=True)
         shutil.copytree(pristine, remote, symlinks=True)
+        if not hooks:
+            subprocess.run(["git", "config", "--file", str(remote / "config"), "monte.hooks", "off"], check=True)
         t = time.perf_counter()
-        p = subprocess.run(["git", "-C", str(root), "push", "-q", "--no-verify", str(remote),
-                            "refs/heads/monte/*:refs/heads/monte/*"], env=None if hooks else off, capture_output=True,
-                           text=True)
+        p = subprocess.run(["git", "-C", str(root), "push", "-q", *([] if pre_push else ["--no-verify"]), str(remote),
+                            "refs/heads/monte/*:refs/heads/monte/*"], env=None if pre_push else off,
+                           capture_output=True, text=True)
         took = time.perf_counter() - t
         assert p.returncode == 0, f"the push of the last {pushed} records was refused: {p.stderr[-2000:]}"
         return took
 
     rounds: dict[str, list[float]] = {k: [] for k in ("full", "incremental", "floor", "cli_full", "cli_incremental",
-                                                      "push_hooks", "push_no_hooks")}
-    for _ in range(1 if a.quick else 3):
+                                                      "push_hooks", "push_no_hooks", "push_pre_push")}
+    for i in range(1 if a.quick else 3):
         rounds["floor"].append(floor())
         rounds["full"].append(full())
         rounds["incremental"].append(incremental())
@@ -148,19 +156,26 @@ def measure(a: argparse.Namespace, root: Path, records: int, build_s: float, kee
         rounds["cli_incremental"].append(cli("exp", "--from", last10))
         rounds["push_hooks"].append(push(True))
         rounds["push_no_hooks"].append(push(False))
+        if i == 0:  # this repository's own hooks, for pre-push (installed after the other figures' first round)
+            subprocess.run([*monte, "hooks", "install"], cwd=root, check=True, capture_output=True)
+        rounds["push_pre_push"].append(push(False, pre_push=True))
     shutil.rmtree(scratch, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in rounds.items()}
     hooks_s = med["push_hooks"] - med["push_no_hooks"]
+    pre_push_s = med["push_pre_push"] - med["push_no_hooks"]
     report = {"records": records, "build_s": build_s, "full_s": med["full"], "incremental_last10_s": med["incremental"],
               "git_log_floor_s": med["floor"], "full_over_floor": med["full"] / med["floor"],
               "cli_full_s": med["cli_full"], "cli_incremental_last10_s": med["cli_incremental"],
               "push_records": pushed, "push_with_hooks_s": med["push_hooks"], "push_without_hooks_s": med["push_no_hooks"],
-              "hooks_s": hooks_s, "rounds": rounds}
+              "hooks_s": hooks_s, "push_with_pre_push_s": med["push_pre_push"], "pre_push_s": pre_push_s,
+              "hooks_over_cli_full": hooks_s / med["cli_full"], "pre_push_over_cli_full": pre_push_s / med["cli_full"],
+              "rounds": rounds}
     print(f"{records} records (built in {build_s:.0f}s), medians: `monte ledger verify --all` {med['cli_full']:.2f}s "
           f"(in-process {med['full']:.2f}s); `--from` the last 10 {med['cli_incremental'] * 1e3:.0f} ms "
           f"(in-process {med['incremental'] * 1e3:.0f} ms); git log floor {med['floor'] * 1e3:.0f} ms; "
           f"push of {pushed} records to a bare remote with monte's hooks {med['push_hooks'] * 1e3:.0f} ms, "
-          f"without {med['push_no_hooks'] * 1e3:.0f} ms: the hooks {hooks_s * 1e3:.0f} ms")
+          f"without {med['push_no_hooks'] * 1e3:.0f} ms: the server's hooks {hooks_s * 1e3:.0f} ms; "
+          f"with this repository's pre-push {med['push_pre_push'] * 1e3:.0f} ms: pre-push {pre_push_s * 1e3:.0f} ms")
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(report, indent=2))
     if not keep:

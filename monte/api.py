@@ -466,6 +466,9 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
                        for x in _lineage_matches_ledger(ws, v, name, None if only is None else only[name])]
         if v.passed is not None and v.passed[0] == name and (v.passed[3] or only is not None):
             rows[name] = v.passed[2].values()
+    # the repository-wide seal: every ledger's test reads counted per seal key (rule ``seal``)
+    violations += [{"experiment": exp, **x.to_dict()}
+                   for exp, x in vf.seal_violations(ws.store, new_runs=only if only is not None else None)]
     from monte.ledger import remotes
 
     # what a clone's remote-tracking refs hold: let in when it could be; a forged copy is named

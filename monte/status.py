@@ -165,8 +165,12 @@ FACTS_VERSION = "status-facts 2"
 
 
 def facts_version() -> str:
-    """:data:`FACTS_VERSION` and a digest of the code that derives the facts."""
+    """:data:`FACTS_VERSION`, a digest of the code that derives the facts, and what derived them:
+    the facts hold each row already serialized by orjson (:func:`_dump_row`) where it is
+    installed and nothing where it is not (the light install), so a cache the other install
+    wrote is another version's, derived again, never an entry verify calls forged."""
     import hashlib
+    from importlib.util import find_spec
     from pathlib import Path
 
     from monte.ledger import views
@@ -174,7 +178,7 @@ def facts_version() -> str:
     h = hashlib.sha256()
     for path in (__file__, views.__file__):
         h.update(Path(path).read_bytes())
-    return f"{FACTS_VERSION} {h.hexdigest()[:16]}"
+    return f"{FACTS_VERSION} {h.hexdigest()[:16]} {'orjson' if find_spec('orjson') else 'json'}"
 
 
 def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:

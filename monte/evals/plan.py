@@ -16,6 +16,7 @@ from monte.ledger.lineage import checkpoint_info, identify_base
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.seal import Seal, SealKey, settings_key
 from monte.ledger.store import Snapshot
+from monte.ledger.verify import verify_before_spend
 from monte.models import locate
 from monte.runs.lifecycle import experiment_name, push_bucket, read_rows
 from monte.runs.naming import parse_run_ref
@@ -120,6 +121,8 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     locate.prove(ws.store, exp, where, base.weights)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
+    if split == "test" and not smoke:  # what the real run checks first (--dry-run says so too)
+        verify_before_spend(ws.store)
     seal = Seal(ws.store)
     keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort)
             for e in exams}

@@ -18,8 +18,9 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
-from monte.ledger.seal import Seal, SealKey, settings_key
+from monte.ledger.seal import Seal, SealKey, seal_lock, settings_key
 from monte.ledger.store import Snapshot
+from monte.ledger.verify import verify_before_spend
 from monte.manifest import now
 from monte.models import locate
 from monte.runs.folders import log_event
@@ -122,8 +123,10 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                     tasks = grades.grade(items, answers, ids)
                 # durable before the finishing append: if that cannot be written, the score is kept
                 try:
+                    # the whole answers too: `monte recover` grades them again before recording
                     save_pending(ws, plan.experiment, row.run, {"tasks": tasks, "n": len(answers),
-                                                                "smoke": plan.smoke})
+                                                                "smoke": plan.smoke,
+                                                                "answers": list(answers) if tasks else None})
                     kept = True
                 except OSError:  # the data root filled or turned read-only since the probe: the
                     kept = False  # ledger can still take the score, and it is what counts
@@ -179,19 +182,31 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
                             "base_model": plan.base_model, **(extra_plan or {})},
                       **who)
 
-    return ledger.append_row(make, event="started",
-                             summary=lambda r: f"eval {r.exam}/{r.split}@{r.step} started: {r.run}"
-                             + (" (smoke)" if r.smoke else ""),
-                             trailers=lambda r: {"Monte-Exam": r.exam or "", **({"Monte-Role": r.role} if r.role else {})})
+    def append() -> RunRow:
+        return ledger.append_row(make, event="started",
+                                 summary=lambda r: f"eval {r.exam}/{r.split}@{r.step} started: {r.run}"
+                                 + (" (smoke)" if r.smoke else ""),
+                                 trailers=lambda r: {"Monte-Exam": r.exam or "",
+                                                     **({"Monte-Role": r.role} if r.role else {})})
+
+    if e.split != "test" or plan.smoke:
+        return append()
+    # one writer per seal key across the repository; the ledgers verified before the read is spent
+    with seal_lock(ledger.store, SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort)):
+        verify_before_spend(ledger.store)
+        return append()
 
 
 def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,
-            smoke: bool = False, error_text: str | None = None, n: int | None = None) -> RunRow:
+            smoke: bool = False, error_text: str | None = None, n: int | None = None,
+            recovered: bool = False) -> RunRow:
     body = jsonl.dump_lines(tasks) if tasks else None  # any decoded text: separators, lone surrogates
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         current = require_live(ledger.row(row.run, snap), row.run)
         update: dict[str, Any] = {"status": status, "updated_at": now(), "error": error_text}
+        if recovered:  # recorded by `monte recover` from the run folder, graded again first
+            update["recovered"] = True
         if n is not None:
             update["n"] = n
         if tasks is not None:
@@ -245,12 +260,68 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
         pending = read_pending(ws, experiment, row.run)
         if pending is None or not is_dead(row):
             continue
-        done = with_retries(partial(_finish, ledger, row, "succeeded", tasks=pending.get("tasks"),
-                                    smoke=bool(pending.get("smoke")), n=pending.get("n")))
+        tasks = prove_kept_result(ws, ledger, row, pending)
+        done = with_retries(partial(_finish, ledger, row, "succeeded", tasks=tasks,
+                                    smoke=bool(pending.get("smoke")), n=pending.get("n"), recovered=True))
         clear_pending(ws, experiment, row.run)
         log_event(ws, experiment, row.run, "recovered", score=done.score, n=done.n)
         out.append({"run": done.run, "status": done.status, "score": done.score, "n": done.n})
     return out
+
+
+def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A result kept in a run folder (``finish.json``), proven before it is recorded: its task ids
+    are exactly the frozen split's (every item, in order; the first few for a smoke run), and the
+    frozen grader, run again on the kept answers, gives every kept score. Returns the tasks as
+    graded again; refuses ``E_INTEGRITY`` (nothing recorded, the file left for a look) when the
+    file says anything else. A smoke read of the test split keeps no tasks: only its count."""
+    from monte.envs import grading
+
+    def forged(why: str) -> Exception:
+        return error("E_INTEGRITY", f"the result kept for run {row.run} ({PENDING} in its run folder) is not "
+                     f"what its answers grade to: {why}; nothing was recorded",
+                     f"the file was edited or is not this run's: restore it from a good copy, or end the run "
+                     f"(`monte stop {ledger.experiment}/{row.run}`: it reads abandoned, its read stays spent)")
+
+    tasks = pending.get("tasks")
+    smoke = bool(pending.get("smoke"))
+    meas = ledger.measurement()
+    exam = meas.exams.get(row.exam or "")
+    split = exam.splits.get(row.split or "") if exam is not None else None
+    if exam is None or split is None or split.sha256 != row.plan.get("split_sha256"):
+        raise forged(f"the experiment holds no frozen split {row.exam}/{row.split} with the hash the run read")
+    items = _read_split(ws, ExamPlan(exam=row.exam or "", benchmark=exam.benchmark, split=row.split or "",
+                                     path=split.path, sha256=split.sha256, n=split.n))
+    if smoke:
+        items = items[:SMOKE_TASKS]
+    if pending.get("n") != len(items):
+        raise forged(f"it counts {pending.get('n')} answers, the split holds {len(items)} items")
+    if tasks is None:
+        if smoke and row.split == "test":
+            return None
+        raise forged("it holds no per-task results")
+    if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):
+        raise forged("its per-task results are not a list of tasks")
+    ids = [grading.task_id(it, f"{row.exam}/{row.split}", k) for k, it in enumerate(items)]
+    kept = [str(t.get("id")) for t in tasks]
+    if kept != ids:
+        odd = sorted(set(kept) ^ set(ids))
+        raise forged(f"its task ids are not the split's ({len(kept)} kept, {len(ids)} in the split"
+                     + (f"; e.g. {', '.join(odd[:3])}" if odd else "; in another order") + ")")
+    answers = pending.get("answers")
+    if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
+        answers = [str(t.get("answer", "")) for t in tasks]
+    answers = [str(a) for a in answers]
+    if any(str(t.get("answer", "")) != a[:200] for t, a in zip(tasks, answers, strict=True)):
+        raise forged("its answers are not the ones its tasks quote")
+    with grading.ExamGrader(meas.grader, exam.benchmark, row.exam or "", config=ws.config,
+                            log=ws.data_root / "logs" / f"gym-{ledger.experiment}-{row.exam}.log") as grader:
+        graded = grader.grade(items, answers, ids)
+    for t, g in zip(tasks, graded, strict=True):
+        score = t.get("score")
+        if not isinstance(score, (int, float)) or abs(float(score) - g["score"]) > 1e-9:
+            raise forged(f"task {g['id']} is kept with score {score!r}, the frozen grader gives {g['score']!r}")
+    return graded
 
 
 def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:

@@ -41,14 +41,23 @@ Rules (the names printed):
   reads: :mod:`monte.ledger.remotes`). The violation names the lost commit. A rewind that drops only commits
   that monte never wrote and that each break a rule (a forgery put back by hand, with
   ``MONTE_HOOKS=off``) is a repair, not a rewind.
+- ``seal``: the repository-wide seal. The test reads of every ledger the repository holds (and
+  the results bucket's mirrors of experiments it does not, and, in a hook, the ledgers a push
+  brings) are counted per seal key (:func:`monte.ledger.seal.seal_key`: the exam's test content,
+  the output-relevant eval settings, the base weights identity), whatever experiment holds
+  them: two final claims, two test@0 or a third read under one key, spread over ledgers that
+  each keep ``two-touch`` on their own, break it. The violation names every read, its
+  experiment and where it was read from (:func:`seal_violations`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 from dulwich.objects import Blob, Commit, ObjectID, Tree
@@ -1338,19 +1347,131 @@ def experiments(store: Store) -> list[str]:
 ZERO = b"0" * 40
 
 
+def verify_before_spend(store: Store) -> None:
+    """Before a test read is spent: every ledger of the repository (each one a seal key may be
+    counted in, and each one monte remembers, deleted or not) is verified from the tip this
+    check last saw pass (:data:`VERIFIED`; the whole history the first time) to its tip now, and
+    none was moved back or removed. A forged forward commit (a read's row deleted by hand) or a
+    rewind refuses ``E_VERIFY`` here, before the ``started`` record, instead of letting the read
+    be planned and counted on the forged count. Between two test reads a ledger has moved by
+    the records made since: only those are walked."""
+    from monte.errors import error
+
+    v = Verifier(store)
+    found: list[tuple[str, Violation]] = []
+    verified = _verified(store)
+    for exp in experiments(store):
+        ref = ledger_ref(exp)
+        found += [(exp, x) for x in v.rewound(ref, exact=True)]
+        tip = store.tip(ref)
+        if tip is None:
+            continue
+        known = verified.get(ref)
+        if known == tip:
+            continue
+        since = known if known is not None and known in Ancestry(store.repo.object_store, tip) else None
+        walk = v.verify(exp, tip=tip, since=since)
+        found += [(exp, x) for x in walk]
+        if not walk:
+            _remember_verified(store, ref, tip)  # the next read walks only what came after
+    if found:
+        lines = "; ".join(f"{exp}: {x.commit} [{x.rule}] {x.message}" for exp, x in found[:10])
+        fixes = [x.fix for _, x in found if x.fix]
+        raise error("E_VERIFY", f"no test read is spent on a ledger that fails verify: {len(found)} violation(s): "
+                    f"{lines}", fixes[0] if len(fixes) == len(found) else
+                    "the ledger was written outside monte; run `monte ledger verify --all`, find who wrote these "
+                    "commits (`git show COMMIT`) and restore the ref from a good copy",
+                    details=[{"experiment": exp, **x.to_dict()} for exp, x in found])
+
+
+VERIFIED = "monte/verified.log"
+
+
+def _verified(store: Store) -> dict[str, ObjectID]:
+    """ref -> the newest tip :func:`verify_before_spend` saw pass (``<git dir>/monte/verified.log``,
+    one ``<ref> <sha>`` line per pass). Not ``tips.log``: monte also logs there each tip it
+    appended, and an append on top of a commit forged by hand does not make it verified."""
+    out: dict[str, ObjectID] = {}
+    try:
+        data = (Path(store.repo.commondir()) / VERIFIED).read_bytes()
+    except OSError:
+        return out
+    for line in data.split(b"\n"):
+        parts = line.split(b" ")
+        if len(parts) == 2 and len(parts[1]) == 40:
+            out[parts[0].decode(errors="replace")] = ObjectID(parts[1])
+    return out
+
+
+def _remember_verified(store: Store, ref: str, tip: ObjectID) -> None:
+    if isinstance(store, Proposed):
+        return
+    path = Path(store.repo.commondir()) / VERIFIED
+    try:
+        if path.exists() and path.stat().st_size > 1 << 20:  # keep the newest line of each ref
+            keep = b"".join(b"%s %s\n" % (r.encode(), sha) for r, sha in _verified(store).items())
+            tmp = path.with_name(f"{path.name}.{os.getpid()}")
+            tmp.write_bytes(keep)
+            os.replace(tmp, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, b"%s %s\n" % (ref.encode(), tip))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a repository verify cannot write to: the next read verifies again
+
+
 def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
                    full: bool = False) -> list[tuple[str, Violation]]:
     """Check the ref updates of one transaction (a push: ``(ref, old, new)`` each) together:
     each is judged against the repository with all of them in place
     (:class:`~monte.ledger.transaction.Proposed`), so a ledger arriving with the vault, base and
-    lineage refs it refers to passes in any order, and a forged record fails wherever it is."""
+    lineage refs it refers to passes in any order, and a forged record fails wherever it is.
+    The test reads the pushed records add are counted with every other ledger's (rule ``seal``)."""
     ours = [u for u in updates if u[0].startswith(PREFIX)]
     view = proposed(store, ours)
-    return [(ref, v) for ref, old, new in ours for v in verify_update(store, ref, old, new, full=full, view=view)]
+    out: list[tuple[str, Violation]] = []
+    wrote: dict[str, set[str]] = {}
+    for ref, old, new in ours:
+        runs: set[str] = set()
+        out += [(ref, v) for v in verify_update(store, ref, old, new, full=full, view=view, wrote=runs)]
+        if (exp := experiment_of_ledger(ref)) is not None and runs:
+            wrote[exp] = runs
+    if not out and wrote:
+        out += [(ledger_ref(exp), v) for exp, v in seal_violations(view, new_runs=wrote)]
+    return out
+
+
+def seal_violations(store: Store, *, new_runs: Mapping[str, set[str]] | None = None) -> list[tuple[str, Violation]]:
+    """Rule ``seal`` over every ledger ``store`` sees (:func:`monte.ledger.seal.seal_breaks`):
+    (experiment, violation) per break, named after the ledger of its newest read. ``new_runs``
+    (experiment -> runs whose rows just landed: a push's): only the seal keys of the test reads
+    among them are judged, and nothing is read when there are none."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.seal import SEAL_FIX, Seal, is_test_read, seal_breaks
+
+    seal = Seal(store)
+    only: list[RunRow] | None = None
+    if new_runs is not None:
+        only = []
+        for exp, runs in sorted(new_runs.items()):
+            ledger = Ledger(store, exp)
+            snap = store.snapshot(ledger_ref(exp))
+            only += [r for r in (ledger.row(run, snap) for run in sorted(runs)) if r is not None and is_test_read(r)]
+        if not only:
+            return []
+    out = []
+    for b in seal_breaks(seal, only):
+        last = b.rows[-1]
+        tip = store.tip(b.where[-1])
+        out.append((last.experiment, Violation(tip.decode()[:12] if tip else "-", "seal", b.message(), SEAL_FIX)))
+    return out
 
 
 def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool = False,
-                  view: Store | None = None) -> list[Violation]:
+                  view: Store | None = None, wrote: set[str] | None = None) -> list[Violation]:
     """Check one proposed ref update (from a git hook: ``old new ref``) before it happens.
 
     ``full``: verify the new tip's whole history (pre-push: the remote's old value may not be
@@ -1358,7 +1479,8 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
     an ancestor of ``new`` (no force-push moves a monte ref back). Either way ``new`` must hold
     every tip of ``ref`` this repository remembers (rule ``rewound``). ``view``: the repository
     the records are judged in (:func:`verify_updates`: the other updates of the transaction in
-    place); ``store`` is read for the ref's current value."""
+    place); ``store`` is read for the ref's current value. ``wrote``: filled with the runs whose
+    rows the new records wrote (a ledger's)."""
     if not ref.startswith(PREFIX):
         return []
     if new == ZERO:
@@ -1369,9 +1491,12 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
         return []  # `git pack-refs` writing a tip it read to packed-refs: the loose ref stays the ref
     out: list[Violation] = []
     if full:
+        since = ZERO
         if old != ZERO:
             out += _fast_forward(store, ref, ObjectID(old), ObjectID(new))
-        old = ZERO
+            if not out and old != new:
+                since = old  # what the remote already holds (and accepted): only the records after it
+        old = since  # a first push (the remote holds no copy): the whole history
     elif old == ZERO:  # `git update-ref REF NEW` does not say the old value: read it
         current = store.tip(ref)
         old = current if current is not None else ZERO
@@ -1379,6 +1504,8 @@ def verify_update(store: Store, ref: str, old: bytes, new: bytes, *, full: bool 
         return []  # nothing moves (`git pack-refs` writing packed-refs, say)
     v = Verifier(view or store)
     out += _verify_tip(v, ref, ObjectID(new), None if old == ZERO else ObjectID(old))
+    if wrote is not None:
+        wrote |= v.wrote
     return out + v.rewound(ref, tips={ref: ObjectID(new)}, exact=True)
 
 

@@ -206,6 +206,45 @@ def _check_seal(ws: Any, exp: str, remote: dict[str, tuple[bytes, str]]) -> None
         check_seal(ws.store, ours, theirs)
 
 
+def _check_repository_seal(ws: Any, store: ObjectStore, state: _State, exp: str,
+                           remote: dict[str, tuple[bytes, str]] | None = None) -> None:
+    """Refuse (E_SEALED) before anything is uploaded or any ledger ref moves when ``exp``'s test
+    reads break the repository-wide seal together with another experiment's: every ledger here,
+    the bucket's mirrors, and each other experiment the bucket holds (its packs indexed here,
+    no ref of ours moved). ``remote``: the bucket's refs of ``exp`` itself (sync: its reads are
+    the bucket's, counted before its ledger is let in)."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.seal import SEAL_FIX, is_test_read
+    from monte.ledger.transaction import Proposed
+    from monte.ledger.verify import seal_violations
+
+    objects = ws.store.repo.object_store
+    view: dict[str, bytes | None] = {}
+    for other in bucket_experiments(store):
+        if other == exp:
+            continue
+        theirs = _read_remote_refs(store, other, state, _mirror_refs(ws, other))
+        if any(sha not in objects for sha, _ in theirs.values()):
+            _fetch_packs(ws, store, other, state)
+        view.update((mirror_ref(other, ref), sha) for ref, (sha, _) in theirs.items() if sha in objects)
+    if remote:
+        ours = ws.store.tip(experiment_ref(exp, "ledger"))
+        theirs_tip = remote.get("ledger", (None, ""))[0]
+        from monte.ledger.tips import Ancestry
+
+        if theirs_tip is not None and theirs_tip in objects and (
+                ours is None or ours in Ancestry(objects, theirs_tip)):
+            view.update((experiment_ref(exp, ref), sha) for ref, (sha, _) in remote.items() if sha in objects
+                        and (ref == "ledger" or ws.store.tip(experiment_ref(exp, ref)) is None))
+    seen = Proposed(ws.store, view)  # type: ignore[arg-type]
+    if seen.tip(experiment_ref(exp, "ledger")) is None:
+        return
+    runs = {r.run for r in Ledger(seen, exp).rows() if is_test_read(r)}
+    found = seal_violations(seen, new_runs={exp: runs})
+    if found:
+        raise error("E_SEALED", "; ".join(v.message for _, v in found), SEAL_FIX)
+
+
 def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:
     """Bring one bucket ref into the local refs: the ledger by union merge, any other ref only
     when it is new here (base and lineage refs are written once by the run that owns them)."""
@@ -342,6 +381,7 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
         if any(sha not in ws.store.repo.object_store for sha, _ in remote.values()):
             _fetch_packs(ws, store, experiment, state)
         _check_seal(ws, experiment, remote)
+        _check_repository_seal(ws, store, state, experiment)
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, experiment, ref, sha)
             state.gens[f"{experiment}/{ref}"] = gen
@@ -417,6 +457,7 @@ def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = 
             raise error("E_INTEGRITY", f"the results bucket's refs {', '.join(missing[:3])} of {exp} name commits "
                         "its packs do not hold", "push again from the machine that holds the runs")
         _check_seal(ws, exp, remote)
+        _check_repository_seal(ws, store, state, exp, remote)
         adopted: dict[str, str] = {}
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, exp, ref, sha)

@@ -1,0 +1,81 @@
+"""Issue 26, case 5: a durable result is proven before it is recorded.
+
+A run killed between keeping its result in its run folder (``finish.json``) and its finishing
+record leaves that file for ``monte recover``. On the current main an edited file (one score
+flipped, or a single bogus task id with n = 1) was recorded as it stood, and verify passed. Now
+recover grades the kept answers again with the frozen grader, requires exactly the split's task
+ids, and marks the row recovered; any mismatch refuses ``E_INTEGRITY`` and records nothing.
+
+The kill is real (SIGKILL, from inside the process right after the file is kept: the one
+stand-in, at that one boundary, to hit the moment); the model, the grader and git are real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from helpers import snapshot_state
+
+_KILL = """
+import os, signal, sys
+import monte.evals.run as run
+orig = run.save_pending
+def save_pending(*a, **k):
+    orig(*a, **k)
+    os.kill(os.getpid(), signal.SIGKILL)  # between the kept result and its finishing record
+run.save_pending = save_pending
+from monte.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def _killed_after_keeping(repo: Path) -> Path:
+    p = subprocess.run([sys.executable, "-c", _KILL, "eval", "--split", "test", "--yes", "--json"], cwd=repo,
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+    (kept,) = (repo / ".monte" / "runs" / "exp").glob("*/finish.json")
+    return kept
+
+
+def _refused(r: Any, says: str) -> None:
+    assert r.code == 5, r.out
+    err = r.json()["error"]
+    assert err["code"] == "E_INTEGRITY" and says in err["message"] and "nothing was recorded" in err["message"], err
+
+
+def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+    kept = _killed_after_keeping(repo)
+    honest = kept.read_text()
+    result = json.loads(honest)
+    run = kept.parent.name
+    before = snapshot_state(repo)
+    # one score flipped (the task's answer left as it was)
+    flipped = json.loads(honest)
+    t = flipped["tasks"][0]
+    t["score"] = 1.0 - t["score"]
+    kept.write_text(json.dumps(flipped))
+    _refused(monte("recover", "--json"), f"task {t['id']} is kept with score")
+    # one bogus task, n = 1
+    kept.write_text(json.dumps({**result, "tasks": [{"id": "bogus", "score": 1.0, "answer": "1"}], "n": 1,
+                                "answers": ["1"]}))
+    _refused(monte("recover", "--json"), "answers, the split holds 200 items")
+    kept.write_text(json.dumps({**result, "tasks": [{**result["tasks"][0], "id": "bogus"}, *result["tasks"][1:]]}))
+    _refused(monte("recover", "--json"), "task ids are not the split's")
+    assert snapshot_state(repo)["refs"] == before["refs"]  # no record (the kept file was edited by hand)
+    # the honest file is recorded, graded again, and the row says it was recovered
+    kept.write_text(honest)
+    r = monte("recover", "--json")
+    assert r.code == 0, r.out
+    (rec,) = r.json()
+    mean = sum(x["score"] for x in result["tasks"]) / len(result["tasks"])
+    assert rec["run"] == run and rec["status"] == "succeeded" and rec["n"] == 200 and abs(rec["score"] - mean) < 1e-12
+    row = monte("show", run, "--json").json()
+    assert row["recovered"] is True and row["role"] == "baseline", row
+    assert not kept.exists()
+    assert monte("ledger", "verify", "--all", "--json").code == 0
