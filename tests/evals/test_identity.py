@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from helpers import checkpoint, snapshot_state
 
 
