@@ -167,24 +167,27 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
         if found is not None and found[1] <= identity.NEAR:
             match = found[0]
             near = {"experiment": match.experiment, "cohort": match.cohort, "distance": round(found[1], 6)}
+    here = match if match is not None and match.experiment == experiment else None
     if match is not None and match.weights:
         weights = match.weights
+        # this experiment's base commit of those weights, if it has one (its cohort id may be older)
+        here = here or next((b for b in bases if b.experiment == experiment and b.weights == weights), None)
         if store.tip(base_ref(experiment, legacy)) is not None:
             cohort = legacy
-        elif match.experiment == experiment:
-            cohort = match.cohort
+        elif here is not None:
+            cohort = here.cohort
         else:
             cohort = weights[:12]
     else:
         weights, cohort = mine.weights, mine.weights[:12]
-    if match is not None and match.experiment == experiment and match.setup and match.setup != mine.setup:
-        parts = ", ".join(k for k in sorted(set(match.setup) | set(mine.setup))
-                          if match.setup.get(k) != mine.setup.get(k))
-        raise error("E_REFUSED", f"{folder} holds the weights of cohort {match.cohort}'s base model"
+    if here is not None and here.setup and here.setup != mine.setup:
+        parts = ", ".join(k for k in sorted(set(here.setup) | set(mine.setup))
+                          if here.setup.get(k) != mine.setup.get(k))
+        raise error("E_REFUSED", f"{folder} holds the weights of cohort {here.cohort}'s base model"
                     + (f" (a near-copy, distance {near['distance']:.4f})" if near else "")
                     + f" with another {parts}: a cohort's base is the model its base commit recorded (config, "
                     "generation config and tokenizer included), and these change what it computes or reads",
-                    f"pass the base model as it was recorded ({match.model}), or save this model as a base of its "
+                    f"pass the base model as it was recorded ({here.model}), or save this model as a base of its "
                     "own with other weights; see docs/reliability.md, \"the seal under attack\"")
     refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={cohort, legacy, mine.weights[:12]})
     return BaseIdentity(files=files, weights=weights, cohort=cohort, legacy_cohort=legacy, own=mine.weights,

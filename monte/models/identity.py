@@ -513,7 +513,8 @@ def _f32(v: float) -> bytes:
 
 
 def sketch_of(weights: Weights) -> dict[str, Any]:
-    """:data:`K` values of each tensor at :func:`positions` (float32, base64), its shape and size."""
+    """:data:`K` values of each tensor at :func:`positions` (float32, URL-safe base64, so that no
+    value reads as a machine's folder), and its shape."""
     tensors: dict[str, Any] = {}
     for name, t in sorted(weights.tensors.items()):
         values = bytearray()
@@ -521,7 +522,7 @@ def sketch_of(weights: Weights) -> dict[str, Any]:
             for i in positions(name, t.shape):
                 f.seek(t.element_offset(i))
                 values += _f32(_value(t, f.read(t.itemsize)))
-        tensors[name] = {"shape": list(t.shape), "values": base64.b64encode(bytes(values)).decode()}
+        tensors[name] = {"shape": list(t.shape), "values": base64.urlsafe_b64encode(bytes(values)).decode()}
     return {"v": SKETCH_VERSION, "k": K, "tensors": tensors}
 
 
@@ -530,7 +531,7 @@ def sketch(folder: Path) -> dict[str, Any]:
 
 
 def _values(entry: dict[str, Any]) -> list[float]:
-    raw = base64.b64decode(entry["values"])
+    raw = base64.urlsafe_b64decode(entry["values"])
     return [v for (v,) in struct.iter_unpack("<f", raw)]
 
 
