@@ -151,7 +151,10 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
     """
     files = servable_files(folder)
     mine = identity.identify(folder)
-    previous = previous_weights_identity(folder, files)
+    counted_then = sorted(n for n in files if is_weight_file(n))
+    same_then = (counted_then == sorted(mine.files) and not mine.tied_once
+                 and all(n.endswith(".safetensors") for n in counted_then))
+    previous = mine.weights if same_then else previous_weights_identity(folder, files)
     ids = {mine.weights} | ({previous} if previous else set())
     legacy = cohort_of(files)
     bases = known_bases(store)
@@ -178,8 +181,9 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
             cohort = here.cohort
         else:
             cohort = weights[:12]
-    else:
-        weights, cohort = mine.weights, mine.weights[:12]
+    else:  # a new base, or one the file-listing id names (its base commit recorded no weights)
+        weights = mine.weights
+        cohort = legacy if store.tip(base_ref(experiment, legacy)) is not None else weights[:12]
     if here is not None and here.setup and here.setup != mine.setup:
         parts = ", ".join(k for k in sorted(set(here.setup) | set(mine.setup))
                           if here.setup.get(k) != mine.setup.get(k))

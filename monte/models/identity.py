@@ -405,6 +405,7 @@ class Weights:
     files: tuple[str, ...]
     tensors: dict[str, Tensor]
     digests: dict[str, str]
+    tied_once: tuple[str, ...] = ()  # the tied duplicates left out
 
     def entries(self) -> list[list[Any]]:
         return sorted((["tensor", n, t.dtype, list(t.shape), self.digests[n]] for n, t in self.tensors.items()),
@@ -429,13 +430,15 @@ def read_weights(folder: Path) -> Weights:
                 raise _bad(path, f"tensor {t.name!r} is in two weight files")
             tensors[t.name] = t
     digests = {n: t.digest() for n, t in tensors.items()}
+    dropped: list[str] = []
     if tied(config):
         content = {(t.dtype, t.shape, digests[n]): n for n, t in sorted(tensors.items())
                    if not _is_output_embedding(n)}
         for n in [n for n in tensors if _is_output_embedding(n)]:
             if (tensors[n].dtype, tensors[n].shape, digests[n]) in content:
                 del tensors[n], digests[n]
-    return Weights(tuple(files), tensors, digests)
+                dropped.append(n)
+    return Weights(tuple(files), tensors, digests, tuple(dropped))
 
 
 def weights_identity(folder: Path) -> str:
@@ -581,12 +584,14 @@ class ModelIdentity:
     weights: str
     setup: dict[str, str]
     sketch: dict[str, Any]
+    tied_once: tuple[str, ...] = ()
 
 
 def identify(folder: Path) -> ModelIdentity:
     """One read of the folder: :func:`weights_identity`, :func:`setup` and :func:`sketch`."""
     w = read_weights(folder)
-    return ModelIdentity(files=w.files, weights=w.identity(), setup=setup(folder), sketch=sketch_of(w))
+    return ModelIdentity(files=w.files, weights=w.identity(), setup=setup(folder), sketch=sketch_of(w),
+                         tied_once=w.tied_once)
 
 
 def nearest(candidate: dict[str, Any], known: Iterator[tuple[Any, dict[str, Any]]]) -> tuple[Any, float] | None:

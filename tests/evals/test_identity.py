@@ -313,3 +313,22 @@ def test_a_torch_file_is_read_without_running_its_pickle(tmp_path: Path, base_mo
     with pytest.raises(MonteError) as e:
         identity.weights_identity(folder)
     assert e.value.code == "E_BAD_INPUT" and not marker.exists()
+
+
+def test_an_older_ledgers_cohort_is_kept(repo: Path, monte, exp: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+    """A base commit as the previous monte wrote it (no sketch, no setup; its weights identity
+    counted every weight-suffixed file, a junk one included) keeps its cohort and its seal."""
+    from monte.ledger.lineage import ensure_base, previous_weights_identity, servable_files
+    from monte.models import identity
+    from monte.workspace import open_workspace
+
+    folder = _copy(base_model, repo.parent / "old-base")
+    junk_bin(folder)
+    files = servable_files(folder)
+    then = previous_weights_identity(folder, files)
+    assert then != identity.weights_identity(folder)  # the junk counted then, not now
+    ws = open_workspace(repo)
+    cohort, _ = ensure_base(ws.store, "exp", str(folder), files, cohort=then[:12], weights=then)
+    plan = _plan(monte, "--model", str(folder))
+    assert plan["cohort"] == cohort and plan["weights"] == then
+    assert monte("ledger", "verify", "--json").code == 0
