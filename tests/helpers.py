@@ -214,7 +214,7 @@ def checkpoint(repo: Path, weights: Path, *, parent: tuple[str, int] | None = No
     base_dir = where.folder
     ident = identify_base(ws.store, experiment, base_dir)
     cohort, _ = ensure_base(ws.store, experiment, where.ref, ident.files, cohort=ident.cohort,
-                            weights=ident.weights)
+                            weights=ident.weights, folder=base_dir)
     start = start_step if start_step is not None else (parent[1] if parent else 0)
     plan: dict[str, Any] = {"recipe": {"name": recipe, "sha256": "0" * 64, "algorithm": algorithm},
                             "source": source, "parent": {"run": parent[0], "step": parent[1]} if parent else None,

@@ -86,7 +86,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
     locate.remember(ws, plan.base_register, plan.base_folder)  # the name the record gives the base model
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
-                weights=plan.weights or None)
+                weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
     with sigterm_stops():
         recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
         model = tok = None

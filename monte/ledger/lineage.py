@@ -1,8 +1,9 @@
 """Lineage as the commit graph: the cohort's base commit and one commit per checkpoint.
 
 - ``refs/heads/monte/<exp>/base/<cohort>``: the base model's identity (``base.json``: the sha256
-  of every servable file). No parents. A cohort is experiment x base model, so its id is derived
-  from those hashes.
+  of every servable file, the weights identity the cohort is keyed by, the setup and the sketch of
+  :mod:`monte.models.identity`). No parents. A cohort is experiment x base model, so its id is
+  derived from the weights identity.
 - ``refs/heads/monte/<exp>/lineage/<run>``: the run's checkpoints, each a commit whose tree is
   ``checkpoint.json`` and whose parent is the parent checkpoint's commit (or the base commit for
   ``--from-base``). ``git log --graph --oneline --branches='monte/<exp>/lineage/*'`` draws the tree.
@@ -11,32 +12,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dulwich.objects import ObjectID
 
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.hashing import sha256_bytes, sha256_files
 from monte.ledger.refs import PREFIX, base_ref, lineage_ref
 from monte.ledger.rules import Checkpoint
 from monte.ledger.store import Snapshot, Store
-
-#: Files a trainer writes beside the weights that are not part of the servable model.
-TRAINER_STATE = {"optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin",
-                 "scaler.pt"}
+from monte.models import identity
+from monte.models.identity import TRAINER_STATE as TRAINER_STATE
 
 
 def servable_files(folder: Path) -> dict[str, str]:
     """sha256 of every servable file of a model folder (top level; trainer state excluded)."""
     if not folder.is_dir():
         raise error("E_NOT_FOUND", f"no model folder {folder}", "pass a local Hugging Face model folder")
-    files = sorted(
-        p for p in folder.iterdir()
-        if p.is_file() and not p.name.startswith(".") and p.name not in TRAINER_STATE
-        and not p.name.startswith("rng_state")
-    )
+    files = sorted(p for p in folder.iterdir() if p.is_file() and not identity.kept_out(p.name))
     if not any(p.name == "config.json" for p in files):
         raise error("E_NOT_FOUND", f"{folder} is not a model folder (no config.json)",
                     "pass a folder saved with save_pretrained, or build one with `monte model init DIR`")
@@ -50,31 +46,38 @@ def cohort_of(files: dict[str, str]) -> str:
     return sha256_bytes(json.dumps(files, sort_keys=True).encode())[:12]
 
 
-#: Files whose bytes are the model's parameters. Everything else in a model folder (config,
-#: tokenizer, README, chat template) is left out of the identity: see :func:`weights_identity`.
+#: What the identity of the previous monte counted as weights (every file with one of these
+#: suffixes); kept to find the cohorts it recorded (:func:`previous_weights_identity`).
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack")
-_MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 
 
 def is_weight_file(name: str) -> bool:
     return name.endswith(WEIGHT_SUFFIXES) and name not in TRAINER_STATE
 
 
-def weights_identity(folder: Path, files: dict[str, str]) -> str:
-    """The base model's identity: a sha256 over its parameters, not over its folder.
+def weights_identity(folder: Path, files: dict[str, str] | None = None) -> str:
+    """The model's weights identity: :func:`monte.models.identity.weights_identity` (the tensors
+    the loader reads, by name, dtype, shape and bytes; tied weights once; junk never counts).
+    ``files`` is accepted for the older signature and not used."""
+    del files
+    return identity.weights_identity(folder)
 
-    Each tensor of a ``*.safetensors`` file counts by (name, dtype, shape, sha256 of its bytes), so
-    the identity survives a ``save_pretrained`` round trip, another sharding, another tensor
-    order and the file's ``__metadata__``; any other weight file counts by its bytes. Config,
-    tokenizer, chat template, README and the folder's path are not part of it: a copy with an
-    extra file is the same model. A folder with no weight file is identified by all its files.
-    """
+
+def previous_weights_identity(folder: Path, files: dict[str, str]) -> str:
+    """The identity the previous monte recorded: every weight-suffixed file of the folder (each
+    safetensors file by its tensors, any other by its bytes). Equal to :func:`weights_identity`
+    for a folder holding only what the loader reads in safetensors; kept so a base commit written
+    then is found again (its cohort and its seal stay what they were)."""
     entries: list[list[Any]] = []
     for name in sorted(files):
         if not is_weight_file(name):
             continue
         if name.endswith(".safetensors"):
-            entries.extend(_safetensors_entries(folder / name))
+            try:
+                tensors = identity.safetensors_tensors(folder / name)
+            except MonteError:
+                return ""
+            entries.extend(["tensor", t.name, t.dtype, list(t.shape), t.digest()] for t in tensors)
         else:
             entries.append(["file", files[name]])
     if not entries:
@@ -83,81 +86,124 @@ def weights_identity(folder: Path, files: dict[str, str]) -> str:
     return sha256_bytes(json.dumps(entries, sort_keys=True, separators=(",", ":")).encode())
 
 
-def _safetensors_entries(path: Path) -> list[list[Any]]:
-    import hashlib
-    import struct
+@dataclass(frozen=True)
+class BaseIdentity:
+    """A base model as monte knows it: its servable files, the weights identity its cohort and
+    seal are keyed by, its cohort, and the folder's own identity (the two differ for a near-copy
+    of a known base, which is that base's cohort)."""
 
-    bad = error("E_BAD_INPUT", f"{path} is not a readable safetensors file",
-                "pass a model folder saved with save_pretrained")
-    out: list[list[Any]] = []
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            raise bad
-        (n,) = struct.unpack("<Q", head)
-        if n > _MAX_HEADER:
-            raise bad
-        try:
-            header = json.loads(f.read(n))
-        except (ValueError, UnicodeDecodeError):
-            raise bad from None
-        if not isinstance(header, dict):
-            raise bad
-        size = path.stat().st_size - 8 - n
-        for tname, meta in header.items():
-            if tname == "__metadata__":
-                continue
-            try:
-                start, end = (int(x) for x in meta["data_offsets"])
-                dtype, shape = str(meta["dtype"]), [int(x) for x in meta["shape"]]
-            except (KeyError, TypeError, ValueError):
-                raise bad from None
-            if not 0 <= start <= end <= size:
-                raise bad
-            h = hashlib.sha256()
-            f.seek(8 + n + start)
-            left = end - start
-            while left:
-                chunk = f.read(min(left, 1 << 20))
-                if not chunk:
-                    raise bad
-                h.update(chunk)
-                left -= len(chunk)
-            out.append(["tensor", tname, dtype, shape, h.hexdigest()])
-    return out
+    files: dict[str, str]
+    weights: str  # the seal's key: this folder's identity, or the known base's it is a near-copy of
+    cohort: str
+    legacy_cohort: str  # the older file-listing id of the same folder
+    own: str = ""  # this folder's weights identity (what `locate.prove` checks at its location)
+    setup: dict[str, str] | None = None
+    sketch: dict[str, Any] | None = None
+    #: the known base this folder is a near-copy of: experiment, cohort, distance (None: itself)
+    near: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
-class BaseIdentity:
-    """A base model as monte knows it: its servable files, its weights identity, its cohort."""
+class KnownBase:
+    """A base commit of this repository, as its base.json records it."""
 
-    files: dict[str, str]
-    weights: str
+    experiment: str
     cohort: str
-    legacy_cohort: str  # the older file-listing id of the same folder
+    weights: str
+    model: str
+    setup: dict[str, str] | None
+    sketch: dict[str, Any] | None
+
+
+def known_bases(store: Store) -> list[KnownBase]:
+    """Every cohort's base commit in the repository (any experiment), oldest experiment name first."""
+    out: list[KnownBase] = []
+    for ref, tip in sorted(store.refs_under(PREFIX).items()):
+        head, sep, cohort = ref[len(PREFIX):].rpartition("/base/")
+        if not sep or not head or "/" in cohort:
+            continue
+        try:
+            raw = Snapshot(store.repo, tip).read("base.json")
+            base = json.loads(raw) if raw is not None else None
+        except (KeyError, ValueError):
+            continue
+        if not isinstance(base, dict):
+            continue
+        sk, st = base.get("sketch"), base.get("setup")
+        out.append(KnownBase(experiment=head, cohort=cohort, weights=str(base.get("weights") or ""),
+                             model=str(base.get("model") or ""), setup=st if isinstance(st, dict) else None,
+                             sketch=sk if isinstance(sk, dict) else None))
+    return out
 
 
 def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
-    """Hash the folder and name its cohort: the weights identity, except in an experiment that
-    already holds this folder's cohort under the older file-listing id (it keeps that id). A
-    folder whose weights equal a checkpoint of this repository's lineage is refused."""
+    """Hash the folder and name its cohort.
+
+    - A folder whose weights are a known base's (this folder's identity, or the one the previous
+      monte recorded), or within :data:`identity.NEAR` of one (a near-copy), is that base's
+      cohort: the seal is keyed by that base's weights. In an experiment that holds the folder's
+      cohort under the older file-listing id, it keeps that id.
+    - In the experiment whose base commit it matches, a folder with another config, generation
+      config or tokenizer (:func:`monte.models.identity.setup`) is refused: the cohort's base is
+      what its base commit recorded.
+    - A folder whose weights are, or are within :data:`identity.NEAR` of, a checkpoint of any
+      experiment's lineage (not of its own cohort) is refused: a checkpoint is never a base.
+    """
     files = servable_files(folder)
-    weights = weights_identity(folder, files)
+    mine = identity.identify(folder)
+    counted_then = sorted(n for n in files if is_weight_file(n))
+    same_then = (counted_then == sorted(mine.files) and not mine.tied_once
+                 and all(n.endswith(".safetensors") for n in counted_then))
+    previous = mine.weights if same_then else previous_weights_identity(folder, files)
+    ids = {mine.weights} | ({previous} if previous else set())
     legacy = cohort_of(files)
-    cohort = legacy if store.tip(base_ref(experiment, legacy)) is not None else weights[:12]
-    refuse_checkpoint_as_base(store, files, weights, own={cohort, legacy, weights[:12]})
-    return BaseIdentity(files=files, weights=weights, cohort=cohort, legacy_cohort=legacy)
+    bases = known_bases(store)
+    match: KnownBase | None = None
+    near: dict[str, Any] | None = None
+    if store.tip(base_ref(experiment, legacy)) is not None:
+        match = next((b for b in bases if b.experiment == experiment and b.cohort == legacy), None)
+    exact = sorted((b for b in bases if b.weights in ids), key=lambda b: (b.experiment != experiment, b.experiment))
+    if match is None and exact:
+        match = exact[0]
+    if match is None:
+        found = identity.nearest(mine.sketch, ((b, b.sketch) for b in bases if b.sketch and b.weights))
+        if found is not None and found[1] <= identity.NEAR:
+            match = found[0]
+            near = {"experiment": match.experiment, "cohort": match.cohort, "distance": round(found[1], 6)}
+    here = match if match is not None and match.experiment == experiment else None
+    if match is not None and match.weights:
+        weights = match.weights
+        # this experiment's base commit of those weights, if it has one (its cohort id may be older)
+        here = here or next((b for b in bases if b.experiment == experiment and b.weights == weights), None)
+        if store.tip(base_ref(experiment, legacy)) is not None:
+            cohort = legacy
+        elif here is not None:
+            cohort = here.cohort
+        else:
+            cohort = weights[:12]
+    else:  # a new base, or one the file-listing id names (its base commit recorded no weights)
+        weights = mine.weights
+        cohort = legacy if store.tip(base_ref(experiment, legacy)) is not None else weights[:12]
+    if here is not None and here.setup and here.setup != mine.setup:
+        parts = ", ".join(k for k in sorted(set(here.setup) | set(mine.setup))
+                          if here.setup.get(k) != mine.setup.get(k))
+        raise error("E_REFUSED", f"{folder} holds the weights of cohort {here.cohort}'s base model"
+                    + (f" (a near-copy, distance {near['distance']:.4f})" if near else "")
+                    + f" with another {parts}: a cohort's base is the model its base commit recorded (config, "
+                    "generation config and tokenizer included), and these change what it computes or reads",
+                    f"pass the base model as it was recorded ({here.model}), or save this model as a base of its "
+                    "own with other weights; see docs/reliability.md, \"the seal under attack\"")
+    refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={cohort, legacy, mine.weights[:12]})
+    return BaseIdentity(files=files, weights=weights, cohort=cohort, legacy_cohort=legacy, own=mine.weights,
+                        setup=mine.setup, sketch=mine.sketch, near=near)
 
 
 def _weight_digests(files: dict[str, str]) -> list[str]:
     return sorted(d for n, d in files.items() if is_weight_file(n))
 
 
-def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str, own: set[str]) -> None:
-    """A base model is never a checkpoint of this repository (any experiment): its test reads
-    belong to the cohort it was trained in. A checkpoint of the model's own cohort (``own``: its
-    cohort ids) with the very same weights (a chunk that changed nothing) is the base itself."""
-    mine = _weight_digests(files)
+def lineage_checkpoints(store: Store) -> Iterator[dict[str, Any]]:
+    """Every checkpoint.json of every experiment's lineage in the repository."""
     seen: set[ObjectID] = set()
     for ref, tip in sorted(store.refs_under(PREFIX).items()):
         if "/lineage/" not in ref:
@@ -173,32 +219,62 @@ def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str,
             if raw is None:  # the cohort's base commit: the root of the tree
                 continue
             todo.extend(commit.parents)  # type: ignore[attr-defined]
-            info = json.loads(raw)
-            if info.get("cohort") in own:
+            try:
+                info = json.loads(raw)
+            except ValueError:
                 continue
-            theirs = info.get("weights_identity")
-            if theirs == weights or (mine and _weight_digests(info.get("files") or {}) == mine):
-                ref_name = f"{info.get('experiment')}/{info.get('run')}@{info.get('step')}"
-                raise error("E_REFUSED", f"this model's weights are checkpoint {ref_name} of this repository; "
-                            "a checkpoint is never a base model (its test reads belong to the cohort it was "
-                            "trained in)",
-                            f"evaluate it as a checkpoint: `monte eval --checkpoint {ref_name}` (dev), or "
-                            "nominate it for the final claim: `monte nominate "
-                            f"{ref_name}`; a new cohort needs other base weights")
+            if isinstance(info, dict):
+                yield info
+
+
+def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str | set[str],
+                              sketch: dict[str, Any] | None = None, *, own: set[str]) -> None:
+    """A base model is never a checkpoint of this repository (any experiment), nor a near-copy of
+    one (within :data:`identity.NEAR` of its recorded sketch): its test reads belong to the cohort
+    it was trained in. A checkpoint of the model's own cohort (``own``: its cohort ids) is exempt
+    (a chunk that changed nothing is the base itself)."""
+    ids = {weights} if isinstance(weights, str) else set(weights)
+    mine = _weight_digests(files)
+    for info in lineage_checkpoints(store):
+        if info.get("cohort") in own:
+            continue
+        theirs = info.get("weights_identity")
+        hit = theirs in ids or bool(mine and _weight_digests(info.get("files") or {}) == mine)
+        d = None
+        if not hit and sketch is not None and isinstance(info.get("sketch"), dict):
+            d = identity.distance(info["sketch"], sketch, stop=identity.NEAR)
+            hit = d <= identity.NEAR
+        if hit:
+            ref_name = f"{info.get('experiment')}/{info.get('run')}@{info.get('step')}"
+            what = "are" if d is None else f"are a near-copy (distance {d:.4f}, within {identity.NEAR}) of"
+            raise error("E_REFUSED", f"this model's weights {what} checkpoint {ref_name} of this repository; "
+                        "a checkpoint is never a base model (its test reads belong to the cohort it was "
+                        "trained in)",
+                        f"evaluate it as a checkpoint: `monte eval --checkpoint {ref_name}` (dev), or "
+                        "nominate it for the final claim: `monte nominate "
+                        f"{ref_name}`; a new cohort needs other base weights")
 
 
 def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str], *, cohort: str | None = None,
-                weights: str | None = None) -> tuple[str, ObjectID]:
+                weights: str | None = None, folder: Path | None = None) -> tuple[str, ObjectID]:
     """The cohort's base commit, written once (create-only; identical content from two writers
     is the same commit). ``base.json`` records the weights identity the seal is keyed by
-    (:func:`identify_base` gives both; without them, the older file-listing id)."""
+    (:func:`identify_base` gives both; without them, the older file-listing id) and, read from
+    ``folder``, the model's setup and sketch (what a later folder is compared with), and its own
+    identity where it is a near-copy of the base whose weights key the cohort."""
     cohort = cohort or cohort_of(files)
     ref = base_ref(experiment, cohort)
     tip = store.tip(ref)
     if tip is not None:
         return cohort, tip
+    more: dict[str, Any] = {}
+    if folder is not None and weights:
+        mine = identity.identify(folder)
+        more = {"setup": mine.setup, "sketch": mine.sketch,
+                **({"identity": mine.weights} if mine.weights != weights else {})}
     body = json.dumps({"experiment": experiment, "cohort": cohort, "model": model, "files": files,
-                       **({"weights": weights} if weights else {})}, indent=2, sort_keys=True).encode() + b"\n"
+                       **({"weights": weights} if weights else {}), **more},
+                      indent=2, sort_keys=True).encode() + b"\n"
     commit = store.write_commit({"base.json": body}, f"base model of cohort {cohort}",
                                 {"Monte-Event": "base", "Monte-Cohort": cohort}, parents=[])
     if not store.set_ref(ref, None, commit):

@@ -1,7 +1,7 @@
 """Where a model is, said so that it means the same thing on every machine.
 
 A record never holds a folder of the machine that wrote it. It holds a model *reference*: the
-model's identity (the weights hash, :func:`monte.ledger.lineage.weights_identity`, which names
+model's identity (the weights hash, :func:`monte.models.identity.weights_identity`, which names
 the cohort; a checkpoint's lineage commit) plus one of these locations:
 
 - ``repo:PATH``: a folder inside the repository, relative to its root (a copy or a clone of the
@@ -245,7 +245,8 @@ def recorded_weights(store: Store, experiment: str, located: Located) -> set[str
             base: dict[str, Any] = json.loads(raw)
         except ValueError:
             continue
-        model, weights = str(base.get("model") or ""), base.get("weights")
+        # a near-copy's base commit records the folder's own identity beside the weights it keys by
+        model, weights = str(base.get("model") or ""), base.get("identity") or base.get("weights")
         if not weights:
             continue
         same = model == located.ref or (here is not None and os.path.isabs(model)

@@ -155,7 +155,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     where = locate.locate(ws, base)
     assert where.folder is not None
     base_id = identify_base(ws.store, exp, where.folder)
-    locate.prove(ws.store, exp, where, base_id.weights)  # another model at a recorded location: E_INTEGRITY
+    locate.prove(ws.store, exp, where, base_id.own or base_id.weights)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base_id.files, base_id.cohort
     names = {where.register: str(where.folder)} if where.register else {}
     if not smoke:
@@ -289,7 +289,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     for name, named in sorted(plan.names.items()):  # the names the record gives folders outside the repository
         locate.remember(ws, name, named)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
-                weights=plan.weights or None)
+                weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
     if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
         row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
             r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name

@@ -23,6 +23,7 @@ from monte.ledger.records import RunRow
 from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
 from monte.manifest import now
+from monte.models import identity
 from monte.runs.folders import log_event, run_folder
 from monte.runs.lifecycle import require_live
 from monte.runs.liveness import me
@@ -83,7 +84,7 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
         "experiment": experiment, "run": row.run, "step": step, "cohort": row.cohort,
         "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
         "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
-        "weights_identity": weights_identity(dest, files),
+        "weights_identity": weights_identity(dest, files), "sketch": identity.sketch(dest),
         **(extra or {}), **more,
     }
     commit = record_checkpoint(ws.store, experiment, info, parent_commit)

@@ -57,8 +57,7 @@ def test_a_copy_with_an_extra_file_is_the_same_cohort(repo: Path, monte, exp: st
     cohort = _eval(monte, "--dry-run").json()["plan"]["cohort"]
     copy = repo.parent / "bm-copy"
     shutil.copytree(base_model, copy)
-    (copy / "README.md").write_text("hi\n")
-    (copy / "generation_config.json").write_text('{"do_sample": false}\n')
+    (copy / "README.md").write_text("hi\n")  # another generation_config.json is another setup: test_identity.py
     assert monte("eval", "--model", str(copy), "--dry-run", "--json").json()["plan"]["cohort"] == cohort
     before = snapshot_state(repo)
     r = _eval(monte, "--split", "test", "--model", str(copy), "--dry-run")
