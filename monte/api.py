@@ -311,17 +311,19 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
-               adopt: str | None = None, ws: Workspace | None = None) -> TrainPlan:
+               adopt: str | None = None, remote: bool = False, ws: Workspace | None = None) -> TrainPlan:
     """Check every refusal of the seeds before anything is written; return the chunk's plan.
 
     ``push``: results to the results bucket after each transition, and (a real chunk) the
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
     refuses E_STORAGE here, before any compute. ``adopt`` (on a box): the run a ``--remote``
-    submission started for this chunk."""
+    submission started for this chunk. ``remote``: the chunk runs on a box, which checks the
+    recipe's machine-dependent values itself."""
     from monte.training import chunk
 
     plan = chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
-                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push)
+                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
+                            remote=remote)
     if adopt:
         plan.adopt = check_name(adopt, "run id")
     return plan
