@@ -302,8 +302,12 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
     from monte import evals
     from monte.runs import experiment_name
 
+    from monte.ledger.experiment import Ledger
+
     ws = ws or open_workspace()
-    return evals.recover(ws, experiment_name(ws, experiment))
+    exp = experiment_name(ws, experiment)
+    Ledger(ws.store, exp).measurement()  # an experiment that does not exist: E_NOT_FOUND, not "nothing to do"
+    return evals.recover(ws, exp)
 
 
 # --- training --------------------------------------------------------------------------------------
