@@ -300,9 +300,8 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
 def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[dict[str, Any]]:
     """Record each finish an earlier process kept in its run folder but could not append."""
     from monte import evals
-    from monte.runs import experiment_name
-
     from monte.ledger.experiment import Ledger
+    from monte.runs import experiment_name
 
     ws = ws or open_workspace()
     exp = experiment_name(ws, experiment)
