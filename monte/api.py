@@ -300,10 +300,13 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
 def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[dict[str, Any]]:
     """Record each finish an earlier process kept in its run folder but could not append."""
     from monte import evals
+    from monte.ledger.experiment import Ledger
     from monte.runs import experiment_name
 
     ws = ws or open_workspace()
-    return evals.recover(ws, experiment_name(ws, experiment))
+    exp = experiment_name(ws, experiment)
+    Ledger(ws.store, exp).measurement()  # an experiment that does not exist: E_NOT_FOUND, not "nothing to do"
+    return evals.recover(ws, exp)
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -311,17 +314,19 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
-               adopt: str | None = None, ws: Workspace | None = None) -> TrainPlan:
+               adopt: str | None = None, remote: bool = False, ws: Workspace | None = None) -> TrainPlan:
     """Check every refusal of the seeds before anything is written; return the chunk's plan.
 
     ``push``: results to the results bucket after each transition, and (a real chunk) the
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
     refuses E_STORAGE here, before any compute. ``adopt`` (on a box): the run a ``--remote``
-    submission started for this chunk."""
+    submission started for this chunk. ``remote``: the chunk runs on a box, which checks the
+    recipe's machine-dependent values itself."""
     from monte.training import chunk
 
     plan = chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
-                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push)
+                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
+                            remote=remote)
     if adopt:
         plan.adopt = check_name(adopt, "run id")
     return plan

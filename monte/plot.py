@@ -24,6 +24,7 @@ transformers code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -280,8 +281,12 @@ def render(data: dict[str, Any], out: Path) -> None:
         try:
             fig.savefig(tmp, format=fmt, dpi=110, metadata=meta, bbox_inches="tight", pad_inches=0.2)
             os.replace(tmp, out)
+        except OSError as e:  # /proc, a read-only or full disk: the folder exists but takes no file
+            raise error("E_STORAGE", f"--out {str(out)!r} cannot be written: {e.strerror or type(e).__name__}; "
+                        "nothing was written", "name a file in a folder you can write to") from None
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     finally:
         plt.close(fig)
 

@@ -47,7 +47,8 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
     if remote and ("/" in recipe or recipe.endswith((".yaml", ".yml"))):
         raise_path_recipe(recipe)
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
-                          smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt)
+                          smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt,
+                          remote=remote)
     if remote:
         args = ["--experiment", plan.experiment, "--recipe", recipe, "--source", source,
                 *(["--parent", parent] if parent else []), *(["--from-base"] if from_base else []),

@@ -30,6 +30,7 @@ from monte.runs.lifecycle import (
     Transition,
     adopt_row,
     clear_pending,
+    interrupted_message,
     os_reason,
     probe_writable,
     read_pending,
@@ -84,12 +85,12 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
+    model, tok = preflight_eval(plan, splits, load)  # all a read needs, before any record: a refusal spends nothing
     locate.remember(ws, plan.base_register, plan.base_folder)  # the name the record gives the base model
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
     with sigterm_stops():
         recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
-        model = tok = None
         results = []
         for i, e in enumerate(plan.exams):
             items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
@@ -107,8 +108,6 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
                           target=plan.target.label)
                 transition(row, "started")
-                if model is None:
-                    model, tok = (load or gen.load)(Path(plan.target.folder or plan.target.model))
                 answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
                                        max_new_tokens=plan.settings["max_new_tokens"],
                                        batch_size=plan.settings["batch_size"],
@@ -135,6 +134,8 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                transition=transition)
                 if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
                     raise stopped_message(ledger, row.run) from None
+                if isinstance(exc, KeyboardInterrupt):  # say what the started record spent
+                    raise interrupted_message(ledger, row.run) from None
                 raise
             finally:
                 grades.close()
@@ -151,6 +152,35 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
         pusher.check()
     return EvalResult(experiment=plan.experiment, runs=results,
                       floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
+
+
+def preflight_eval(plan: EvalPlan, splits: dict[str, list[dict[str, Any]]],
+                   load: Callable[[Path], tuple[Any, Any]] | None = None) -> tuple[Any, Any]:
+    """Everything an eval needs, proven before its ``started`` record spends anything: the extras
+    it imports (the light install refuses with their pip line), the model and its tokenizer
+    loaded, and one prompt of each exam rendered, tokenized and run through the model for one
+    token (nothing is graded or kept: it reveals nothing of a sealed split). Returns the loaded
+    (model, tokenizer) for the run."""
+    from monte.envs import grading
+    from monte.models import generate as gen
+
+    folder = Path(plan.target.folder or plan.target.model)
+    model, tok = (load or gen.load)(folder)
+    for e in plan.exams:
+        items = splits[e.exam][:1]
+        if not items:
+            continue
+        try:
+            gen.generate(model, tok, [grading.prompt_of(items[0])], max_new_tokens=1, batch_size=1,
+                         temperature=0.0, top_p=1.0, stop=(), chat_template=plan.settings["chat_template"])
+        except (MonteError, ModuleNotFoundError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 (out of memory, a CUDA error, a tokenizer that cannot encode)
+            raise error("E_PREFLIGHT", f"the model {plan.target.label} could not answer one prompt of "
+                        f"{e.exam}/{e.split} ({type(exc).__name__}: {exc}); nothing was started and no touch "
+                        "was spent", "fix the model folder (or free the GPU's memory) and run the command "
+                        "again") from None
+    return model, tok
 
 
 def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any] | None = None,

@@ -19,6 +19,7 @@ and names an entry that differs (:func:`check`), so a cache that passed its MAC 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import marshal
@@ -65,7 +66,8 @@ def _key(folder: Path, *, create: bool) -> bytes | None:
     except OSError:
         return None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # .git/monte made a file: no cache, not a crash
+            tmp.unlink(missing_ok=True)
     try:
         key = path.read_bytes()
     except OSError:
@@ -125,7 +127,8 @@ class DerivedCache:
             tmp.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
             os.replace(tmp, self.path)
         except OSError:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
 
 def cached_files(git_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str, Path]]:

@@ -17,6 +17,7 @@ without it. ``monte ledger verify`` reports such an entry (:func:`check`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -108,7 +109,8 @@ class ObjectCache:
             tmp.write_bytes(b"".join(parts))
             os.replace(tmp, self.path)
         except OSError:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # .git/monte made a file: no cache, not a crash
+                tmp.unlink(missing_ok=True)
 
 
 def check(git_dir: str | os.PathLike[str]) -> list[str]:

@@ -135,6 +135,7 @@ class Store:
             ) from None
         self.root = Path(root)
         self.tips = Tips(self.repo.commondir())
+        self._tips_ok = False
         self._user: tuple[str | None, str | None] | None = None
         self._signer: tuple[Path | None] | None = None
         self._written: list[ShaFile] = []
@@ -157,6 +158,7 @@ class Store:
                           alternates=alternates or None, bare=True)
         store.root = Path(git_dir)
         store.tips = Tips(store.repo.commondir())
+        store._tips_ok = False
         store._user = None
         store._signer = None
         store._written = []
@@ -285,6 +287,9 @@ class Store:
         """
         name = Ref(ref.encode())
         ours = ref.startswith(PREFIX)
+        if not self._tips_ok:
+            self.tips.check()  # a memory that cannot be written: refuse before the ref moves
+            self._tips_ok = True
         if ours and not self._keeps_newest_tip(ref, old, new):
             return False
         give_up: float | None = None
@@ -593,8 +598,15 @@ class MissingObject(IntegrityError, KeyError):
     another clone has not sent yet) still handles it; anywhere else it is a named refusal."""
 
 
-def missing_object(sha: bytes) -> MissingObject:
+def missing_object(sha: bytes, *, shallow: bool = False) -> MissingObject:
     short = sha.decode(errors="replace")[:12]
+    if shallow:  # a `git clone --depth N`: the history before its shallow commits was never sent
+        return MissingObject(
+            f"git object {short} is not in this repository: it is a shallow clone (`git clone --depth`), "
+            "which holds no history before its shallow commits, and monte's records need their whole history "
+            "(verify re-derives every rule from it)",
+            fix="fetch the whole history: `git fetch --unshallow` (or clone again without --depth), then run "
+                "the command again", code="E_INTEGRITY")
     return MissingObject(
         f"git object {short} is missing from this repository's .git/objects: something deleted it "
         "after it was written, most likely `git prune --expire=now` or `git gc --prune=now` run "
@@ -624,7 +636,8 @@ class _Objects(DiskObjectStore):
         try:
             return super().get_raw(name)
         except KeyError:
-            raise missing_object(name if len(name) == 40 else name.hex().encode()) from None
+            shallow = os.path.exists(os.path.join(os.path.dirname(self.path), "shallow"))
+            raise missing_object(name if len(name) == 40 else name.hex().encode(), shallow=shallow) from None
 
     def __contains__(self, sha: ObjectID) -> bool:
         return super().__contains__(sha) or super().__contains__(sha)

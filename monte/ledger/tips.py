@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from pathlib import Path
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, ObjectID
 
+from monte.errors import MonteError, error
 from monte.ledger.refs import PREFIX
 
 ZERO = b"0" * 40
@@ -89,6 +91,26 @@ class Tips:
         self._parsed: tuple[tuple[int, int], list[tuple[str, ObjectID | None, ObjectID, int]]] | None = None
         self._grouped: tuple[object, dict[str, list[tuple[str, ObjectID | None, ObjectID, int]]]] | None = None
 
+    def check(self) -> None:
+        """Refuse (``E_STORAGE``) when the memory cannot be kept or read: ``<git dir>/monte`` is
+        not a folder, or ``tips.log`` is not a file. Appends then stop remembering tips, and a
+        ref moved back by plain git would go unnoticed, so the store checks before it writes."""
+        problem = self._problem()
+        if problem is not None:
+            raise problem
+
+    def _problem(self) -> MonteError | None:
+        folder = self.log.parent
+        if os.path.lexists(folder) and not folder.is_dir():
+            what, path = "is a file, not a folder", folder
+        elif os.path.lexists(self.log) and not self.log.is_file():
+            what, path = "is not a regular file", self.log
+        else:
+            return None
+        return error("E_STORAGE", f"{path} {what}: monte remembers every tip of its refs in {self.log} (so that a "
+                     "ledger moved back by plain git is caught), and cannot keep or read that memory; nothing "
+                     "was written", f"move {path} aside (`mv {path} {path}.moved`) and run the command again")
+
     # --- writing (the store, after a successful compare-and-swap) -------------------------------
 
     def record(self, ref: str, old: ObjectID | None, new: ObjectID, *, when: int | None = None) -> None:
@@ -128,10 +150,14 @@ class Tips:
         try:
             fd = os.open(self.log, os.O_RDONLY)
         except (FileNotFoundError, NotADirectoryError):
+            self.check()  # .git/monte made a file: say so, not "nothing remembered"
             return None
         needle = ref.encode() + b" "
         try:
-            end = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self.check()
+            end = st.st_size
             carry = b""
             size = _TAIL
             while end > 0:
@@ -155,7 +181,8 @@ class Tips:
             if self._parsed is not None and self._parsed[0] == key:
                 return self._parsed[1]
             data = self.log.read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            self.check()  # a folder where the log is, or a file where its folder is: E_STORAGE
             return []
         lines = [(m[1].decode(errors="replace"), None if m[2] == ZERO else ObjectID(m[2]), ObjectID(m[3]), int(m[4]))
                  for m in _LINE.finditer(data) if m[3] != ZERO]  # what _parse keeps of each line, at once

@@ -305,12 +305,37 @@ class sigterm_stops:  # noqa: N801 - used as a context manager, reads as a phras
 
 
 def stopped_message(ledger: Ledger, run: str) -> MonteError:
-    """What a stopped run's own terminal is told: who stopped it, if known, and what its row reads."""
+    """What a stopped run's own terminal is told: who stopped it, if known, what its row reads,
+    and (a test read) that the read is spent."""
     row = ledger.row(run)
     status = row.status if row else "unknown"
     why = f" ({row.error})" if row and row.error else ""
-    return error("E_STOPPED", f"run {run} was stopped{why}; its row reads {status}",
-                 "see `monte show " + run + "`; start a new run to go on")
+    spent, fix = spent_words(row)
+    return error("E_STOPPED", f"run {run} was stopped{why}; its row reads {status}{spent}",
+                 "see `monte show " + run + "`; " + (fix or "start a new run to go on"))
+
+
+def interrupted_message(ledger: Ledger, run: str) -> MonteError:
+    """What an interrupted run (Ctrl-C) says once its failure is recorded: what its row reads and
+    what was spent; "run the command again" only where that can work."""
+    row = ledger.row(run)
+    status = row.status if row else "unknown"
+    spent, fix = spent_words(row)
+    return error("E_INTERRUPTED", f"run {run} was interrupted; its row reads {status}{spent}",
+                 "see `monte show " + run + "`; " + (fix or "run the command again (a new run)"))
+
+
+def spent_words(row: RunRow | None) -> tuple[str, str]:
+    """(what was spent, what to do) for a run that ended without a score: a test read's
+    ``started`` record spent the touch, and running the command again is refused E_SEALED."""
+    if row is None or row.kind != "eval" or row.split != "test" or row.smoke or row.role not in ("baseline", "claim"):
+        return "", ""
+    what = "test@0 (the baseline read)" if row.role == "baseline" else "the final claim (the second test read)"
+    spent = (f"; its started record spent {what} of exam {row.exam} in cohort {row.cohort}: the read is gone, "
+             "and running the command again is refused (E_SEALED)")
+    if row.role == "claim":
+        return spent, ("the claim stands as recorded; another claim needs another cohort: " + rules.NEW_COHORT_FIX)
+    return spent, ("this cohort can never take its test baseline, so it cannot train: " + rules.NEW_COHORT_FIX)
 
 
 def probe_writable(ws: Workspace, experiment: str, need: int) -> None:

@@ -8,10 +8,20 @@ refusal. A recipe cannot set the step count: ``steps_per_chunk`` belongs to the 
 because that count is what ``train@N`` means (``num_train_epochs`` is accepted, and, as in TRL
 whenever ``max_steps`` is set, has no effect). A ``null`` value keeps monte's default.
 
+A TRL dump pastes (``SFTConfig(...).to_dict()`` written as YAML): a key monte owns that holds
+TRL's default, or what monte sets itself, is ignored with a note (:attr:`ResolvedRecipe.ignored`);
+one that asks for something else (``push_to_hub: true``) is refused. Every value TRL's own
+constructor takes is taken (``scale_rewards: false``). Every number is checked against a sane
+range (:data:`RANGES`) and every setting that depends on the machine (``deepspeed``, ``fsdp``,
+``bf16``, ...) against the machine that runs the chunk (:func:`check_machine`), before the
+``started`` record and with ``--dry-run`` too.
+
 A decaying learning-rate schedule (``cosine``, ``linear``, a ``warmup_steps`` ratio below 1, ...)
 is declared over a horizon, ``schedule_steps: N``: the trainer is built for N steps every chunk
 and each chunk stops at its own end, so a same-recipe continuation continues the one schedule
 (4 + 4 steps equal 8); a stage boundary restarts the trainer's counter, and so its schedule.
+Without ``schedule_steps`` (TRL's own default is ``linear``) the horizon is the one chunk, as in
+TRL with ``max_steps``; a same-recipe continuation of it is refused (its schedule would restart).
 
 Resolution: a path (contains ``/`` or ends in ``.yaml``/``.yml``), else a name looked up in the
 repository's ``recipes/`` and then the packaged ``monte/recipes/`` (first match wins).
@@ -98,6 +108,13 @@ OWNED: dict[str, str] = {
                      "load_best_model_at_end", "metric_for_best_model", "greater_is_better"), _EVAL),
     "teacher_model_name_or_path": "the teacher is the recipe's `teacher:` (a folder whose files the row records)",
 }
+#: Owned keys a dump carries whatever it holds: where files go is monte's, and nothing a recipe
+#: means by them is lost.
+_IGNORED_ANY = frozenset({"output_dir", "overwrite_output_dir"})
+#: Values of owned keys that mean "as TRL/monte would have it", besides the field's default:
+#: what ``to_dict()`` writes for them (a redacted token, no reporting) and what monte sets.
+_AS_MONTE = {"hub_token": ("<HUB_TOKEN>",), "report_to": ([], "none", ["none"]), "save_strategy": ("steps", "no"),
+             "save_only_model": (False,)}
 #: Keys TRL no longer has, with what replaced them.
 _RENAMED = {"warmup_ratio": "TRL folded it into warmup_steps: a value below 1 is a ratio of the horizon"}
 #: Settings whose checks depend on the machine (a GPU, an installed backend): TRL checks them when
@@ -105,6 +122,25 @@ _RENAMED = {"warmup_ratio": "TRL folded it into warmup_steps: a value below 1 is
 _DEVICE = frozenset({"bf16", "fp16", "tf32", "bf16_full_eval", "fp16_full_eval", "use_cpu", "use_liger_kernel",
                      "use_vllm", "deepspeed", "fsdp", "fsdp_config", "ddp_backend", "parallelism_config",
                      "accelerator_config", "torch_compile", "torch_compile_backend", "torch_compile_mode"})
+#: Sane ranges of TRL's numeric fields (inclusive), each with what the number is: a value past
+#: them crashes the trainer mid-chunk (``islice`` of a 1e32 batch), or takes the machine down
+#: (100,000 dataloader worker processes). Any other number must be finite and below 2**53.
+RANGES: dict[str, tuple[float, float, str]] = {
+    **dict.fromkeys(("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps",
+                     "steps_per_generation", "num_iterations", "generation_batch_size"),
+                    (1, 2**16, "a count of examples or micro-batches")),
+    "dataloader_num_workers": (0, 256, "worker processes (each a fork of the trainer)"),
+    "dataloader_prefetch_factor": (1, 1024, "batches each worker loads ahead"),
+    "num_generations": (2, 4096, "completions per prompt"),
+    **dict.fromkeys(("max_length", "max_completion_length", "max_prompt_length", "max_seq_length"),
+                    (1, 2**20, "tokens")),
+    **dict.fromkeys(("seed", "data_seed"), (0, 2**32 - 1, "a random seed (numpy takes below 2**32)")),
+    "warmup_steps": (0, 10**9, "steps (below 1: a ratio)"),
+    "schedule_steps": (1, 10**9, "steps"),
+    "num_train_epochs": (0, 10**6, "epochs"),
+    "logging_steps": (0, 10**9, "steps (below 1: a ratio)"),
+}
+_MAX_NUMBER = 2**53
 #: Schedules that do not depend on the run's length.
 _FLAT = frozenset({"constant", "constant_with_warmup"})
 #: A recipe's nested values (lists, mappings) are bounded: a YAML alias bomb expands exponentially.
@@ -118,6 +154,9 @@ class ResolvedRecipe(BaseModel):
     algorithm: str
     spelled_as_path: bool
     settings: dict[str, Any]
+    #: keys of a pasted TRL dump that monte owns and that held TRL's default or monte's own value:
+    #: key -> why it is ignored (never passed to the trainer, never recorded as a setting)
+    ignored: dict[str, str] = {}
 
     def parsed(self) -> Any:
         model = _BY_ALGO[self.algorithm]  # monte's typed keys; the other TRL fields: trl_settings()
@@ -147,6 +186,12 @@ def check_chunk(rec: ResolvedRecipe, resume_step: int, steps: int) -> None:
     inside a generation buffer, which a checkpoint does not keep."""
     s = rec.settings
     horizon = s.get("schedule_steps")
+    if horizon is None and resume_step > 0 and decays(s):
+        raise error("E_REFUSED", f"recipe {rec.name} declares no schedule_steps, so its schedule "
+                    f"({s.get('lr_scheduler_type')!r}, warmup_steps {s.get('warmup_steps')!r}) spans one chunk; "
+                    "continuing it would start that schedule again at this chunk's edge",
+                    "cross a stage boundary with another recipe (its schedule starts afresh), or declare the "
+                    "stage's horizon with schedule_steps: N in a new recipe")
     if horizon is not None and resume_step + steps > horizon:
         raise error("E_REFUSED", f"recipe {rec.name} declares schedule_steps: {horizon}, and this chunk would "
                     f"train steps {resume_step} -> {resume_step + steps} of its stage",
@@ -188,8 +233,10 @@ def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
                         "list the resolvable names with `monte config`")
     raw = path.read_bytes()
     settings = _validate(raw, path)
+    ignored = settings.pop("_ignored")
     return ResolvedRecipe(name=path.stem, path=str(path), sha256=sha256_bytes(raw),
-                          algorithm=settings["algorithm"], spelled_as_path=as_path, settings=settings)
+                          algorithm=settings["algorithm"], spelled_as_path=as_path, settings=settings,
+                          ignored=ignored)
 
 
 def _validate(raw: bytes, path: Path) -> dict[str, Any]:
@@ -230,15 +277,24 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
     bad: list[tuple[str, str]] = []  # (key, why): every one is named in the one refusal
     extras: dict[str, Any] = {}
     suggestions: dict[str, list[str]] = {}
+    ignored: dict[str, str] = {}
     for k, v in data.items():
         if k in OWNED:
-            bad.append((k, f"cannot be set by a recipe: {OWNED[k]}"))
+            if k in _IGNORED_ANY or (k in fields and _as_default(fields[k], v)) or v in _AS_MONTE.get(k, ()):
+                ignored[k] = OWNED[k]  # a pasted dump's own default: nothing asked of the trainer
+            else:
+                bad.append((k, f"cannot be set by a recipe: {OWNED[k]} (it holds {v!r}; TRL's default, "
+                            "which a dump carries, is ignored)"))
         elif k in model.model_fields:
             continue
+        elif k in fields and k.endswith("_token") and v == f"<{k.upper()}>":
+            ignored[k] = "to_dict() writes this placeholder for a token field; TRL's default stands"
         elif k in fields:
             why = _type_error(fields[k].type, v)
+            if why and _trl_maps(cls, fields[k], v):
+                why = None  # TRL maps it itself (scale_rewards: false is "none")
             if why:
-                bad.append((k, why))
+                bad.append((k, f"{why} (got {v!r})"))
             elif v is not None:  # null: the default (monte's where it sets one, else TRL's)
                 extras[k] = v
         else:
@@ -251,6 +307,10 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
                         + (f"; it is a field of trl.{TRL_CONFIG[other[0]]}, for a {other[0]} recipe" if other
                            else f"; {_RENAMED[k]}" if k in _RENAMED
                            else f"; did you mean: {', '.join(close)}" if close else "")))
+    derived = _derived(data, extras)
+    if derived:
+        ignored[derived] = "TRL derives it from steps_per_generation (a dump carries both; TRL takes one)"
+        del extras[derived]
     known = {k: v for k, v in data.items() if k in model.model_fields}
     parsed: Any = None
     try:
@@ -258,21 +318,25 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
     except ValidationError as e:
         for err in e.errors():
             key = ".".join(str(x) for x in err["loc"][:1]) or "?"
-            bad.append((key, "a required key is missing" if err["type"] == "missing" else err["msg"]))
+            bad.append((key, "a required key is missing" if err["type"] == "missing"
+                        else f"{err['msg']} (got {known.get(key)!r})"))
     bad += _schedule_errors({**model.model_construct().model_dump(), **known})
+    named = {k for k, _ in bad}
+    bad += [(k, why) for k, why in _range_errors({**known, **extras}) if k not in named]
     if bad:
         raise _refusal(path, algo, bad, suggestions)
     settings: dict[str, Any] = parsed.model_dump()
     if settings.get("schedule_steps") is None:
         del settings["schedule_steps"]  # an existing recipe's recorded settings stay as they were
     settings.update(extras)
+    settings["_ignored"] = ignored  # taken out by resolve()
     import warnings
 
     try:  # TRL's own checks on the values (choices, combinations), before anything runs
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cls(**{"output_dir": str(path.parent), "use_cpu": True,
-                   **{k: v for k, v in settings.items() if k not in MONTE_KEYS | _DEVICE},
+                   **{k: v for k, v in settings.items() if k not in MONTE_KEYS | _DEVICE | {"_ignored"}},
                    "max_steps": 1, "report_to": []})
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise error("E_BAD_INPUT", f"recipe {path}: trl.{TRL_CONFIG[algo]} refuses these settings: {e}",
@@ -296,23 +360,74 @@ def _refusal(path: Path, algo: str, bad: list[tuple[str, str]], _near: dict[str,
 
 
 def _schedule_errors(s: dict[str, Any]) -> list[tuple[str, str]]:
-    """A schedule that depends on the run's length needs a horizon that chunking cannot move."""
+    """A schedule TRL knows. (One that depends on the run's length spans ``schedule_steps``, or
+    without it the one chunk: :func:`check_chunk` refuses to continue it.)"""
     from transformers.trainer_utils import SchedulerType
 
-    sched, warm = s.get("lr_scheduler_type"), s.get("warmup_steps")
+    sched = s.get("lr_scheduler_type")
     names = [t.value for t in SchedulerType]
     if isinstance(sched, str) and sched not in names:
         return [("lr_scheduler_type", f"unknown schedule {sched!r}; TRL's are: {', '.join(names)}")]
-    if s.get("schedule_steps") is not None:
-        return []
+    return []
+
+
+def decays(settings: dict[str, Any]) -> bool:
+    """Whether the schedule depends on the run's length (a decay, or a warm-up ratio)."""
+    sched, warm = settings.get("lr_scheduler_type"), settings.get("warmup_steps")
+    return (isinstance(sched, str) and sched not in _FLAT) or (
+        isinstance(warm, int | float) and not isinstance(warm, bool) and 0 < warm < 1)
+
+
+def _range_errors(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every number within its sane range (:data:`RANGES`), finite and below 2**53."""
+    import math
+
     out = []
-    if isinstance(sched, str) and sched not in _FLAT:
-        out.append(("lr_scheduler_type", f"{sched!r} decays over the run's length, and a chunk is "
-                    "not the run: declare its horizon with schedule_steps: N (the stage's whole length)"))
-    if isinstance(warm, int | float) and not isinstance(warm, bool) and 0 < warm < 1:
-        out.append(("warmup_steps", "a ratio is a share of the run's length: declare the horizon with "
-                    "schedule_steps: N"))
+    for k, v in s.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            continue
+        lo, hi, what = RANGES.get(k, (-_MAX_NUMBER, _MAX_NUMBER, "a number"))
+        if isinstance(v, float) and not math.isfinite(v):
+            out.append((k, f"{v!r} is not a finite number"))
+        elif not lo <= v <= hi:
+            out.append((k, f"{v!r} is out of range: {lo:g} to {hi:g} ({what})"))
     return out
+
+
+def _derived(data: dict[str, Any], extras: dict[str, Any]) -> str | None:
+    """GRPO's ``generation_batch_size`` when a dump holds it beside the ``steps_per_generation``
+    TRL derived it from (batch x steps per generation, one process): the one TRL computed."""
+    gen, spg = extras.get("generation_batch_size"), extras.get("steps_per_generation")
+    batch = data.get("per_device_train_batch_size", 8)
+    if isinstance(gen, int) and isinstance(spg, int) and isinstance(batch, int) and gen == batch * spg:
+        return "generation_batch_size"
+    return None
+
+
+def _as_default(f: dataclasses.Field[Any], value: Any) -> bool:
+    """Whether ``value`` is TRL's default for the field, as a dump writes it."""
+    if value is None:
+        return True
+    default = (f.default if f.default is not dataclasses.MISSING
+               else f.default_factory() if f.default_factory is not dataclasses.MISSING else None)
+    if isinstance(default, enum.Enum):
+        default = default.value
+    return bool(value == default and type(value) is type(default))
+
+
+def _trl_maps(cls: Any, f: dataclasses.Field[Any], value: Any) -> bool:
+    """Whether TRL's own constructor maps ``value`` onto a value of the field's type (GRPO's
+    ``scale_rewards: false`` becomes ``"none"``); a value it keeps as given (``packing: 3``) is
+    not one it understood."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mapped = getattr(cls(output_dir="trainer_output", use_cpu=True, report_to=[], **{f.name: value}), f.name)
+    except Exception:  # noqa: BLE001 (any refusal of TRL's is a no)
+        return False
+    return bool(mapped != value and _type_error(f.type, mapped) is None)
 
 
 _SIMPLE = (bool, int, float, str, type(None))

@@ -1,0 +1,118 @@
+"""Everything a read needs is proven before its ``started`` record (issue 29.5), and an
+interrupted test read says what it spent (issue 29.6).
+
+Each case was reproduced on the code before this file: from the light install, ``monte eval
+--split test --yes`` wrote the ``started`` row and only then refused "needs 'torch'" (the row read
+``failed baseline`` and the cohort could never take test@0 again); a base folder with the same
+weights and a broken ``tokenizer.json`` spent test@0 the same way; Ctrl-C during a test read said
+"run the command again" and SIGTERM "start a new run", though the read was spent and the next try
+is E_SEALED.
+
+The light install is real (a wheel of this checkout in a fresh virtualenv, its dependencies from
+the package index: bench/light_install.py's way); the model and the broken tokenizer are real
+files. The one stand-in is the generation step in the interrupt cases, wrapped to signal the
+process at the right moment; the model itself still runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import snapshot_state
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def light_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The light install (``pip install monte``: no torch, transformers, TRL) of this checkout."""
+    spec = importlib.util.spec_from_file_location("light_install", ROOT / "bench" / "light_install.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    tmp = tmp_path_factory.mktemp("light-eval")
+    wheel = bench.build_wheel(tmp)
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"the light install needs the package index, which is not reachable: {r.stderr[-300:]}")
+    return venv / "bin" / "python"
+
+
+def _light(python: Path, repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the wheel's monte, nothing else
+    return subprocess.run([str(python), "-m", "monte", *args], cwd=repo, capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.mark.parametrize("split", ["test", "dev"])
+def test_the_light_install_refuses_an_eval_before_it_spends_anything(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+                                                                    light_python: Path, split: str) -> None:
+    before = snapshot_state(repo)
+    r = _light(light_python, repo, "eval", "--split", split, "--yes", "--json")
+    err = json.loads(r.stdout)["error"]
+    assert r.returncode == 4 and err["code"] == "E_NOT_FOUND", r.stdout + r.stderr
+    assert "light install" in err["message"] and "pip install" in err["fix"]
+    assert snapshot_state(repo) == before  # no started row: nothing spent
+    r = monte("eval", "--split", split, "--yes", "--json")  # the full install: the read is still there
+    assert r.code == 0, r.out
+    assert r.json()["runs"][0]["status"] == "succeeded"
+
+
+def _broken_copy(base_model: Path, dest: Path) -> Path:
+    shutil.copytree(base_model, dest)
+    (dest / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": 5}}')
+    return dest
+
+
+@pytest.mark.parametrize("split", ["test", "dev"])
+def test_a_broken_tokenizer_refuses_before_the_read_is_spent(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+                                                           tmp_path: Path, split: str) -> None:
+    broken = _broken_copy(base_model, tmp_path / "same-weights")  # the same weights: the same cohort
+    before = snapshot_state(repo)
+    r = monte("eval", "--model", str(broken), "--split", split, "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_NOT_FOUND" and "not a loadable model folder" in err["message"], r.out
+    assert snapshot_state(repo) == before
+    r = monte("eval", "--split", split, "--yes", "--json")
+    assert r.code == 0, r.out
+    row = r.json()["runs"][0]
+    assert row["status"] == "succeeded" and (split == "dev" or row["role"] == "baseline")
+
+
+_SIGNAL = """
+import os, signal, sys, time
+import monte.models.generate as g
+orig = g.generate
+def generate(*a, **k):
+    if k.get("max_new_tokens", 0) > 1:  # the read itself, not the preflight's one token
+        os.kill(os.getpid(), getattr(signal, os.environ["MONTE_TEST_SIGNAL"]))
+        time.sleep(30)
+    return orig(*a, **k)
+g.generate = generate
+from monte.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize(("sig", "code", "old_words"), [("SIGINT", "E_INTERRUPTED", "run the command again"),
+                                                          ("SIGTERM", "E_STOPPED", "start a new run")])
+def test_an_interrupted_test_read_says_it_was_spent(repo: Path, monte, exp: str, sig: str, code: str,  # type: ignore[no-untyped-def]
+                                                    old_words: str) -> None:
+    r = subprocess.run([sys.executable, "-c", _SIGNAL, "eval", "--split", "test", "--yes", "--json"], cwd=repo,
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "MONTE_TEST_SIGNAL": sig})
+    err = json.loads(r.stdout)["error"]
+    assert err["code"] == code, r.stdout + r.stderr
+    assert "spent test@0" in err["message"] and "E_SEALED" in err["message"], err
+    assert old_words not in err["fix"] and "new cohort" in err["fix"], err
+    again = monte("eval", "--split", "test", "--yes", "--json")  # what the words say: refused
+    assert again.json()["error"]["code"] == "E_SEALED", again.out
