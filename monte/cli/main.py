@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -71,7 +72,7 @@ Exit codes:
   0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
   5 integrity / verify           6 bad input    7 storage / network   8 boxes
   9 an environment's grader      130 interrupted (Ctrl-C)             143 stopped (SIGTERM)
-  141 the reader of stdout went away (`| head`)"""
+  (a reader of stdout that goes away, `| head -1`, is a normal end: 0)"""
 
 
 class LazyGroup(click.Group):
@@ -99,6 +100,25 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
+        _flush_stdout(e.code)
+        raise
+    _flush_stdout(0)
+
+
+def _flush_stdout(code: object) -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if code in (0, None):
+            closed_pipe()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
         cli.main(args=args, prog_name="monte", standalone_mode=False)
