@@ -109,7 +109,7 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
     step(f"monte promote {target} --dest promoted --confirm {target}")
     promoted = api.promote(ref=target, dest=folder / "promoted", confirm=target, ws=ws)
-    say(f"  {promoted.files} files, {promoted.bytes / 1e6:.1f} MB, every sha256 verified")
+    say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes, every sha256 verified")
     step("git commit -m 'the quickstart'        # main: what monte wrote and staged, so a clone checks out")
     commit(folder, "the quickstart: monte's config, recipes, DVC pointers and CI workflow")
     elapsed = time.monotonic() - t0

@@ -67,6 +67,27 @@ EXAMPLES = {
     "box": "monte box up --type gpu_1x_h100_pcie",
 }
 
+#: one example per subcommand of a group (``env add``, ...), shown at the end of its --help
+SUB_EXAMPLES = {
+    "config show": "monte config show --json",
+    "config set": "monte config set vault gs://my-team-vault/monte",
+    "env add": "monte env add --server parity --dev parity --test parity",
+    "env list": "monte env list --available     # the catalog and NeMo Gym's servers and benchmarks",
+    "env install": "monte env install parity       # fetch and prove the frozen files here",
+    "dataset add": "monte dataset add parity-sft --from-file demos.jsonl --kind sft",
+    "dataset list": "monte dataset list",
+    "dataset show": "monte dataset show parity-sft",
+    "experiment init": "monte experiment init exp --eval parity --model ./base-model",
+    "experiment list": "monte experiment list --json",
+    "model init": "monte model init base-model --size tiny --seed 0",
+    "ledger verify": "monte ledger verify --all     # or: monte ledger verify EXP --from REV",
+    "hooks install": "monte hooks install            # in a bare server repository too (pre-receive)",
+    "hooks uninstall": "monte hooks uninstall",
+    "box up": "monte box up --type gpu_1x_h100_pcie --keep-alive",
+    "box status": "monte box status --json",
+    "box down": "monte box down                 # or: monte box down INSTANCE",
+}
+
 EXIT_CODES = """\b
 Exit codes:
   0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
@@ -87,6 +108,11 @@ class LazyGroup(click.Group):
         cmd: click.Command = getattr(importlib.import_module(module), attr)
         if name in EXAMPLES and not cmd.epilog:
             cmd.epilog = "\b\nExample:\n  " + EXAMPLES[name]
+        if isinstance(cmd, click.Group):
+            for sub_name, sub in cmd.commands.items():
+                example = SUB_EXAMPLES.get(f"{name} {sub_name}")
+                if example and not sub.epilog:
+                    sub.epilog = "\b\nExample:\n  " + example
         return cmd
 
 
@@ -103,6 +129,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
     except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
+        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's own EPIPE exit
+            closed_pipe()
         _flush_stdout(e.code)
         raise
     _flush_stdout(0)

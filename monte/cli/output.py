@@ -206,6 +206,11 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
                     from monte.extras import missing
 
                     refusal = missing(e)
+                elif refusal is None:
+                    from monte.errors import is_network_failure, network_refusal
+
+                    if is_network_failure(e):  # a server that could not be reached: not a bug
+                        refusal = network_refusal(e, "a server this command needed")
                 if refusal is not None:
                     report_error(refusal, as_json)
                     sys.exit(int(refusal.exit_code))

@@ -214,6 +214,19 @@ def _gym_available() -> list[CatalogEntry]:
     return out
 
 
+def gym_missing_note() -> str | None:
+    """What `env list --available` says when no NeMo Gym stack is found here: why, and how to
+    point monte at one (None: found)."""
+    from monte.envs.nemo import stack as gym_stack
+
+    if gym_stack.find() is not None:
+        return None
+    _, why = gym_stack.local_checkout()
+    return (f"NeMo Gym was not found ({why}), so its servers and benchmarks are not listed: set "
+            f"{gym_stack.LOCAL} to a NeMo Gym checkout, or {gym_stack.PYTHON} to the python of a virtualenv with "
+            "nemo-gym installed (`python -m monte.envs.nemo.venv DEST` builds one)")
+
+
 def list_envs(
     *, available: bool, vault: bool, ws: Workspace | None,
 ) -> list[CatalogEntry] | list[VaultEntry] | list[EnvInfo]:

@@ -12,6 +12,7 @@ E_REFUSED "has no admissible dev eval": the loop never evaluated ``RUN2@100``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -38,8 +39,6 @@ def test_the_readme_loop_runs_as_written(tmp_path: Path) -> None:
     (bin_dir / "monte").chmod(0o755)
     repo = tmp_path / "your-repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    import os
-
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     runs: list[str] = []
     transcript = []
@@ -60,6 +59,9 @@ def test_the_readme_loop_runs_as_written(tmp_path: Path) -> None:
         r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=repo, env=env, capture_output=True, text=True,
                            timeout=1800)
         transcript.append(f"$ {cmd}\n{r.stdout}{r.stderr}")
+        if os.environ.get("MONTE_TEST_TRANSCRIPT"):  # to follow a slow machine's progress
+            with open(os.environ["MONTE_TEST_TRANSCRIPT"], "a") as log:
+                log.write(transcript[-1])
         assert r.returncode == 0, "\n".join(transcript)
         if "monte train" in cmd:
             made = re.search(r"checkpoints: ([a-z0-9]+)@\d+", r.stdout)
