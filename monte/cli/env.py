@@ -24,8 +24,11 @@ def _added(r) -> None:  # type: ignore[no-untyped-def]
         return
     e = r.environment
     click.echo(f"froze environment {e.name} ({e.kind}, {e.files} files) in {e.folder}")
-    for exam, splits in e.exams.items():
-        click.echo(f"  exam {exam}: {', '.join(splits)}")
+    for exam, splits in e.exams.items():  # the rows frozen: what the exams and curriculum hold
+        click.echo(f"  exam {exam}: " + ", ".join(f"{s} ({e.tasks[f'{exam}/{s}']} tasks)" if f"{exam}/{s}" in e.tasks
+                                                 else s for s in splits))
+    if "curriculum" in e.tasks:
+        click.echo(f"  curriculum: {e.tasks['curriculum']} rows")
     click.echo(f"  fingerprint {e.fingerprint[:16]}")
     if r.dvc_pointer:
         click.echo(f"  DVC pointer {r.dvc_pointer} (staged: commit it, and a clone's `dvc pull` restores the folder)")

@@ -33,6 +33,16 @@ class EnvInfo(BaseModel):
     files: int
     fingerprint: str
     folder: str
+    #: "exam/split" (and "curriculum") -> the rows frozen there, counted in the files here
+    tasks: dict[str, int] = {}
+
+
+def _rows_in(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
 
 
 def env_info(m: Manifest, folder: Path) -> EnvInfo:
@@ -42,6 +52,9 @@ def env_info(m: Manifest, folder: Path) -> EnvInfo:
         name=m.name, kind=m.env_kind or "", form=m.form or "",
         exams={e: sorted(s) for e, s in m.exams.items()}, benchmarks=benches,
         files=len(m.files), fingerprint=m.fingerprint, folder=str(folder),
+        tasks={k: n for k, rel in [*((f"{e}/{sp}", f) for e, ss in sorted(m.exams.items()) for sp, f in sorted(ss.items())),
+                                   *([("curriculum", m.curriculum)] if m.curriculum else [])]
+               if (n := _rows_in(folder / rel)) is not None},
     )
 
 
