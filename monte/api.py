@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from monte.errors import MonteError, error
 from monte.githooks import HOOK_MARK, HOOKS  # noqa: F401  (re-exported)
 from monte.names import check_name
-from monte.workspace import Workspace, open_workspace
+from monte.workspace import CONFIG_FILE, Workspace, open_workspace
 
 if TYPE_CHECKING:  # the result models; their modules are imported when a verb runs
     from collections.abc import Callable
@@ -33,25 +33,42 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 # --- init ------------------------------------------------------------------------------------
 
 
-def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True) -> InitResult:
+def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
+         ci_install: str | None = None) -> InitResult:
     """Make the git repository at ``path`` (default: cwd) a monte repository. Idempotent.
 
     Writes ``.monte.yaml``, the data root with its ``.gitignore``, ``recipes/`` and ``.dvc/``
     (through DVC itself), unless ``ci`` is False the default branch's CI workflow
-    (:mod:`monte.ci`), and stages what it wrote. Unless ``hooks`` is False, installs monte's
+    (:mod:`monte.ci`: pinned to ``ci_install``, kept in ``.monte.yaml``, else ``MONTE_CI_INSTALL``,
+    else where this monte came from; with no pin a runner can install, no workflow and a note
+    saying what to set), and stages what it wrote. Unless ``hooks`` is False, installs monte's
     git hooks (:func:`hooks_install`), so plain git cannot forge or rewind the ledger either.
     In a clone, the ledgers ``git clone`` left under ``refs/remotes/`` are let in."""
     from monte import repository
 
+    if ci_install is not None:
+        from monte.ci import check_spec
+
+        if not ci:
+            raise error("E_USAGE", "--ci-install pins the CI workflow that --no-ci leaves out", "pass one of them")
+        ci_install = check_spec(ci_install)
     result = repository.init(path)
     if ci:
-        from monte.ci import write_default_workflow
+        from monte import ci as workflows
 
-        wrote = write_default_workflow(Path(result.repo_root))
+        root = Path(result.repo_root)
+        if ci_install is not None and workflows.configured(root) != ci_install:
+            workflows.save_spec(root, ci_install)
+            repository.stage(root, [CONFIG_FILE])
+            result = result.model_copy(update={"already_initialized": False})
+        pin = workflows.resolve(root, ci_install)
+        wrote = workflows.write_default_workflow(root, pin, rewrite=pin.source in ("--ci-install", "MONTE_CI_INSTALL"))
         if wrote is not None:
-            repository.stage(Path(result.repo_root), [wrote])
+            repository.stage(root, [wrote])
             result = result.model_copy(update={"created": [*result.created, wrote],
                                                "already_initialized": False})
+        note = (f"CI installs {pin.spec!r} ({pin.source})" if pin.spec is not None else workflows.how_to_pin(pin))
+        result = result.model_copy(update={"ci_note": note})
     later = "`monte hooks install` installs them"
     if not hooks:
         return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
@@ -607,9 +624,11 @@ def _git_dir(ws: Workspace | None) -> Path:
 def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> dict[str, Any]:
     """Install monte's git hooks, in a monte repository or a bare server repository (run inside
     it, or name it with ``$GIT_DIR``); an existing hook is kept as ``<name>.local`` and runs first."""
-    from monte import githooks
+    from monte import ci, githooks
 
-    return {"installed": githooks.install(git_dir or _git_dir(ws))}
+    where = git_dir or _git_dir(ws)
+    root = ws.repo_root if ws is not None else (where.parent if where.name == ".git" else None)
+    return {"installed": githooks.install(where, spec=ci.install_spec(root))}
 
 
 def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:

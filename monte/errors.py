@@ -166,3 +166,34 @@ def error(code: Code, message: str, fix: str = "", details: list[dict[str, str]]
     except KeyError:  # a typo in monte itself, not the user's fault
         raise InternalError(f"unknown error code {code!r}") from None
     return cls(message, fix=fix, code=code, details=details)
+
+
+#: exception class names that HTTP clients (httpx, httpcore, requests, urllib3, aiohttp) raise
+#: when the network, not the request, failed: refused, unreachable, timed out, TLS, DNS
+_NETWORK_NAMES = {"ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout", "TimeoutException",
+                  "NetworkError", "TransportError", "ConnectionError", "ProxyError", "SSLError", "NewConnectionError",
+                  "MaxRetryError", "NameResolutionError", "RemoteProtocolError", "ReadError", "WriteError",
+                  "ClientConnectorError", "ServerDisconnectedError", "OfflineModeIsEnabled"}
+_NETWORK_MODULES = ("httpx", "httpcore", "requests", "urllib3", "aiohttp", "huggingface_hub", "httpx2")
+
+
+def is_network_failure(e: BaseException) -> bool:
+    """Whether ``e`` (or what it was raised from) is a failure to reach a server: the network,
+    not monte (a refusal ``E_STORAGE`` naming it, never ``E_INTERNAL``)."""
+    seen = 0
+    cur: BaseException | None = e
+    while cur is not None and seen < 8:
+        for cls in type(cur).__mro__:
+            if cls.__name__ in _NETWORK_NAMES and cls.__module__.split(".")[0] in _NETWORK_MODULES:
+                return True
+        if isinstance(cur, ConnectionError | TimeoutError):  # the socket's own (refused, reset, timed out)
+            return True
+        cur = cur.__cause__ or cur.__context__
+        seen += 1
+    return False
+
+
+def network_refusal(e: BaseException, what: str) -> MonteError:
+    """``E_STORAGE`` for a server monte could not reach (``what``: which, in words)."""
+    return error("E_STORAGE", f"could not reach {what}: the network failed ({type(e).__name__}: {e})",
+                 "check the network connection (and any proxy), then run the command again")

@@ -198,9 +198,12 @@ def render(data: dict[str, Any], out: Path) -> None:
     """Draw ``collect``'s data to ``out`` (format from the extension), atomically."""
     try:
         import matplotlib
-    except ImportError:
-        raise error("E_NOT_FOUND", "matplotlib is not installed; `monte plot` draws with it",
-                    "pip install matplotlib (into monte's environment)") from None
+    except ImportError as e:  # the light install: the refusal names the extra's own pip line
+        from monte.extras import missing
+
+        refusal = missing(ModuleNotFoundError(str(e), name="matplotlib"))
+        assert refusal is not None
+        raise refusal from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D

@@ -4,7 +4,8 @@ A git repository, a tiny base model built here, the built-in trainable ``parity`
 (content-disjoint dev and test exams plus a curriculum), an SFT dataset made from that
 curriculum, an experiment, both baselines, an SFT chunk from base, its continuation, a stage
 boundary to GRPO, a dev eval of every checkpoint, the final test claim on the checkpoint the
-selection rule picks (best paired dev delta), a promote, and ``monte status``.
+selection rule picks (best paired dev delta), a promote, and ``monte status``; ``main`` is
+committed at the end, so a ``git clone`` of the folder checks out and reads the same status.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ from monte.stats.paired import format_interval
 ENV = "parity"
 DATASET = "parity-sft"
 EXPERIMENT = "quickstart"
+
+
+def commit(folder: Path, message: str) -> None:
+    """Commit what is staged on ``main``, as the user would (their own git identity; a machine
+    with none gets monte's, for this throwaway repository only)."""
+    def configured(key: str) -> bool:
+        return subprocess.run(["git", "-C", str(folder), "config", key], capture_output=True).returncode == 0
+
+    who = [] if configured("user.name") and configured("user.email") else [
+        "-c", "user.name=monte quickstart", "-c", "user.email=quickstart@monte.invalid"]
+    subprocess.run(["git", "-C", str(folder), *who, "commit", "-q", "--no-verify", "-m", message], check=True,
+                   capture_output=True)
 
 
 def run(folder: Path, *, say: Callable[[str], None] = print,
@@ -96,7 +109,9 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
     step(f"monte promote {target} --dest promoted --confirm {target}")
     promoted = api.promote(ref=target, dest=folder / "promoted", confirm=target, ws=ws)
-    say(f"  {promoted.files} files, {promoted.bytes / 1e6:.1f} MB, every sha256 verified")
+    say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes, every sha256 verified")
+    step("git commit -m 'the quickstart'        # main: what monte wrote and staged, so a clone checks out")
+    commit(folder, "the quickstart: monte's config, recipes, DVC pointers and CI workflow")
     elapsed = time.monotonic() - t0
     d = claim.get("delta") or {}
     return {"folder": str(folder), "seconds": round(elapsed, 1), "claim": target,

@@ -22,6 +22,7 @@ class InitResult(BaseModel):
     already_initialized: bool
     hooks: list[str] = []  # monte's git hooks, installed by init (none with --no-hooks)
     hooks_note: str = ""  # that they were installed, or why not and how to install them later
+    ci_note: str = ""  # the pin CI installs monte from and where it came from, or what to set
 
 
 class ConfigShow(BaseModel):

@@ -52,16 +52,26 @@ def _checkpoints(incomplete: str) -> list[str]:
     return [f"{r.run}@{c['step']}" for r in _rows() if r.kind == "train" for c in r.checkpoints]
 
 
-def _environments(incomplete: str) -> list[str]:
-    from monte import api
+def _frozen(kind: str) -> list[str]:
+    """The names the vault ref records (every machine's freezes, once a clone or sync brings the
+    ref) and the folders on this data root, once each."""
+    from monte.ledger.vault import Vault
+    from monte.ledger.views import VAULT_FOLDERS
 
-    return [str(getattr(e, "name", "")) for e in api.env_list()]
+    ws = _ws()
+    names = set(Vault(ws.store).names(kind))
+    folder = ws.data_root / VAULT_FOLDERS[kind]
+    if folder.is_dir():
+        names.update(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(names)
+
+
+def _environments(incomplete: str) -> list[str]:
+    return _frozen("environment")
 
 
 def _datasets(incomplete: str) -> list[str]:
-    from monte import api
-
-    return [d.name for d in api.dataset_list()]
+    return _frozen("dataset")
 
 
 def _recipes(incomplete: str) -> list[str]:

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from monte.cli import complete
 from monte.cli.output import handled, table
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _shown(d: DatasetInfo) -> None:
 
 
 @dataset.command()
-@click.argument("name")
+@click.argument("name", shell_complete=complete.datasets)
 @handled(_shown)
 def show(name: str) -> object:
     """One Dataset's manifest, its hash re-proven against the bytes here."""

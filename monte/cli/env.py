@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from monte.cli import complete
 from monte.cli.output import handled, table
 
 if TYPE_CHECKING:
@@ -23,8 +24,11 @@ def _added(r) -> None:  # type: ignore[no-untyped-def]
         return
     e = r.environment
     click.echo(f"froze environment {e.name} ({e.kind}, {e.files} files) in {e.folder}")
-    for exam, splits in e.exams.items():
-        click.echo(f"  exam {exam}: {', '.join(splits)}")
+    for exam, splits in e.exams.items():  # the rows frozen: what the exams and curriculum hold
+        click.echo(f"  exam {exam}: " + ", ".join(f"{s} ({e.tasks[f'{exam}/{s}']} tasks)" if f"{exam}/{s}" in e.tasks
+                                                 else s for s in splits))
+    if "curriculum" in e.tasks:
+        click.echo(f"  curriculum: {e.tasks['curriculum']} rows")
     click.echo(f"  fingerprint {e.fingerprint[:16]}")
     if r.dvc_pointer:
         click.echo(f"  DVC pointer {r.dvc_pointer} (staged: commit it, and a clone's `dvc pull` restores the folder)")
@@ -64,6 +68,12 @@ def list_(available: bool, vault: bool) -> object:
     from monte import api
 
     rows = [r.model_dump(mode="json") for r in api.env_list(available=available, vault=vault)]
+    if available:
+        from monte.envs.manage import gym_missing_note
+
+        note = gym_missing_note()
+        if note:  # on stderr: stdout stays the list (and --json one document)
+            click.echo(f"note: {note}", err=True)
     if not available and not vault:  # the columns that fit a screen (`env install` shows folders)
         rows = [{k: r[k] for k in ("name", "kind", "exams", "benchmarks", "files")} for r in rows]
     return rows
@@ -79,7 +89,7 @@ def _installed(rows: list[EnvInstallResult]) -> None:
 
 
 @env.command()
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete.environments)
 @click.option("--all", "all_", is_flag=True, help="Every environment on this data root.")
 @handled(_installed)
 def install(name: str | None, all_: bool) -> object:

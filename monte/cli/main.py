@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -69,12 +70,33 @@ EXAMPLES = {
              "  monte claim verify claim --allowed-signers allowed_signers --weights promoted",
 }
 
+#: one example per subcommand of a group (``env add``, ...), shown at the end of its --help
+SUB_EXAMPLES = {
+    "config show": "monte config show --json",
+    "config set": "monte config set vault gs://my-team-vault/monte",
+    "env add": "monte env add --server parity --dev parity --test parity",
+    "env list": "monte env list --available     # the catalog and NeMo Gym's servers and benchmarks",
+    "env install": "monte env install parity       # fetch and prove the frozen files here",
+    "dataset add": "monte dataset add parity-sft --from-file demos.jsonl --kind sft",
+    "dataset list": "monte dataset list",
+    "dataset show": "monte dataset show parity-sft",
+    "experiment init": "monte experiment init exp --eval parity --model ./base-model",
+    "experiment list": "monte experiment list --json",
+    "model init": "monte model init base-model --size tiny --seed 0",
+    "ledger verify": "monte ledger verify --all     # or: monte ledger verify EXP --from REV",
+    "hooks install": "monte hooks install            # in a bare server repository too (pre-receive)",
+    "hooks uninstall": "monte hooks uninstall",
+    "box up": "monte box up --type gpu_1x_h100_pcie --keep-alive",
+    "box status": "monte box status --json",
+    "box down": "monte box down                 # or: monte box down INSTANCE",
+}
+
 EXIT_CODES = """\b
 Exit codes:
   0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
   5 integrity / verify           6 bad input    7 storage / network   8 boxes
   9 an environment's grader      130 interrupted (Ctrl-C)             143 stopped (SIGTERM)
-  141 the reader of stdout went away (`| head`)"""
+  (a reader of stdout that goes away, `| head -1`, is a normal end: 0)"""
 
 
 class LazyGroup(click.Group):
@@ -89,6 +111,11 @@ class LazyGroup(click.Group):
         cmd: click.Command = getattr(importlib.import_module(module), attr)
         if name in EXAMPLES and not cmd.epilog:
             cmd.epilog = "\b\nExample:\n  " + EXAMPLES[name]
+        if isinstance(cmd, click.Group):
+            for sub_name, sub in cmd.commands.items():
+                example = SUB_EXAMPLES.get(f"{name} {sub_name}")
+                if example and not sub.epilog:
+                    sub.epilog = "\b\nExample:\n  " + example
         return cmd
 
 
@@ -102,6 +129,27 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    try:
+        _main(argv)
+    except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
+        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's own EPIPE exit
+            closed_pipe()
+        _flush_stdout(e.code)
+        raise
+    _flush_stdout(0)
+
+
+def _flush_stdout(code: object) -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        if code in (0, None):
+            closed_pipe()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
+def _main(argv: list[str] | None) -> None:
     args = sys.argv[1:] if argv is None else argv
     try:
         cli.main(args=args, prog_name="monte", standalone_mode=False)

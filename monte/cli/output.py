@@ -40,7 +40,7 @@ def print_json(obj: Any) -> None:
             else:  # UTF-8 bytes as they are: no decode and encode of an 8 MB document
                 sys.stdout.flush()
                 binary.write(fast + b"\n")
-                binary.flush()  # a closed pipe raises here, inside the command (exit 141)
+                binary.flush()  # a closed pipe raises here, inside the command (exit 0)
             return
         text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default)
     click.echo(_utf8(text))
@@ -206,6 +206,11 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
                     from monte.extras import missing
 
                     refusal = missing(e)
+                elif refusal is None:
+                    from monte.errors import is_network_failure, network_refusal
+
+                    if is_network_failure(e):  # a server that could not be reached: not a bug
+                        refusal = network_refusal(e, "a server this command needed")
                 if refusal is not None:
                     report_error(refusal, as_json)
                     sys.exit(int(refusal.exit_code))
@@ -291,12 +296,13 @@ def progress(label: str, unit: str) -> Callable[[int, int], None]:
 
 
 def closed_pipe() -> NoReturn:
-    """The reader went away (``monte status | head -1``): end quietly, as a shell tool does
-    (128 + SIGPIPE), with no traceback from the interpreter's last flush. (click's own EPIPE
-    handling would exit 1.)"""
+    """The reader went away (``monte status | head -1``): a normal end, exit 0, with no traceback
+    from the interpreter's last flush. (Not 141: under ``set -o pipefail``, GitHub Actions' default
+    shell, a status of 141 would fail the step although the reader had all it asked for; click's
+    own EPIPE handling would exit 1.)"""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(141)
+    sys.exit(0)
 
 
 def experiment_option(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -50,10 +50,8 @@ def render_status(r: dict[str, Any]) -> None:
     heads = pre.deltas if pre is not None else [delta_head(d) for d in r["deltas"]]
     for head, d in zip(heads, r["deltas"], strict=True):
         out(head + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
-    for line in r["lineage"]:
-        out(f"lineage: {line}")
-    if r["legend"]:
-        out(r["legend"])
+    for line in r["lineage"]:  # the legend ends each line that crosses a stage boundary (=move=>)
+        out(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""))
     several = len({c["exam"] for c in r["cycles"]}) > 1
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
                             + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))

@@ -54,7 +54,8 @@ class ExamGrader:
     """One exam's grader for one eval: the catalog's benchmark, or a NeMo Gym server started
     when this is made (so a server that cannot start refuses before the eval spends its touch).
     :meth:`grade` returns one ``tasks.jsonl`` entry per answer: ``id``, ``score``, ``answer``
-    (its first 200 characters) and, from a server, its ``reward`` and ``extracted`` answer. A
+    (the whole text the grade was computed from: re-graded, it gives the recorded score) and,
+    from a server, its ``reward`` and ``extracted`` answer (whole too). A
     server that fails refuses: no partial set is returned. :meth:`close` stops the server."""
 
     def __init__(self, grader: dict[str, Any] | None, benchmark: str, exam: str, *, needed: bool = True,
@@ -76,15 +77,15 @@ class ExamGrader:
             from monte.envs.registry import get
 
             bench = get(self.benchmark).benchmark
-            return [{"id": i, "score": float(bench.grade(item, a)), "answer": a[:200]}
+            return [{"id": i, "score": float(bench.grade(item, a)), "answer": a}
                     for i, item, a in zip(ids, items, answers, strict=True)]
         assert self.server is not None
         replies = self.server.verify_many(list(items), list(answers), ids=list(ids))
         out = []
         for i, a, r in zip(ids, answers, replies, strict=True):
             extracted = r.get("extracted_answer")
-            out.append({"id": i, "score": float(r["reward"]), "reward": r["reward"], "answer": a[:200],
-                        **({"extracted": str(extracted)[:200]} if extracted is not None else {})})
+            out.append({"id": i, "score": float(r["reward"]), "reward": r["reward"], "answer": a,
+                        **({"extracted": str(extracted)} if extracted is not None else {})})
         return out
 
     def close(self) -> None:

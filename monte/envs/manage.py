@@ -33,6 +33,16 @@ class EnvInfo(BaseModel):
     files: int
     fingerprint: str
     folder: str
+    #: "exam/split" (and "curriculum") -> the rows frozen there, counted in the files here
+    tasks: dict[str, int] = {}
+
+
+def _rows_in(path: Path) -> int | None:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
 
 
 def env_info(m: Manifest, folder: Path) -> EnvInfo:
@@ -42,6 +52,9 @@ def env_info(m: Manifest, folder: Path) -> EnvInfo:
         name=m.name, kind=m.env_kind or "", form=m.form or "",
         exams={e: sorted(s) for e, s in m.exams.items()}, benchmarks=benches,
         files=len(m.files), fingerprint=m.fingerprint, folder=str(folder),
+        tasks={k: n for k, rel in [*((f"{e}/{sp}", f) for e, ss in sorted(m.exams.items()) for sp, f in sorted(ss.items())),
+                                   *([("curriculum", m.curriculum)] if m.curriculum else [])]
+               if (n := _rows_in(folder / rel)) is not None},
     )
 
 
@@ -212,6 +225,19 @@ def _gym_available() -> list[CatalogEntry]:
                                 description=(e.description.splitlines() or [""])[0][:200], kind=e.kind,
                                 judge=list(e.judge), offline=e.offline))
     return out
+
+
+def gym_missing_note() -> str | None:
+    """What `env list --available` says when no NeMo Gym stack is found here: why, and how to
+    point monte at one (None: found)."""
+    from monte.envs.nemo import stack as gym_stack
+
+    if gym_stack.find() is not None:
+        return None
+    _, why = gym_stack.local_checkout()
+    return (f"NeMo Gym was not found ({why}), so its servers and benchmarks are not listed: set "
+            f"{gym_stack.LOCAL} to a NeMo Gym checkout, or {gym_stack.PYTHON} to the python of a virtualenv with "
+            "nemo-gym installed (`python -m monte.envs.nemo.venv DEST` builds one)")
 
 
 def list_envs(

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
@@ -36,10 +36,13 @@ class Target(BaseModel):
     commit: str | None = None  # a checkpoint's lineage commit
     #: the folder generation loads, on this machine (shown in the plan, never recorded)
     folder: str = ""
+    #: the final claim's: why this checkpoint, and its dev verdict (shown in the plan, never recorded:
+    #: verify recomputes the selection from the records)
+    why: str = ""
 
     def recorded(self) -> dict[str, Any]:
         """What a row records of the target: no machine-local folder."""
-        return self.model_dump(exclude={"folder"})
+        return self.model_dump(exclude={"folder", "why"})
 
     @property
     def label(self) -> str:
@@ -90,6 +93,8 @@ class EvalPlan(BaseModel):
             if e.detectable is not None:
                 out.append(f"    {describe_detectable(e.detectable)}")
         out.append(f"  model: {self.target.model}" + (f" ({self.target.folder})" if self.target.folder else ""))
+        if self.target.why:
+            out.append(f"  chosen: {self.target.why}")
         if self.base_register:
             out.append(f"  base model {self.base_folder} is named {self.base_register!r} in .monte.yaml when recorded "
                        f"(another machine says where it is with {locate.env_var(self.base_register)})")
@@ -112,7 +117,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
         raise error("E_REFUSED", "the final claim's checkpoint is chosen by monte, not by a flag",
                     "drop --checkpoint/--step: the test eval scores the nomination "
                     "(`monte nominate RUN@STEP`) or the best paired dev delta")
-    base_model = model or meas.model
+    base_model = model or (_checkpoint_base(ws, exp, rows, checkpoint) if checkpoint else None) or meas.model
     if not base_model:
         raise error("E_USAGE", f"experiment {exp} names no model", "pass --model PATH (a local model folder)")
     where = locate.locate(ws, base_model)
@@ -145,9 +150,22 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
                     bucket=bucket)
 
 
+def _checkpoint_base(ws: Workspace, exp: str, rows: Sequence[RunRow], checkpoint: str) -> str | None:
+    """The base model of the cohort ``checkpoint`` belongs to (None: refused later, for good)."""
+    from monte.ledger.lineage import cohort_model
+
+    try:
+        ref_exp, run, step = parse_run_ref(checkpoint, exp)
+        ck = rules.find_checkpoint(rows, run, step) if ref_exp == exp else None
+    except MonteError:
+        return None
+    return cohort_model(ws.store, exp, ck.cohort) if ck is not None and ck.cohort else None
+
+
 def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str, base: locate.Located, split: str,
                     step: int | None, checkpoint: str | None, smoke: bool, snap: Snapshot) -> Target:
     ck: rules.Checkpoint | None
+    why = ""
     if checkpoint:
         ref_exp, run, ck_step = parse_run_ref(checkpoint, exp)
         if ref_exp != exp:
@@ -165,15 +183,43 @@ def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str
             meas = Ledger(ws.store, exp).measurement(snap)
             dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
             nom = snap.read(f"cohorts/{cohort}/nomination.json")
-            ck = rules.select_for_claim(rows, cohort, dev_exams,
-                                        json.loads(nom)["checkpoint"] if nom else None)
+            nominated = json.loads(nom)["checkpoint"] if nom else None
+            ck = rules.select_for_claim(rows, cohort, dev_exams, nominated)
+            why = _why_chosen(rows, cohort, ck, nominated)
     else:
         ck = rules.newest_checkpoint(rows, cohort)
     if ck is None:
         return Target(kind="base", step=0, model=base.ref, folder=str(base.folder))
     folder = _checkpoint_folder(ws, exp, ck)  # every file proven against its lineage commit
     return Target(kind="checkpoint", run=ck.run, step=ck.step, model=f"{exp}/{ck.ref}", recipe=ck.recipe,
-                  commit=ck.commit, folder=str(folder))
+                  commit=ck.commit, folder=str(folder), why=why)
+
+
+def _why_chosen(rows: Sequence[RunRow], cohort: str, ck: rules.Checkpoint, nominated: str | None) -> str:
+    """Why the final claim scores ``ck``, and what its dev evals said (a STRIKE named as such)."""
+    from monte.stats.paired import format_interval
+
+    evals = [r for r in rows if rules.is_admissible(r) and r.cohort == cohort and r.split == "dev"
+             and (r.plan.get("target") or {}).get("kind") == "checkpoint"]
+    mine = [r for r in evals if (r.plan.get("target") or {}).get("run") == ck.run
+            and int((r.plan.get("target") or {}).get("step", -1)) == ck.step]
+    if nominated:
+        why = f"nominated with `monte nominate {nominated}`"
+    else:
+        why = (f"the best paired dev delta over dev@0 among {len(evals)} dev eval(s) of this cohort's checkpoints "
+               "(ties: the higher step, then the newer run)")
+    latest = {r.exam: r for r in sorted(mine, key=lambda r: r.seq)}  # each exam's newest dev eval
+    verdicts = []
+    for r in latest.values():
+        d = r.delta or {}
+        if isinstance(d.get("delta"), int | float):
+            verdicts.append(f"{r.exam} {d['delta']:+.3f} {format_interval(d.get('lower', 0.0), d.get('upper', 0.0), 3)} "
+                            f"{d.get('verdict') or 'unjudged'} (run {r.run})")
+    if not verdicts:
+        return why + "; it has no dev eval"
+    strike = any(" STRIKE " in v for v in verdicts)
+    return (why + "; its dev delta: " + ", ".join(verdicts)
+            + ("; a STRIKE: its dev gain over the baseline is not significant" if strike else ""))
 
 
 def _checkpoint_folder(ws: Workspace, exp: str, ck: rules.Checkpoint) -> Path:

@@ -7,8 +7,8 @@ Each script (``reference-transaction``, ``pre-push``, ``pre-receive``) hands the
 every monte/ update (and nothing else) with the line that installs it.
 
 :func:`install` writes each script, whole, into a repository's ``hooks/`` (a working
-repository's, or a bare server repository's), with the python that runs monte and the pip line
-that installs it; a hook that was there before is kept as ``<name>.local`` and runs first.
+repository's, or a bare server repository's), finding the python that runs monte when it runs
+(as CI does) and offering the pinned pip line CI installs; a hook that was there before is kept as ``<name>.local`` and runs first.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from monte.errors import error
-from monte.extras import pip_line
 
 if TYPE_CHECKING:  # imported when a hook runs: `monte --help` imports this module
     from monte.ledger.store import Store
@@ -30,19 +29,38 @@ HOOK_MARK = "# installed by `monte hooks install`"
 TEMPLATES = Path(__file__).parent
 
 
-def script(name: str, python: str | None = None) -> str:
+def script(name: str, python: str | None = None, spec: str | None = None) -> str:
     """The hook ``name`` as installed: the script itself, after a preamble that runs a hook
-    that was there before (``<name>.local``) and names the python that runs monte."""
-    python = python or sys.executable
+    that was there before (``<name>.local``) and finds the python that runs monte.
+
+    ``python`` names that python for good (a server's, say). Without it the hook finds monte when
+    it runs, as CI does: ``$MONTE_PYTHON``, else the python of the ``monte`` on ``PATH``, else the
+    python that installed the hook while it still has monte, else ``python3``. The install line
+    it offers is the pin CI installs (``spec``: :func:`monte.ci.resolve`), never a local folder."""
     body = (TEMPLATES / name).read_text().split("\n", 1)[1]
-    install = f"{shlex.quote(python)} -m {pip_line()}"
+    install = (f"python3 -m pip install {shlex.quote(spec)}" if spec else
+               "python3 -m pip install 'monte @ git+https://github.com/ORG/monte@COMMIT' (the pin CI uses: "
+               "`monte init --ci-install SPEC` sets it)")
+    if python is not None:
+        find = f"MONTE_PYTHON={shlex.quote(python)}; export MONTE_PYTHON\n"
+    else:
+        find = (
+            'if [ -z "${MONTE_PYTHON:-}" ]; then\n'
+            '  m=$(command -v monte 2>/dev/null) && MONTE_PYTHON=$(sed -n \'1s/^#![[:space:]]*\\([^[:space:]]*\\).*/\\1/p\' "$m")\n'
+            '  [ -n "$MONTE_PYTHON" ] && [ -x "$MONTE_PYTHON" ] || MONTE_PYTHON=\n'
+            f'  [ -n "$MONTE_PYTHON" ] || {{ {shlex.quote(sys.executable)} -P -c "import monte" 2>/dev/null && '
+            f'MONTE_PYTHON={shlex.quote(sys.executable)}; }}\n'
+            '  [ -n "$MONTE_PYTHON" ] || MONTE_PYTHON=python3\n'
+            "fi\n"
+            "export MONTE_PYTHON\n"
+        )
     return (
         "#!/bin/sh\n"
         f"{HOOK_MARK}; `monte hooks uninstall` removes it.\n"
         "# A hook that was here before runs first, as <name>.local.\n"
         "input=$(cat)\n"
         'if [ -x "$0.local" ]; then printf "%s\\n" "$input" | "$0.local" "$@" || exit $?; fi\n'
-        f"MONTE_PYTHON={shlex.quote(python)}; export MONTE_PYTHON\n"
+        + find +
         f"MONTE_INSTALL={shlex.quote(install)}; export MONTE_INSTALL\n"
         'printf "%s\\n" "$input" | (\n'
         f"{body.rstrip()}\n"
@@ -50,8 +68,9 @@ def script(name: str, python: str | None = None) -> str:
     )
 
 
-def install(git_dir: Path, *, python: str | None = None) -> list[str]:
-    """Install the hooks into ``git_dir``/hooks; return their paths."""
+def install(git_dir: Path, *, python: str | None = None, spec: str | None = None) -> list[str]:
+    """Install the hooks into ``git_dir``/hooks; return their paths. ``python``/``spec``: see
+    :func:`script`."""
     hooks = git_dir / "hooks"
     hooks.mkdir(exist_ok=True)
     foreign = [hooks / n for n in HOOKS if (hooks / n).exists() and HOOK_MARK not in (hooks / n).read_text(errors="replace")]
@@ -65,7 +84,7 @@ def install(git_dir: Path, *, python: str | None = None) -> list[str]:
         path = hooks / name
         if path in foreign:
             path.rename(hooks / f"{name}.local")
-        path.write_text(script(name, python))
+        path.write_text(script(name, python, spec))
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         done.append(str(path))
     return done

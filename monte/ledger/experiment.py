@@ -7,6 +7,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Commit, ObjectID
@@ -109,7 +110,8 @@ def meta_json(n: int) -> bytes:
 
 def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *, event: str, summary: str,
                   files: dict[str, bytes] | None = None, trailers: dict[str, str] | None = None,
-                  scan: Callable[[], Iterable[RunRow]] | None = None) -> Change:
+                  scan: Callable[[], Iterable[RunRow]] | None = None,
+                  workflow_root: Path | None = None) -> Change:
     """What the record that writes ``row`` as record number ``seq`` changes, given ``read`` (a
     path's bytes at the tip it is appended to): the row, the derived indexes (the row's fan-out
     folder's, its cohort's), the count, the trailers. Pure: the one place a row becomes files,
@@ -118,7 +120,8 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
 
     ``scan()`` gives every row at that tip; it is called only when the row's cohort has no index
     yet (a ledger written before there was one, or the cohort's first record), to create it
-    once. By default the rows are read through ``read`` from the fan-out indexes."""
+    once. By default the rows are read through ``read`` from the fan-out indexes.
+    ``workflow_root``: the repository whose pin the CI workflow carries (:func:`monte.ci.resolve`)."""
     if not row.seq:  # a row keeps the number of the record that created it
         row.seq = seq
     index_path = bucket_index(row.run)
@@ -147,8 +150,8 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
             writes[cohort_path] = compact_json(new)
     for name, data in (files or {}).items():
         writes[f"{run_dir(row.run)}/{name}"] = data
-    workflow = ledger_workflow()  # derived: carried by every record, for CI (monte.ci)
-    if read(LEDGER_WORKFLOW) != workflow:
+    workflow = ledger_workflow(root=workflow_root)  # derived: carried by every record, for CI (monte.ci)
+    if workflow is not None and read(LEDGER_WORKFLOW) != workflow:
         writes[LEDGER_WORKFLOW] = workflow
     base = {
         "Monte-Event": event,
@@ -167,7 +170,8 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
 def next_record(snap: Snapshot, make: Callable[[Snapshot, int], RunRow], *, event: str,
                 summary: Callable[[RunRow], str], files: Callable[[RunRow], dict[str, bytes]] | None = None,
                 trailers: Callable[[RunRow], dict[str, str]] | None = None,
-                scan: Callable[[], Iterable[RunRow]] | None = None) -> tuple[RunRow, Change]:
+                scan: Callable[[], Iterable[RunRow]] | None = None,
+                workflow_root: Path | None = None) -> tuple[RunRow, Change]:
     """The row ``make`` writes as the next record on ``snap`` and that record's change
     (:func:`record_change`): what :meth:`Ledger.append_row` appends, and the benchmarks' bulk
     builder streams."""
@@ -177,7 +181,8 @@ def next_record(snap: Snapshot, make: Callable[[Snapshot, int], RunRow], *, even
         row.seq = seq
     return row, record_change(snap.read, row, seq, event=event, summary=summary(row),
                               files=files(row) if files else None,
-                              trailers=trailers(row) if trailers else None, scan=scan)
+                              trailers=trailers(row) if trailers else None, scan=scan,
+                              workflow_root=workflow_root)
 
 
 _FANOUT = "0123456789abcdefghijklmnopqrstuvwxyz"  # every first character verify lets a run id have
@@ -211,14 +216,14 @@ class Ledger:
         def build(snap: Snapshot) -> Change:
             if not snap.empty:
                 raise _exists(self.experiment)
+            writes = {"measurement.json": dumps(measurement.model_dump(mode="json")), "meta.json": meta_json(1)}
+            workflow = ledger_workflow(root=self.store.root)
+            if workflow is not None:  # so a push of this branch runs verify in CI
+                writes[LEDGER_WORKFLOW] = workflow
             return Change(
                 summary=f"experiment {self.experiment}: measurement frozen "
                 f"({measurement.environment}, {len(measurement.exams)} exam(s))",
-                writes={
-                    "measurement.json": dumps(measurement.model_dump(mode="json")),
-                    "meta.json": meta_json(1),
-                    LEDGER_WORKFLOW: ledger_workflow(),  # so a push of this branch runs verify in CI
-                },
+                writes=writes,
                 trailers={"Monte-Event": "created", "Monte-Experiment": self.experiment},
             )
 
@@ -385,7 +390,7 @@ class Ledger:
             if snap.empty:
                 raise self._missing()
             row, change = next_record(snap, make, event=event, summary=summary, files=files, trailers=trailers,
-                                      scan=lambda: self.rows(snap))
+                                      scan=lambda: self.rows(snap), workflow_root=self.store.root)
             made[:] = [row]
             return change
 

@@ -284,6 +284,21 @@ def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str]
     return cohort, commit
 
 
+def cohort_model(store: Store, experiment: str, cohort: str) -> str | None:
+    """The base model reference a cohort's base commit records (``base.json``: ``model``), so a
+    checkpoint names its own base model (``--parent``/``--checkpoint`` of a second cohort)."""
+    from monte.ledger.refs import base_ref
+
+    if store.tip(base_ref(experiment, cohort)) is None:
+        return None
+    raw = store.snapshot(base_ref(experiment, cohort)).read("base.json")
+    try:
+        model = json.loads(raw).get("model") if raw else None
+    except (ValueError, AttributeError):
+        return None
+    return str(model) if isinstance(model, str) and model else None
+
+
 def record_checkpoint(store: Store, experiment: str, info: dict[str, Any], parent: ObjectID) -> ObjectID:
     """Append one checkpoint commit to the run's lineage ref. ``info`` becomes checkpoint.json
     (run, step, cohort, recipe, source, boundary, parent, weights, files)."""

@@ -147,6 +147,11 @@ def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkp
         lost = dead_baseline(touches)
         if lost is not None:
             raise lost
+        if touches and elsewhere and experiment is not None and all(t.experiment != experiment for t in touches):
+            raise error("E_SEALED", f"test@0 of exam {exam!r} with these base weights was already taken in "
+                        f"experiment {touches[0].experiment} (run {_names(touches[:1], True)}){span}; its remaining "
+                        f"read belongs to that experiment's final claim, so {experiment} can take no test baseline "
+                        "with these weights", NEW_COHORT_FIX)
         if touches:
             raise error("E_SEALED", f"test@0 of exam {exam!r} was already taken in cohort {cohort} "
                         f"(run {_names(touches[:1], elsewhere)}){span}; the remaining read belongs to the final claim",

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, is_network_failure, network_refusal
 from monte.workspace import Workspace
 
 HfApi = None  # bound lazily to huggingface_hub.HfApi; a test may set a fake first
@@ -72,7 +72,15 @@ def fetch_dataset_file(repo: str, revision: str | None, filename: str | None) ->
         raise error("E_STORAGE", f"the hub refused: {e}", "check the connection and retry") from None
     except OSError as e:
         raise error("E_STORAGE", f"could not reach the hub: {e}", "check the connection and retry") from None
+    except Exception as e:
+        if is_network_failure(e):
+            raise network_refusal(e, f"the Hugging Face Hub ({_endpoint()}) for dataset {repo}") from None
+        raise
     return Path(local), sha, filename
+
+
+def _endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
 
 
 def fetch_model(repo: str, revision: str | None, *, download: bool = True) -> tuple[Path | None, str]:
@@ -107,6 +115,12 @@ def fetch_model(repo: str, revision: str | None, *, download: bool = True) -> tu
     except (OSError, ValueError) as e:  # offline (HF_HUB_OFFLINE) and not in the cache, no network
         raise error("E_STORAGE", f"could not reach the hub for {repo} ({type(e).__name__})",
                     "check the connection and retry, or fetch the model into a folder and pass that") from None
+    except Exception as e:
+        if is_network_failure(e):
+            raise error("E_STORAGE", f"could not reach the Hugging Face Hub ({_endpoint()}) for model {repo}: the "
+                        f"network failed ({type(e).__name__})", "check the network connection (and any proxy) and "
+                        "retry, or fetch the model into a folder and pass that") from None
+        raise
     return Path(folder), str(sha)
 
 
@@ -212,3 +226,7 @@ def _hub_errors(doing: str, repo: str) -> Iterator[None]:
                     "check the connection and retry") from None
     except (OSError, ValueError) as e:
         raise error("E_STORAGE", f"{doing} failed: {type(e).__name__}", "check the connection and retry") from None
+    except Exception as e:
+        if is_network_failure(e):
+            raise network_refusal(e, f"the Hugging Face Hub ({_endpoint()}): {doing}") from None
+        raise

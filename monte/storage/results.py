@@ -5,7 +5,8 @@ Layout under the bucket URL, per experiment:
 - ``git/<exp>/packs/<sha256>.pack``: git pack files, immutable, named by the sha256 of their
   bytes (create-only; a sync refuses a pack whose bytes do not hash to its name).
 - ``git/<exp>/refs/<name>``: one object per ref (``ledger``, ``base/<cohort>``,
-  ``lineage/<run>``), holding the commit id, moved by compare-and-swap on the object's generation.
+  ``lineage/<run>``, and ``vault``: the repository's vault ref, so a repository that syncs the
+  experiment holds the manifests ``monte ledger verify`` proves its hashes against), holding the commit id, moved by compare-and-swap on the object's generation.
   A push that loses the race on the ledger merges the bucket's ledger into its own (the union:
   :mod:`monte.ledger.merge`) and tries again, so two machines pushing at once lose nothing.
   A union that would break the test seal (two machines that each spent the same read) is
@@ -36,6 +37,7 @@ from typing import Any
 
 from monte.errors import MonteError, error
 from monte.ledger.refs import (
+    VAULT_REF,
     bucket_ref,
     bucket_refs_prefix,
     experiment_prefix,
@@ -49,6 +51,8 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5
                    ".npz", ".pkl", ".pickle")
 _RUN_FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".yaml", ".yml", ".csv")
 _MAX_ROUNDS = 50
+#: the bucket's name for the repository's vault ref, beside each experiment's own refs
+VAULT = "vault"
 
 
 def is_weight(path: str) -> bool:
@@ -100,9 +104,15 @@ class _State:
 
 
 def _local_refs(ws: Any, exp: str) -> dict[str, bytes]:
-    """``{"ledger": sha, "base/<c>": sha, "lineage/<run>": sha}`` for one experiment."""
+    """``{"ledger": sha, "base/<c>": sha, "lineage/<run>": sha, "vault": sha}`` for one
+    experiment: the vault ref travels with it (its freezes' manifests, which verify proves the
+    experiment's hashes against)."""
     prefix = experiment_prefix(exp)
-    return {name[len(prefix):]: sha for name, sha in ws.store.refs_under(prefix).items()}
+    out = {name[len(prefix):]: sha for name, sha in ws.store.refs_under(prefix).items()}
+    vault = ws.store.tip(VAULT_REF)
+    if vault is not None:
+        out[VAULT] = vault
+    return out
 
 
 def _fetch_packs(ws: Any, store: ObjectStore, exp: str, state: _State) -> int:
@@ -250,7 +260,7 @@ def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:
     when it is new here (base and lineage refs are written once by the run that owns them)."""
     from monte.ledger.merge import merge_into_ref
 
-    local = experiment_ref(exp, ref)
+    local = VAULT_REF if ref == VAULT else experiment_ref(exp, ref)
     if ref == "ledger":
         return str(merge_into_ref(ws.store, local, sha).case)
     have = ws.store.tip(local)
@@ -390,6 +400,9 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
                 merges.append(ref)
         local = _local_refs(ws, experiment)
         todo = {ref: sha for ref, sha in local.items() if remote.get(ref, (None, None))[0] != sha}
+        if VAULT in todo and VAULT in remote and not _is_ancestor(ws, remote[VAULT][0], todo[VAULT]):
+            del todo[VAULT]  # another machine's vault, not behind ours: never written over
+
         if not todo:
             break
         pack = _build_pack(ws, [sha for sha, _ in remote.values()], list(todo.values()))

@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from monte.hashing import sha256_bytes
@@ -41,6 +42,21 @@ class Story:
     meas: Measurement | None = None
     reads: list[RunRow] = field(default_factory=list)  # eval rows: this checkpoint's, and test@0
     notes: list[str] = field(default_factory=list)
+    #: the card's license: the base model's (its own card's ``license``), else "other"
+    license: str = "other"
+
+
+def base_license(folder: Path | None) -> str | None:
+    """The ``license`` of a model folder's own card (``README.md`` front matter), if it has one."""
+    if folder is None:
+        return None
+    try:
+        text = (folder / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    m = re.match(r"---\n(.*?)\n---", text, re.S)
+    found = re.search(r"^license:\s*['\"]?([\w.+-]+)['\"]?\s*$", m.group(1), re.M) if m else None
+    return found.group(1) if found else None
 
 
 def baseline_reads(rows: Sequence[RunRow], cohort: str) -> list[RunRow]:
@@ -126,7 +142,7 @@ def render(s: Story) -> str:
                for r in s.reads if r.score is not None and not _base(r)]
     base = s.base_model if _HUB_ID.fullmatch(s.base_model) else None
     data = ModelCardData(library_name="transformers", base_model=base, tags=["monte", *_algos(s)],
-                         model_name=model_name, eval_results=results or None)
+                         model_name=model_name, eval_results=results or None, license=s.license)
     body = [f"# {s.experiment}: checkpoint {s.ref}", "",
             f"Trained with monte from the base model `{s.base_model}` (cohort `{s.cohort}`).",
             "", "```", s.lineage, "```", "",
@@ -134,6 +150,8 @@ def render(s: Story) -> str:
     if s.lineage_commit:
         body.append(f"- lineage commit of this checkpoint: `{s.lineage_commit}`")
     body += s.notes
+    if s.license == "other":
+        body.append("- license: `other`: the base model's card names none; its terms, and the training data's, apply")
     body += ["", "## Test reads", ""]
     tests = [r for r in s.reads if r.split == "test"]
     if tests:

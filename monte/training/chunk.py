@@ -156,7 +156,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     if not smoke and bool(parent) == bool(from_base):
         raise error("E_USAGE", "a real chunk states its starting point: --parent RUN@STEP or --from-base"
                     + (" (not both)" if parent else ""), "monte train ... --from-base  |  --parent RUN@STEP")
-    base = model or rec.settings.get("model") or meas.model
+    # a continuation's base is its parent's cohort's (as `eval --checkpoint` reads it), unless named
+    base = model or (_parent_base(ws, exp, ledger, snap, parent) if parent else None) \
+        or rec.settings.get("model") or meas.model
     if not base:
         raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {rec.name}",
                     "pass --model PATH")
@@ -167,7 +169,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     files, cohort = base_id.files, base_id.cohort
     names = {where.register: str(where.folder)} if where.register else {}
     if not smoke:
-        _require_baselines(CohortReads(ledger, snap, cohort), meas)
+        _require_baselines(CohortReads(ledger, snap, cohort), meas, seal=(ws, exp, base_id))
     src = sources.resolve(ws, source)
     sources.check_pairing(rec.algorithm, src)
     extra: dict[str, Any] = {}
@@ -245,8 +247,35 @@ def _stage_start(ws: Workspace, exp: str, ledger: Ledger, snap: Snapshot, stage:
     return ck.ref, str(ws.data_root / checkpoint_info(ws.store, ws.data_root, ck)["weights"])
 
 
-def _require_baselines(reads: CohortReads, meas: Any) -> None:
-    """Every exam's baselines in the cohort (from its derived index: O(1) in the ledger's runs)."""
+def _parent_base(ws: Workspace, exp: str, ledger: Ledger, snap: Snapshot, parent: str) -> str | None:
+    """The base model reference of the cohort the parent checkpoint belongs to (its base commit's
+    ``base.json``), so `--parent` of a checkpoint in a second cohort needs no `--model`."""
+    from monte.ledger.lineage import cohort_model
+
+    try:
+        ref_exp, run, step = parse_run_ref(parent, exp)
+        if ref_exp != exp:
+            return None
+        ck = _checkpoint(ledger, snap, run, step)
+    except MonteError:
+        return None  # refused below, where the parent is read for good
+    return cohort_model(ws.store, exp, ck.cohort) if ck.cohort else None
+
+
+def _read_elsewhere(ws: Workspace, exp: str, base_id: Any, meas: Any, exam: str, split_sha256: str,
+                    reads: CohortReads) -> list[Any]:
+    """Test reads of this exam's content with these base weights in other experiments (the seal
+    spans the repository): a cohort whose test@0 was read there can take none here."""
+    from monte.ledger.seal import Seal, SealKey, settings_key
+
+    key = SealKey(split_sha256, settings_key(meas.eval.model_dump()), base_id.weights, base_id.legacy_cohort)
+    return [t for t in Seal(ws.store).touches(key) if t.experiment != exp]
+
+
+def _require_baselines(reads: CohortReads, meas: Any, seal: tuple[Workspace, str, Any] | None = None) -> None:
+    """Every exam's baselines in the cohort (from its derived index: O(1) in the ledger's runs).
+    ``seal`` (workspace, experiment, base identity): a test baseline the repository-wide seal has
+    already spent in another experiment is named as such, with the way on (other base weights)."""
     cohort = reads.cohort
     missing = []
     for exam, x in sorted(meas.exams.items()):
@@ -254,6 +283,15 @@ def _require_baselines(reads: CohortReads, meas: Any) -> None:
             lost = rules.dead_baseline(reads.test_touches(exam))
             if lost is not None:
                 raise error("E_NO_BASELINE", lost.message, lost.fix)
+            if seal is not None and not reads.test_touches(exam):
+                ws, exp, base_id = seal
+                there = _read_elsewhere(ws, exp, base_id, meas, exam, x.splits["test"].sha256, reads)
+                if there:
+                    raise error("E_NO_BASELINE", f"cohort {cohort} has no test baseline for {exam}/test@0 in {exp}, "
+                                f"and can take none: the test split of exam {exam!r} was already read with these "
+                                f"base weights in experiment {there[0].experiment} (run {there[0].run}; the seal "
+                                "spans the repository: the same test content, eval settings and base weights)",
+                                rules.NEW_COHORT_FIX)
         for split in ("dev", "test"):
             if split in x.splits and reads.baseline(exam, split) is None:
                 missing.append(f"{exam}/{split}@0")

@@ -5,6 +5,7 @@ file proven against its lineage commit before the folder appears, with its model
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.hashing import sha256_files
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
@@ -107,21 +108,63 @@ def _publish(ws: Workspace, exp: str, rows: list[RunRow], ck: rules.Checkpoint, 
     from monte.training import card
 
     rewritten = strip_local_flags(staged, [n for n in ("config.json", "tokenizer_config.json") if n in info["files"]])
+    base_folder = _base_folder(ws, exp, ck.cohort)
+    leftover = "config.json" in info["files"] and _training_leftovers(staged / "config.json", base_folder)
+    if leftover:
+        rewritten = sorted({*rewritten, "config.json"})
     mask = os.umask(0)
     os.umask(mask)
     for p in staged.iterdir():
         p.chmod(0o666 & ~mask)
     hops = card.hops_for(rows, rules.checkpoints(rows), ck)
     tip = ws.store.tip(ledger_ref(exp))
-    notes = [f"- `{n}`: the local-only keys {', '.join(LOCAL_ONLY)} removed; the sha256 below is of the file "
-             "the lineage commit records" for n in rewritten]
+    notes = [f"- `{n}`: the local-only keys {', '.join(LOCAL_ONLY)}"
+             + (" and training's `use_cache: false` (the base model's config does not set it)" if n == "config.json" and leftover
+                else "") + " removed; the sha256 below is of the file the lineage commit records" for n in rewritten]
     story = card.Story(experiment=exp, ref=ck.ref, cohort=ck.cohort, base_model=_base_model(rows, hops),
                        lineage=card.lineage_line(hops), ledger_commit=tip.decode() if tip else "",
                        ledger_ref=ledger_ref(exp), lineage_commit=ck.commit, files=info["files"], hops=hops,
-                       meas=ledger.measurement(), reads=card.reads_for(rows, ck), notes=notes)
+                       meas=ledger.measurement(), reads=card.reads_for(rows, ck), notes=notes,
+                       license=card.base_license(base_folder) or "other")
     readme = staged / "README.md"
     readme.write_text(card.render(story), encoding="utf-8")
     readme.chmod(0o666 & ~mask)
+
+
+def _base_folder(ws: Workspace, exp: str, cohort: str) -> Path | None:
+    """The cohort's base model folder on this machine, if it can be found (its config and card)."""
+    from monte.ledger.lineage import cohort_model
+    from monte.models import locate
+
+    ref = cohort_model(ws.store, exp, cohort) if cohort else None
+    try:
+        return locate.locate(ws, ref, fetch=False).folder if ref else None
+    except MonteError:
+        return None
+
+
+def _training_leftovers(config: Path, base: Path | None) -> bool:
+    """Drop ``use_cache: false`` from a checkpoint's ``config.json`` (the trainer turns the cache
+    off for training; a served model wants it) unless the base model's config says the same.
+    True when the file was rewritten."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    if not isinstance(data, dict) or data.get("use_cache") is not False:
+        return False
+    try:
+        theirs = json.loads((base / "config.json").read_text(encoding="utf-8")) if base else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        theirs = {}
+    if isinstance(theirs, dict) and theirs.get("use_cache") is False:
+        return False
+    if isinstance(theirs, dict) and "use_cache" in theirs:
+        data["use_cache"] = theirs["use_cache"]
+    else:
+        del data["use_cache"]
+    config.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return True
 
 
 def _base_model(rows: list[RunRow], hops: list[dict[str, Any]]) -> str:
@@ -211,7 +254,8 @@ def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: st
                 dest.parent.rmdir()  # a refused promote leaves no folder behind it made
             except OSError:
                 pass
-    size = sum((dest / n).stat().st_size for n in info["files"])
-    return PromoteResult(checkpoint=ck.ref, experiment=exp, dest=str(dest), files=len(info["files"]), bytes=size,
+    exported = [p for p in dest.iterdir() if p.is_file()]  # the servable files and the model card
+    size = sum(p.stat().st_size for p in exported)
+    return PromoteResult(checkpoint=ck.ref, experiment=exp, dest=str(dest), files=len(exported), bytes=size,
                          sha256=info["files"],
                          hub={"repo": hub_copy["repo"], "revision": hub_copy["revision"]} if from_hub else None)

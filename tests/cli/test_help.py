@@ -47,3 +47,48 @@ def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, 
     assert _complete(repo, "monte status ") == ["exp"]
     assert "sft-tiny" in _complete(repo, "monte train --recipe ")
     assert "parity" in _complete(repo, "monte experiment init x --eval ")
+
+
+def _subcommands() -> list[tuple[str, str]]:
+    import click
+
+    from monte.cli.main import cli
+
+    ctx = click.Context(cli)
+    out = []
+    for name in COMMANDS:
+        cmd = cli.get_command(ctx, name)
+        if isinstance(cmd, click.Group):
+            out += [(name, sub) for sub in cmd.commands]
+    return out
+
+
+@pytest.mark.parametrize(("group", "sub"), _subcommands())
+def test_every_subcommand_help_ends_with_an_example_that_parses(monte, group: str, sub: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 30.10: 17 subcommands (env add/list/install, dataset add/list/show, ...) ended their
+    --help with no example. Each example is a command line the subcommand's own parser accepts."""
+    import shlex
+
+    import click
+
+    from monte.cli.main import cli
+
+    r = monte(group, sub, "--help")
+    assert r.code == 0
+    tail = r.out.rstrip().split("Example:")
+    assert len(tail) == 2 and tail[1].strip().startswith(f"monte {group} {sub}"), r.out
+    example = shlex.split(tail[1].strip().splitlines()[0], comments=True)
+    cmd = cli.get_command(click.Context(cli), group)
+    assert isinstance(cmd, click.Group)
+    cmd.commands[sub].make_context(f"monte {group} {sub}", example[3:])  # raises on an option it lacks
+
+
+def test_env_install_and_dataset_show_complete_the_frozen_names(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    """Issue 30.10: `monte env install <TAB>` and `monte dataset show <TAB>` completed nothing."""
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    rows = repo / "rows.jsonl"
+    rows.write_text('{"input": "1 0", "output": " 1"}\n')
+    assert monte("dataset", "add", "tiny-sft", "--from-file", str(rows), "--kind", "sft").code == 0
+    assert _complete(repo, "monte env install ") == ["parity"]
+    assert _complete(repo, "monte env install pa") == ["parity"]
+    assert _complete(repo, "monte dataset show ") == ["tiny-sft"]

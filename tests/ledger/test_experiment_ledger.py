@@ -83,7 +83,9 @@ def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger
 # --- rows --------------------------------------------------------------------------------------
 
 
-def test_append_row_writes_the_row_and_its_fanout_index(repo: Path, ledger: Ledger) -> None:
+def test_append_row_writes_the_row_and_its_fanout_index(repo: Path, ledger: Ledger,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONTE_CI_INSTALL", "monte==0.1.0")  # a pin CI can install (monte.ci)
     a, b, c = "ab0000000001", "ab0000000002", "cd0000000003"  # a and b share a bucket
     for run in (a, b, c):
         append(ledger, row(run))

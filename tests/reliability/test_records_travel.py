@@ -39,8 +39,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with pytest.MonkeyPatch.context() as mp:
         scrubbed(mp, tmp_path_factory.mktemp("home"))
         folder = tmp_path_factory.mktemp("machine") / "original"
-        out = quickstart.run(folder, say=lambda s: None)
-        git(folder, "commit", "-q", "-m", "the quickstart")
+        out = quickstart.run(folder, say=lambda s: None)  # it commits main itself
     return {"folder": folder, "status": json.loads(json.dumps(out["status"])), "claim": out["claim"]}
 
 
@@ -169,6 +168,27 @@ def test_a_git_clone_with_its_data_root_elsewhere_reads_the_same(original: dict[
     needles = [str(src), str(clone), str(data)]
     assert objects_holding(clone, needles) == []
     assert files_holding(data, needles) == []
+
+
+def test_a_plain_git_clone_of_the_quickstart_checks_out_and_reads_the_same_status(  # issue 30.3
+        original: dict[str, Any], tmp_path: Path) -> None:
+    """On the code before, `main` had no commit (everything only staged): `git clone` warned
+    "remote HEAD refers to nonexistent ref", checked out nothing, and `monte status` there refused
+    E_NOT_INITIALIZED. The quickstart commits `main`: the clone checks out, and its status, with no
+    `monte init`, is the original's byte for byte (the ledgers come in from refs/remotes/origin)."""
+    from helpers import monte_proc
+
+    src: Path = original["folder"]
+    assert git(src, "status", "--porcelain", "--untracked-files=no") == ""  # nothing left only staged
+    here = monte_proc("status", cwd=src)
+    assert here.returncode == 0, here.stderr
+    clone = tmp_path / "clone"
+    r = subprocess.run(["git", "clone", str(src), str(clone)], capture_output=True, text=True)
+    assert r.returncode == 0 and "nonexistent ref" not in r.stderr, r.stderr
+    assert (clone / ".monte.yaml").is_file() and (clone / "recipes").is_dir()
+    there = monte_proc("status", cwd=clone)
+    assert there.returncode == 0, there.stderr
+    assert there.stdout == here.stdout
 
 
 def test_two_clones_at_different_paths_push_sync_and_agree(original: dict[str, Any], monte: Any, tmp_path: Path,

@@ -197,6 +197,32 @@ def test_a_local_folder_bucket_works_with_no_key(repo: Path, monte: Any, monkeyp
     assert _runs(box) == set(runs)
 
 
+def test_a_mirror_synced_into_another_repository_verifies(repo: Path, monte: Any, tmp_path: Path) -> None:
+    """Issue 30.4: `monte sync` into a repository that never froze the environment. On the code
+    before, the vault ref did not travel through the bucket: `monte ledger verify --all` there
+    refused E_VERIFY "[frozen-hashes] no vault ref holds environment 'parity'" (forged, it said)."""
+    assert monte("env", "add", "--benchmark", "parity").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
+    bucket = tmp_path / "bucket"
+    bucket.mkdir()
+    runs = append_evals(repo, 2)
+    r = monte_proc("push", "--bucket", str(bucket), "--json", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    other = tmp_path / "other"  # another repository: its own git init and monte init, no vault ref
+    subprocess.run(["git", "init", "-q", "-b", "main", str(other)], check=True)
+    assert monte_proc("init", "--no-hooks", cwd=other).returncode == 0
+    assert not git(other, "for-each-ref", "refs/heads/monte/")
+    r = monte_proc("sync", "--bucket", str(bucket), "--json", cwd=other)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _runs(other) == set(runs)
+    assert git(other, "rev-parse", "refs/heads/monte/vault") == git(repo, "rev-parse", "refs/heads/monte/vault")
+    r = monte_proc("ledger", "verify", "--all", "--json", cwd=other)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # and a second push from the first repository, nothing new: the vault ref is not sent again
+    r = monte_proc("push", "--bucket", str(bucket), "--json", cwd=repo)
+    assert r.returncode == 0 and '"refs":0' in r.stdout.replace(" ", ""), r.stdout
+
+
 def test_a_key_that_cannot_write_refuses_push_and_changes_nothing(laptop: Path, monte: Any, read_only_gcs: Any,
                                                                   monkeypatch: pytest.MonkeyPatch,
                                                                   gcs: dict[str, str]) -> None:

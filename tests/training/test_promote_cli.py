@@ -45,8 +45,17 @@ def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, 
     assert out["checkpoint"] == ref and out["dest"] == str(dest)
     assert sorted(p.name for p in dest.iterdir()) == sorted([*files, "README.md"])  # + its model card
     model = [p for p in dest.iterdir() if p.name != "README.md"]
-    assert {p.name: sha256_file(p) for p in model} == files == out["sha256"]
-    assert out["files"] == len(files) and out["bytes"] == sum(p.stat().st_size for p in model)
+    # config.json loses training's `use_cache: false` (the base's config has none; the card says so)
+    assert {p.name: sha256_file(p) for p in model if p.name != "config.json"} == \
+        {n: d for n, d in files.items() if n != "config.json"} and files == out["sha256"]
+    assert json.loads((_folder(repo, run) / "config.json").read_text()).get("use_cache") is False  # training's
+    assert "use_cache" not in json.loads((dest / "config.json").read_text())
+    assert "`use_cache: false`" in (dest / "README.md").read_text()
+    # issue 30.11: the count and the size are of what is in the folder, the model card included
+    exported = list(dest.iterdir())
+    assert out["files"] == len(exported) == len(files) + 1 and out["bytes"] == sum(p.stat().st_size for p in exported)
+    card = (dest / "README.md").read_text()
+    assert "\nlicense: " in card.split("---", 2)[1], card[:400]
     assert not {"optimizer.pt", "trainer_state.json", "notes.txt"} & {p.name for p in dest.iterdir()}
     assert [p.name for p in dest.parent.iterdir()] == ["parity-model"]  # no staging folder left
     assert snapshot_state(repo) == before  # an export writes nothing to the record
@@ -58,9 +67,8 @@ def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, 
     empty.mkdir()
     r = _promote(monte, ref, empty)
     assert r.code == 0, r.out + r.err
-    mb = out["bytes"] / 1e6
-    assert r.out.strip() == (f"promoted {ref} to {empty}: {len(files)} files, {mb:.1f} MB, "
-                             "every sha256 verified")
+    assert r.out.strip() == (f"promoted {ref} to {empty}: {len(files) + 1} files (the model card included), "
+                             f"{out['bytes']:,} bytes, every sha256 verified")
 
 
 def test_confirm_must_name_the_checkpoint_in_full(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
