@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     rows = read_items(str(folder / splits["test"]))
                     items[f"{env}/{exam}"] = rows
                     tests[env].update({f"{env}:{r['id']}": item_text(r) for r in rows})
-        pairs = []
+        pairs: list[dict[str, Any]] = []
         for cur_env, (folder, _m) in envs.items():
             curriculum = read_items(str(folder / "curriculum.jsonl"))
             for test_env, texts in tests.items():
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "test_items": len(texts), "flagged": len(flagged), "identical_question": len(identical),
                               "false_positives": len(flagged) - len(identical),
                               "examples": [f"{r['id']}: {r['prompt']}" for r in flagged[:3]]})
-        moves = []
+        moves: list[dict[str, Any]] = []
         for name, move in MOVES.items():
             caught = total = 0
             for key, rows in sorted(items.items()):
@@ -99,13 +99,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             moves.append({"move": name, "rows": total, "caught": caught})
     false_positives = sum(p["false_positives"] for p in pairs)
     own = sum(p["flagged"] for p in pairs if p["curriculum"] == p["test_splits_of"])
-    identical = sum(p["identical_question"] for p in pairs)
+    n_identical = sum(p["identical_question"] for p in pairs)
     result = {"quick": args.quick, "honest_pairs": pairs, "honest_rows": sum(p["rows"] for p in pairs),
               "false_positives": false_positives, "flagged_against_own_environment": own,
-              "identical_questions_across_benchmarks": identical, "moves": moves,
+              "identical_questions_across_benchmarks": n_identical, "moves": moves,
               "seconds": round(time.perf_counter() - start, 2)}
     print(f"honest rows checked: {result['honest_rows']} (curricula x test splits): {false_positives} false "
-          f"positive(s); {own} flagged against their own environment's test splits; {identical} the very "
+          f"positive(s); {own} flagged against their own environment's test splits; {n_identical} the very "
           "same question in another benchmark's test split")
     for m in moves:
         print(f"  {m['move']}: {m['caught']}/{m['rows']} caught")

@@ -101,9 +101,9 @@ def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, An
         elif dev_index.find(row):
             dev_overlap += 1
     if leaks:
-        where, item = leaks[0]
+        where, sealed_item = leaks[0]
         raise error("E_LEAK", f"{source.kind} {source.name!r} holds {len(leaks)} item(s) of this experiment's "
-                    f"sealed test exam (e.g. {where} holds {item}; compared after normalising case, spacing, "
+                    f"sealed test exam (e.g. {where} holds {sealed_item}; compared after normalising case, spacing, "
                     "punctuation and invisible characters, in every column and message)",
                     "remove those items and freeze the rows again under a new name")
     return {"dev_overlap": dev_overlap}
