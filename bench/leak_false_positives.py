@@ -10,7 +10,7 @@ benchmark asks, ``3 - 3 =`` in chain_sum and basic_arithmetic, is counted apart:
 item). The same test items, hidden as the issue's moves hid them, are the true positives: each
 move's share caught, expected 1.
 
-    .venv/bin/python bench/leak_false_positives.py                      # the catalog sizes, ~1 min
+    .venv/bin/python bench/leak_false_positives.py                      # the catalog sizes, a few minutes
     .venv/bin/python bench/leak_false_positives.py --quick --json-out /tmp/leak.json   # seconds
 """
 

@@ -91,8 +91,9 @@ class SealKey:
     settings: str  # settings_key(...)
     weights: str  # the base weights identity
     legacy_cohort: str = ""  # the same base's older file-listing cohort id
-    #: the exam's items (monte.envs.items.exam_sketch: key, items, sketch); None: its hash alone
-    exam: Mapping[str, Any] | None = None
+    #: the exam's items (monte.envs.items.exam_sketch: key, items, sketch); None: its hash alone.
+    #: Not part of the key's equality or hash: two reads are one exam by :meth:`Seal.same_exam`.
+    exam: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass
