@@ -17,9 +17,9 @@ space. ``"P 48213 ="``, ``"p 48213="`` and ``"p 48213 =\\u200b"`` are one text.
   (``monte.ledger.seal.overlap``);
 - :class:`LeakIndex`: the sealed items, to find in training rows (``E_LEAK``), see its docstring.
 
-The engineers of other exam formats make their documents into items (a dict with ``prompt``, or
-``messages``) and call these; nothing here imports more than the standard library and the shape
-of a NeMo Gym row.
+Other exam formats (an lm-eval task's documents, a plain JSONL file) make their documents into
+items (a dict with ``prompt``, or ``messages``) and call these; nothing here imports more than the
+standard library and the shape of a NeMo Gym row.
 """
 
 from __future__ import annotations
