@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         result["setup_s"] = time.perf_counter() - t0
         ledger = Ledger(ws.store, EXPERIMENT)
         meas = ledger.measurement()
-        settings = meas.eval.model_dump()
+        settings = {**meas.eval.model_dump(), **meas.execution.model_dump()}
         split = meas.exams["parity"].splits["dev"]
         items = [json.loads(line) for line in (ws.data_root / split.path).read_text().splitlines()
                  if line.strip()]

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from monte.envs.base import Item
 from monte.envs.floor import constant_floor
+from monte.envs.items import normalize_text
 from monte.envs.registry import get
 from monte.errors import error
 from monte.hashing import hash_tree
@@ -32,7 +33,8 @@ SEEDS = {"test": 3_000_000, "dev": 2_000_000, "curriculum": 1_000_000}
 
 
 def normalise(prompt: str) -> str:
-    return " ".join(prompt.lower().split())
+    """The prompt as disjointness compares it: the leak check's normalisation (monte.envs.items)."""
+    return normalize_text(prompt)
 
 
 @dataclass

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from monte.envs.items import exam_sketch, read_items
 from monte.errors import MonteError, error
+from monte.hashing import sha256_file
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
 from monte.ledger.records import Measurement, RunRow
-from monte.ledger.seal import Seal, SealKey, settings_key
+from monte.ledger.seal import Seal, SealKey, overlap_note, settings_key
 from monte.ledger.store import Snapshot
 from monte.ledger.verify import verify_before_spend
 from monte.models import locate
@@ -60,6 +62,8 @@ class ExamPlan(BaseModel):
     floor: float | None = None  # the split's constant-answer floor (monte.envs.floor)
     #: a test read: what it can show (monte.stats.power.detectable), before the touch is spent
     detectable: dict[str, Any] | None = None
+    #: a test split: its items (monte.envs.items.exam_sketch), what the seal knows it by
+    exam_id: dict[str, Any] | None = None
 
 
 class EvalPlan(BaseModel):
@@ -74,7 +78,8 @@ class EvalPlan(BaseModel):
     target: Target
     exams: list[ExamPlan]
     smoke: bool
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # what is generated: the measurement's eval settings (the seal's)
+    execution: dict[str, Any] = {}  # how: its execution details (batch size), never the seal's
     push: bool = False  # upload results to the results bucket after each transition
     bucket: str | None = None  # where (--push only)
     #: on a box: exam -> the run id the laptop already started for it (``--remote``)
@@ -128,25 +133,28 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     exams = _exams(ws, meas, split)
     if split == "test" and not smoke:  # what the real run checks first (--dry-run says so too)
         verify_before_spend(ws.store)
-    seal = Seal(ws.store)
-    keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort)
-            for e in exams}
+    seal = Seal(ws.store, exam_of=exam_of(ws))
+    keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort,
+                            exam=e.exam_id) for e in exams}
     if split == "test" and not smoke:  # the seal first: no selection can make up for a missing test@0
         has_checkpoints = bool(rules.checkpoints(rows, cohort))
         for e in exams:
+            touches = seal.touches(keys[e.exam], own=(exp, rows))
             rules.check_test_read(rows, cohort, e.exam, on_checkpoint=has_checkpoints, experiment=exp,
-                                  touches=seal.touches(keys[e.exam], own=(exp, rows)))
+                                  touches=touches, note=overlap_note(seal, touches))
     target = _resolve_target(ws, exp, rows, cohort, where, split, step, checkpoint, smoke, snap)
     if split == "test" and not smoke:
         for e in exams:
+            touches = seal.touches(keys[e.exam], own=(exp, rows))
             e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint",
-                                           experiment=exp, touches=seal.touches(keys[e.exam], own=(exp, rows)))
+                                           experiment=exp, touches=touches, note=overlap_note(seal, touches))
     _advise(ws, meas, rows, cohort, exams, test_read=split == "test" and not smoke)
     bucket = push_bucket(ws) if push else None
     return EvalPlan(experiment=exp, cohort=cohort, weights=base.weights, legacy_cohort=base.legacy_cohort,
                     base_model=where.ref, base_folder=str(where.folder), base_register=where.register,
                     base_files=files,
-                    target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(), push=push,
+                    target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(),
+                    execution=meas.execution.model_dump(), push=push,
                     bucket=bucket)
 
 
@@ -227,13 +235,30 @@ def _checkpoint_folder(ws: Workspace, exp: str, ck: rules.Checkpoint) -> Path:
     return ws.data_root / checkpoint_info(ws.store, ws.data_root, ck)["weights"]
 
 
+def exam_of(ws: Workspace) -> Callable[[str, str, str], dict[str, Any] | None]:
+    """For the seal: the exam sketch of experiment EXP's test split of EXAM, read from its file on
+    this data root when that file still holds the bytes (sha256) the read recorded."""
+    def read(experiment: str, exam: str, sha256: str) -> dict[str, Any] | None:
+        meas = Ledger(ws.store, experiment).measurement_view()
+        s = meas.exams[exam].splits["test"]
+        path = ws.data_root / s.path
+        if s.sha256 != sha256 or not path.is_file() or sha256_file(path) != sha256:
+            return None
+        return exam_sketch(read_items(str(path)))
+
+    return read
+
+
 def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
     out = []
     for exam, x in sorted(meas.exams.items()):
         if split in x.splits:
             s = x.splits[split]
+            # a test split's items: what the seal knows the exam by (any order, file or name)
+            path = ws.data_root / s.path
+            exam_id = exam_sketch(read_items(str(path))) if split == "test" and path.is_file() else None
             out.append(ExamPlan(exam=exam, benchmark=x.benchmark, split=split, path=s.path,
-                                sha256=s.sha256, n=s.n))
+                                sha256=s.sha256, n=s.n, exam_id=exam_id))
     if not out:
         raise error("E_NOT_FOUND", f"experiment {meas.experiment} has no {split} split",
                     "an eval-only --benchmark environment has a dev exam only")

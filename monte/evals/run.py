@@ -11,14 +11,14 @@ from pydantic import BaseModel
 
 from monte import jsonl
 from monte.errors import MonteError, error
-from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan
+from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan, exam_of
 from monte.hashing import sha256_bytes
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
-from monte.ledger.seal import Seal, SealKey, seal_lock, settings_key
+from monte.ledger.seal import Seal, SealKey, overlap_note, seal_lock, settings_key
 from monte.ledger.store import Snapshot
 from monte.ledger.verify import verify_before_spend
 from monte.manifest import now
@@ -100,7 +100,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
             grades = grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
                                         config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log")
             try:
-                row = start_row(ledger, plan, e)
+                row = start_row(ledger, plan, e, ws=ws)
             except BaseException:
                 grades.close()
                 raise
@@ -110,7 +110,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 transition(row, "started")
                 answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
                                        max_new_tokens=plan.settings["max_new_tokens"],
-                                       batch_size=plan.settings["batch_size"],
+                                       batch_size=_batch_size(plan),
                                        temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
                                        stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                        on_batch=on_progress)
@@ -183,8 +183,13 @@ def preflight_eval(plan: EvalPlan, splits: dict[str, list[dict[str, Any]]],
     return model, tok
 
 
+def _batch_size(plan: EvalPlan) -> int:
+    """An execution detail; a plan an older monte wrote (a submission) holds it in ``settings``."""
+    return int(plan.execution.get("batch_size", plan.settings.get("batch_size", 32)))
+
+
 def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any] | None = None,
-           extra_plan: dict[str, Any] | None = None) -> RunRow:
+           extra_plan: dict[str, Any] | None = None, ws: Workspace | None = None) -> RunRow:
     """The ``started`` record: the touch is spent here (the seal's rules, re-checked on the tip).
     On a box running a laptop's submission, the row the laptop started is adopted instead."""
     if e.exam in plan.adopt:
@@ -199,16 +204,18 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
         role = None
         if e.split == "test" and not plan.smoke:  # re-checked on the tip: racing claims, one wins
             rows = read_rows(ledger, snap)  # only a test read needs them: a dev start reads no rows
-            key = SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort)
+            key = SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort, exam=e.exam_id)
+            seal = Seal(ledger.store, exam_of=exam_of(ws)) if ws is not None else Seal(ledger.store)
+            touches = seal.touches(key, own=(plan.experiment, rows)) if plan.weights else None
             role = rules.check_test_read(rows, plan.cohort, e.exam, on_checkpoint=plan.target.kind == "checkpoint",
-                                         experiment=plan.experiment,
-                                         touches=Seal(ledger.store).touches(key, own=(plan.experiment, rows))
-                                         if plan.weights else None)
+                                         experiment=plan.experiment, touches=touches,
+                                         note=overlap_note(seal, touches or ()))
         return RunRow(run=run, experiment=plan.experiment, kind="eval", status="started", created_at=now(),
                       updated_at=now(), cohort=plan.cohort, model=plan.target.model, exam=e.exam,
                       split=e.split, step=plan.target.step, smoke=plan.smoke, role=role,
                       plan={"target": plan.target.recorded(), "benchmark": e.benchmark,
-                            "split_sha256": e.sha256, "settings": plan.settings,
+                            "split_sha256": e.sha256, "settings": plan.settings, "execution": plan.execution,
+                            **({"exam_id": e.exam_id} if e.exam_id else {}),
                             "base_model": plan.base_model, **(extra_plan or {})},
                       **who)
 

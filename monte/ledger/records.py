@@ -17,11 +17,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from monte.ledger.views import ROW_DEFAULTS, ROW_FIELDS, bucket_index, run_dir, with_row_defaults
+from monte.ledger.views import (
+    EXECUTION_DETAILS,
+    ROW_DEFAULTS,
+    ROW_FIELDS,
+    bucket_index,
+    run_dir,
+    with_row_defaults,
+)
 
-__all__ = ["ROW_FIELDS", "EvalSettings", "ExamFreeze", "Measurement", "RunRow", "RunStatus", "SplitFreeze",
+__all__ = ["ROW_FIELDS", "EvalSettings", "ExamFreeze", "ExecutionSettings", "Measurement", "RunRow", "RunStatus", "SplitFreeze",
            "TrainSettings", "bucket_index", "row_from_index", "run_dir", "with_row_defaults"]
 
 SCHEMA = 1
@@ -41,15 +48,24 @@ class ExamFreeze(BaseModel):
 
 
 class EvalSettings(BaseModel):
-    """How every eval of the experiment generates. Frozen: a change is a new experiment."""
+    """What every eval of the experiment generates: the settings that change an answer (with the
+    exam's items and its grader, what the seal is keyed on). Frozen: a change is a new experiment."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
     max_new_tokens: int = 16
     temperature: float = 0.0
     top_p: float = 1.0
-    batch_size: int = 32
     chat_template: bool = False  # prompts are fed raw; a chat model may ask for its template
     stop: list[str] = Field(default_factory=lambda: ["\n"])
+
+
+class ExecutionSettings(BaseModel):
+    """How an eval runs, not what it answers (``views.EXECUTION_DETAILS``): never a cohort, never
+    a seal. The device, the backend (vLLM or transformers) and the processes are chosen where the
+    eval runs and recorded nowhere in the measurement."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    batch_size: int = 32
 
 
 class TrainSettings(BaseModel):
@@ -69,8 +85,21 @@ class Measurement(BaseModel):
     grader: dict[str, Any]
     exams: dict[str, ExamFreeze]
     eval: EvalSettings = Field(default_factory=EvalSettings)
+    execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)
     model: str | None = None  # the default base model: a reference (repo:, data:, hf:, name:; monte.models.locate)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _execution_apart(cls, data: Any) -> Any:
+        """A measurement written before the split holds ``batch_size`` among its ``eval``
+        settings: read, it is an execution detail like any other (the file is not rewritten)."""
+        if isinstance(data, dict) and isinstance(data.get("eval"), dict):
+            moved = {k: v for k, v in data["eval"].items() if k in EXECUTION_DETAILS}
+            if moved and "execution" not in data:
+                data = {**data, "eval": {k: v for k, v in data["eval"].items() if k not in moved},
+                        "execution": moved}
+        return data
 
 
 RunStatus = Literal["started", "running", "succeeded", "failed", "abandoned"]

@@ -126,17 +126,19 @@ def test_touches(rows: Iterable[RunRow], cohort: str, exam: str) -> list[RunRow]
 
 
 def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkpoint: bool,
-                    touches: Sequence[RunRow] | None = None, experiment: str | None = None) -> str:
+                    touches: Sequence[RunRow] | None = None, experiment: str | None = None,
+                    note: str = "") -> str:
     """Refuse a test read the seal does not allow; return its role: "baseline" or "claim".
 
     ``touches``: the reads already spent under this seal across the repository (every
     experiment that shares the test content, eval settings and base weights); by default, this
     ledger's reads in ``cohort``; ``experiment``: the one asking (a read spent in another one is
-    named with its experiment)."""
+    named with its experiment); ``note``: how another test split was found to be this exam
+    (``monte.ledger.seal.overlap_note``), added to a refusal."""
     touches = list(test_touches(rows, cohort, exam) if touches is None else touches)
     elsewhere = experiment is not None and any(t.experiment != experiment for t in touches)
-    span = (" (the seal spans the repository: the same test content, eval settings and base weights)"
-            if elsewhere else "")
+    span = (" (the seal spans the repository: the same test items, output settings and base weights"
+            f"{note})" if elsewhere else "")
     if len(touches) >= 2:
         raise error("E_SEALED",
                     f"the test split of exam {exam!r} has been read twice in cohort {cohort} "

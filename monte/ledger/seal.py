@@ -2,9 +2,18 @@
 
 The improvement loop defines a cohort as "the group of runs that share a base model and the same
 frozen evaluation settings", and the seal allows two reads of a test split per cohort. So reads
-are counted per (test split content hash x frozen eval settings x base weights identity) over
-every experiment's ledger in the repository (and the results bucket's mirrors ``monte sync``
-wrote): a second experiment, or the same split re-added under another name, shares the seal.
+are counted per (test exam x output settings x base weights identity) over every experiment's
+ledger in the repository (and the results bucket's mirrors ``monte sync`` wrote): a second
+experiment, or the same split re-added under another name, shares the seal.
+
+- The exam is its items (``monte.envs.items``): two test splits are one exam for the seal when
+  their files are the same bytes, when they hold the same set of normalised items (any order,
+  file or environment name: the same ``exam_key``), or when one shares at least
+  :data:`SAME_EXAM` of the smaller one's items with the other (:func:`overlap`, estimated from
+  the bottom-k sketch each test read records). A read recorded before reads recorded their
+  exam is given one from its split's file on this data root (``exam_of``), when it is here.
+- The settings are those that change what is generated or graded (:func:`settings_key`): an
+  execution detail (batch size, device, backend, processes) never makes a new seal.
 
 A row's base weights are read from its cohort's base commit (``base.json``, ``weights``). A
 cohort begun before cohorts were weights has no such field; its identity is then recomputed from
@@ -17,7 +26,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,14 +37,19 @@ from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.refs import MIRROR, base_ref, experiment_of_ledger, ledger_ref, mirror_ref
 from monte.ledger.rules import read_role
 from monte.ledger.store import Store
+from monte.ledger.views import output_settings
 
 if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow
 
 
-def settings_key(settings: dict[str, Any]) -> str:
-    """The frozen eval settings as one comparable string."""
-    return sha256_bytes(json.dumps(settings, sort_keys=True, separators=(",", ":")).encode())[:16]
+def settings_key(settings: Mapping[str, Any]) -> str:
+    """The frozen eval settings that change what is generated or graded, as one comparable
+    string: an execution detail (``views.EXECUTION_DETAILS``: batch size, device, backend,
+    processes) is left out, wherever a row recorded it (an older row holds ``batch_size`` among
+    its ``settings``)."""
+    out = output_settings(settings)
+    return sha256_bytes(json.dumps(out, sort_keys=True, separators=(",", ":")).encode())[:16]
 
 
 def is_test_read_dict(r: Mapping[str, Any]) -> bool:
@@ -48,14 +62,42 @@ def is_test_read(r: RunRow) -> bool:
     return r.kind == "eval" and r.split == "test" and not r.smoke
 
 
+#: two test splits sharing at least this share of the smaller one's items are one exam for the seal
+SAME_EXAM = 0.5
+
+
+def overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The share of the smaller split's items the other one holds, |A ∩ B| / min(|A|, |B|),
+    from two exam sketches (``monte.envs.items.exam_sketch``: ``items``, the count of distinct
+    items, and ``sketch``, the smallest item keys). Exact when both sketches hold every key;
+    otherwise Broder's bottom-k estimate of the Jaccard index J, turned into the intersection
+    J (|A| + |B|) / (1 + J)."""
+    if a.get("key") and a.get("key") == b.get("key"):
+        return 1.0
+    na, nb = int(a.get("items") or 0), int(b.get("items") or 0)
+    sa, sb = set(a.get("sketch") or ()), set(b.get("sketch") or ())
+    if not (na and nb and sa and sb):
+        return 0.0
+    if len(sa) == na and len(sb) == nb:
+        return len(sa & sb) / min(na, nb)
+    k = min(len(sa), len(sb))
+    union = sorted(sa | sb)[:k]
+    j = sum(1 for x in union if x in sa and x in sb) / len(union)
+    return min(1.0, j * (na + nb) / (1 + j) / min(na, nb))
+
+
 @dataclass(frozen=True)
 class SealKey:
-    """What one seal covers: a test split's content, the eval settings, the base weights."""
+    """What one seal covers: a test exam (its split file's hash and, where known, its items), the
+    output settings, the base weights."""
 
     split_sha256: str
     settings: str  # settings_key(...)
     weights: str  # the base weights identity
     legacy_cohort: str = ""  # the same base's older file-listing cohort id
+    #: the exam's items (monte.envs.items.exam_sketch: key, items, sketch); None: its hash alone.
+    #: Not part of the key's equality or hash: two reads are one exam by :meth:`Seal.same_exam`.
+    exam: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -66,6 +108,12 @@ class Seal:
     #: recompute an older cohort's identity from its base folder (reads its weights); off for
     #: read-only disclosures, which then count such a cohort by its old id
     hash_legacy: bool = True
+    #: (experiment, exam, split sha256) -> that split's exam sketch, read from this data root, for a
+    #: read recorded before reads recorded their exam (None: not here, or another file now)
+    exam_of: Callable[[str, str, str], Mapping[str, Any] | None] | None = None
+    #: run -> how a read that is not the same file was found to be the same exam
+    why: dict[str, str] = field(default_factory=dict)
+    _exams: dict[tuple[str, str, str], Mapping[str, Any] | None] = field(default_factory=dict)
     _rows: dict[str, list[RunRow]] | None = None
     _weights: dict[tuple[str, str], str] = field(default_factory=dict)
     _read: dict[str, list[RunRow]] = field(default_factory=dict)
@@ -132,11 +180,43 @@ class Seal:
             pass
         return f"legacy:{cohort}"
 
-    def matches(self, r: RunRow, key: SealKey) -> bool:
-        split, settings, w = seal_key(self, r)
-        if split != key.split_sha256 or settings != key.settings:
+    def exam_sketch(self, r: RunRow) -> Mapping[str, Any] | None:
+        """The exam a test read read: as its row records it, else from its split's file here."""
+        recorded = r.plan.get("exam_id")
+        if isinstance(recorded, Mapping):
+            return recorded
+        if self.exam_of is None:
+            return None
+        at = (r.experiment, r.exam or "", str(r.plan.get("split_sha256") or ""))
+        if at not in self._exams:
+            try:
+                self._exams[at] = self.exam_of(*at)
+            except Exception:  # noqa: BLE001 - unreadable here: the read is matched by its hash alone
+                self._exams[at] = None
+        return self._exams[at]
+
+    def same_exam(self, r: RunRow, key: SealKey) -> bool:
+        if r.plan.get("split_sha256") == key.split_sha256:
+            return True
+        if key.exam is None:
             return False
-        return w == key.weights or (bool(key.legacy_cohort) and w == f"legacy:{key.legacy_cohort}")
+        theirs = self.exam_sketch(r)
+        if theirs is None:
+            return False
+        share = overlap(theirs, key.exam)
+        if share < SAME_EXAM:
+            return False
+        self.why[r.run] = ("the same items in another order or file" if share >= 1.0 and theirs.get("key") ==
+                           key.exam.get("key") else f"about {share:.0%} of the items in common")
+        return True
+
+    def matches(self, r: RunRow, key: SealKey) -> bool:
+        _, settings, w = seal_key(self, r)
+        if settings != key.settings:
+            return False
+        if not (w == key.weights or (bool(key.legacy_cohort) and w == f"legacy:{key.legacy_cohort}")):
+            return False
+        return self.same_exam(r, key)
 
     def touches(self, key: SealKey, own: tuple[str, Sequence[RunRow]] | None = None) -> list[RunRow]:
         """Every test read under ``key``, oldest first within each ledger. ``own``: (experiment,
@@ -173,8 +253,9 @@ def seal_key(seal: Seal, r: RunRow) -> tuple[str, str, str]:
     or a weights identity is keyed changes here, and every count (the CLI's, verify's, the
     hooks', push and sync) follows."""
     plan = r.plan
-    return (str(plan.get("split_sha256") or ""), settings_key(plan.get("settings") or {}),
-            seal.weights_of(r.experiment, r.cohort or ""))
+    exam = seal.exam_sketch(r)  # an exam is its items: the same items in another file are one exam
+    content = str(exam["key"]) if exam and exam.get("key") else str(plan.get("split_sha256") or "")
+    return (content, settings_key(plan.get("settings") or {}), seal.weights_of(r.experiment, r.cohort or ""))
 
 
 @dataclass(frozen=True)
@@ -250,7 +331,9 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
     the others' records. An exclusive ``flock`` on ``<git dir>/monte/seal/<key>.lock``: the
     kernel drops it when its holder dies, so a killed process never leaves it held."""
     folder = Path(store.repo.commondir()) / "monte" / "seal"
-    name = sha256_bytes("\0".join((key.split_sha256, key.settings, key.weights)).encode())[:32]
+    # keyed by the settings and the weights, not the split's file: an exam is its items, and two
+    # files of overlapping items are one exam, so every exam of one base and settings shares a lock
+    name = sha256_bytes("\0".join((key.settings, key.weights)).encode())[:32]
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -258,3 +341,12 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def overlap_note(seal: Seal, touches: Iterable[RunRow]) -> str:
+    """How the reads of another test split were found to be this exam, for the refusal."""
+    notes = [f"{t.experiment}/{t.run} read {t.exam!r}, {seal.why[t.run]}" for t in touches if t.run in seal.why]
+    if not notes:
+        return ""
+    return (f"; another test split is this exam for the seal ({'; '.join(notes)}: a split sharing "
+            f"{SAME_EXAM:.0%} or more of its items is the same exam)")

@@ -35,6 +35,17 @@ def bucket_index(run_id: str) -> str:
     return f"runs/{run_id[0]}/{run_id[1]}/index.json"
 
 
+#: Eval settings that change how an eval runs, never what it generates or how it is graded: they
+#: never define a cohort or a seal (``measurement.json`` keeps them in ``execution``; one written
+#: before the split holds ``batch_size`` in ``eval``, and the seal leaves it out there too).
+EXECUTION_DETAILS = frozenset({"batch_size", "device", "backend", "processes"})
+
+
+def output_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The eval settings that change what is generated or graded: all but the execution details."""
+    return {k: v for k, v in settings.items() if k not in EXECUTION_DETAILS}
+
+
 #: The vault ref's folder of each kind of freeze (``refs/heads/monte/vault``, monte.ledger.vault).
 VAULT_FOLDERS = {"environment": "environments", "dataset": "datasets"}
 

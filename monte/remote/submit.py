@@ -227,7 +227,7 @@ def _start_rows(ws: Any, *, kind: str, plan: Any, box: Box, commit: str) -> list
         from monte.evals import start_row
 
         ledger = Ledger(ws.store, plan.experiment)
-        return [start_row(ledger, plan, e, who=who, extra_plan={"remote": remote}) for e in plan.exams]
+        return [start_row(ledger, plan, e, who=who, extra_plan={"remote": remote}, ws=ws) for e in plan.exams]
     from monte.training.chunk import row_plan
     from monte.training.record import start_chunk
 

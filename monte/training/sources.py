@@ -9,9 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from monte.envs.freeze import normalise
 from monte.envs.grading import task_id
-from monte.envs.nemo.rows import prompt_text
+from monte.envs.items import LeakIndex, item_text, read_items
 from monte.errors import error
 from monte.ledger.records import Measurement
 from monte.manifest import read_manifest, verify_folder
@@ -68,42 +67,44 @@ def check_pairing(algorithm: str, source: Source) -> None:
         raise error("E_REFUSED", f"a {algorithm} recipe cannot train on {source.kind} {source.name!r}", fix)
 
 
-def prompts_of(source: Source) -> list[tuple[str, str]]:
-    """(id, prompt) of every row, for the leak check."""
+def rows_of(source: Source) -> list[tuple[str, Any]]:
+    """(label, row) of every row of the source, for the leak check: every column of it counts."""
     out = []
     with open(source.rows, encoding="utf-8") as f:
         for i, line in enumerate(f):
+            if not line.strip():
+                continue
             row = json.loads(line)
-            if source.kind == "environment":
-                out.append((task_id(row, "curriculum", i), prompt_text(row)))
-            elif source.columns and "messages" in source.columns:
-                text = " ".join(m["content"] for m in row["messages"] if m.get("role") != "assistant")
-                out.append((f"line {i + 1}", text))
-            else:
-                out.append((f"line {i + 1}", str(row[(source.columns or {})["input"]])))
+            label = task_id(row, "curriculum", i) if source.kind == "environment" else f"line {i + 1}"
+            out.append((label, row))
     return out
 
 
 def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, Any]:
-    """Refuse a source holding any item of a sealed (test) exam; report dev overlap."""
-    sealed: set[str] = set()
-    dev: set[str] = set()
-    for exam in meas.exams.values():
-        for split, s in exam.splits.items():
+    """Refuse a source holding any item of a sealed (test) exam, after normalisation, in any
+    column or message, whole or substantially (:class:`monte.envs.items.LeakIndex`); report how
+    many rows hold a dev item."""
+    sealed: dict[str, str] = {}
+    dev: dict[str, str] = {}
+    for name, exam in sorted(meas.exams.items()):
+        for split, s in sorted(exam.splits.items()):
             target = sealed if split == "test" else dev
-            with open(ws.data_root / s.path, encoding="utf-8") as f:
-                target.update(normalise(prompt_text(json.loads(line))) for line in f if line.strip())
-    leaks = []
+            for k, item in enumerate(read_items(str(ws.data_root / s.path))):
+                target[task_id(item, f"{name}/{split}", k)] = item_text(item)
+    sealed_index, dev_index = LeakIndex.build(sealed), LeakIndex.build(dev)
+    leaks: list[tuple[str, str]] = []
     dev_overlap = 0
-    for rid, prompt in prompts_of(source):
-        key = normalise(prompt)
-        if key in sealed:
-            leaks.append(rid)
-        elif key in dev:
+    for label, row in rows_of(source):
+        hit = sealed_index.find(row)
+        if hit:
+            leaks.append((label, min(hit)))
+        elif dev_index.find(row):
             dev_overlap += 1
     if leaks:
+        where, sealed_item = leaks[0]
         raise error("E_LEAK", f"{source.kind} {source.name!r} holds {len(leaks)} item(s) of this experiment's "
-                    f"sealed test exam (e.g. {leaks[0]})",
+                    f"sealed test exam (e.g. {where} holds {sealed_item}; compared after normalising case, spacing, "
+                    "punctuation and invisible characters, in every column and message)",
                     "remove those items and freeze the rows again under a new name")
     return {"dev_overlap": dev_overlap}
 

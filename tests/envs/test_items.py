@@ -1,0 +1,77 @@
+"""monte/envs/items.py and the seal's overlap of two exams (monte/ledger/seal.py): pure functions."""
+
+from __future__ import annotations
+
+import random
+
+from monte.envs.items import LeakIndex, exam_key, exam_sketch, item_key, normalize_text
+from monte.ledger.records import RunRow
+from monte.ledger.seal import SAME_EXAM, Seal, SealKey, overlap
+
+
+def _items(lo: int, hi: int) -> list[dict[str, object]]:
+    return [{"id": f"parity/test/{i:05d}", "prompt": f"p {10000 + i} =", "answer": "odd" if i % 2 else "even"}
+            for i in range(lo, hi)]
+
+
+def test_normalisation_forgets_case_width_spacing_and_invisible_characters() -> None:
+    same = ["p 48213 =", "P 48213=", "p\u00a048213 =\u200b", "\uff50 \uff14\uff18\uff12\uff11\uff13 \uff1d",
+            "  p   48213\t=\n", "p 48\u200d213 ="]
+    assert {normalize_text(s) for s in same} == {"p 48213 ="}
+    assert normalize_text("p 48213 =") != normalize_text("p 48231 =")
+
+
+def test_an_exam_key_is_its_set_of_items() -> None:
+    items = _items(0, 200)
+    shuffled = random.Random(0).sample(items, len(items))
+    renamed = [{**it, "id": f"other/{k}", "metadata": {"x": k}} for k, it in enumerate(shuffled)]
+    assert exam_key(items) == exam_key(shuffled) == exam_key(renamed) == exam_key(items + items[:5])
+    assert exam_key(items) != exam_key(items[:-1])
+    assert item_key({"prompt": "p 10000 ="}) == item_key({"id": "x", "prompt": "P 10000=", "answer": "?"})
+    chat = {"responses_create_params": {"input": [{"role": "user", "content": "p 10000 ="}]}}
+    assert item_key(chat) == item_key({"messages": [{"role": "user", "content": "p 10000 ="},
+                                                    {"role": "assistant", "content": "even"}]})
+
+
+def test_overlap_is_exact_for_small_splits_and_estimated_for_large_ones() -> None:
+    small_a, small_b = exam_sketch(_items(0, 40)), exam_sketch(_items(20, 60))
+    assert overlap(small_a, small_b) == 0.5
+    a = exam_sketch(_items(0, 1000))
+    for lo, want in ((0, 1.0), (250, 0.75), (600, 0.4), (1000, 0.0)):
+        got = overlap(a, exam_sketch(_items(lo, lo + 1000)))
+        assert abs(got - want) < 0.15, (lo, got)
+    assert overlap(a, exam_sketch(_items(0, 1000)[::-1])) == 1.0
+    assert overlap(a, exam_sketch(_items(0, 300))) > SAME_EXAM  # a subset of a sealed split is that exam
+
+
+def _read(run: str, plan: dict[str, object]) -> RunRow:
+    return RunRow(run=run, experiment="old", kind="eval", status="succeeded", cohort="c", exam="parity",
+                  split="test", plan=plan)
+
+
+def test_a_read_recorded_before_exam_ids_is_given_one_from_its_file() -> None:
+    """A read an older monte recorded holds only its split's sha256: the seal asks ``exam_of``."""
+    mine = exam_sketch(_items(0, 200)[::-1])
+    key = SealKey("sha-new", "s", "w", exam=mine)
+    asked: list[tuple[str, str, str]] = []
+
+    def exam_of(experiment: str, exam: str, sha: str) -> dict[str, object]:
+        asked.append((experiment, exam, sha))
+        return exam_sketch(_items(0, 200))
+
+    seal = Seal(store=None, exam_of=exam_of)  # type: ignore[arg-type]  # same_exam reads no store
+    old = _read("r1", {"split_sha256": "sha-old"})
+    assert seal.same_exam(old, key) and asked == [("old", "parity", "sha-old")]
+    assert "another order" in seal.why["r1"]
+    assert not Seal(store=None).same_exam(old, key)  # type: ignore[arg-type]  # no data root: its hash alone
+    other = _read("r2", {"split_sha256": "sha-x", "exam_id": exam_sketch(_items(500, 700))})
+    assert not seal.same_exam(other, key)
+
+
+def test_the_leak_index_finds_edited_copies_and_not_other_questions() -> None:
+    idx = LeakIndex.build({"a": "7 - 3 =", "b": "Sort these words: apple, pear, fig, plum, kiwi, lime, date, yam",
+                           "c": "Sort these words: cat, dog, emu, owl, ant, bee, elk, gnu"})
+    assert idx.find({"input": "12 + 7 - 3 =", "output": "16"}) == set()  # a longer expression: another question
+    assert idx.find({"input": "x", "output": "Q: 7-3= A: 4"}) == {"a"}
+    assert idx.find({"messages": [{"role": "user", "content": "SORT these words: apple,pear,fig,plum,kiwi,lime,date"}]}) == {"b"}
+    assert idx.find({"input": "Sort these words: one, two, three, four, five, six, seven, eight"}) == set()

@@ -1,0 +1,127 @@
+"""Issue 25, cases 3 and 4: what the seal is keyed on besides the weights.
+
+- Case 3: a ``measurement.json`` whose eval settings differ only in ``batch_size`` (bytes plain git
+  can write) got a fresh seal. An execution detail never defines a cohort now: the seal is keyed
+  on the settings that change what is generated or graded.
+- Case 4: the same 200 test items in reverse order, frozen under a new name and recorded on the
+  vault ref, were a new exam: the seal was keyed by the split file's sha256. A split is its set
+  of normalised items now, and one sharing most of them with a sealed one is that exam.
+
+Each repository here is ``monte quickstart``'s shape: the parity environment, experiment ``exp``
+on the tiny base model, its test@0 taken; the second experiment is written as the attack wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from helpers import git, snapshot_state
+
+LEDGER = "refs/heads/monte/{}/ledger"
+
+
+def _git_in(repo: Path, *args: str, input_text: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], input=input_text, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _test0(monte) -> None:  # type: ignore[no-untyped-def]
+    assert monte("eval", "--yes", "--json", "--split", "test").code == 0
+
+
+def _plain_git_experiment(repo: Path, name: str, edit: Any) -> None:
+    """Experiment ``name`` written with plain git: ``exp``'s first record, its measurement edited."""
+    root = git(repo, "rev-list", "--max-parents=0", LEDGER.format("exp")).strip()
+    meas = json.loads(git(repo, "show", f"{root}:measurement.json"))
+    meas["experiment"] = name
+    edit(meas)
+    blob = _git_in(repo, "hash-object", "-w", "--stdin", input_text=json.dumps(meas, indent=2, sort_keys=True) + "\n")
+    entries = [line for line in git(repo, "ls-tree", root).splitlines() if not line.endswith("\tmeasurement.json")]
+    entries.append(f"100644 blob {blob.strip()}\tmeasurement.json")
+    tree = _git_in(repo, "mktree", input_text="\n".join(entries) + "\n").strip()
+    msg = git(repo, "log", "-1", "--format=%B", root).replace("exp:", f"{name}:").replace(
+        "Monte-Experiment: exp", f"Monte-Experiment: {name}")
+    commit = git(repo, "commit-tree", tree, "-m", msg).strip()
+    git(repo, "update-ref", LEDGER.format(name), commit)
+
+
+def _batch_size(meas: dict[str, Any], n: int) -> None:
+    """As the file was written: ``execution`` where the measurement has one, else among ``eval``."""
+    (meas["execution"] if "execution" in meas else meas["eval"])["batch_size"] = n
+
+
+def _refused_sealed(monte, repo: Path, *args: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json", "--split", "test", *args)
+    assert r.code == 3, r.out + r.err
+    err: dict[str, str] = json.loads(r.out)["error"]
+    assert err["code"] == "E_SEALED", err
+    assert snapshot_state(repo) == before
+    return err
+
+
+def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+    _test0(monte)
+    _plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
+    # the form a measurement had before eval settings were split: batch_size among them
+    _plain_git_experiment(repo, "exp3", lambda m: (m.pop("execution", None), m["eval"].update(batch_size=5)))
+    for other in ("exp2", "exp3"):
+        err = _refused_sealed(monte, repo, "-e", other)
+        assert "exp/" in err["message"] and "spans the repository" in err["message"]
+        plan = monte("eval", "-e", other, "--dry-run", "--json").json()["plan"]
+        assert plan["execution"]["batch_size"] in (7, 5) and "batch_size" not in plan["settings"]
+    assert monte("ledger", "verify", "--json").code == 0  # both ledgers are well-formed
+    # an output setting is another exam: its own two reads
+    _plain_git_experiment(repo, "exp4", lambda m: m["eval"].update(max_new_tokens=17))
+    r = monte("eval", "-e", "exp4", "--split", "test", "--dry-run", "--json")
+    assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out
+
+
+def _env_from_parity(repo: Path, monte, name: str, test_items: list[dict[str, Any]], model: Path) -> None:  # type: ignore[no-untyped-def]
+    """Environment ``name``: parity's files with another test split, frozen and on the vault ref."""
+    from monte.hashing import hash_tree
+    from monte.ledger.vault import Vault
+    from monte.manifest import MANIFEST, FileEntry, read_manifest
+    from monte.workspace import open_workspace
+
+    src = repo / ".monte" / "environments" / "parity"
+    dest = src.parent / name
+    shutil.copytree(src, dest)
+    (dest / "exams" / "parity" / "test.jsonl").write_text(
+        "".join(json.dumps(i, sort_keys=True) + "\n" for i in test_items))
+    m = read_manifest(src)
+    assert m is not None
+    files = {k: FileEntry(**v) for k, v in hash_tree(dest).items() if k != MANIFEST}  # type: ignore[arg-type]
+    m = m.model_copy(update={"name": name, "files": files})
+    (dest / MANIFEST).write_bytes(m.dumps())
+    Vault(open_workspace(repo).store).record(m)
+    r = monte("experiment", "init", f"x-{name}", "--eval", name, "--model", str(model))
+    assert r.code == 0, r.out + r.err
+
+
+def _items(repo: Path, split: str) -> list[dict[str, Any]]:
+    path = repo / ".monte" / "environments" / "parity" / "exams" / "parity" / f"{split}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_a_reordered_or_mostly_shared_test_split_is_the_same_exam(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+                                                                 base_model: Path) -> None:
+    _test0(monte)
+    test, dev = _items(repo, "test"), _items(repo, "dev")
+    _env_from_parity(repo, monte, "reversed", test[::-1], base_model)
+    renumbered = [{**it, "id": f"parity/test/{k:05d}", "metadata": {}} for k, it in enumerate(test[::-1])]
+    _env_from_parity(repo, monte, "renumbered", renumbered, base_model)
+    _env_from_parity(repo, monte, "mostly", test[:150] + dev[:50], base_model)
+    for env in ("reversed", "renumbered", "mostly"):
+        err = _refused_sealed(monte, repo, "-e", f"x-{env}")
+        assert "exp/" in err["message"] and "another test split is this exam" in err["message"], err
+    assert "the same items in another order" in _refused_sealed(monte, repo, "-e", "x-reversed")["message"]
+    assert "items in common" in _refused_sealed(monte, repo, "-e", "x-mostly")["message"]
+    # other items are another exam: a split sharing under half of them has its own two reads
+    _env_from_parity(repo, monte, "other", dev[50:200] + test[:40], base_model)
+    r = monte("eval", "-e", "x-other", "--split", "test", "--dry-run", "--json")
+    assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out

@@ -1,0 +1,63 @@
+"""Issue 25, case 5: the leak check was string equality on the input column. A dataset holding
+the sealed test items with a zero-width space appended, with ``" ="`` written ``"="``, with the
+prompt moved into the output column, in a chat row's user turn, or with words around it trained
+without ``E_LEAK``. Each is refused now, naming the row, and leaves the repository as it was; an
+honest dataset from the curriculum still trains (its dev overlap is reported, not refused)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainhelp import curriculum, exam_prompts, refused
+
+MOVES: dict[str, Any] = {
+    "zero-width space appended": lambda p: {"input": p + "\u200b", "output": " even"},
+    "' =' written '='": lambda p: {"input": p.replace(" =", "="), "output": " even"},
+    "the prompt in the output column": lambda p: {"input": "Answer:", "output": f"{p} even"},
+    "upper case, full width": lambda p: {"input": p.upper().replace("P", "\uff30"), "output": " even"},
+    "words around it": lambda p: {"input": f"Question: {p} (answer in one word)", "output": " even"},
+}
+
+
+def _rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_a_sealed_item_hidden_by_a_trivial_edit_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    honest = [{"input": it["prompt"], "output": " " + it["answer"]} for it in curriculum(repo)[:20]]
+    sealed = exam_prompts(repo, "test")[7]
+    for k, (move, edit) in enumerate(sorted(MOVES.items())):
+        path = _rows(tmp_path / f"rows{k}.jsonl", [*honest, edit(sealed)])
+        assert monte("dataset", "add", f"edited{k}", "--from-file", str(path), "--kind", "sft").code == 0, move
+        err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", f"edited{k}", "--smoke", "--yes",
+                      code="E_LEAK", exit_code=3)
+        assert "1 item(s)" in err["message"] and "line 21" in err["message"], (move, err)
+        assert "parity/test/00007" in err["message"], (move, err)
+
+
+def test_a_chat_row_holding_a_sealed_item_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    sealed = exam_prompts(repo, "test")[3]
+    chat = [{"messages": [{"role": "system", "content": "answer odd or even"},
+                          {"role": "user", "content": m["prompt"]},
+                          {"role": "assistant", "content": m["answer"]}]} for m in curriculum(repo)[:10]]
+    chat.append({"messages": [{"role": "system", "content": "answer odd or even"},
+                              {"role": "user", "content": "a warm-up first"},
+                              {"role": "assistant", "content": "ok"},
+                              {"role": "user", "content": sealed.replace(" ", "  ") + "\u200d"},
+                              {"role": "assistant", "content": "even"}]})
+    path = _rows(tmp_path / "chat.jsonl", chat)
+    assert monte("dataset", "add", "chat", "--from-file", str(path), "--kind", "sft").code == 0
+    err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "chat", "--smoke", "--yes",
+                  code="E_LEAK", exit_code=3)
+    assert "line 11" in err["message"] and "parity/test/00003" in err["message"]
+
+
+def test_honest_rows_are_no_leak(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+    """The curriculum (disjoint from both exams by construction) is no leak, in either form."""
+    for source in ("parity", "parity-sft"):
+        r = monte("train", "--recipe", "grpo-t" if source == "parity" else "sft-t", "--source", source,
+                  "--smoke", "--dry-run", "--json")
+        assert r.code == 0, r.out + r.err
