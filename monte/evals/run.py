@@ -78,7 +78,9 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
 
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
-    grader = ledger.measurement().grader  # the catalog's, or a NeMo Gym server's (monte.envs.grading)
+    measurement = ledger.measurement()
+    grader = measurement.grader  # the catalog's, a NeMo Gym server's, a JSONL's or lm-eval's (monte.envs.grading)
+    env_folder = ws.env_dir(measurement.environment)
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
@@ -96,7 +98,8 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 probe_writable(ws, plan.experiment, need=len(items) * 1024)
             # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
             grades = grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
-                                        config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log")
+                                        config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log",
+                                        folder=env_folder, split=e.split, items=items)
             try:
                 row = start_row(ledger, plan, e)
             except BaseException:
@@ -108,14 +111,18 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 transition(row, "started")
                 if model is None:
                     model, tok = (load or gen.load)(Path(plan.target.folder or plan.target.model))
-                answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
-                                       max_new_tokens=plan.settings["max_new_tokens"],
-                                       batch_size=plan.settings["batch_size"],
-                                       temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
-                                       stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
-                                       on_batch=on_progress)
                 tasks: list[dict[str, Any]] | None = None
-                if not (plan.smoke and e.split == "test"):
+                if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
+                    tasks = grades.evaluate(model, tok, plan.settings, on_progress)
+                    answers = [str(t.get("answer", "")) for t in tasks]
+                else:
+                    answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
+                                           max_new_tokens=plan.settings["max_new_tokens"],
+                                           batch_size=plan.settings["batch_size"],
+                                           temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
+                                           stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
+                                           on_batch=on_progress)
+                if tasks is None and not (plan.smoke and e.split == "test"):
                     # (a sealed item is never graded, scored or recorded: smoke on test proves that
                     # generation runs on the test split's format, and reveals nothing of it)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
