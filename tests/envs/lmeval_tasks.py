@@ -22,8 +22,8 @@ output_type: generate_until
 training_split: train
 fewshot_split: train
 test_split: test
-doc_to_text: "Question: {{question}}\\nAnswer:"
-doc_to_target: "{{answer}}"
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: "{{{{answer}}}}"
 metric_list:
   - metric: exact_match
     aggregation: mean
