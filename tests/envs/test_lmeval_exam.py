@@ -77,8 +77,11 @@ def _same_docs(spec: dict[str, Any], dev: list[dict[str, Any]], tasks: list[dict
         s = by_source[item["source"]["index"]]
         assert {h: s[h] for h in ("doc_hash", "prompt_hash", "target_hash")} == item["lm_eval"]
         assert t["score"] == float(s[spec["metric"]]), (item["id"], t, s)
-        resp = s["filtered_resps"][0]
-        assert t["answer"] == (resp if isinstance(resp, str) else json.dumps(resp))[:200]
+        if spec["output_type"] == "multiple_choice":  # the same pick; loglikelihoods equal to float noise
+            lls = [float(r[0]) for r in s["filtered_resps"]]
+            assert t["answer"] == item["choices"][lls.index(max(lls))]
+        else:  # the same generation, filtered the same way
+            assert t["answer"] == s["filtered_resps"][0][:200]
 
 
 def test_gsm8k_shaped_generate_until_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,

@@ -92,14 +92,23 @@ class Prepared:
                 raise error("E_REFUSED", f"lm-eval task {self.spec['task']!r}: its metric {self.spec['metric']!r} "
                             f"gave document {item['doc_id']} no number", "score the task with a per-document metric")
             metrics = {m: v for m in self.spec["metrics"] if (v := _number(s.get(m))) is not None}
-            resp = s["filtered_resps"][0] if s["filtered_resps"] else ""
             out.append({"id": item["id"], "doc_id": int(item["doc_id"]), "score": score, "metrics": metrics,
-                        "answer": (resp if isinstance(resp, str) else json.dumps(resp, default=str))[:200]})
+                        "answer": answer_of(item, s["filtered_resps"])[:200]})
         return out
 
     @property
     def total(self) -> int:
         return len(self.task.eval_docs)
+
+
+def answer_of(item: dict[str, Any], filtered: list[Any]) -> str:
+    """What the model answered: its (filtered) text, or for a choice task the choice of highest
+    loglikelihood."""
+    if item.get("choices") and filtered and all(isinstance(r, (list, tuple)) and r for r in filtered):
+        lls = [float(r[0]) for r in filtered]
+        return str(item["choices"][lls.index(max(lls))])
+    resp = filtered[0] if filtered else ""
+    return resp if isinstance(resp, str) else json.dumps(resp, default=str)
 
 
 def _number(v: Any) -> float | None:
