@@ -35,6 +35,12 @@ def is_gym(grader: dict[str, Any] | None) -> bool:
 GYM_EVAL = {"chat_template": True, "max_new_tokens": 512, "stop": []}
 
 
+def proves_first(grader: dict[str, Any] | None) -> bool:
+    """Whether an eval makes this grader before it writes anything: an lm-eval exam's proof (its
+    files and every document's hashes) is cheap and refuses a drifted task before any record."""
+    return (grader or {}).get("kind") == LMEVAL
+
+
 def eval_defaults(grader: dict[str, Any] | None) -> dict[str, Any]:
     """The eval settings an experiment on this environment freezes (the catalog's: monte's own)."""
     return dict(GYM_EVAL) if is_gym(grader) else {}

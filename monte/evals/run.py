@@ -85,6 +85,15 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
+
+    def exam_grader(e: ExamPlan) -> grading.ExamGrader:
+        items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
+        return grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
+                                  config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log",
+                                  folder=env_folder, split=e.split, items=items)
+
+    # an lm-eval exam proves its frozen files and every document's hashes before anything is written
+    ready = {e.exam: exam_grader(e) for e in plan.exams} if grading.proves_first(grader) else {}
     locate.remember(ws, plan.base_register, plan.base_folder)  # the name the record gives the base model
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None)
@@ -97,9 +106,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
             if i:  # the disks again before each further touch
                 probe_writable(ws, plan.experiment, need=len(items) * 1024)
             # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
-            grades = grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
-                                        config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log",
-                                        folder=env_folder, split=e.split, items=items)
+            grades = ready.pop(e.exam, None) or exam_grader(e)
             try:
                 row = start_row(ledger, plan, e)
             except BaseException:

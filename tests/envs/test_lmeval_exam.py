@@ -181,3 +181,67 @@ def test_an_lm_eval_task_is_no_curriculum(repo: Path, monte, tmp_path: Path) -> 
               "lm-eval:own_task", "--include-path", str(own), "--json")
     err = r.json()["error"]
     assert r.code == 2 and err["code"] == "E_USAGE" and "monte dataset add" in err["fix"]
+
+
+def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    folder = write_own(tmp_path / "tasks")
+    r = monte("env", "add", "--dev", "lm-eval:own_task", "--test", "lm-eval:own_task", "--as", "own",
+              "--include-path", str(folder), "--json")
+    assert r.code == 0, r.out
+    assert monte("experiment", "init", "exp", "--eval", "own", "--model", str(model)).code == 0
+    return repo / ".monte/environments/own"
+
+
+def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, monte, tiny_models: dict[int, Path],
+                                                                  tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from helpers import checkpoint
+
+    _own_experiment(repo, monte, tiny_models[0], tmp_path)
+    base = monte("eval", "--yes", "--json").json()["runs"][0]
+    r = monte("eval", "--yes", "--json", "--split", "test")
+    assert r.code == 0 and r.json()["runs"][0]["role"] == "baseline", r.out
+    a = checkpoint(repo, tiny_models[1])
+    r = monte("eval", "--yes", "--json", "--checkpoint", f"{a}@50")
+    assert r.code == 0, r.out
+    row = r.json()["runs"][0]
+    delta = row["delta"]
+    assert delta["paired"] and delta["baseline"] == base["run"] and delta["n"] == 10
+    mine = {t["doc_id"]: t["score"] for t in _tasks(repo, "exp", row["run"])}
+    theirs = {t["doc_id"]: t["score"] for t in _tasks(repo, "exp", base["run"])}
+    assert set(mine) == set(theirs) == set(range(10))
+    assert delta["delta"] == pytest.approx(sum(mine[d] - theirs[d] for d in mine) / 10)
+    r = monte("eval", "--yes", "--json", "--split", "test")
+    assert r.code == 0 and r.json()["runs"][0]["role"] == "claim", r.out
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json", "--split", "test")  # a third read
+    assert r.code == 3 and r.json()["error"]["code"] == "E_SEALED", r.out
+    assert snapshot_state(repo) == before
+    r = monte("ledger", "verify", "--json")
+    assert r.code == 0, r.out
+
+
+def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: Path, monte, base_model: Path,
+                                                                         tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    env = _own_experiment(repo, monte, base_model, tmp_path)
+    from lm_eval.api.task import ConfigurableTask
+
+    # the one narrow mock: a later lm-eval whose template renders one more space (no such release here)
+    rendered = ConfigurableTask.doc_to_text
+    monkeypatch.setattr(ConfigurableTask, "doc_to_text", lambda self, doc, doc_to_text=None:
+                        rendered(self, doc, doc_to_text) + " ")
+    before = snapshot_state(repo)
+    for split in ("dev", "test"):
+        r = monte("eval", "--yes", "--json", "--split", split)
+        err = r.json()["error"]
+        assert err["code"] == "E_INTEGRITY" and "prompt_hash" in err["message"], r.out
+        assert snapshot_state(repo) == before  # no touch spent, nothing recorded
+    monkeypatch.setattr(ConfigurableTask, "doc_to_text", rendered)
+    utils = env / "lmeval/own_task/task/utils.py"
+    utils.chmod(0o644)
+    utils.write_text(utils.read_text().replace("/ len(set(want))", "/ 1"))
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_INTEGRITY" and "utils.py" in err["message"], r.out
+    assert snapshot_state(repo) == before
