@@ -91,6 +91,8 @@ def env_add(
     test: tuple[str, ...] = (),
     name: str | None = None,
     dry_run: bool = False,
+    grader: str | None = None,
+    include_path: str | None = None,
     ws: Workspace | None = None,
 ) -> EnvAddResult:
     """Freeze an Environment from the catalog (the seeds' three forms), then push it to the Vault.
@@ -101,11 +103,15 @@ def env_add(
     Vault (a lost claim writes nothing here); the manifest and the folder; the upload. A failed
     upload keeps the freeze and refuses with ``E_STORAGE``; a keyless or read-only machine keeps
     the freeze here with a note.
+
+    Besides the catalog's and NeMo Gym's names, an exam may be ``lm-eval:TASK`` (an
+    lm-evaluation-harness task, its YAMLs found under ``include_path`` or lm-eval's own) or
+    ``file:PATH.jsonl`` (rows ``{"id", "prompt", "answer"}``, scored by ``grader``).
     """
     from monte.envs import manage
 
     return manage.add(ws or open_workspace(), benchmark=benchmark, server=server, dev=dev, test=test,
-                      name=name, dry_run=dry_run)
+                      name=name, dry_run=dry_run, grader=grader, include_path=include_path)
 
 
 def env_list(

@@ -4,7 +4,7 @@
 ``logs`` and the git hooks (dulwich, click, pydantic, ruamel.yaml, rich). Everything heavy is
 an extra (``pyproject.toml``): ``train`` (torch, transformers, TRL, datasets, reasoning-gym,
 matplotlib, numpy, scipy), ``storage`` (DVC, GCS, the Hugging Face Hub), ``remote`` (Fabric),
-and ``all``. A command that imports a module of a missing extra is refused with the pip line
+``lm-eval`` (lm-evaluation-harness), and ``all``. A command that imports a module of a missing extra is refused with the pip line
 that installs it, spelled for the way this copy of monte was installed (an index, a path, a
 git URL: PEP 610's ``direct_url.json``).
 """
@@ -23,6 +23,7 @@ EXTRA_OF = {
     **dict.fromkeys(("dvc", "dvc_gs", "dvc_data", "dvc_objects", "gcsfs", "google", "huggingface_hub"),
                     "storage"),
     **dict.fromkeys(("fabric", "paramiko", "invoke"), "remote"),
+    "lm_eval": "lm-eval",
 }
 
 #: what each extra is for, in a refusal's words
@@ -30,6 +31,7 @@ PURPOSE = {
     "train": "evaluating and training models (torch, transformers, TRL) and the built-in environments",
     "storage": "the Vault and the results bucket (DVC, Google Cloud Storage) and the model hub",
     "remote": "remote boxes over SSH (Fabric)",
+    "lm-eval": "exams from lm-evaluation-harness tasks, graded by lm-eval's own code",
 }
 
 

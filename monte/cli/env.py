@@ -42,20 +42,30 @@ def _added(r) -> None:  # type: ignore[no-untyped-def]
 @click.option("--dev", multiple=True, metavar="BENCH", help="A dev exam (repeatable).")
 @click.option("--test", multiple=True, metavar="BENCH", help="A sealed test exam (repeatable).")
 @click.option("--as", "name", metavar="NAME", help="The environment's name (default: the source name).")
+@click.option("--grader", metavar="G", help="A file: exam's grader: exact[:ignore_case,...], numeric[:TOL], "
+              "regex:PATTERN or python:MODULE:FUNCTION.")
+@click.option("--include-path", metavar="DIR", help="Where lm-eval:TASK's YAML is (else lm-eval's own tasks).")
 @click.option("--dry-run", is_flag=True, help="Print what would be frozen; change nothing.")
 @handled(_added)
 def add(benchmark: str | None, server: str | None, dev: tuple[str, ...], test: tuple[str, ...],
-        name: str | None, dry_run: bool) -> object:
+        name: str | None, grader: str | None, include_path: str | None, dry_run: bool) -> object:
     """Freeze an Environment. Three forms:
 
     \b
       monte env add --benchmark BENCH [--as NAME]                 eval-only, one dev exam
       monte env add --server BENCH --dev BENCH --test BENCH [--as NAME]   trainable
       monte env add --dev BENCH --test BENCH --as NAME            eval-only, dev + test
+
+    An exam may also be an lm-evaluation-harness task or a JSONL file:
+
+    \b
+      monte env add --dev lm-eval:TASK --test lm-eval:TASK --as NAME [--include-path DIR]
+      monte env add --dev file:DEV.jsonl --test file:TEST.jsonl --grader G --as NAME
     """
     from monte import api
 
-    return api.env_add(benchmark=benchmark, server=server, dev=dev, test=test, name=name, dry_run=dry_run)
+    return api.env_add(benchmark=benchmark, server=server, dev=dev, test=test, name=name, dry_run=dry_run,
+                       grader=grader, include_path=include_path)
 
 
 @env.command("list")

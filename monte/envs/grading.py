@@ -3,7 +3,9 @@ resources server. ``monte eval`` and GRPO's reward both come through here.
 
 An environment's manifest (and the experiment's ``measurement.json``, which copies it) names
 its grader: ``{"kind": "catalog", "benchmarks": {exam: benchmark}}`` or ``{"kind": "nemo-gym",
-"servers": {exam: identity}, "curriculum": identity, ...}`` (see :mod:`monte.envs.nemo.freeze`).
+"servers": {exam: identity}, "curriculum": identity, ...}`` (see :mod:`monte.envs.nemo.freeze`), or
+``{"kind": "jsonl", "graders": {exam: spec}}`` (:mod:`monte.envs.jsonl_exam`), or ``{"kind": "lm-eval",
+"tasks": {exam: closure}}`` (:mod:`monte.envs.lmeval`: lm-eval builds the requests and grades them).
 A NeMo Gym server is started from the stack found here, after proving it is the one the
 environment was frozen with (NeMo Gym's version, the config files and the server's code, by
 sha256), unless a URL names one already running (:func:`monte.envs.nemo.server.server_url`).
@@ -19,6 +21,8 @@ from monte.envs.nemo.rows import is_gym_row, messages
 from monte.errors import error
 
 GYM = "nemo-gym"
+JSONL = "jsonl"  # monte.envs.jsonl_exam
+LMEVAL = "lm-eval"  # monte.envs.lmeval
 
 
 def is_gym(grader: dict[str, Any] | None) -> bool:
@@ -29,6 +33,12 @@ def is_gym(grader: dict[str, Any] | None) -> bool:
 #: are chats), room for a worked answer ending in ``\boxed{}`` or ``<answer>``, and no stop string
 #: (a newline would cut the answer before the part the server grades).
 GYM_EVAL = {"chat_template": True, "max_new_tokens": 512, "stop": []}
+
+
+def proves_first(grader: dict[str, Any] | None) -> bool:
+    """Whether an eval makes this grader before it writes anything: an lm-eval exam's proof (its
+    files and every document's hashes) is cheap and refuses a drifted task before any record."""
+    return (grader or {}).get("kind") == LMEVAL
 
 
 def eval_defaults(grader: dict[str, Any] | None) -> dict[str, Any]:
@@ -59,10 +69,26 @@ class ExamGrader:
     server that fails refuses: no partial set is returned. :meth:`close` stops the server."""
 
     def __init__(self, grader: dict[str, Any] | None, benchmark: str, exam: str, *, needed: bool = True,
-                 config: dict[str, Any] | None = None, log: Path | None = None) -> None:
+                 config: dict[str, Any] | None = None, log: Path | None = None, folder: Path | None = None,
+                 split: str | None = None, items: Sequence[dict[str, Any]] | None = None) -> None:
         self.benchmark = benchmark
         self.server: Any = None
         self.gym = is_gym(grader)
+        self.kind = (grader or {}).get("kind")
+        #: an lm-eval exam: lm-eval builds its requests and grades; :meth:`evaluate` runs them
+        self.lmeval: Any = None
+        self.file: Any = None
+        if self.kind == JSONL and needed:
+            from monte.envs.jsonl_exam import JsonlGrader
+
+            assert grader is not None
+            self.file = JsonlGrader(dict(grader["graders"][exam]), folder)
+        if self.kind == LMEVAL and needed:
+            from monte.envs.lmeval.evaluate import Prepared
+
+            assert grader is not None and folder is not None and split is not None and items is not None
+            # every frozen file and every document's hashes proven here, before the touch is spent
+            self.lmeval = Prepared(grader["tasks"][exam], folder, split, list(items))
         if not (needed and self.gym):
             return
         assert grader is not None
@@ -72,7 +98,22 @@ class ExamGrader:
                         f"{exam!r}", "re-freeze the environment (`monte env add`) and start a new experiment on it")
         self.server = open_server(identity, config=config, log=log)
 
+    @property
+    def generates(self) -> bool:
+        """Whether this grader runs the generation itself (lm-eval builds the requests)."""
+        return self.lmeval is not None
+
+    def evaluate(self, model: Any, tok: Any, settings: dict[str, Any],
+                 on_progress: Any = None) -> list[dict[str, Any]]:
+        """An lm-eval exam: lm-eval's requests answered by ``model``, graded by lm-eval."""
+        assert self.lmeval is not None
+        return list(self.lmeval.run(model, tok, batch_size=int(settings.get("batch_size", 32)),
+                                    on_progress=on_progress))
+
     def grade(self, items: Sequence[dict[str, Any]], answers: Sequence[str], ids: Sequence[str]) -> list[dict[str, Any]]:
+        if self.file is not None:
+            return [{"id": i, "score": float(self.file.grade(item, a)), "answer": a[:200]}
+                    for i, item, a in zip(ids, items, answers, strict=True)]
         if not self.gym:
             from monte.envs.registry import get
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from monte import frozen
+from monte.envs import jsonl_exam, lmeval
 from monte.errors import error
 from monte.manifest import Manifest
 from monte.names import check_name
@@ -107,6 +108,8 @@ def add(
     test: tuple[str, ...],
     name: str | None,
     dry_run: bool,
+    grader: str | None = None,
+    include_path: str | None = None,
 ) -> EnvAddResult:
     """See :func:`monte.api.env_add`."""
     from monte.envs import freeze
@@ -116,7 +119,8 @@ def add(
 
     if name is not None:
         check_name(name, "environment name")
-    plan = _plan(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
+    plan = _plan(name=name, benchmark=benchmark, server=server, dev=dev, test=test, grader=grader,
+                 include_path=include_path)
     check_name(plan.name, "environment name")
     tracking.check_trackable("environment", plan.name)
     vault = Vault(ws.store)
@@ -181,7 +185,7 @@ def add(
 
 
 def _plan(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],
-          test: tuple[str, ...]) -> Any:
+          test: tuple[str, ...], grader: str | None = None, include_path: str | None = None) -> Any:
     """The catalog's plan, or NeMo Gym's when the names are NeMo Gym's (a name both know is the
     catalog's; ``server:NAME`` / ``benchmark:NAME`` are always NeMo Gym's). NeMo Gym is looked
     for only when a name is not in the catalog: the catalog's freezes never read it."""
@@ -189,6 +193,20 @@ def _plan(*, name: str | None, benchmark: str | None, server: str | None, dev: t
     from monte.envs.registry import catalog
 
     specs = [s for s in (benchmark, server, *dev, *test) if s]
+    if grader is not None and not any(jsonl_exam.is_file_spec(s) for s in specs):
+        raise error("E_USAGE", "--grader grades a file: exam (JSONL); the catalog's and lm-eval's exams bring "
+                    "their own grader", "drop --grader, or name the exams as file:DEV.jsonl / file:TEST.jsonl")
+    if include_path is not None and not any(lmeval.is_task_spec(s) for s in specs):
+        raise error("E_USAGE", "--include-path names where lm-eval task YAMLs are; no exam here is lm-eval:TASK",
+                    "drop --include-path, or name the exams as lm-eval:TASK")
+    if any(lmeval.is_task_spec(s) for s in specs):
+        from monte.envs.lmeval import freeze as lm_freeze
+
+        return lm_freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test,
+                                     include_path=include_path)
+    if any(jsonl_exam.is_file_spec(s) for s in specs):
+        return jsonl_exam.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test,
+                                      grader=grader)
     known = set(catalog())
     if any(s not in known for s in specs):
         from monte.envs.nemo import freeze as gym_freeze
@@ -202,6 +220,12 @@ def _plan(*, name: str | None, benchmark: str | None, server: str | None, dev: t
 def _prepare(plan: Any, staged: Path) -> Manifest:
     from monte.envs import freeze
 
+    if getattr(plan, "provider", None) == jsonl_exam.KIND:
+        return jsonl_exam.prepare(plan, staged)
+    if getattr(plan, "provider", None) == lmeval.KIND:
+        from monte.envs.lmeval import freeze as lm_freeze
+
+        return lm_freeze.prepare(plan, staged)
     if getattr(plan, "provider", None) == "nemo-gym":
         from monte.envs.nemo import freeze as gym_freeze
 

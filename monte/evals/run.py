@@ -80,12 +80,23 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
 
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
-    grader = ledger.measurement().grader  # the catalog's, or a NeMo Gym server's (monte.envs.grading)
+    measurement = ledger.measurement()
+    grader = measurement.grader  # the catalog's, a NeMo Gym server's, a JSONL's or lm-eval's (monte.envs.grading)
+    env_folder = ws.env_dir(measurement.environment)
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
     model, tok = preflight_eval(plan, splits, load)  # all a read needs, before any record: a refusal spends nothing
+
+    def exam_grader(e: ExamPlan) -> grading.ExamGrader:
+        items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
+        return grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
+                                  config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log",
+                                  folder=env_folder, split=e.split, items=items)
+
+    # an lm-eval exam proves its frozen files and every document's hashes before anything is written
+    ready = {e.exam: exam_grader(e) for e in plan.exams} if grading.proves_first(grader) else {}
     locate.remember(ws, plan.base_register, plan.base_folder)  # the name the record gives the base model
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
@@ -97,8 +108,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
             if i:  # the disks again before each further touch
                 probe_writable(ws, plan.experiment, need=len(items) * 1024)
             # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
-            grades = grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
-                                        config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log")
+            grades = ready.pop(e.exam, None) or exam_grader(e)
             try:
                 row = start_row(ledger, plan, e, ws=ws)
             except BaseException:
@@ -108,14 +118,18 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
                           target=plan.target.label)
                 transition(row, "started")
-                answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
-                                       max_new_tokens=plan.settings["max_new_tokens"],
-                                       batch_size=_batch_size(plan),
-                                       temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
-                                       stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
-                                       on_batch=on_progress)
                 tasks: list[dict[str, Any]] | None = None
-                if not (plan.smoke and e.split == "test"):
+                if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
+                    tasks = grades.evaluate(model, tok, plan.settings, on_progress)
+                    answers = [str(t.get("answer", "")) for t in tasks]
+                else:
+                    answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
+                                           max_new_tokens=plan.settings["max_new_tokens"],
+                                           batch_size=_batch_size(plan),
+                                           temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
+                                           stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
+                                           on_batch=on_progress)
+                if tasks is None and not (plan.smoke and e.split == "test"):
                     # (a sealed item is never graded, scored or recorded: smoke on test proves that
                     # generation runs on the test split's format, and reveals nothing of it)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]

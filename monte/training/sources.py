@@ -31,6 +31,10 @@ class Source(BaseModel):
 
 
 def resolve(ws: Workspace, name: str) -> Source:
+    if name.startswith(("lm-eval:", "file:")):  # exams (an lm-eval task, a JSONL of questions) are not curricula
+        raise error("E_USAGE", f"--source {name} names an exam: exams are graded, not trained on",
+                    "freeze the demonstrations to train on as a Dataset with `monte dataset add NAME --from-file "
+                    "F --kind sft`, and pass --source NAME")
     ds = read_manifest(ws.dataset_dir(name))
     env = read_manifest(ws.env_dir(name))
     if ds is not None and env is not None and env.env_kind == "trainable":

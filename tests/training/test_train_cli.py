@@ -143,6 +143,13 @@ def test_sources_that_cannot_be_trained_on(repo: Path, monte, ready: str, tmp_pa
     assert "'nosuch'" in err["message"] and "monte dataset add" in err["fix"]
 
 
+@pytest.mark.parametrize("source", ["lm-eval:gsm8k", "file:questions.jsonl"])
+def test_an_exam_as_a_source_is_refused_naming_dataset_add(repo: Path, monte, ready: str, source: str) -> None:  # type: ignore[no-untyped-def]
+    err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", source, "--from-base", "--yes",
+                  code="E_USAGE", exit_code=2)
+    assert "exam" in err["message"] and "monte dataset add" in err["fix"]
+
+
 def test_a_source_holding_sealed_test_items_is_a_leak(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     test = exam_prompts(repo, "test")
     items = curriculum(repo)[:20] + [{"prompt": p, "answer": "even"} for p in test[:3]]

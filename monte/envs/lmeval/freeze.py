@@ -1,0 +1,583 @@
+"""Freezing an lm-eval task: its whole closure, its documents as local JSON lines, its hashes.
+
+What lands in the environment's folder, for the exam named after the task:
+
+- ``lmeval/<exam>/task/...``: the task's YAML, every ``include:`` parent, and every Python file
+  beside them (a ``!function`` module and what it imports from its folder), in their layout;
+- ``lmeval/<exam>/data/{dev,test,fewshot}.jsonl``: the documents of each split, as the task's
+  dataset gave them (before ``process_docs``, which runs again at every eval), and the few-shot
+  pool; at eval the task reads these through ``dataset_path: json`` (nothing reads a hub again);
+- ``exams/<exam>/{dev,test}.jsonl``: the exam's items, one a document: ``id``, ``doc_id``, the
+  rendered ``prompt`` (few-shot context included), the ``answer`` (lm-eval's target), and lm-eval's
+  own ``doc_hash``/``prompt_hash``/``target_hash`` of it.
+
+Dev and test come from the task's own ``validation_split`` and ``test_split`` when it has both;
+else monte splits its one eval split in two with a recorded seed. Either way a document whose
+question (its normalised ``doc_to_text``) is already in test is dropped from dev, and the count
+recorded. The grader record (``{"kind": "lm-eval", "tasks": {exam: ...}}``) holds what makes the
+task's output: ``num_fewshot``, the few-shot split and seed, ``generation_kwargs``,
+``filter_list``, ``metric_list``, ``metadata.version``, lm-eval's version, the metric and filter
+scored, every file's sha256 and the task hash of each split.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from monte.envs.lmeval import KIND, PREFIX, is_task_spec
+from monte.errors import MonteError, error
+from monte.hashing import hash_tree, sha256_bytes
+from monte.manifest import MANIFEST, FileEntry, Manifest
+
+#: the loaders of ``datasets`` that read local files named by ``data_files``
+LOCAL_LOADERS = ("json", "csv", "parquet", "text", "arrow")
+#: monte's split of a task with one eval split: the seed is recorded in the grader
+SPLIT_SEED = 20_261_201
+OUTPUT_TYPES = ("generate_until", "multiple_choice", "loglikelihood")
+#: simple_evaluate's default few-shot seed (lm_eval.defaults.DEFAULT_OTHER_SEED), recorded
+FEWSHOT_SEED = 1234
+
+
+@dataclass
+class LmEvalPlan:
+    name: str
+    form: Literal["benchmark", "exams"]
+    task: str
+    include_path: str | None
+    yaml_path: str
+    env_kind: Literal["eval-only"] = "eval-only"
+    provider: str = KIND
+    exams: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "form": self.form, "kind": self.env_kind, "exams": self.exams,
+                "curriculum": None, "task": self.task, "yaml": self.yaml_path}
+
+
+def quiet() -> None:
+    """lm-eval and datasets log to stderr at INFO and draw progress bars: keep to warnings."""
+    import logging
+
+    for name in ("lm_eval", "datasets"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:  # pragma: no cover - lm-eval depends on datasets
+        pass
+
+
+def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],
+                test: tuple[str, ...], include_path: str | None) -> LmEvalPlan:
+    """The flag mix and the task's place (unknown task, a group, a YAML that does not parse refuse)."""
+    usage = "the lm-eval forms are: --benchmark lm-eval:TASK [--as N] | " \
+            "--dev lm-eval:TASK --test lm-eval:TASK --as N  (both with [--include-path DIR])"
+    if server:
+        raise error("E_USAGE", "an lm-eval task is an exam, not a curriculum: it cannot be a --server",
+                    "freeze demonstrations to train on with `monte dataset add --from-file F --kind sft`")
+    specs = [s for s in (benchmark, *dev, *test) if s]
+    if not all(is_task_spec(s) for s in specs):
+        raise error("E_USAGE", "lm-eval: exams cannot be mixed with other sources in one environment", usage)
+    if benchmark:
+        if dev or test:
+            raise error("E_USAGE", "--benchmark stands alone (with --as)", usage)
+        task, form = benchmark[len(PREFIX):], "benchmark"
+    else:
+        if len(dev) != 1 or len(test) != 1:
+            raise error("E_USAGE", "an lm-eval environment takes one --dev lm-eval:TASK and one --test lm-eval:TASK",
+                        usage)
+        if dev[0] != test[0]:
+            raise error("E_USAGE", f"--dev {dev[0]} and --test {test[0]} differ: dev and test are one task's "
+                        "documents (its validation and test splits, or its one eval split cut in two by monte)",
+                        "name the same lm-eval:TASK for both")
+        if not name:
+            raise error("E_USAGE", "--as NAME is required with --dev/--test alone", usage)
+        task, form = dev[0][len(PREFIX):], "exams"
+    yaml_path = locate_task(task, include_path)
+    plan = LmEvalPlan(name or task, form, task, include_path, str(yaml_path))  # type: ignore[arg-type]
+    plan.exams = {task: {"dev": f"{PREFIX}{task}", **({"test": f"{PREFIX}{task}"} if form == "exams" else {})}}
+    return plan
+
+
+def _task_manager(include_path: str | None, defaults: bool) -> Any:
+    quiet()
+    from lm_eval.tasks import TaskManager
+
+    return TaskManager(include_path=include_path, include_defaults=defaults)
+
+
+def locate_task(task: str, include_path: str | None) -> Path:
+    """The YAML file that defines ``task``: under ``include_path`` first, then lm-eval's own."""
+    from lm_eval.tasks._index import Kind
+
+    if include_path is not None and not Path(include_path).is_dir():
+        raise error("E_NOT_FOUND", f"--include-path {include_path} is not a folder",
+                    "name the folder that holds the task's YAML")
+    entry = None
+    if include_path is not None:
+        entry = _task_manager(include_path, False).task_index.get(task)
+    if entry is None:
+        entry = _task_manager(include_path, True).task_index.get(task)
+    if entry is None:
+        broken = _unparsable(Path(include_path)) if include_path else None
+        raise error("E_BAD_INPUT" if broken else "E_NOT_FOUND",
+                    f"no lm-eval task named {task!r}" + (f" under {include_path}" if include_path else "")
+                    + " or among lm-eval's own tasks" + (f"; {broken}" if broken else ""),
+                    "fix that YAML" if broken else "pass --include-path DIR, the folder holding the task's YAML "
+                    "(`lm-eval ls tasks` lists lm-eval's own)")
+    if entry.kind != Kind.TASK or entry.yaml_path is None:
+        raise error("E_REFUSED", f"lm-eval's {task!r} is a {entry.kind.name.lower().replace('_', ' ')}, not one YAML "
+                    "task: an exam is one task's documents", "name one of its tasks")
+    return Path(entry.yaml_path)
+
+
+def _unparsable(folder: Path) -> str | None:
+    for path in sorted(folder.rglob("*.yaml")):
+        try:
+            _load_raw(path)
+        except MonteError as e:
+            return e.message
+    return None
+
+
+# --- the closure --------------------------------------------------------------------------------------------------
+
+
+class _Function(str):
+    """A ``!function`` value as written (``utils.process_results``), kept apart from plain strings."""
+
+
+def _load_raw(path: Path) -> dict[str, Any]:
+    """One YAML file as written (``!function`` values kept as :class:`_Function`); ``E_BAD_INPUT``."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: _Function(loader.construct_scalar(node)))
+    try:
+        with open(path, "rb") as f:
+            cfg = yaml.load(f, Loader=Loader)  # noqa: S506 - a SafeLoader with one more tag
+    except FileNotFoundError:
+        raise error("E_NOT_FOUND", f"the task YAML {path} does not exist", "fix the include: path") from None
+    except yaml.YAMLError as e:
+        raise error("E_BAD_INPUT", f"the task YAML {path} does not parse: {str(e).splitlines()[0]}",
+                    "fix the YAML") from None
+    if not isinstance(cfg, dict):
+        raise error("E_BAD_INPUT", f"the task YAML {path} is not a mapping", "fix the YAML")
+    return cfg
+
+
+def _walk(path: Path, seen: list[Path]) -> dict[str, Any]:
+    """The merged config of ``path`` as lm-eval merges it (includes first, local keys win), every
+    YAML visited appended to ``seen``."""
+    path = path.resolve()
+    if path in seen:
+        raise error("E_BAD_INPUT", f"the task YAML {path} includes itself", "fix the include: chain")
+    seen.append(path)
+    cfg = _load_raw(path)
+    includes = cfg.pop("include", None)
+    merged: dict[str, Any] = {}
+    for inc in ([] if includes is None else includes if isinstance(includes, list) else [includes]):
+        parent = _walk(path.parent / str(inc) if not Path(str(inc)).is_absolute() else Path(str(inc)), seen)
+        parent.pop("task_list", None)
+        merged.update(parent)
+    merged.update(cfg)
+    return merged
+
+
+def _functions(value: Any) -> list[str]:
+    if isinstance(value, _Function):
+        return [str(value)]
+    if isinstance(value, dict):
+        return [f for v in value.values() for f in _functions(v)]
+    if isinstance(value, list):
+        return [f for v in value for f in _functions(v)]
+    return []
+
+
+def _plain(value: Any) -> Any:
+    """The config as JSON: a ``!function`` as ``"!function NAME"``."""
+    if isinstance(value, _Function):
+        return f"!function {value}"
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
+    """The merged raw config, every file of the task's closure, and the folder they are kept under.
+
+    Every ``!function`` must import (``E_BAD_INPUT`` naming it otherwise), as lm-eval resolves it:
+    a module file beside the YAML that names it, else an importable module."""
+    from lm_eval.tasks._yaml_loader import _import_func_in_yml
+
+    yamls: list[Path] = []
+    merged = _walk(yaml_path, yamls)
+    files = list(yamls)
+    for y in yamls:
+        for fn in _functions(_load_raw(y)):
+            try:
+                _import_func_in_yml(fn, y.parent)
+            except Exception as e:
+                raise error("E_BAD_INPUT", f"the !function {fn} in {y} does not import: {type(e).__name__}: {e}",
+                            "fix the function's module (it is looked for beside the YAML, then on the path)") from None
+        files += sorted(p.resolve() for p in y.parent.glob("*.py"))
+    unique = sorted(set(files))
+    root = Path(os.path.commonpath([str(p.parent) for p in unique]))
+    return merged, unique, root
+
+
+# --- the documents ------------------------------------------------------------------------------------------------
+
+
+def _data_files(kwargs: dict[str, Any]) -> list[str]:
+    files = kwargs.get("data_files")
+    if isinstance(files, str):
+        return [files]
+    if isinstance(files, list):
+        return [str(f) for f in files]
+    if isinstance(files, dict):
+        return [str(f) for v in files.values() for f in ([v] if isinstance(v, str) else v)]
+    return []
+
+
+def check_data(task: str, cfg: dict[str, Any]) -> None:
+    """Refuse, before lm-eval loads anything, a data file missing or not JSON, and a task whose
+    documents live on the Hugging Face Hub with no token here to fetch them once."""
+    path = cfg.get("dataset_path")
+    kwargs = cfg.get("dataset_kwargs") or {}
+    if cfg.get("custom_dataset") is not None:
+        return
+    if path in LOCAL_LOADERS:
+        files = _data_files(kwargs if isinstance(kwargs, dict) else {})
+        if not files and not (isinstance(kwargs, dict) and kwargs.get("data_dir")):
+            raise error("E_BAD_INPUT", f"task {task!r} reads dataset_path {path} but names no data_files",
+                        "give dataset_kwargs: {data_files: {test: PATH, ...}}")
+        for f in files:
+            p = Path(f).expanduser()
+            if not p.is_file():
+                raise error("E_NOT_FOUND", f"task {task!r}: its data file {f} does not exist",
+                            "fix dataset_kwargs.data_files (a path relative to where monte runs, or absolute)")
+            if path == "json":
+                _check_json(task, p)
+        return
+    if path and Path(str(path)).expanduser().is_dir():
+        return
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") or not _hub_token():
+        raise error("E_REFUSED", f"task {task!r} reads its documents from the Hugging Face Hub (dataset_path "
+                    f"{path}), and there is no token here to fetch them (nothing was written)",
+                    "set HF_TOKEN (and leave HF_HUB_OFFLINE unset) to let the freeze fetch them once, or point the "
+                    "task at local files: dataset_path: json, dataset_kwargs: {data_files: {test: PATH}}")
+
+
+def _hub_token() -> str | None:
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token
+
+        return get_token()
+    except ImportError:
+        return None
+
+
+def _check_json(task: str, path: Path) -> None:
+    text = path.read_bytes()
+    try:
+        json.loads(text)
+        return
+    except ValueError:
+        pass
+    for n, line in enumerate(text.split(b"\n"), 1):
+        if line.strip():
+            try:
+                json.loads(line)
+            except ValueError as e:
+                raise error("E_BAD_INPUT", f"task {task!r}: its data file {path} is not JSON (line {n}: {e})",
+                            "write one JSON object a line (or one JSON document)") from None
+
+
+def build(cfg: dict[str, Any] | Path) -> Any:
+    """lm-eval's Task for a YAML file or a config dict; ``E_BAD_INPUT`` on failure."""
+    tm = _task_manager(None, False)  # no index: a path or a config needs none
+    name = cfg.get("task") if isinstance(cfg, dict) else str(cfg)
+    try:
+        loaded = tm.load([cfg if isinstance(cfg, dict) else str(cfg)])
+    except MonteError:
+        raise
+    except Exception as e:
+        raise error("E_BAD_INPUT", f"lm-eval could not build task {name!r}: {type(e).__name__}: {e}",
+                    "fix the task's YAML or its data files") from None
+    tasks = loaded["tasks"]
+    if len(tasks) != 1 or loaded["groups"]:
+        raise error("E_REFUSED", f"{name!r} builds {len(tasks)} tasks: an exam is one task's documents",
+                    "name one of its tasks")
+    return next(iter(tasks.values()))
+
+
+def primary(task: Any) -> tuple[str, str, list[str], list[str]]:
+    """(metric, filter, every metric, every filter) scored: the first of each, refused when the
+    metric is not a per-document mean (a corpus-level metric such as BLEU cannot be paired)."""
+    from lm_eval.api.metrics import mean
+
+    aggregation = task.aggregation()
+    metrics = list(aggregation)
+    if not metrics:
+        raise error("E_REFUSED", f"task {task.task_name!r} names no metric", "give it a metric_list")
+    for m in metrics[:1]:
+        agg = aggregation[m]
+        if agg is not mean:
+            how = getattr(agg, "__name__", str(agg))
+            raise error("E_REFUSED", f"task {task.task_name!r}: its metric {m!r} is aggregated over the whole corpus "
+                        f"({how}), so no document has a score of its own and two evals cannot be paired by document",
+                        "score the task with a per-document metric (aggregation: mean), such as exact_match, acc "
+                        "or a process_results that returns one number a document")
+    filters = [str(f.get("name", "none")) for f in (task.config.filter_list or [])] or ["none"]
+    return metrics[0], filters[0], metrics, filters
+
+
+def _processed(task: Any, raw: list[dict[str, Any]]) -> list[dict[str, Any] | None]:
+    """Each raw document after the task's ``process_docs`` (None: it drops the document)."""
+    fn = task.config.process_docs
+    if fn is None:
+        return list(raw)
+    import datasets
+
+    whole = list(fn(datasets.Dataset.from_list(raw))) if raw else []
+    if len(whole) == len(raw):
+        return whole
+    out: list[dict[str, Any] | None] = []
+    for doc in raw:
+        got = list(fn(datasets.Dataset.from_list([doc])))
+        out.append(got[0] if got else None)
+    return out
+
+
+def _key(task: Any, doc: dict[str, Any]) -> str:
+    from monte.envs.freeze import normalise
+
+    return normalise(str(task.doc_to_text(doc)))
+
+
+def _rows(task: Any, split: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in task.dataset[split]]
+
+
+def _pool_split(task: Any) -> str | None:
+    cfg = task.config
+    if getattr(task.fewshot_cfg, "split", None):
+        return str(task.fewshot_cfg.split)
+    if getattr(task.fewshot_cfg, "samples", None) is not None:
+        return None
+    if (cfg.num_fewshot or 0) > 0:
+        return cfg.training_split or cfg.validation_split
+    return None
+
+
+def eval_config(spec: dict[str, Any], folder: Path, split: str) -> dict[str, Any]:
+    """The frozen task's config for one split: the frozen YAML (its functions resolved from the
+    frozen copies), its documents the frozen JSON lines (absolute paths on this data root)."""
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    cfg = load_yaml(folder / spec["main"], resolve_func=True)
+    data = {s: str(folder / rel) for s, rel in spec["data"].items() if rel}
+    cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": data},
+               test_split=split, validation_split=None)
+    pool = "fewshot" if "fewshot" in data else None
+    cfg["training_split"] = pool if cfg.get("training_split") else None
+    cfg["fewshot_split"] = pool if cfg.get("fewshot_split") else None
+    if isinstance(cfg.get("fewshot_config"), dict) and cfg["fewshot_config"].get("split"):
+        cfg["fewshot_config"] = {**cfg["fewshot_config"], "split": pool}
+    cfg.pop("custom_dataset", None)
+    return cfg
+
+
+def requests_of(task: Any, seed: int) -> list[dict[str, Any]]:
+    """Per document, in doc_id order: the prompt, target, choices and lm-eval's three hashes,
+    computed as lm-eval's evaluator logs them (no model needed)."""
+    from lm_eval.utils import handle_non_serializable, hash_string
+
+    task.set_fewshot_seed(seed=seed)
+    task.build_all_requests(limit=None, rank=0, world_size=1)
+    by_doc: dict[int, list[Any]] = {}
+    for inst in task.instances:
+        by_doc.setdefault(inst.doc_id, []).append(inst)
+    out = []
+    for doc_id in sorted(by_doc):
+        reqs = sorted(by_doc[doc_id], key=lambda x: x.idx)
+        doc = reqs[0].doc
+        target = task.doc_to_target(doc)
+        prompt = reqs[0].arguments[0]
+        entry = {
+            "doc_id": doc_id, "prompt": prompt if isinstance(prompt, str) else json.dumps(prompt),
+            "target": target,
+            "doc_hash": hash_string(json.dumps(doc, indent=2, default=handle_non_serializable, ensure_ascii=False)),
+            "prompt_hash": hash_string(reqs[0].arguments[0]),
+            "target_hash": hash_string(str(target)),
+        }
+        if task.OUTPUT_TYPE == "multiple_choice":
+            entry["choices"] = [str(c) for c in task.doc_to_choice(doc)]
+        out.append(entry)
+    return out
+
+
+def task_hash(hashes: list[dict[str, Any]], filters: list[str]) -> str:
+    """lm-eval's task hash (EvaluationTracker.save_results_aggregated): over its logged samples,
+    which repeat every document once per filter."""
+    from lm_eval.utils import hash_string
+
+    return hash_string("".join(h["doc_hash"] + h["prompt_hash"] + h["target_hash"] for _ in filters for h in hashes))
+
+
+def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    except (TypeError, ValueError) as e:
+        raise error("E_REFUSED", f"task {task!r}: its documents are not JSON ({e}), so they cannot be frozen as "
+                    "JSON lines", "freeze a task whose documents are text and numbers") from None
+    path.write_text(text, encoding="utf-8")
+
+
+def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
+    """Freeze the task into ``folder`` and return its manifest (not yet written)."""
+    import lm_eval
+
+    quiet()
+    merged, files, root = closure(Path(plan.yaml_path))
+    check_data(plan.task, merged)
+    task = build(Path(plan.yaml_path))
+    if task.OUTPUT_TYPE not in OUTPUT_TYPES:
+        raise error("E_REFUSED", f"task {plan.task!r} is a {task.OUTPUT_TYPE} task: its score (a perplexity) is "
+                    "corpus-level and cannot be paired by document", f"freeze a task of type {', '.join(OUTPUT_TYPES)}")
+    metric, filt, metrics, filters = primary(task)
+    cfg = task.config
+    exam = plan.task
+    # the documents of each split, and where they came from
+    splits: dict[str, tuple[str, list[int]]] = {}
+    seed: int | None = None
+    if plan.form == "exams" and cfg.validation_split and cfg.test_split:
+        splits["dev"] = (cfg.validation_split, list(range(len(task.dataset[cfg.validation_split]))))
+        splits["test"] = (cfg.test_split, list(range(len(task.dataset[cfg.test_split]))))
+    else:
+        one = cfg.test_split or cfg.validation_split
+        if not one:
+            raise error("E_REFUSED", f"task {plan.task!r} has no test_split or validation_split to examine",
+                        "give the task an eval split")
+        n = len(task.dataset[one])
+        if plan.form == "benchmark":
+            splits["dev"] = (one, list(range(n)))
+        else:
+            seed = SPLIT_SEED
+            order = list(range(n))
+            random.Random(seed).shuffle(order)
+            half = (n + 1) // 2
+            splits["test"] = (one, sorted(order[:half]))
+            splits["dev"] = (one, sorted(order[half:]))
+    pool = _pool_split(task)
+    if pool is not None and pool in {s for s, _ in splits.values()}:
+        raise error("E_REFUSED", f"task {plan.task!r} draws its few-shot examples from {pool!r}, the split its exam "
+                    "documents come from: a sealed document would be shown in other prompts",
+                    "give the task a fewshot_split (or training_split) of its own")
+    # disjoint by content: test first, then dev without what test holds
+    dropped: dict[str, int] = {}
+    picked: dict[str, list[dict[str, Any]]] = {}
+    sources: dict[str, list[int]] = {}
+    seen: set[str] = set()
+    for split in ("test", "dev"):
+        if split not in splits:
+            continue
+        name, idx = splits[split]
+        raw = _rows(task, name)
+        rows = [raw[i] for i in idx]
+        keep_rows, keep_idx, keys, d = [], [], set(), 0
+        for i, doc, processed in zip(idx, rows, _processed(task, rows), strict=True):
+            if processed is None:
+                continue  # process_docs drops it: it would never be scored
+            k = _key(task, processed)
+            if k in seen or k in keys:
+                d += 1
+                continue
+            keys.add(k)
+            keep_rows.append(doc)
+            keep_idx.append(i)
+        seen |= keys
+        picked[split], sources[split], dropped[split] = keep_rows, keep_idx, d
+        if not keep_rows:
+            raise error("E_REFUSED", f"task {plan.task!r} leaves no {split} document (after dropping those shared "
+                        "with test)", "freeze a task with more documents")
+    # the closure, then the documents, into the folder
+    base = f"lmeval/{exam}"
+    for p in files:
+        dest = folder / base / "task" / p.relative_to(root)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, dest)
+    data: dict[str, str | None] = {}
+    for split, rows in picked.items():
+        data[split] = f"{base}/data/{split}.jsonl"
+        _write_docs(folder / data[split], rows, plan.task)  # type: ignore[operator]
+    if pool is not None:
+        data["fewshot"] = f"{base}/data/fewshot.jsonl"
+        _write_docs(folder / data["fewshot"], _rows(task, pool), plan.task)
+    spec: dict[str, Any] = {
+        "task": task.task_name,
+        "main": f"{base}/task/{Path(plan.yaml_path).resolve().relative_to(root).as_posix()}",
+        "data": data,
+        "output_type": task.OUTPUT_TYPE,
+        "metric": metric, "filter": filt, "metrics": metrics, "filters": filters,
+        "num_fewshot": cfg.num_fewshot or 0,
+        "fewshot_split": pool, "fewshot_seed": FEWSHOT_SEED,
+        "generation_kwargs": _plain(merged.get("generation_kwargs")),
+        "filter_list": _plain(merged.get("filter_list")),
+        "metric_list": _plain(merged.get("metric_list")),
+        "version": (cfg.metadata or {}).get("version"),
+        "lm_eval": lm_eval.__version__,
+        "source_splits": {s: splits[s][0] for s in picked},
+        "split_seed": seed,
+        "dropped_for_disjointness": dropped,
+    }
+    # the frozen task, built from the frozen files, renders every prompt and hashes it
+    task_hashes: dict[str, str] = {}
+    files_for: dict[str, str] = {}
+    for split in picked:
+        frozen = build(eval_config(spec, folder, split))
+        hashes = requests_of(frozen, FEWSHOT_SEED)
+        if len(hashes) != len(picked[split]):
+            raise error("E_REFUSED", f"task {plan.task!r}: its process_docs gives {len(hashes)} documents of the "
+                        f"{len(picked[split])} frozen for {split}", "freeze a task whose process_docs keeps each "
+                        "document it is given")
+        task_hashes[split] = task_hash(hashes, filters)
+        items = []
+        for h, src in zip(hashes, sources[split], strict=True):
+            item = {"id": f"{exam}/{split}/{h['doc_id']:05d}", "doc_id": h["doc_id"], "prompt": h["prompt"],
+                    "answer": str(h["target"]), "source": {"split": splits[split][0], "index": src},
+                    "lm_eval": {k: h[k] for k in ("doc_hash", "prompt_hash", "target_hash")}}
+            if "choices" in h:
+                item["choices"] = h["choices"]
+            items.append(item)
+        rel = f"exams/{exam}/{split}.jsonl"
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n" for i in items),
+                                  encoding="utf-8")
+        files_for[split] = rel
+    spec["task_hash"] = task_hashes
+    hashed = {k: FileEntry(**v) for k, v in hash_tree(folder).items() if k != MANIFEST}  # type: ignore[arg-type]
+    spec["files"] = {k: v.sha256 for k, v in sorted(hashed.items()) if k.startswith(f"{base}/")}
+    return Manifest(
+        kind="environment", name=plan.name, files=hashed,
+        provenance={"source": KIND, "task": plan.task, "yaml": sha256_bytes(Path(plan.yaml_path).read_bytes()),
+                    "sizes": {f"{exam}/{s}": len(r) for s, r in picked.items()}},
+        env_kind="eval-only", form=plan.form, exams={exam: files_for},
+        grader={"kind": KIND, "tasks": {exam: spec}, "benchmarks": {exam: f"{PREFIX}{plan.task}"}},
+    )

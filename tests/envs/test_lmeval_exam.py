@@ -1,0 +1,247 @@
+"""lm-evaluation-harness tasks as exams: frozen whole, graded by lm-eval, paired by document.
+
+Each of the three tasks (tests/envs/lmeval_tasks.py: GSM8K-shaped ``generate_until`` with regex
+filters, ARC-shaped ``multiple_choice``, our own YAML with a ``!function`` metric) is frozen, then
+evaluated through monte on the tiny model, and the same documents are evaluated by ``lm_eval``
+itself (``simple_evaluate`` with its ``hf`` model on the same model folder): the per-document
+scores, the generations and lm-eval's per-sample hashes are equal document by document, and the
+task hash lm-eval computes equals the one monte recorded at the freeze.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import git, snapshot_state
+from lmeval_tasks import write_arc, write_gsm, write_own
+
+pytest.importorskip("lm_eval")
+
+
+def _tasks(repo: Path, exp: str, run: str) -> list[dict[str, Any]]:
+    ref = f"monte/{exp}/ledger:runs/{run[0]}/{run[1]}/{run}"
+    return [json.loads(x) for x in git(repo, "show", f"{ref}/tasks.jsonl").splitlines()]
+
+
+def _direct(model: Path, folder: Path, task: str, indices: list[int] | None, split: str | None = None) -> list[dict[str, Any]]:
+    """lm-eval run directly: its own hf model on the same folder, the same documents."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    tm = TaskManager(include_path=str(folder), include_defaults=False)
+    spec: Any = task
+    if split is not None:  # the dev half of a task with validation and test: lm-eval on its validation split
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        spec = load_yaml(folder / f"{task}.yaml")
+        spec["test_split"] = split
+    res = simple_evaluate(model="hf", model_args={"pretrained": str(model)}, tasks=[spec], task_manager=tm,
+                          batch_size=32, device="cpu", log_samples=True, bootstrap_iters=0,
+                          samples={task: indices} if indices is not None else None)
+    assert res is not None
+    return list(res["samples"][task])
+
+
+def _task_hash(samples: list[dict[str, Any]]) -> str:
+    from lm_eval.utils import hash_string  # as lm-eval's EvaluationTracker computes it
+
+    return hash_string("".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in samples))
+
+
+def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:  # type: ignore[no-untyped-def]
+    r = monte("env", "add", "--dev", f"lm-eval:{task}", "--test", f"lm-eval:{task}", "--as", "lm",
+              "--include-path", str(folder), "--json")
+    assert r.code == 0, r.out + r.err
+    env = repo / ".monte/environments/lm"
+    manifest = json.loads((env / "manifest.json").read_text())
+    spec = manifest["grader"]["tasks"][task]
+    dev = [json.loads(x) for x in (env / f"exams/{task}/dev.jsonl").read_text().splitlines()]
+    assert monte("experiment", "init", "e", "--eval", "lm", "--model", str(model)).code == 0
+    r = monte("eval", "--yes", "--json")
+    assert r.code == 0, r.out + r.err
+    run = r.json()["runs"][0]
+    tasks = _tasks(repo, "e", run["run"])
+    assert [t["id"] for t in tasks] == [d["id"] for d in dev]
+    return spec, dev, tasks
+
+
+def _same_docs(spec: dict[str, Any], dev: list[dict[str, Any]], tasks: list[dict[str, Any]],
+               direct: list[dict[str, Any]]) -> None:
+    mine = [s for s in direct if s["filter"] == spec["filter"]]
+    assert len(mine) == len(dev) == len(tasks)
+    by_source = {int(s["doc_id"]): s for s in mine}
+    for item, t in zip(dev, tasks, strict=True):
+        s = by_source[item["source"]["index"]]
+        assert {h: s[h] for h in ("doc_hash", "prompt_hash", "target_hash")} == item["lm_eval"]
+        assert t["score"] == float(s[spec["metric"]]), (item["id"], t, s)
+        if spec["output_type"] == "multiple_choice":  # the same pick; loglikelihoods equal to float noise
+            lls = [float(r[0]) for r in s["filtered_resps"]]
+            assert t["answer"] == item["choices"][lls.index(max(lls))]
+        else:  # the same generation, filtered the same way
+            assert t["answer"] == s["filtered_resps"][0][:200]
+
+
+def test_gsm8k_shaped_generate_until_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
+                                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder = write_gsm(tmp_path / "tasks")
+    spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "gsm_local")
+    # the closure: the YAML and its include: parent; the data rewritten to local JSON lines
+    env = repo / ".monte/environments/lm"
+    assert (env / "lmeval/gsm_local/task/_gsm_base.yaml").is_file()
+    assert spec["data"] == {"dev": "lmeval/gsm_local/data/dev.jsonl", "test": "lmeval/gsm_local/data/test.jsonl",
+                            "fewshot": "lmeval/gsm_local/data/fewshot.jsonl"}
+    assert spec["num_fewshot"] == 2 and spec["fewshot_split"] == "train" and spec["split_seed"] is not None
+    assert spec["filters"] == ["strict-match", "flexible-extract"] and spec["metric"] == "exact_match"
+    assert spec["version"] == 3.0 and spec["generation_kwargs"]["until"] == ["Question:", "</s>", "<|im_end|>"]
+    test = [json.loads(x) for x in (env / "exams/gsm_local/test.jsonl").read_text().splitlines()]
+    assert not {d["source"]["index"] for d in dev} & {t["source"]["index"] for t in test}
+    assert len(dev) + len(test) + sum(spec["dropped_for_disjointness"].values()) == 40
+    # lm-eval itself, on the same model and the same (dev) documents
+    direct = _direct(base_model, folder, "gsm_local", [d["source"]["index"] for d in dev])
+    _same_docs(spec, dev, tasks, direct)
+    assert _task_hash(direct) == spec["task_hash"]["dev"]
+
+
+def test_arc_shaped_multiple_choice_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
+                                                                    tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder = write_arc(tmp_path / "tasks")
+    spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "arc_local")
+    assert spec["output_type"] == "multiple_choice" and spec["metric"] == "acc"
+    assert spec["source_splits"] == {"dev": "validation", "test": "test"} and spec["split_seed"] is None
+    assert 0 < sum(t["score"] for t in tasks) < len(tasks)  # a real spread of right and wrong documents
+    direct = _direct(base_model, folder, "arc_local", None, split="validation")
+    _same_docs(spec, dev, tasks, direct)
+    assert _task_hash(direct) == spec["task_hash"]["dev"]
+
+
+def test_own_yaml_with_a_function_metric_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
+                                                                         tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    folder = write_own(tmp_path / "tasks")
+    spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "own_task")
+    env = repo / ".monte/environments/lm"
+    assert (env / "lmeval/own_task/task/utils.py").read_text() == (folder / "utils.py").read_text()
+    assert spec["metric"] == "overlap"
+    # the original module moves on: the frozen copy grades, proven by its hash
+    (folder / "utils.py").write_text("def letters_in_common(doc, results):\n    return {'overlap': 1.0}\n")
+    direct_folder = write_own(tmp_path / "again")
+    direct = _direct(base_model, direct_folder, "own_task", None, split="validation")
+    _same_docs(spec, dev, tasks, direct)
+    assert _task_hash(direct) == spec["task_hash"]["dev"]
+
+
+def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    def add(folder: Path, task: str) -> dict[str, Any]:
+        before = snapshot_state(repo)
+        r = monte("env", "add", "--dev", f"lm-eval:{task}", "--test", f"lm-eval:{task}", "--as", "x",
+                  "--include-path", str(folder), "--json")
+        assert r.code != 0, r.out
+        assert snapshot_state(repo) == before
+        return dict(r.json()["error"])
+
+    own = write_own(tmp_path / "t1")
+    assert add(own, "no_such_task")["code"] == "E_NOT_FOUND"
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "b.yaml").write_text("task: b\ndoc_to_text: [unclosed\n")
+    err = add(broken, "b")
+    assert err["code"] == "E_BAD_INPUT" and "does not parse" in err["message"]
+    bad_fn = write_own(tmp_path / "t2")
+    (bad_fn / "own_task.yaml").write_text((bad_fn / "own_task.yaml").read_text().replace(
+        "utils.letters_in_common", "nomodule.letters_in_common"))
+    err = add(bad_fn, "own_task")
+    assert err["code"] == "E_BAD_INPUT" and "nomodule.letters_in_common" in err["message"]
+    missing = write_own(tmp_path / "t3")
+    (tmp_path / "t3/own-data/test.jsonl").unlink()
+    err = add(missing, "own_task")
+    assert err["code"] == "E_NOT_FOUND" and "test.jsonl" in err["message"]
+    notjson = write_own(tmp_path / "t4")
+    (tmp_path / "t4/own-data/test.jsonl").write_text('{"word": "a"}\nnot json\n')
+    err = add(notjson, "own_task")
+    assert err["code"] == "E_BAD_INPUT" and "not JSON" in err["message"]
+    bleu = write_own(tmp_path / "t5")
+    y = (bleu / "own_task.yaml").read_text().replace("process_results: !function utils.letters_in_common\n", "")
+    (bleu / "own_task.yaml").write_text(y.replace("metric: overlap\n    aggregation: mean\n    higher_is_better: true",
+                                                  "metric: bleu"))
+    err = add(bleu, "own_task")
+    assert err["code"] == "E_REFUSED" and "'bleu'" in err["message"] and "corpus" in err["message"]
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    (hub / "h.yaml").write_text("task: h\ndataset_path: someone/gsm8k\noutput_type: generate_until\n"
+                                "test_split: test\ndoc_to_text: q\ndoc_to_target: a\n")
+    err = add(hub, "h")
+    assert err["code"] == "E_REFUSED" and "HF_TOKEN" in err["fix"]
+
+
+def test_an_lm_eval_task_is_no_curriculum(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    own = write_own(tmp_path / "t")
+    r = monte("env", "add", "--server", "lm-eval:own_task", "--dev", "lm-eval:own_task", "--test",
+              "lm-eval:own_task", "--include-path", str(own), "--json")
+    err = r.json()["error"]
+    assert r.code == 2 and err["code"] == "E_USAGE" and "monte dataset add" in err["fix"]
+
+
+def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    folder = write_own(tmp_path / "tasks")
+    r = monte("env", "add", "--dev", "lm-eval:own_task", "--test", "lm-eval:own_task", "--as", "own",
+              "--include-path", str(folder), "--json")
+    assert r.code == 0, r.out
+    assert monte("experiment", "init", "exp", "--eval", "own", "--model", str(model)).code == 0
+    return repo / ".monte/environments/own"
+
+
+def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, monte, tiny_models: dict[int, Path],
+                                                                  tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from helpers import checkpoint
+
+    _own_experiment(repo, monte, tiny_models[0], tmp_path)
+    base = monte("eval", "--yes", "--json").json()["runs"][0]
+    r = monte("eval", "--yes", "--json", "--split", "test")
+    assert r.code == 0 and r.json()["runs"][0]["role"] == "baseline", r.out
+    a = checkpoint(repo, tiny_models[1])
+    r = monte("eval", "--yes", "--json", "--checkpoint", f"{a}@50")
+    assert r.code == 0, r.out
+    row = r.json()["runs"][0]
+    delta = row["delta"]
+    assert delta["paired"] and delta["baseline"] == base["run"] and delta["n"] == 10
+    mine = {t["doc_id"]: t["score"] for t in _tasks(repo, "exp", row["run"])}
+    theirs = {t["doc_id"]: t["score"] for t in _tasks(repo, "exp", base["run"])}
+    assert set(mine) == set(theirs) == set(range(10))
+    assert delta["delta"] == pytest.approx(sum(mine[d] - theirs[d] for d in mine) / 10)
+    r = monte("eval", "--yes", "--json", "--split", "test")
+    assert r.code == 0 and r.json()["runs"][0]["role"] == "claim", r.out
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json", "--split", "test")  # a third read
+    assert r.code == 3 and r.json()["error"]["code"] == "E_SEALED", r.out
+    assert snapshot_state(repo) == before
+    r = monte("ledger", "verify", "--json")
+    assert r.code == 0, r.out
+
+
+def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: Path, monte, base_model: Path,
+                                                                         tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    env = _own_experiment(repo, monte, base_model, tmp_path)
+    from lm_eval.api.task import ConfigurableTask
+
+    # the one narrow mock: a later lm-eval whose template renders one more space (no such release here)
+    rendered = ConfigurableTask.doc_to_text
+    monkeypatch.setattr(ConfigurableTask, "doc_to_text", lambda self, doc, doc_to_text=None:
+                        rendered(self, doc, doc_to_text) + " ")
+    before = snapshot_state(repo)
+    for split in ("dev", "test"):
+        r = monte("eval", "--yes", "--json", "--split", split)
+        err = r.json()["error"]
+        assert err["code"] == "E_INTEGRITY" and "prompt_hash" in err["message"], r.out
+        assert snapshot_state(repo) == before  # no touch spent, nothing recorded
+    monkeypatch.setattr(ConfigurableTask, "doc_to_text", rendered)
+    utils = env / "lmeval/own_task/task/utils.py"
+    utils.chmod(0o644)
+    utils.write_text(utils.read_text().replace("/ len(set(want))", "/ 1"))
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_INTEGRITY" and "utils.py" in err["message"], r.out
+    assert snapshot_state(repo) == before
