@@ -272,6 +272,8 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
     _, row = find_run(ws or open_workspace(require_data_root=False), ref, experiment)
     out: dict[str, Any] = row.model_dump(mode="json")
+    if row.kind == "train":  # how the chunk was launched (an older row: not recorded)
+        out["launch"] = row.plan.get("launch")
     return out
 
 
@@ -311,8 +313,14 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
-               adopt: str | None = None, ws: Workspace | None = None) -> TrainPlan:
+               adopt: str | None = None, processes: int | None = 1, nodes: int = 1,
+               accelerate_config: Path | None = None, port: int | None = None,
+               ws: Workspace | None = None) -> TrainPlan:
     """Check every refusal of the seeds before anything is written; return the chunk's plan.
+
+    ``processes`` ranks per node on ``nodes`` nodes (loopback here), under torchrun or
+    ``accelerate launch`` with ``accelerate_config`` (frozen into the plan); ``port``: the
+    rendezvous port (default: a free one). See :mod:`monte.training.launch`.
 
     ``push``: results to the results bucket after each transition, and (a real chunk) the
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
@@ -321,7 +329,8 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     from monte.training import chunk
 
     plan = chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
-                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push)
+                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
+                            processes=processes, nodes=nodes, accelerate_config=accelerate_config, port=port)
     if adopt:
         plan.adopt = check_name(adopt, "run id")
     return plan

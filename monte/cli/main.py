@@ -70,7 +70,8 @@ EXIT_CODES = """\b
 Exit codes:
   0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
   5 integrity / verify           6 bad input    7 storage / network   8 boxes
-  9 an environment's grader      130 interrupted (Ctrl-C)             143 stopped (SIGTERM)
+  9 an environment's grader      10 a launch past one process (a rank died)
+  130 interrupted (Ctrl-C)       143 stopped (SIGTERM)
   141 the reader of stdout went away (`| head`)"""
 
 
