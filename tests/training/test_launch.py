@@ -102,13 +102,12 @@ def test_a_rank_that_dies_fails_the_run_naming_it_and_records_no_checkpoint(read
     err = r.json()["error"]
     assert err["code"] == "E_RANK" and "rank 1 of 2 died" in err["message"], err
     assert "no checkpoint" in err["message"]
-    status = monte("status", "--json")
-    rows = [x for x in status.json()["rows"] if x["kind"] == "train"]
-    assert len(rows) == 1 and rows[0]["status"] == "failed" and not rows[0]["checkpoints"]
-    assert "rank 1 of 2 died" in (rows[0]["error"] or "")
-    folder = _launch_dir(repo, rows[0]["run"])
-    assert not any(_alive(p) for p in _rank_pids(folder)), "a rank outlived the failed run"
-    assert not (runs / rows[0]["run"] / "checkpoints").exists()
+    run = next(p.parent.parent.name for p in runs.glob("*/launch/rank-1.pid"))
+    row = json.loads(monte("show", run, "--json").out)
+    assert row["status"] == "failed" and row["checkpoints"] == []
+    assert "rank 1 of 2 died" in (row["error"] or "") and "SIGKILL" in row["error"]
+    assert not any(_alive(p) for p in _rank_pids(_launch_dir(repo, run))), "a rank outlived the failed run"
+    assert not (runs / run / "checkpoints").exists()
 
 
 @pytest.mark.parametrize("args,code,exit_code,needle", [
