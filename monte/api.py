@@ -199,7 +199,8 @@ def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> Config
 
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
-              push: bool = False, adopt: dict[str, str] | None = None, ws: Workspace | None = None) -> EvalPlan:
+              push: bool = False, adopt: dict[str, str] | None = None, processes: int = 1,
+              ws: Workspace | None = None) -> EvalPlan:
     """Check every rule that can be proven before anything is written; return the plan.
 
     ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
@@ -210,7 +211,7 @@ def plan_eval(*, experiment: str | None = None, model: str | None = None, split:
     if split not in ("dev", "test"):
         raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
     plan = evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
-                           step=step, checkpoint=checkpoint, smoke=smoke, push=push)
+                           step=step, checkpoint=checkpoint, smoke=smoke, push=push, processes=processes)
     if adopt:
         unknown = sorted(set(adopt) - {e.exam for e in plan.exams})
         if unknown:

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from monte.errors import error
+from monte.evals import shards
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
@@ -75,6 +76,8 @@ class EvalPlan(BaseModel):
     bucket: str | None = None  # where (--push only)
     #: on a box: exam -> the run id the laptop already started for it (``--remote``)
     adopt: dict[str, str] = {}
+    #: generation split across this many processes (monte.evals.shards): an execution detail
+    processes: int = 1
 
     def lines(self) -> list[str]:
         n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams)
@@ -92,14 +95,18 @@ class EvalPlan(BaseModel):
         if self.base_register:
             out.append(f"  base model {self.base_folder} is named {self.base_register!r} in .monte.yaml when recorded "
                        f"(another machine says where it is with {locate.env_var(self.base_register)})")
-        out.append(f"  {n} generations, max {self.settings['max_new_tokens']} new tokens each")
+        out.append(f"  {n} generations, max {self.settings['max_new_tokens']} new tokens each"
+                   + (f", in {self.processes} processes" if self.processes > 1 else ""))
         if self.push:
             out.append(f"  push: results to {self.bucket} after each transition")
         return out
 
 
 def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split: str,
-              step: int | None, checkpoint: str | None, smoke: bool, push: bool = False) -> EvalPlan:
+              step: int | None, checkpoint: str | None, smoke: bool, push: bool = False,
+              processes: int = 1) -> EvalPlan:
+    if processes < 1:
+        shards.check(processes, {})
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
@@ -120,6 +127,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     locate.prove(ws.store, exp, where, base.weights)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
+    shards.check(processes, {e.exam: min(e.n, SMOKE_TASKS) if smoke else e.n for e in exams})
     seal = Seal(ws.store)
     keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort)
             for e in exams}
@@ -139,7 +147,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
                     base_model=where.ref, base_folder=str(where.folder), base_register=where.register,
                     base_files=files,
                     target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(), push=push,
-                    bucket=bucket)
+                    bucket=bucket, processes=processes)
 
 
 def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str, base: locate.Located, split: str,

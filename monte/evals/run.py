@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from monte import jsonl
 from monte.errors import MonteError, error
+from monte.evals import shards
 from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan
 from monte.hashing import sha256_bytes
 from monte.ledger import rules
@@ -98,7 +99,8 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
             grades = grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
                                         config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log")
             try:
-                row = start_row(ledger, plan, e)
+                row = start_row(ledger, plan, e,
+                                extra_plan={"processes": plan.processes} if plan.processes > 1 else None)
             except BaseException:
                 grades.close()
                 raise
@@ -106,14 +108,22 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
                           target=plan.target.label)
                 transition(row, "started")
-                if model is None:
-                    model, tok = (load or gen.load)(Path(plan.target.folder or plan.target.model))
-                answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
-                                       max_new_tokens=plan.settings["max_new_tokens"],
-                                       batch_size=plan.settings["batch_size"],
-                                       temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
-                                       stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
-                                       on_batch=on_progress)
+                if plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
+                    answers = shards.generate(Path(plan.target.folder or plan.target.model),
+                                              [grading.prompt_of(i) for i in items], plan.settings, plan.processes,
+                                              ws.data_root / "runs" / plan.experiment / row.run / "shards",
+                                              cwd=ws.repo_root)
+                    if on_progress:
+                        on_progress(len(items), len(items))
+                else:
+                    if model is None:
+                        model, tok = (load or gen.load)(Path(plan.target.folder or plan.target.model))
+                    answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
+                                           max_new_tokens=plan.settings["max_new_tokens"],
+                                           batch_size=plan.settings["batch_size"],
+                                           temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
+                                           stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
+                                           on_batch=on_progress)
                 tasks: list[dict[str, Any]] | None = None
                 if not (plan.smoke and e.split == "test"):
                     # (a sealed item is never graded, scored or recorded: smoke on test proves that

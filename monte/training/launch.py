@@ -32,7 +32,6 @@ their metadata.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -51,6 +50,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from monte.errors import error
+from monte.processes import kill_group
 
 #: The packages whose versions a launch record names (None: not installed here).
 VERSIONED = ("torch", "transformers", "trl", "accelerate", "vllm", "deepspeed", "datasets")
@@ -378,31 +378,13 @@ def run_ranks(spec: LaunchSpec, job: dict[str, Any], folder: Path, *, cwd: Path,
             time.sleep(poll)
     finally:
         for p in procs:
-            _kill_group(p)
+            kill_group(p)
         for log in logs:
             log.close()
     done = folder / "rank-0.done"
     if not failed and done.is_file():
         return RankResult.model_validate_json(done.read_text(encoding="utf-8"))
     raise rank_failure(spec, folder, failed)
-
-
-def _kill_group(p: subprocess.Popen[bytes]) -> None:
-    """Stop a node's launcher and every rank under it (its own session and process group)."""
-    try:
-        pgid = os.getpgid(p.pid)
-    except ProcessLookupError:
-        pgid = None
-    if pgid is not None and p.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.wait(timeout=10)
-    if pgid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)  # ranks left after their launcher ended
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        p.wait(timeout=10)
 
 
 _ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
