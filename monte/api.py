@@ -278,6 +278,22 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     return out
 
 
+def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """The exact command and environment that would launch a train run's chunk again, from its
+    launch record (:func:`monte.training.launch.rerun`); nothing runs."""
+    from monte.runs import find_run, run_folder
+    from monte.training.launch import LAUNCH_DIR
+    from monte.training.launch import rerun as rerun_of
+
+    ws = ws or open_workspace(require_data_root=False)
+    ledger, row = find_run(ws, ref, experiment)
+    if row.kind != "train":
+        raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
+                    "name a train run (`monte status` lists them)")
+    folder = run_folder(ws, ledger.experiment, row.run) / LAUNCH_DIR
+    return rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke)
+
+
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
     """The run's event file (JSON lines)."""
     from monte.runs import find_run, run_folder

@@ -90,3 +90,37 @@ def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, f
 
     return api.promote(ref=checkpoint, dest=Path(dest), confirm=confirm_, experiment=experiment,
                        from_hub=from_hub)
+
+
+def _rerun_human(r: Any) -> None:
+    import shlex
+
+    click.echo("# the chunk's command (the launch record of " + r["run"] + ")")
+    for k, v in sorted(r["env"].items()):
+        click.echo(f"export {k}={shlex.quote(v)}")
+    click.echo(shlex.join(r["command"]))
+    if r["ranks"]:
+        click.echo("# which starts, one per node (PORT: a free rendezvous port, or --port):")
+        for argv in r["ranks"]:
+            click.echo("#   " + shlex.join(argv))
+    checks = [f"recipe sha256 {r['recipe_sha256']}"] + ([f"accelerate config sha256 {r['config_sha256']}"]
+                                                         if r["config_sha256"] else [])
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(r["versions"].items()) if v)
+    click.echo("# recorded: " + "; ".join(checks) + (f"; versions: {versions}" if versions else ""))
+    if not r["recorded"]:
+        click.echo("# this row predates the launch record: it ran in one process")
+
+
+@click.command()
+@click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
+@click.option("--dry-run", is_flag=True, help="Print the command and environment (the only mode).")
+@handled(_rerun_human)
+def rerun(run: str, dry_run: bool, as_json: bool) -> Any:
+    """Print the exact command and environment that launch a train run's chunk again."""
+    from monte import api
+    from monte.errors import error
+
+    if not dry_run:
+        raise error("E_USAGE", "`monte rerun` prints the launch; it runs nothing itself",
+                    "pass --dry-run, then run the printed command")
+    return api.rerun(ref=run)

@@ -302,8 +302,8 @@ def rank_env(base: dict[str, str] | None = None, *, cuda: bool = False) -> dict[
     return env
 
 
-def rank_command(spec: LaunchSpec, node: int, port: int, job: Path, *, python: str | None = None,
-                 config_file: Path | None = None, module: str = "monte.training.launch_rank") -> list[str]:
+def rank_command(spec: LaunchSpec, node: int, port: int | str, job: Path | str, *, python: str | None = None,
+                 config_file: Path | str | None = None, module: str = "monte.training.launch_rank") -> list[str]:
     """The argv of one node's launcher: torchrun, or accelerate launch (GPUs, or a user's YAML)."""
     py = python or sys.executable
     if spec.launcher == "accelerate":
@@ -416,3 +416,40 @@ def _rank_error(spec: LaunchSpec, rank: int, why: str, folder: Path, label: str 
                  "stopped and the chunk recorded no checkpoint",
                  f"read the rank logs in {folder} (node-N.log) and `monte logs RUN`, fix the cause, and "
                  "train the chunk again")
+
+
+# --- rerun ---------------------------------------------------------------------------------------
+
+
+#: what monte sets in every rank's environment on CPU (rank_env); the rest is inherited
+RANK_ENV_CPU = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "true",
+                "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+
+
+def rerun(experiment: str, run: str, plan: dict[str, Any], folder: str, *, smoke: bool = False) -> dict[str, Any]:
+    """The exact command that launches a recorded train row's chunk again, its environment,
+    and the rank launchers it starts (``monte rerun RUN --dry-run``). ``folder``: the run's
+    launch folder on this data root (where the frozen accelerate YAML is)."""
+    rec = plan.get("launch") or {}
+    spec = LaunchSpec.model_validate(rec) if rec else LaunchSpec()
+    recipe = plan.get("recipe") or {}
+    parent = plan.get("parent")
+    argv = ["monte", "train", "--experiment", experiment, "--recipe", str(recipe.get("name")),
+            "--source", str(plan.get("source"))]
+    argv += ["--smoke"] if smoke else [f"--parent={parent['run']}@{parent['step']}"] if parent else ["--from-base"]
+    if plan.get("base_model"):
+        argv += ["--model", str(plan["base_model"])]
+    config_file = f"{folder}/accelerate.yaml" if spec.config else None
+    if spec.world_size > 1 or spec.config:
+        argv += ["--processes", str(spec.processes_per_node)]
+        if spec.nodes > 1:
+            argv += ["--nodes", str(spec.nodes)]
+        if config_file:
+            argv += ["--accelerate-config", config_file]
+    argv.append("--yes")
+    env = dict(RANK_ENV_CPU) if spec.world_size > 1 and not spec.gpus else {}
+    ranks = ([rank_command(spec, node, "PORT", f"{folder}/job.json", python="python", config_file=config_file)
+              for node in range(spec.nodes)] if spec.world_size > 1 or spec.config else [])
+    return {"run": run, "experiment": experiment, "command": argv, "env": env, "ranks": ranks,
+            "recipe_sha256": recipe.get("sha256"), "config_sha256": spec.config_sha256,
+            "versions": spec.versions, "gpus": spec.gpus, "recorded": bool(rec)}

@@ -9,13 +9,15 @@ import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_events, snapshot_state
+from helpers import run_events
 from trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
@@ -71,6 +73,26 @@ def test_two_processes_train_an_sft_chunk_and_the_row_records_the_launch(ready: 
     assert {k: doc["launch"][k] for k in ("world_size", "nodes", "backend", "effective_batch", "config_sha256")} == {
         "world_size": 2, "nodes": 1, "backend": "gloo", "effective_batch": 16, "config_sha256": None}
     assert doc["launch"]["versions"]["transformers"]
+    # `monte rerun RUN --dry-run`: the exact command and environment, read-only (no torch imported)
+    again = monte("rerun", row["run"], "--dry-run", "--json")
+    assert again.code == 0, again.err
+    plan = again.json()
+    assert plan["command"] == ["monte", "train", "--experiment", "exp", "--recipe", "sft-t", "--source", "parity-sft",
+                               "--from-base", "--model", row["plan"]["base_model"], "--processes", "2", "--yes"]
+    assert plan["env"]["OMP_NUM_THREADS"] == "1" and plan["recipe_sha256"] == row["plan"]["recipe"]["sha256"]
+    from torch.distributed.run import get_args_parser
+
+    (node,) = plan["ranks"]
+    parsed = get_args_parser().parse_args(node[3:])
+    assert (parsed.nnodes, parsed.nproc_per_node, parsed.master_addr) == ("1", "2", "127.0.0.1")
+    assert parsed.module and parsed.training_script == "monte.training.launch_rank"
+    code = ("import sys\nfrom monte.cli.main import main\n"
+            f"try:\n    main(['rerun', {row['run']!r}, '--dry-run'])\nexcept SystemExit as e:\n    assert not e.code\n"
+            "print('HEAVY=' + ','.join(m for m in ('torch', 'transformers', 'trl', 'accelerate') if m in sys.modules),"
+            " file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+    assert r.returncode == 0 and "HEAVY=\n" in r.stderr, r.stderr
+    assert "--processes 2" in r.stdout and "export OMP_NUM_THREADS=1" in r.stdout
     # the process count never enters the cohort: the chunk is in the base model's cohort
     one = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
     assert one["cohort"] == row["cohort"] and one["plan"]["launch"]["world_size"] == 1
