@@ -83,7 +83,8 @@ def test_two_processes_train_an_sft_chunk_and_the_row_records_the_launch(ready: 
     from torch.distributed.run import get_args_parser
 
     (node,) = plan["ranks"]
-    parsed = get_args_parser().parse_args(node[3:])
+    assert node[node.index("--master_port") + 1] == "PORT"  # a free one, or --port, at launch
+    parsed = get_args_parser().parse_args([("29500" if x == "PORT" else x) for x in node[3:]])
     assert (parsed.nnodes, parsed.nproc_per_node, parsed.master_addr) == ("1", "2", "127.0.0.1")
     assert parsed.module and parsed.training_script == "monte.training.launch_rank"
     code = ("import sys\nfrom monte.cli.main import main\n"
