@@ -222,7 +222,8 @@ def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> Config
 
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
-              push: bool = False, adopt: dict[str, str] | None = None, ws: Workspace | None = None) -> EvalPlan:
+              push: bool = False, adopt: dict[str, str] | None = None, processes: int = 1,
+              ws: Workspace | None = None) -> EvalPlan:
     """Check every rule that can be proven before anything is written; return the plan.
 
     ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
@@ -233,7 +234,7 @@ def plan_eval(*, experiment: str | None = None, model: str | None = None, split:
     if split not in ("dev", "test"):
         raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
     plan = evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
-                           step=step, checkpoint=checkpoint, smoke=smoke, push=push)
+                           step=step, checkpoint=checkpoint, smoke=smoke, push=push, processes=processes)
     if adopt:
         unknown = sorted(set(adopt) - {e.exam for e in plan.exams})
         if unknown:
@@ -295,7 +296,25 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
     _, row = find_run(ws or open_workspace(require_data_root=False), ref, experiment)
     out: dict[str, Any] = row.model_dump(mode="json")
+    if row.kind == "train":  # how the chunk was launched (an older row: not recorded)
+        out["launch"] = row.plan.get("launch")
     return out
+
+
+def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """The exact command and environment that would launch a train run's chunk again, from its
+    launch record (:func:`monte.training.launch.rerun`); nothing runs."""
+    from monte.runs import find_run, run_folder
+    from monte.training.launch import LAUNCH_DIR
+    from monte.training.launch import rerun as rerun_of
+
+    ws = ws or open_workspace(require_data_root=False)
+    ledger, row = find_run(ws, ref, experiment)
+    if row.kind != "train":
+        raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
+                    "name a train run (`monte status` lists them)")
+    folder = run_folder(ws, ledger.experiment, row.run) / LAUNCH_DIR
+    return rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke)
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
@@ -337,8 +356,14 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
-               adopt: str | None = None, remote: bool = False, ws: Workspace | None = None) -> TrainPlan:
+               adopt: str | None = None, remote: bool = False, processes: int | None = 1, nodes: int = 1,
+               accelerate_config: Path | None = None, port: int | None = None,
+               ws: Workspace | None = None) -> TrainPlan:
     """Check every refusal of the seeds before anything is written; return the chunk's plan.
+
+    ``processes`` ranks per node on ``nodes`` nodes (loopback here), under torchrun or
+    ``accelerate launch`` with ``accelerate_config`` (frozen into the plan); ``port``: the
+    rendezvous port (default: a free one). See :mod:`monte.training.launch`.
 
     ``push``: results to the results bucket after each transition, and (a real chunk) the
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
@@ -349,7 +374,8 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
 
     plan = chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
                             parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
-                            remote=remote)
+                            remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
+                            port=port)
     if adopt:
         plan.adopt = check_name(adopt, "run id")
     return plan

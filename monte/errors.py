@@ -24,6 +24,7 @@ class Exit(IntEnum):
     STORAGE = 7  # storage or network: vault, bucket, hub, key ladders
     BOX = 8  # remote boxes and jobs
     ENV = 9  # an environment's grader: a NeMo Gym resources server that cannot start or answer
+    LAUNCH = 10  # past one process: a rank that died, a backend or rendezvous port that is not there
     INTERRUPTED = 130  # Ctrl-C (SIGINT): the shell's own convention, 128 + 2
     STOPPED = 143  # SIGTERM (`monte stop`, a box's watchdog): 128 + 15
 
@@ -35,7 +36,7 @@ Code = Literal[
     "E_NOT_INITIALIZED", "E_MEASUREMENT_EXISTS", "E_NAME_TAKEN", "E_SOURCE_CONFLICT", "E_CONFLICT",
     "E_PREFLIGHT", "E_SEALED", "E_NO_BASELINE", "E_UNPAIRABLE", "E_NOT_EVIDENCE", "E_LEAK", "E_NOT_FOUND",
     "E_DATA_ROOT", "E_INTEGRITY", "E_VERIFY", "E_BAD_INPUT", "E_UNSAFE_PATH", "E_STORAGE", "E_BOX",
-    "E_INTERRUPTED", "E_ENV", "E_STOPPED",
+    "E_INTERRUPTED", "E_ENV", "E_STOPPED", "E_LAUNCH", "E_RANK",
 ]
 
 
@@ -113,6 +114,11 @@ class EnvServerError(MonteError):
     default_code = "E_ENV"
 
 
+class LaunchError(MonteError):
+    exit_code = Exit.LAUNCH
+    default_code = "E_LAUNCH"
+
+
 class Interrupted(MonteError):
     exit_code = Exit.INTERRUPTED
     default_code = "E_INTERRUPTED"
@@ -152,6 +158,8 @@ CODES: dict[Code, type[MonteError]] = {
     "E_STORAGE": StorageError,
     "E_BOX": BoxError,
     "E_ENV": EnvServerError,
+    "E_LAUNCH": LaunchError,
+    "E_RANK": LaunchError,
     "E_INTERRUPTED": Interrupted,
     "E_STOPPED": Stopped,
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 
 def proc_start(pid: int) -> str | None:
@@ -28,3 +29,27 @@ def is_dead_at(status: str, host: str, pid: int | None, started: str | None) -> 
     except PermissionError:
         pass
     return bool(started) and proc_start(pid) != started
+
+
+def kill_group(p: Any, *, grace: float = 10.0) -> None:
+    """Stop a child started in its own session (``start_new_session=True``) and everything
+    under it: SIGTERM to its process group while it runs, then SIGKILL to whatever is left of
+    the group (a rank that outlived its launcher), then reap it."""
+    import contextlib
+    import signal
+    import subprocess
+
+    try:
+        pgid = os.getpgid(p.pid)
+    except ProcessLookupError:
+        pgid = None
+    if pgid is not None and p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=grace)
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(timeout=grace)

@@ -44,6 +44,8 @@ def _human(r: Any) -> None:
 @click.option("--smoke", is_flag=True, help="A handful of tasks through the whole path; decides nothing.")
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition (`monte config set bucket`).")
+@click.option("--processes", type=int, default=1, show_default=True, metavar="N",
+              help="Split each exam's generation across N processes (whole batches each: the same answers).")
 @remote_options
 @click.option("--adopt", "adopt", multiple=True, hidden=True, metavar="EXAM=RUN",
               help="(on a box) run the job the laptop submitted as RUN.")
@@ -51,7 +53,7 @@ def _human(r: Any) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @handled(_human)
 def eval_(experiment: str | None, model: str | None, split: str, step: int | None, checkpoint: str | None,
-          smoke: bool, push: bool, remote: bool, provider: str, host: str | None, ssh_key: str | None,
+          smoke: bool, push: bool, processes: int, remote: bool, provider: str, host: str | None, ssh_key: str | None,
           adopt: tuple[str, ...], yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Score a model on a split and append the row (dev by default)."""
     from monte import api
@@ -59,7 +61,7 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
     check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
     plan = api.plan_eval(experiment=experiment, model=model, split=split, step=step,
                          checkpoint=checkpoint, smoke=smoke, push=push or remote,
-                         adopt=dict(a.split("=", 1) for a in adopt if "=" in a))
+                         adopt=dict(a.split("=", 1) for a in adopt if "=" in a), processes=processes)
     if remote:
         args = ["--experiment", plan.experiment, "--split", split, *(["--model", plan.base_model] if model else []),
                 *(["--step", str(step)] if step is not None else []),

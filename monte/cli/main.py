@@ -30,6 +30,7 @@ COMMANDS = {
     "recover": "monte.cli.runs:recover",
     "train": "monte.cli.train:train",
     "promote": "monte.cli.train:promote",
+    "rerun": "monte.cli.train:rerun",
     "plot": "monte.cli.plot:plot",
     "quickstart": "monte.cli.quickstart:quickstart",
     "push": "monte.cli.results:push",
@@ -59,6 +60,7 @@ EXAMPLES = {
     "recover": "monte recover EXP",
     "train": "monte train --recipe sft-tiny --source parity-sft --from-base --yes",
     "promote": "monte promote RUN@100 --dest exported --confirm RUN@100",
+    "rerun": "monte rerun RUN --dry-run   # the command and environment that launch it again",
     "plot": "monte plot --out progress.png",
     "quickstart": "monte quickstart demo",
     "push": "monte push EXP",
@@ -95,7 +97,8 @@ EXIT_CODES = """\b
 Exit codes:
   0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
   5 integrity / verify           6 bad input    7 storage / network   8 boxes
-  9 an environment's grader      130 interrupted (Ctrl-C)             143 stopped (SIGTERM)
+  9 an environment's grader      10 a launch past one process (a rank died)
+  130 interrupted (Ctrl-C)       143 stopped (SIGTERM)
   (a reader of stdout that goes away, `| head -1`, is a normal end: 0)"""
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -32,13 +33,22 @@ def _human(r: Any) -> None:
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition, and a real chunk's "
               "checkpoint to the hub repo MONTE_HUB_REPO (or `hub:` in .monte.yaml).")
+@click.option("--processes", type=int, default=None, metavar="N",
+              help="Ranks per node: the chunk runs under torchrun (accelerate launch with GPUs or "
+              "--accelerate-config), gloo on CPU. The recipe's batch is the chunk's, split over the ranks.")
+@click.option("--nodes", type=int, default=1, show_default=True, metavar="M",
+              help="Nodes of --processes ranks each, meeting at a rendezvous on 127.0.0.1 (loopback nodes).")
+@click.option("--accelerate-config", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="An accelerate YAML; frozen into the plan by content and sha256, the ranks read the frozen copy.")
+@click.option("--port", type=int, metavar="PORT", help="The rendezvous port (default: a free one).")
 @remote_options
 @click.option("--adopt", hidden=True, metavar="RUN", help="(on a box) run the job the laptop submitted as RUN.")
 @click.option("--yes", "-y", is_flag=True, help="Skip the confirmation question.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @handled(_human)
 def train(recipe: str, source: str, parent: str | None, from_base: bool, model: str | None,
-          experiment: str | None, smoke: bool, push: bool, remote: bool, provider: str, host: str | None,
+          experiment: str | None, smoke: bool, push: bool, processes: int | None, nodes: int,
+          accelerate_config: Path | None, port: int | None, remote: bool, provider: str, host: str | None,
           ssh_key: str | None, adopt: str | None, yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
     from monte import api
@@ -48,7 +58,9 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
         raise_path_recipe(recipe)
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
                           smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt,
-                          remote=remote)
+                          remote=remote,
+                          processes=processes if processes is not None or accelerate_config else 1, nodes=nodes,
+                          accelerate_config=accelerate_config, port=port)
     if remote:
         args = ["--experiment", plan.experiment, "--recipe", recipe, "--source", source,
                 *(["--parent", parent] if parent else []), *(["--from-base"] if from_base else []),
@@ -79,3 +91,37 @@ def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, f
 
     return api.promote(ref=checkpoint, dest=Path(dest), confirm=confirm_, experiment=experiment,
                        from_hub=from_hub)
+
+
+def _rerun_human(r: Any) -> None:
+    import shlex
+
+    click.echo("# the chunk's command (the launch record of " + r["run"] + ")")
+    for k, v in sorted(r["env"].items()):
+        click.echo(f"export {k}={shlex.quote(v)}")
+    click.echo(shlex.join(r["command"]))
+    if r["ranks"]:
+        click.echo("# which starts, one per node (PORT: a free rendezvous port, or --port):")
+        for argv in r["ranks"]:
+            click.echo("#   " + shlex.join(argv))
+    checks = [f"recipe sha256 {r['recipe_sha256']}"] + ([f"accelerate config sha256 {r['config_sha256']}"]
+                                                         if r["config_sha256"] else [])
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(r["versions"].items()) if v)
+    click.echo("# recorded: " + "; ".join(checks) + (f"; versions: {versions}" if versions else ""))
+    if not r["recorded"]:
+        click.echo("# this row predates the launch record: it ran in one process")
+
+
+@click.command()
+@click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
+@click.option("--dry-run", is_flag=True, help="Print the command and environment (the only mode).")
+@handled(_rerun_human)
+def rerun(run: str, dry_run: bool, as_json: bool) -> Any:
+    """Print the exact command and environment that launch a train run's chunk again."""
+    from monte import api
+    from monte.errors import error
+
+    if not dry_run:
+        raise error("E_USAGE", "`monte rerun` prints the launch; it runs nothing itself",
+                    "pass --dry-run, then run the printed command")
+    return api.rerun(ref=run)

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from monte.envs.items import exam_sketch, read_items
 from monte.errors import MonteError, error
+from monte.evals import shards
 from monte.hashing import sha256_file
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
@@ -84,6 +85,8 @@ class EvalPlan(BaseModel):
     bucket: str | None = None  # where (--push only)
     #: on a box: exam -> the run id the laptop already started for it (``--remote``)
     adopt: dict[str, str] = {}
+    #: generation split across this many processes (monte.evals.shards): an execution detail
+    processes: int = 1
 
     def lines(self) -> list[str]:
         n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams)
@@ -103,14 +106,18 @@ class EvalPlan(BaseModel):
         if self.base_register:
             out.append(f"  base model {self.base_folder} is named {self.base_register!r} in .monte.yaml when recorded "
                        f"(another machine says where it is with {locate.env_var(self.base_register)})")
-        out.append(f"  {n} generations, max {self.settings['max_new_tokens']} new tokens each")
+        out.append(f"  {n} generations, max {self.settings['max_new_tokens']} new tokens each"
+                   + (f", in {self.processes} processes" if self.processes > 1 else ""))
         if self.push:
             out.append(f"  push: results to {self.bucket} after each transition")
         return out
 
 
 def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split: str,
-              step: int | None, checkpoint: str | None, smoke: bool, push: bool = False) -> EvalPlan:
+              step: int | None, checkpoint: str | None, smoke: bool, push: bool = False,
+              processes: int = 1) -> EvalPlan:
+    if processes < 1:
+        shards.check(processes, {})
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
@@ -131,6 +138,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     locate.prove(ws.store, exp, where, base.own or base.weights)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
+    shards.check(processes, {e.exam: min(e.n, SMOKE_TASKS) if smoke else e.n for e in exams})
     if split == "test" and not smoke:  # what the real run checks first (--dry-run says so too)
         verify_before_spend(ws.store)
     seal = Seal(ws.store, exam_of=exam_of(ws))
@@ -155,7 +163,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
                     base_files=files,
                     target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(),
                     execution=meas.execution.model_dump(), push=push,
-                    bucket=bucket)
+                    bucket=bucket, processes=processes)
 
 
 def _checkpoint_base(ws: Workspace, exp: str, rows: Sequence[RunRow], checkpoint: str) -> str | None:

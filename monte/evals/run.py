@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from monte import jsonl
 from monte.errors import MonteError, error
+from monte.evals import shards
 from monte.evals.plan import SMOKE_TASKS, EvalPlan, ExamPlan, exam_of
 from monte.hashing import sha256_bytes
 from monte.ledger import rules
@@ -110,7 +111,8 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
             # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
             grades = ready.pop(e.exam, None) or exam_grader(e)
             try:
-                row = start_row(ledger, plan, e, ws=ws)
+                row = start_row(ledger, plan, e, ws=ws,
+                                extra_plan={"processes": plan.processes} if plan.processes > 1 else None)
             except BaseException:
                 grades.close()
                 raise
@@ -122,6 +124,14 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
                     tasks = grades.evaluate(model, tok, plan.settings, on_progress)
                     answers = [str(t.get("answer", "")) for t in tasks]
+                elif plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
+                    answers = shards.generate(Path(plan.target.folder or plan.target.model),
+                                              [grading.prompt_of(i) for i in items],
+                                              {**plan.settings, "batch_size": _batch_size(plan)}, plan.processes,
+                                              ws.data_root / "runs" / plan.experiment / row.run / "shards",
+                                              cwd=ws.repo_root)
+                    if on_progress:
+                        on_progress(len(items), len(items))
                 else:
                     answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items],
                                            max_new_tokens=plan.settings["max_new_tokens"],

@@ -84,7 +84,7 @@ def generate(
                               top_p=top_p, stop=stop, on_batch=on_batch)
     import torch
 
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+    order = _length_order(texts)
     out: list[str] = [""] * len(texts)
     device = next(model.parameters()).device
     sample = temperature > 0
@@ -107,6 +107,20 @@ def generate(
             if on_batch:
                 on_batch(done, len(texts))
     return out
+
+
+def _length_order(texts: Sequence[str]) -> list[int]:
+    """The order :func:`generate` batches in: longest first (stable, so ties keep their order)."""
+    return sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+
+
+def batches(tok: Any, prompts: Sequence[str | list[dict[str, str]]], *, batch_size: int,
+            chat_template: bool = False) -> list[list[int]]:
+    """The prompts' indices in the batches :func:`generate` makes of them: a shard of whole
+    batches, handed to :func:`generate` in this order, pads and generates exactly as they do
+    here (``monte eval --processes``)."""
+    order = _length_order([_render(tok, p, chat_template) for p in prompts])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
 
 
 def _render(tok: Any, prompt: str | list[dict[str, str]], chat_template: bool) -> str:

@@ -58,7 +58,8 @@ from monte.runs.lifecycle import (
     transitions,
 )
 from monte.runs.naming import parse_run_ref
-from monte.training import recipes, sources
+from monte.training import launch, recipes, sources
+from monte.training.launch import LaunchSpec
 from monte.workspace import Workspace
 
 SMOKE_STEPS = 3
@@ -97,6 +98,8 @@ class TrainPlan(BaseModel):
     bucket: str | None = None  # where (--push only)
     hub: str | None = None  # the hub model repo the checkpoint goes to (a real --push chunk)
     adopt: str | None = None  # on a box: the run the laptop already started for this job
+    #: how the chunk is launched (processes, nodes, backend, the accelerate config): monte.training.launch
+    launch: LaunchSpec | None = None
 
     def lines(self) -> list[str]:
         move = ("smoke (3 steps, never evidence)" if self.smoke else
@@ -117,6 +120,7 @@ class TrainPlan(BaseModel):
               for name, folder in sorted(self.names.items())],
             *([f"  recipe keys ignored (TRL's defaults in a pasted dump): "
                f"{', '.join(sorted(self.recipe.ignored))}"] if self.recipe.ignored else []),
+            *(self.launch.lines() if self.launch else []),
             *([f"  push: results to {self.bucket} after each transition"
                + (f"; weights to the hub repo {self.hub}, one branch per checkpoint" if self.hub else "")]
               if self.push else []),
@@ -125,13 +129,19 @@ class TrainPlan(BaseModel):
 
 def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: str, parent: str | None,
                from_base: bool, model: str | None, smoke: bool, push: bool = False,
-               remote: bool = False) -> TrainPlan:
+               remote: bool = False, processes: int | None = 1, nodes: int = 1,
+               accelerate_config: Path | None = None, port: int | None = None) -> TrainPlan:
     """The chunk's plan, every refusal proven before anything is written; the recipe's values
     against this machine too (:func:`check_machine`), unless the chunk runs on a box (``remote``:
-    the box checks them when it plans the job)."""
+    the box checks them when it plans the job); the launch past one process
+    (:mod:`monte.training.launch`)."""
+    if processes is not None and processes < 1 or nodes < 1:  # before anything else is read
+        launch.plan_launch({}, "sft", processes=processes, nodes=nodes, cuda=False)
     plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
                        from_base=from_base, model=model, smoke=smoke)
     recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
+    plan.launch = launch.plan_launch(plan.recipe.settings, plan.recipe.algorithm, processes=processes, nodes=nodes,
+                                     accelerate_config=accelerate_config, port=port)
     if not remote:
         check_machine(plan)
     if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
@@ -326,7 +336,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         if not plan.adopt:
             raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
                         "run the chunk in one process, or submit it with --remote")
-        _train(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
+        train_chunk(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
         return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     preflight_train(plan)  # everything the chunk needs, proven before its row is started
@@ -350,7 +360,10 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     with sigterm_stops():
         folder = run_folder(ws, plan.experiment, row.run)
         try:
-            trainer_dir, trainer_step = _train(ws, plan, folder / "trainer", row.run, on_progress)
+            if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
+                trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run)
+            else:
+                trainer_dir, trainer_step = train_chunk(ws, plan, folder / "trainer", row.run, on_progress)
             if not plan.smoke:
                 upload = (_hub_upload(ws, plan, row, transition, hub_failures)
                           if plan.hub else None)
@@ -540,14 +553,23 @@ def process_rank() -> int:
 
 
 def launch_command(python: str, args: list[str], gpus: int) -> list[str]:
-    """How a box runs ``monte train ARGS``: one process, or with several GPUs one process per
-    GPU under ``accelerate launch`` (TRL's supported multi-GPU path); only the main process
-    records (see :func:`process_rank`)."""
+    """How a box runs ``monte train ARGS``: one process, or with several GPUs ``--processes``
+    one per GPU: that one monte process records, and starts the ranks under ``accelerate
+    launch --multi_gpu`` (TRL's supported multi-GPU path; :mod:`monte.training.launch`)."""
     if gpus <= 1:
         return [python, "-m", "monte", "train", *args]
-    return [python, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(gpus),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "-m", "monte", "train", *args]
+    return [python, "-m", "monte", "train", *args, "--processes", str(gpus)]
+
+
+def train_ranks(ws: Workspace, plan: TrainPlan, out: Path, run: str) -> tuple[Path, int]:
+    """The chunk on ``plan.launch``'s ranks (:func:`monte.training.launch.run_ranks`): each rank
+    runs :func:`train_chunk`; this process records. Returns (trainer checkpoint, step)."""
+    assert plan.launch is not None
+    job = {"repo_root": str(ws.repo_root), "plan": plan.model_dump(mode="json"), "run": run, "out": str(out)}
+    done = launch.run_ranks(plan.launch, job, run_folder(ws, plan.experiment, run) / launch.LAUNCH_DIR,
+                            cwd=ws.repo_root)
+    log_event(ws, plan.experiment, run, "ranks-finished", world_size=plan.launch.world_size, step=done.step)
+    return Path(done.checkpoint), done.step
 
 
 def row_plan(plan: TrainPlan) -> dict[str, Any]:
@@ -557,12 +579,14 @@ def row_plan(plan: TrainPlan) -> dict[str, Any]:
             "start_step": plan.start_step, "steps": plan.steps,
             "settings": plan.recipe.settings, "init_model": plan.init_ref,
             "resume_from": plan.resume_state,
-            "teacher": plan.teacher_ref, "teacher_files": plan.teacher_files}
+            "teacher": plan.teacher_ref, "teacher_files": plan.teacher_files,
+            **({"launch": plan.launch.record()} if plan.launch else {})}
 
 
-def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
-           on_progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
-    """Build the TRL trainer for the recipe and run the chunk. Returns (trainer checkpoint, step)."""
+def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
+                on_progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
+    """Build the TRL trainer for the recipe and run the chunk (in this process, or as one rank of
+    a launch: :mod:`monte.training.launch_rank`). Returns (trainer checkpoint, step)."""
     import torch
     from transformers import AutoTokenizer, TrainerCallback
     from transformers.utils import logging as hf_logging
@@ -576,6 +600,8 @@ def _train(ws: Workspace, plan: TrainPlan, out: Path, run: str,
     max_steps = plan.resume_step + plan.steps  # where this chunk ends, on the trainer's counter
     cuda = torch.cuda.is_available()
     common = trainer_args(plan.recipe, out=out, end=max_steps, smoke=plan.smoke, cuda=cuda)
+    if plan.launch:
+        common.update(plan.launch.trainer_overrides())  # each rank's share of the recipe's batch
     tok = AutoTokenizer.from_pretrained(plan.init_model)
     rows = [json.loads(line) for line in open(plan.source.rows, encoding="utf-8")]
 
