@@ -12,9 +12,9 @@ clock, no random, every list in record or sorted order).
 - the cycles with the paired dev delta, its interval, the verdict, the exam's constant-answer
   floor and the smallest effect a test read can show;
 - the flips between any two evals of one exam split, chosen in the page (a cycle's click picks
-  its baseline and its eval). Each eval's per-task scores and answers are embedded compressed
-  (zlib, base64), one blob per eval, inflated in the browser (``DecompressionStream``) for the
-  two evals of the pair only: 1,000 evals of 200 tasks stay well under 2 MB;
+  its baseline and its eval). Each eval's ``tasks.jsonl`` is embedded as it is in the ledger,
+  compressed (zlib, base64), one blob per eval, inflated (``DecompressionStream``) and parsed in
+  the browser for the two evals of the pair only: 1,000 runs of 200 tasks stay under 2 MB;
 - the test reads of each cohort and exam (two per cohort), the repository-wide disclosure, the
   final claim with its nomination or selection and its verdict;
 - each run's provenance: recipe and its hash, source, base model and weights identity (the
@@ -96,67 +96,89 @@ def _provenance(r: Mapping[str, Any]) -> dict[str, Any]:
             "box": remote.get("box"), "launch": launch or None}
 
 
+#: Bump when :func:`_row_facts` changes (the derived cache's key also carries this file's digest).
+FACTS_VERSION = "report-facts 1"
+
+
+def _facts_version() -> str:
+    import hashlib
+
+    return f"{FACTS_VERSION} {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}"
+
+
+def _row_facts(index: dict[str, Any]) -> list[Any]:
+    """What the page reads of each row of one fan-out index (its dicts, no model object):
+    run, exam, split, provenance."""
+    return [(r["run"], r.get("exam"), r.get("split"), _provenance(r)) for r in index.values()]
+
+
+def _tasks(ws: Workspace, commit: bytes | None) -> dict[str, bytes]:
+    """Every run's ``tasks.jsonl`` at the ledger tip, run -> bytes: one ``git ls-tree`` and one
+    ``git cat-file --batch`` (a blob at a time through dulwich's packs is ~30 ms under load)."""
+    from monte.ledger.gitread import Git
+
+    if commit is None:
+        return {}
+    git = Git(ws.store.repo.commondir())
+    listing = git.run(["ls-tree", "-r", "-z", commit.decode(), "--", "runs/"])
+    wanted: dict[bytes, str] = {}
+    for entry in listing.split(b"\0"):
+        head, _, path = entry.partition(b"\t")
+        if path.endswith(b"/tasks.jsonl"):
+            wanted[head.split()[2]] = path.decode().rsplit("/", 2)[1]
+    blobs = git.objects(list(wanted))
+    return {run: blobs[sha][1] for sha, run in wanted.items() if sha in blobs}
+
+
+def _pack_raw(raw: bytes) -> str:
+    """Bytes zlib-compressed, base64: what the page inflates with ``DecompressionStream('deflate')``."""
+    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+
+
 def collect(ws: Workspace, experiment: str | None) -> dict[str, Any]:
     """Everything the page shows, JSON types only: ``status`` (as ``monte status --json`` gives it),
     each run's provenance, each eval's per-task results (packed) and each exam split's items."""
     from monte.ledger.experiment import Ledger, one_experiment
-    from monte.runs.lifecycle import read_tasks
     from monte.status import experiment_status
 
     exp = one_experiment(ws.store, experiment)
     status = experiment_status(ws, exp)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
-    meas = ledger.measurement(snap)
-    rows = {r.run: r.model_dump(mode="json") for r in ledger.rows(snap)}
+    meas: Any = ledger.measurement_view(snap)
+    facts = {f[0]: f for f in ledger.derived(snap, "report", _facts_version(), _row_facts)}
+    blobs = _tasks(ws, snap.commit_id)
     splits: dict[str, dict[str, Any]] = {}
     for exam in sorted(meas.exams):
         for name, sp in sorted(meas.exams[exam].splits.items()):
             items = _split_items(ws, sp.path)
             splits[f"{exam}/{name}"] = {"exam": exam, "split": name, "n": sp.n, "sha256": sp.sha256,
-                                         "ids": [str(i.get("id")) for i in items] if items is not None else None,
-                                         "items": items}
+                                        "items": items}
     evals: list[dict[str, Any]] = []
-    seen: dict[str, set[str]] = {}  # a split without its items here: the tasks' own ids, first seen first
     for row in status["rows"]:
-        full = rows.get(row["run"], {})
-        if row["kind"] != "eval" or row["smoke"] or row["status"] != "succeeded":
+        if row["kind"] != "eval" or row["smoke"] or row["status"] != "succeeded" or row["run"] not in blobs:
             continue
-        key = f"{full.get('exam')}/{full.get('split')}"
-        tasks = read_tasks(snap, row["run"])
-        if tasks is None or key not in splits:
+        _, exam, split, _ = facts.get(row["run"], (None, None, None, None))
+        key = f"{exam}/{split}"
+        if key not in splits:
             continue
-        entry = splits[key]
-        if entry["items"] is None:
-            known = seen.setdefault(key, set())
-            entry["ids"] = entry["ids"] or []
-            for t in tasks:
-                if str(t.get("id")) not in known:
-                    known.add(str(t.get("id")))
-                    entry["ids"].append(str(t.get("id")))
+        # the eval's tasks.jsonl as it is (id, score, answer a line), compressed: the page parses
+        # the two of a pair when they are picked (parsing 200,000 lines here was most of the time)
         evals.append({"run": row["run"], "key": key, "target": row["target"], "cohort": row["cohort"],
-                      "score": row["score"], "n": row["n"], "role": row["role"], "_tasks": tasks})
-    for e in evals:  # aligned to the split's ids: [score, answer] per task, null where absent
-        by_id = {str(t.get("id")): t for t in e.pop("_tasks")}
-        ids = splits[e["key"]]["ids"]
-        e["blob"] = _pack([[by_id[i].get("score"), _text(by_id[i].get("answer", ""))] if i in by_id else None
-                           for i in ids])
+                      "score": row["score"], "n": row["n"], "role": row["role"], "blob": _pack_raw(blobs[row["run"]])})
     packed_splits = {}
     for key, entry in splits.items():
         items = entry["items"]
         packed_splits[key] = {
             "exam": entry["exam"], "split": entry["split"], "n": entry["n"], "sha256": entry["sha256"],
-            "items": "" if not entry["ids"] else _pack(
-                [[i, _text(items[k].get("prompt", "")), _text(items[k].get("answer", ""))]
-                 for k, i in enumerate(entry["ids"])]
-                if items is not None else [[i, None, None] for i in entry["ids"]]),
+            "items": _pack([[str(it.get("id")), _text(it.get("prompt", "")), _text(it.get("answer", ""))]
+                            for it in items]) if items else "",
             "on_data_root": items is not None}
     runs = []
     for row in status["rows"]:
-        full = rows.get(row["run"], {})
+        prov = facts[row["run"]][3] if row["run"] in facts else _provenance({})
         runs.append({**{k: row[k] for k in ("run", "kind", "status", "what", "target", "step", "score", "n",
-                                            "role", "cohort", "created_at", "smoke")},
-                     **_provenance(full)})
+                                            "role", "cohort", "created_at", "smoke")}, **prov})
     return {"status": status, "runs": runs, "evals": evals, "splits": packed_splits}
 
 
@@ -419,6 +441,11 @@ def _json_script(obj: Any, id_: str) -> str:
     return f'<script type="application/json" id="{id_}">{raw}</script>'
 
 
+#: the fields of each run the page's runs table reads, in this order
+RUN_FIELDS = ("run", "kind", "what", "target", "status", "smoke", "role", "score", "n", "recipe", "recipe_sha256",
+              "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at")
+
+
 def render(data: Mapping[str, Any]) -> bytes:
     """The page's bytes from :func:`collect`'s data (pure)."""
     status = data["status"]
@@ -429,9 +456,13 @@ def render(data: Mapping[str, Any]) -> bytes:
     n_ck = len(status["checkpoints"])
     page_data = {
         "evals": [{k: e[k] for k in ("run", "key", "target", "cohort", "score", "n", "role", "blob")} for e in evals],
-        "splits": data["splits"], "runs": data["runs"],
-        "deltas": {d["run"]: {k: d.get(k) for k in ("delta", "lower", "upper", "fixed", "broken", "paired",
-                                                      "verdict", "target")} for d in deltas},
+        "splits": data["splits"],
+        # the runs table, packed (columns in RUNCOLS' order): 1,000 rows of provenance are ~400 kB as JSON
+        "runs": _pack([[r.get(k) for k in RUN_FIELDS] for r in data["runs"]]),
+        # what the flips' summary says of a candidate's recorded delta (against its cohort's baseline)
+        "deltas": {d["run"]: [None if d.get("delta") is None else round(d["delta"], 6), d.get("fixed"),
+                              d.get("broken"), d.get("verdict")] for d in deltas if d.get("split") != "test"
+                   or d.get("role") == "claim"},
         # each eval's cohort baseline of its exam split (what its recorded delta is against)
         "baselines": {f"{c['cohort']}|{k}": b["run"] for c in status["cohorts"] if c.get("cohort")
                       for k, b in sorted(c.get("baselines", {}).items())},
@@ -529,13 +560,32 @@ SCRIPT = r"""
 const D = JSON.parse(document.getElementById("data").textContent);
 const $ = (id) => document.getElementById(id);
 const cache = new Map();
+async function inflateText(b64) {
+  if (!b64) return "";
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return await new Response(stream).text();
+}
 async function inflate(b64) {
   if (!b64) return [];
   if (cache.has(b64)) return cache.get(b64);
-  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  const out = JSON.parse(await new Response(stream).text());
+  const out = JSON.parse(await inflateText(b64));
   cache.set(b64, out);
+  return out;
+}
+// one eval's tasks.jsonl: id -> [score, answer] (a line that is not a task's JSON is left out)
+async function tasks(b64) {
+  if (cache.has("t" + b64)) return cache.get("t" + b64);
+  const out = new Map();
+  for (const line of (await inflateText(b64)).split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      const t = JSON.parse(line);
+      const a = t.answer;
+      out.set(String(t.id), [t.score, typeof a === "string" ? a : JSON.stringify(a === undefined ? "" : a)]);
+    } catch (e) { /* not a task line: the page shows the rest */ }
+  }
+  cache.set("t" + b64, out);
   return out;
 }
 function td(text, cls) {
@@ -562,11 +612,14 @@ async function showPair() {
   const body = $("fliprows");
   body.replaceChildren();
   if (!eb || !ec) { $("flipsum").textContent = "pick two evals of one exam split"; return; }
-  const [items, tb, tc] = await Promise.all([inflate(D.splits[key].items), inflate(eb.blob), inflate(ec.blob)]);
+  const S = D.splits[key];
+  const [known, tb, tc] = await Promise.all([inflate(S.items), tasks(eb.blob), tasks(ec.blob)]);
+  // the frozen split's items, or (not on this data root) the tasks' own ids, the baseline's first
+  const items = known.length ? known : [...new Set([...tb.keys(), ...tc.keys()])].map((id) => [id, null, null]);
   let fixed = 0, broken = 0;
   shown = [];
   items.forEach(([id, prompt, expected], i) => {
-    const x = tb[i], y = tc[i];
+    const x = tb.get(id), y = tc.get(id);
     if (!x || !y || x[0] === y[0]) return;
     const kind = y[0] > x[0] ? "fixed" : "broken";
     if (kind === "fixed") fixed++; else broken++;
@@ -578,9 +631,9 @@ async function showPair() {
     shown.push(tr);
     body.appendChild(tr);
   });
-  const d = D.deltas[c];
-  const paired = d && D.baselines[`${ec.cohort}|${key}`] === b && d.fixed !== null && d.fixed !== undefined;
-  const rec = paired ? ` (the recorded paired delta: ${d.delta >= 0 ? "+" : ""}${d.delta.toFixed(3)}, fixed ${d.fixed}, broken ${d.broken}${d.verdict ? ", " + d.verdict : ""})` : "";
+  const d = D.deltas[c];  // [delta, fixed, broken, verdict]
+  const paired = d && D.baselines[`${ec.cohort}|${key}`] === b && d[1] !== null && d[0] !== null;
+  const rec = paired ? ` (the recorded paired delta: ${d[0] >= 0 ? "+" : ""}${d[0].toFixed(3)}, fixed ${d[1]}, broken ${d[2]}${d[3] ? ", " + d[3] : ""})` : "";
   const where = D.splits[key].on_data_root ? "" : " (prompts: the frozen split is not on this data root)";
   $("flipsum").textContent = `${eb.run} → ${ec.run}: ${fixed} fixed, ${broken} broken of ${items.length} tasks${rec}${where}`;
   filter();
@@ -622,23 +675,30 @@ document.querySelectorAll("g.ck").forEach((g) => g.addEventListener("click", () 
   const first = (g.dataset.cycles || "").split(" ").filter(Boolean)[0];
   if (first !== undefined) { mark(first); $("flips").scrollIntoView(); }
 }));
+const RUN_FIELDS = ["run", "kind", "what", "target", "status", "smoke", "role", "score", "n", "recipe", "recipe_sha256",
+  "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at"];
 const RUNCOLS = ["run", "kind", "what", "target", "status", "score", "n", "recipe", "recipe_sha256", "source",
   "base_model", "cohort", "git", "host", "created_at"];
-const runRows = D.runs.map((r) => {
-  const tr = document.createElement("tr");
-  for (const k of RUNCOLS) {
-    let v = r[k];
-    if (k === "status") v = r.status + (r.smoke ? " smoke" : "") + (r.role ? " " + r.role : "");
-    if (k === "score") v = fmt(v);
-    if (k === "recipe_sha256" && v) v = v.slice(0, 12);
-    if (k === "cohort" && r.weights) v = `${r.cohort} (${r.weights.slice(0, 12)})`;
-    if (k === "git" && !v) v = r.box ? `box ${r.box}` : "not recorded";
-    tr.appendChild(td(v, k === "run" || k === "recipe_sha256" || k === "git" ? "mono" : ""));
-  }
-  tr.dataset.text = Object.values(r).join(" ").toLowerCase();
-  return tr;
+let runRows = [];
+inflate(D.runs).then((rows) => {
+  runRows = rows.map((a) => {
+    const r = Object.fromEntries(RUN_FIELDS.map((k, i) => [k, a[i]]));
+    const tr = document.createElement("tr");
+    for (const k of RUNCOLS) {
+      let v = r[k];
+      if (k === "status") v = r.status + (r.smoke ? " smoke" : "") + (r.role ? " " + r.role : "");
+      if (k === "score") v = fmt(v);
+      if (k === "recipe_sha256" && v) v = v.slice(0, 12);
+      if (k === "cohort" && r.weights) v = `${r.cohort} (${r.weights.slice(0, 12)})`;
+      if (k === "git" && !v) v = r.box ? `box ${r.box}` : "not recorded";
+      tr.appendChild(td(v, k === "run" || k === "recipe_sha256" || k === "git" ? "mono" : ""));
+    }
+    tr.dataset.text = a.join(" ").toLowerCase();
+    return tr;
+  });
+  $("runrows").append(...runRows);
+  document.body.dataset.runs = "shown";
 });
-$("runrows").append(...runRows);
 $("runsearch").addEventListener("input", () => {
   const q = $("runsearch").value.trim().toLowerCase();
   for (const tr of runRows) tr.hidden = q !== "" && !tr.dataset.text.includes(q);
