@@ -117,8 +117,8 @@ def build(repo: Path, runs: int, *, seed: int = 0, evals_per_train: int = 4, unr
         return append(row.model_copy(update={"status": "succeeded", "n": len(tasks), "score": sum(scores) / len(scores),
                                              "delta": delta}), "finished", {"tasks.jsonl": body})
 
-    def train(parent: dict[str, Any] | None, parent_commit: bytes, boundary: bool,
-              fake_parent: dict[str, Any] | None = None) -> tuple[str, int, bytes]:
+    def train(parent: dict[str, Any] | None, parent_commit: Any, boundary: bool,
+              fake_parent: dict[str, Any] | None = None) -> tuple[str, int, Any]:
         count["runs"] += 1
         count["checkpoints"] += 1
         run = run_id(ids_rng)
@@ -142,7 +142,7 @@ def build(repo: Path, runs: int, *, seed: int = 0, evals_per_train: int = 4, unr
     try:
         evaluate("dev", {"kind": "base", "step": 0}, 0.1)
         evaluate("test", {"kind": "base", "step": 0}, 0.1)
-        cks: list[tuple[str, int, bytes]] = []  # (run, step, commit) in order
+        cks: list[tuple[str, int, Any]] = []  # (run, step, commit) in order
         n_train = 0
         while count["runs"] < runs - 1:
             if not cks or n_train % 5 != 4:
@@ -166,8 +166,8 @@ def build(repo: Path, runs: int, *, seed: int = 0, evals_per_train: int = 4, unr
         best = max(dev_delta, key=lambda k: (dev_delta[k], int(k.rsplit("@", 1)[1]))) if dev_delta else None
         claim = None
         if best:
-            run, step = best.rsplit("@", 1)
-            evaluate("test", {"kind": "checkpoint", "run": run, "step": int(step)}, skill[best])
+            best_run, best_step = best.rsplit("@", 1)
+            evaluate("test", {"kind": "checkpoint", "run": best_run, "step": int(best_step)}, skill[best])
             claim = best
     except BaseException:
         ledger.abort()

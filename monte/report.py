@@ -184,7 +184,7 @@ def collect(ws: Workspace, experiment: str | None) -> dict[str, Any]:
 
 # --- the lineage tree ------------------------------------------------------------------------------
 
-NODE_W, ROW_H, COL_W, PAD = 176, 18, 330, 16
+NODE_W, ROW_H, COL_W, PAD = 170, 18, 290, 16
 
 
 def tree_layout(checkpoints: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -292,8 +292,8 @@ def tree_svg(status: Mapping[str, Any]) -> str:
         if n["kind"] == "base":
             out.append(f'<g class="root" data-cohort="{_e(n["cohort"])}"><rect x="{x}" y="{y}" width="{NODE_W}" '
                        f'height="{box_h}" rx="12"/><text x="{x + 12}" y="{y + 16}">base model</text>'
-                       f'<text class="sub" x="{x + 12}" y="{y + 30}">step 0 · cohort {_e(n["cohort"][:12])}'
-                       f'</text></g>')
+                       f'<text class="sub" x="{x + 12}" y="{y + 30}">step 0</text><text class="sub" x="{x + 12}" '
+                       f'y="{y + 44}">cohort {_e(n["cohort"][:12])}</text></g>')
             continue
         if n["kind"] == "unread":
             out.append(f'<g class="unread"><rect x="{x}" y="{y}" width="{NODE_W}" height="{box_h}"/>'
