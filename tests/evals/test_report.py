@@ -194,3 +194,30 @@ def test_report_imports_nothing_heavy(repo: Path, exp: str) -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo)
     assert r.returncode == 0, r.stderr
     assert "wrote r.html" in r.stdout and r.stdout.strip().endswith("HEAVY="), r.stdout + r.stderr
+
+
+def test_tree_layout_draws_branches_boundaries_and_unread_parents() -> None:
+    """The layout alone, from checkpoints as ``monte status --json`` lists them: base -> a -> b,
+    a => c (a branch at a stage boundary), a run x of two checkpoints, and d off a run not here."""
+    from monte.report import tree_layout
+
+    def ck(ref: str, parent: str, move: str = "sft:d", boundary: bool = False) -> dict[str, Any]:
+        return {"checkpoint": ref, "cohort": "c0", "move": move, "recipe": "r", "parent": parent,
+                "boundary": boundary, "dev": {}}
+
+    cks = [ck("a@50", "base"), ck("b@100", "a@50"), ck("c@100", "a@50", "grpo:env", True),
+           ck("x@150", "b@100"), ck("x@200", "b@100"), ck("d@100", "gone@50")]
+    lay = tree_layout(cks)
+    kinds = {n["id"]: n["kind"] for n in lay["nodes"]}
+    assert kinds == {"base:c0": "base", "a@50": "ck", "b@100": "ck", "c@100": "ck", "x@150": "ck",
+                     "x@200": "ck", "gone@50": "unread", "d@100": "ck"}
+    edges = {(e["from"], e["to"]): (e["move"], e["boundary"]) for e in lay["edges"]}
+    assert edges == {("base:c0", "a@50"): ("sft:d", False), ("a@50", "b@100"): ("sft:d", False),
+                     ("a@50", "c@100"): ("grpo:env", True), ("b@100", "x@150"): ("sft:d", False),
+                     ("x@150", "x@200"): (None, False),  # a run's own next checkpoint: no new move
+                     ("gone@50", "d@100"): ("sft:d", False)}
+    pos = lay["pos"]
+    assert len(set(pos.values())) == len(pos)  # no two nodes drawn on one spot
+    assert pos["b@100"][0] == pos["c@100"][0] == pos["a@50"][0] + 1 and pos["b@100"][1] != pos["c@100"][1]
+    assert pos["a@50"][1] == pos["b@100"][1]  # a parent sits on its first child's row
+    assert lay["rows"] == 3  # leaves: x@200, c@100, d@100
