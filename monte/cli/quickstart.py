@@ -19,6 +19,8 @@ def _human(r: dict[str, Any]) -> None:
     exp = r["status"].get("experiment", "quickstart")
     click.echo(f"the whole loop took {r['seconds']:.0f}s; the record is in {r['folder']} (its lineage tree: "
                f"`git log --graph --oneline --branches='monte/{exp}/lineage/*' --branches='monte/{exp}/base/*'` there)")
+    if r.get("report"):
+        click.echo(f"look at it: open {r['report']} in a browser (lineage, cycles, flips, test reads)")
 
 
 @click.command()
