@@ -455,7 +455,8 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     replayed ledger and the seal. Needs no repository and no network."""
     from monte import claim
 
-    return claim.verify(folder, allowed_signers, weights=weights).to_dict()
+    return claim.verify(folder, allowed_signers, weights=weights,
+                        verify_ledgers=lambda ws: ledger_verify(all_=True, ws=ws)).to_dict()
 
 
 # --- plot ----------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -385,8 +385,11 @@ def _fail(what: str, fix: str = "the bundle was changed after it was signed, or 
     return error(code, what, fix)  # type: ignore[arg-type]
 
 
-def verify(folder: Path, allowed: Path, *, weights: Path | None = None) -> Verified:
-    """Check a claim bundle with nothing but its files (see the module's docstring)."""
+def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], dict[str, Any]],
+           weights: Path | None = None) -> Verified:
+    """Check a claim bundle with nothing but its files (see the module's docstring).
+    ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
+    the bundled ledger."""
     if not folder.is_dir():
         raise error("E_NOT_FOUND", f"no claim bundle at {folder}", "pass the folder `monte claim export` wrote")
     if not allowed.is_file():
@@ -429,7 +432,7 @@ def verify(folder: Path, allowed: Path, *, weights: Path | None = None) -> Verif
     mine = _tasks(folder / CLAIM_TASKS)
     printed = _recompute(base, mine, p)
     records = _replay(folder / BUNDLE, p, statement["subject"], (folder / BASELINE_TASKS).read_bytes(),
-                      (folder / CLAIM_TASKS).read_bytes())
+                      (folder / CLAIM_TASKS).read_bytes(), verify_ledgers)
     return Verified(_sha256(payload), signer, p["experiment"], p["checkpoint"]["ref"], printed, str(p["verdict"]),
                     int(p["test_reads"]["seal"]), records, checked)
 
@@ -502,7 +505,7 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
 
 
 def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]], base_tasks: bytes,
-            claim_tasks: bytes) -> int:
+            claim_tasks: bytes, verify_ledgers: Callable[[Any], dict[str, Any]]) -> int:
     """The bundled ledger, fetched into an empty bare repository and verified there."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import read_checkpoint
@@ -520,11 +523,9 @@ def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]],
             r = subprocess.run(cmd, capture_output=True, text=True, env=env)
             if r.returncode != 0:
                 raise _fail(f"{BUNDLE} is not a readable git bundle: {r.stderr.strip()[-300:]}")
-        from monte import api
-
         ws = open_git(repo)
         try:
-            result = api.ledger_verify(all_=True, ws=ws)
+            result = verify_ledgers(ws)
         except MonteError as e:
             raise _fail(f"the bundled ledger does not keep monte's rules: {e.message}") from None
         exp = str(p["experiment"])
