@@ -135,7 +135,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     where = locate.locate(ws, base_model)
     assert where.folder is not None
     base = identify_base(ws.store, exp, where.folder)
-    locate.prove(ws.store, exp, where, base.own or base.weights)  # another model at a recorded location: E_INTEGRITY
+    locate.prove(ws.store, exp, where, base.own or base.weights, base.identities)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
     shards.check(processes, {e.exam: min(e.n, SMOKE_TASKS) if smoke else e.n for e in exams})

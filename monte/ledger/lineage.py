@@ -101,6 +101,8 @@ class BaseIdentity:
     sketch: dict[str, Any] | None = None
     #: the known base this folder is a near-copy of: experiment, cohort, distance (None: itself)
     near: dict[str, Any] | None = None
+    #: every identity of this folder: its own and the one the previous monte computed
+    identities: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
                     "own with other weights; see docs/reliability.md, \"the seal under attack\"")
     refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={cohort, legacy, mine.weights[:12]})
     return BaseIdentity(files=files, weights=weights, cohort=cohort, legacy_cohort=legacy, own=mine.weights,
-                        setup=mine.setup, sketch=mine.sketch, near=near)
+                        setup=mine.setup, sketch=mine.sketch, near=near, identities=frozenset(ids))
 
 
 def _weight_digests(files: dict[str, str]) -> list[str]:

@@ -1,6 +1,6 @@
 """A model folder's identity: what the loader reads, hashed canonically, and a sketch of it.
 
-Three things, all read without torch (the standard library only: safetensors headers, the zip
+Four things, all read without torch (the standard library only: safetensors headers, the zip
 and pickle of a ``pytorch_model.bin`` read through a restricted unpickler that builds nothing):
 
 - :func:`weight_files`: the files ``AutoModelForCausalLM.from_pretrained(folder)`` loads, found

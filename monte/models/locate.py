@@ -258,11 +258,12 @@ def recorded_weights(store: Store, experiment: str, located: Located) -> set[str
     return out
 
 
-def prove(store: Store, experiment: str, located: Located, weights: str) -> None:
+def prove(store: Store, experiment: str, located: Located, weights: str, also: frozenset[str] = frozenset()) -> None:
     """Refuse (``E_INTEGRITY``) a folder whose weights are not those the ledger recorded at its
-    location: a reference never silently reads another model."""
+    location: a reference never silently reads another model. ``also``: other identities of the
+    same folder (the one an older monte computed and recorded)."""
     want = recorded_weights(store, experiment, located)
-    if want and weights not in want:
+    if want and weights not in want and not (also & want):
         raise error("E_INTEGRITY", f"{located.ref} ({located.folder}) does not hold the model the ledger recorded "
                     f"there: its weights are {weights[:12]}, the ledger's {', '.join(sorted(w[:12] for w in want))}",
                     f"put the recorded model back at {located.folder} (a copy, `monte model init` with its seed, "

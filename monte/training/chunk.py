@@ -175,7 +175,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     where = locate.locate(ws, base)
     assert where.folder is not None
     base_id = identify_base(ws.store, exp, where.folder)
-    locate.prove(ws.store, exp, where, base_id.own or base_id.weights)  # another model at a recorded location: E_INTEGRITY
+    locate.prove(ws.store, exp, where, base_id.own or base_id.weights, base_id.identities)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base_id.files, base_id.cohort
     names = {where.register: str(where.folder)} if where.register else {}
     if not smoke:
