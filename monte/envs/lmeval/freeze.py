@@ -523,10 +523,10 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
         dest = folder / base / "task" / p.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, dest)
-    data: dict[str, str | None] = {}
+    data: dict[str, str] = {}
     for split, rows in picked.items():
         data[split] = f"{base}/data/{split}.jsonl"
-        _write_docs(folder / data[split], rows, plan.task)  # type: ignore[operator]
+        _write_docs(folder / data[split], rows, plan.task)
     if pool is not None:
         data["fewshot"] = f"{base}/data/fewshot.jsonl"
         _write_docs(folder / data["fewshot"], _rows(task, pool), plan.task)
