@@ -77,7 +77,7 @@ class Prepared:
         freeze.quiet()
         lm = MonteLM(model, tok, batch_size=batch_size, on_progress=on_progress)
         n = len(self.items)
-        result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze._task_manager(None, False),
+        result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
                                  log_samples=True, bootstrap_iters=0, limit=n if n < self.total else None,
                                  fewshot_random_seed=int(self.spec["fewshot_seed"]))
         assert result is not None
