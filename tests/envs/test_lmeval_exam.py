@@ -224,6 +224,9 @@ def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: P
                                                                          tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     env = _own_experiment(repo, monte, base_model, tmp_path)
+    for split in ("dev", "test"):  # a smoke run takes the first five documents (and grades none of test)
+        r = monte("eval", "--smoke", "--yes", "--json", "--split", split)
+        assert r.code == 0 and r.json()["runs"][0]["n"] == 5, r.out
     from lm_eval.api.task import ConfigurableTask
 
     # the one narrow mock: a later lm-eval whose template renders one more space (no such release here)
