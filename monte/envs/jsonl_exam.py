@@ -290,7 +290,6 @@ class JsonlGrader:
 def prepare(plan: JsonlPlan, folder: Path) -> Manifest:
     """Read and check the files, refuse a leak, write the splits (and a python grader's module)."""
     from monte.envs.floor import constant_floor
-    from monte.envs.freeze import _write_jsonl
 
     spec = parse_grader(plan.grader)
     items = {split: read_rows(path, split) for split, path in plan.files.items()}
@@ -309,7 +308,9 @@ def prepare(plan: JsonlPlan, folder: Path) -> Manifest:
     grader = JsonlGrader(spec, folder)
     for split, rows in items.items():
         rel = f"exams/{exam}/{split}.jsonl"
-        _write_jsonl(folder / rel, rows)
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text("".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows),
+                                  encoding="utf-8")
         files_for[split] = rel
         floor = constant_floor(grader, rows)  # type: ignore[arg-type]
         if floor is not None:

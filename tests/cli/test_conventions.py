@@ -100,7 +100,7 @@ def test_missing_data_root_refuses(repo: Path, monkeypatch: pytest.MonkeyPatch, 
     assert not (repo / "does-not-exist").exists()
 
 
-HEAVY = ["torch", "transformers", "trl", "dvc", "fabric", "reasoning_gym"]
+HEAVY = ["torch", "transformers", "trl", "dvc", "fabric", "reasoning_gym", "lm_eval"]
 
 
 @pytest.mark.parametrize(

@@ -224,6 +224,9 @@ def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: P
                                                                          tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     env = _own_experiment(repo, monte, base_model, tmp_path)
+    for split in ("dev", "test"):  # a smoke run takes the first five documents (and grades none of test)
+        r = monte("eval", "--smoke", "--yes", "--json", "--split", split)
+        assert r.code == 0 and r.json()["runs"][0]["n"] == 5, r.out
     from lm_eval.api.task import ConfigurableTask
 
     # the one narrow mock: a later lm-eval whose template renders one more space (no such release here)
@@ -245,3 +248,36 @@ def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: P
     err = r.json()["error"]
     assert err["code"] == "E_INTEGRITY" and "utils.py" in err["message"], r.out
     assert snapshot_state(repo) == before
+
+
+def test_without_the_extra_the_refusal_names_the_pip_line(repo: Path, monte, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    own = write_own(tmp_path / "t")
+    # the light install, at its one boundary: `import lm_eval` fails as it does when it is not installed
+    for name in [m for m in sys.modules if m == "lm_eval" or m.startswith("lm_eval.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    before = snapshot_state(repo)
+    r = monte("env", "add", "--dev", "lm-eval:own_task", "--test", "lm-eval:own_task", "--as", "x",
+              "--include-path", str(own), "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_NOT_FOUND" and "'lm_eval'" in err["message"], r.out
+    assert err["fix"].startswith("install it: pip install") and "[lm-eval]" in err["fix"]
+    assert snapshot_state(repo) == before
+
+
+def test_read_only_commands_on_an_lm_eval_experiment_never_import_it(repo: Path, monte, base_model: Path,
+                                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    _own_experiment(repo, monte, base_model, tmp_path)
+    for argv in (["status"], ["env", "list"], ["experiment", "list"], ["ledger", "verify"]):
+        code = ("import sys\nfrom monte.cli.main import main\ntry:\n"
+                f"    main({argv!r})\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+                "print('LM_EVAL=' + str('lm_eval' in sys.modules), file=sys.stderr)\n")
+        r = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "LM_EVAL=False" in r.stderr, (argv, r.stderr)

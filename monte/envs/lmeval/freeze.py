@@ -106,7 +106,7 @@ def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, 
     return plan
 
 
-def _task_manager(include_path: str | None, defaults: bool) -> Any:
+def task_manager(include_path: str | None, defaults: bool) -> Any:
     quiet()
     from lm_eval.tasks import TaskManager
 
@@ -122,9 +122,9 @@ def locate_task(task: str, include_path: str | None) -> Path:
                     "name the folder that holds the task's YAML")
     entry = None
     if include_path is not None:
-        entry = _task_manager(include_path, False).task_index.get(task)
+        entry = task_manager(include_path, False).task_index.get(task)
     if entry is None:
-        entry = _task_manager(include_path, True).task_index.get(task)
+        entry = task_manager(include_path, True).task_index.get(task)
     if entry is None:
         broken = _unparsable(Path(include_path)) if include_path else None
         raise error("E_BAD_INPUT" if broken else "E_NOT_FOUND",
@@ -310,7 +310,7 @@ def _check_json(task: str, path: Path) -> None:
 
 def build(cfg: dict[str, Any] | Path) -> Any:
     """lm-eval's Task for a YAML file or a config dict; ``E_BAD_INPUT`` on failure."""
-    tm = _task_manager(None, False)  # no index: a path or a config needs none
+    tm = task_manager(None, False)  # no index: a path or a config needs none
     name = cfg.get("task") if isinstance(cfg, dict) else str(cfg)
     try:
         loaded = tm.load([cfg if isinstance(cfg, dict) else str(cfg)])
@@ -523,10 +523,10 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
         dest = folder / base / "task" / p.relative_to(root)
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(p, dest)
-    data: dict[str, str | None] = {}
+    data: dict[str, str] = {}
     for split, rows in picked.items():
         data[split] = f"{base}/data/{split}.jsonl"
-        _write_docs(folder / data[split], rows, plan.task)  # type: ignore[operator]
+        _write_docs(folder / data[split], rows, plan.task)
     if pool is not None:
         data["fewshot"] = f"{base}/data/fewshot.jsonl"
         _write_docs(folder / data["fewshot"], _rows(task, pool), plan.task)
