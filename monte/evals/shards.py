@@ -77,7 +77,8 @@ def generate(folder: Path, prompts: list[Any], settings: dict[str, Any], process
         k = failed[0]
         why = procs[k].returncode
         err = work / f"shard-{k}.error"
-        reason = json.loads(err.read_text(encoding="utf-8"))["error"] if err.is_file() else f"exit status {why}"
+        reason = (json.loads(err.read_text(encoding="utf-8"))["error"] if err.is_file() else
+                  f"killed by signal {-why}" if why < 0 else f"exit status {why}")
         raise error("E_RANK", f"eval shard {k} of {processes} died ({reason}); the other shards were stopped and "
                     "no score was recorded", f"read {work / f'shard-{k}.log'}, fix the cause, and run the eval again")
     answers: list[str | None] = [None] * len(prompts)
@@ -97,6 +98,7 @@ def shard_main(argv: list[str]) -> int:
     job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     k = int(argv[1])
     work = Path(job["dir"])
+    (work / f"shard-{k}.pid").write_text(str(os.getpid()), encoding="utf-8")
     try:
         import torch
 

@@ -142,6 +142,8 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
     recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
     plan.launch = launch.plan_launch(plan.recipe.settings, plan.recipe.algorithm, processes=processes, nodes=nodes,
                                      accelerate_config=accelerate_config, port=port)
+    if plan.resume_from and plan.parent and plan.recipe.algorithm != "sft":
+        _same_world(ws, plan)
     if not remote:
         check_machine(plan)
     if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
@@ -229,6 +231,20 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     return TrainPlan(**common, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
                      steps=steps, smoke=False, init_model=weights, stage_start=weights, init_ref=ck.ref,
                      stage_ref=ck.ref, resume_from=None, resume_step=0)
+
+
+def _same_world(ws: Workspace, plan: TrainPlan) -> None:
+    """A sampling trainer (GRPO, distillation) continues only on its parent's world size: the
+    trainer keeps one RNG state per rank, and another count would not restore them, so the
+    continuation would not equal one longer chunk."""
+    assert plan.launch is not None and plan.parent is not None
+    parent = Ledger(ws.store, plan.experiment).row(str(plan.parent["run"]))
+    was = int(((parent.plan.get("launch") if parent else None) or {}).get("world_size") or 1)
+    if was != plan.launch.world_size:
+        raise error("E_REFUSED", f"a same-recipe {plan.recipe.algorithm} continuation on {plan.launch.world_size} "
+                    f"process(es) of {plan.parent['run']}@{plan.parent['step']}, which trained on {was}: the trainer "
+                    "saved one sampling RNG state per rank, and another process count cannot restore them",
+                    f"continue with {was} process(es) (--processes x --nodes), or cross a stage boundary")
 
 
 _LEGACY_STAGE = re.compile(r"runs/[^/]+/([0-9a-z]+)/checkpoints/step-(\d+)")

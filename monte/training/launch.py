@@ -260,8 +260,6 @@ def plan_launch(settings: dict[str, Any], algorithm: str, *, processes: int | No
     accum = int(settings.get("gradient_accumulation_steps", 1))
     per_device, per_accum = _split_batch(batch, accum, world)
     launcher = "none" if world <= 1 and not config else "accelerate" if (config or cuda) else "torchrun"
-    if config and world > 1 and config["distributed_type"] not in ("MULTI_CPU", "MULTI_GPU", "NO") and not cuda:
-        raise error("E_LAUNCH", f"distributed_type {config['distributed_type']} needs GPUs", "use MULTI_CPU here")
     if config:
         config = {k: v for k, v in config.items() if k != "data"}
     return LaunchSpec(

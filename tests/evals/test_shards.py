@@ -4,6 +4,10 @@ into one tasks.jsonl byte-identical to the one-process result (greedy), and its 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -54,3 +58,38 @@ def test_shard_counts_that_cannot_run_refuse_and_write_nothing(exp: str, repo: P
     err = r.json()["error"]
     assert err["code"] == "E_USAGE" and needle in err["message"], err
     assert snapshot_state(repo) == before
+
+
+def test_a_shard_that_dies_fails_the_eval_naming_it_and_records_no_score(exp: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    runs = repo / ".monte" / "runs" / "exp"
+    killed: list[int] = []
+
+    def kill_shard_one() -> None:  # a real SIGKILL to shard 1 once it has started
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not killed:
+            for pid_file in runs.glob("*/shards/shard-1.pid"):
+                pid = int(pid_file.read_text() or 0)
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    return
+            time.sleep(0.05)
+
+    t = threading.Thread(target=kill_shard_one)
+    t.start()
+    r = monte("eval", "--yes", "--json", "--processes", "2")
+    t.join()
+    assert killed and r.code == 10, r.out + r.err
+    err = r.json()["error"]
+    assert err["code"] == "E_RANK" and "eval shard 1 of 2 died (killed by signal 9)" in err["message"], err
+    run = next(p.parent.parent.name for p in runs.glob("*/shards/shard-1.pid"))
+    row = json.loads(monte("show", run, "--json").out)
+    assert row["status"] == "failed" and row["score"] is None
+    for pid_file in (runs / run / "shards").glob("shard-*.pid"):  # no shard outlived the eval
+        pid = int(pid_file.read_text())
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        with open(f"/proc/{pid}/stat") as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] == "Z", f"shard {pid_file.name} still runs"

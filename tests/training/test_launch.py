@@ -234,6 +234,14 @@ def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
+def test_a_grpo_continuation_keeps_its_parents_process_count(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    one = trained(monte, "--recipe", "grpo-t", "--source", "parity", "--from-base")
+    err = refused(monte, repo, "train", "--recipe", "grpo-t", "--source", "parity", "--parent", f"{one['run']}@4",
+                  "--yes", "--processes", "2", code="E_REFUSED", exit_code=3)
+    assert "trained on 1" in err["message"] and "RNG state per rank" in err["message"]
+    assert "--processes" in err["fix"]
+
+
 def test_two_loopback_nodes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
     row = trained(monte, "--recipe", "grpo-t", "--source", "parity", "--from-base", "--processes", "1",
                   "--nodes", "2")
