@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
     except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
-        if e.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's own EPIPE exit
+        if e.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click's own EPIPE exit
             closed_pipe()
         _flush_stdout(e.code)
         raise

@@ -125,7 +125,8 @@ def locate(ws: Workspace, typed: str, *, fetch: bool = True) -> Located:
         try:
             return _hub(typed, fetch=fetch, typed=typed)
         except Exception as e:  # noqa: BLE001 - not on the hub either: say what was tried
-            if isinstance(e, MonteError) and e.code == "E_STORAGE":  # the hub could not be asked: the network
+            offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+            if isinstance(e, MonteError) and e.code == "E_STORAGE" and not offline:  # the network failed
                 raise error("E_STORAGE", f"no model folder {typed}, and {e.message}", e.fix) from None
             msg = getattr(e, "message", type(e).__name__)
             raise error("E_NOT_FOUND", f"no model folder {typed}, and no hub model of that id ({msg})", FIX) from None

@@ -119,7 +119,8 @@ def _publish(ws: Workspace, exp: str, rows: list[RunRow], ck: rules.Checkpoint, 
     hops = card.hops_for(rows, rules.checkpoints(rows), ck)
     tip = ws.store.tip(ledger_ref(exp))
     notes = [f"- `{n}`: the local-only keys {', '.join(LOCAL_ONLY)}"
-             + (" and training's `use_cache: false` (the base model's config does not set it)" if n == "config.json" and leftover
+             + (" and training's `use_cache: false` (set back as the base model's config has it)" if n == "config.json"
+                and leftover
                 else "") + " removed; the sha256 below is of the file the lineage commit records" for n in rewritten]
     story = card.Story(experiment=exp, ref=ck.ref, cohort=ck.cohort, base_model=_base_model(rows, hops),
                        lineage=card.lineage_line(hops), ledger_commit=tip.decode() if tip else "",
