@@ -104,8 +104,8 @@ def measure(a: argparse.Namespace, root: Path, records: int, build_s: float, kee
         return took
 
     # A push of the last 10 records to a bare remote with monte's hooks (`monte hooks install` in
-    # it): the remote first holds every monte ref as it was 10 records ago (pushed with
-    # MONTE_HOOKS=off), then `git push` brings the new ledger tip and the lineage refs those
+    # it): the remote first holds every monte ref as it was 10 records ago (pushed with the
+    # server's own switch off), then `git push` brings the new ledger tip and the lineage refs those
     # records made; pre-receive judges them (`monte ledger verify --updates`), and the
     # reference-transaction hook sees each ref's update. The hooks' cost: that push's wall time
     # minus the same push into a copy with MONTE_HOOKS=off. The local pre-push hook is skipped
@@ -124,8 +124,11 @@ def measure(a: argparse.Namespace, root: Path, records: int, build_s: float, kee
         if row.checkpoints:
             then.append(f"{row.checkpoints[-1]['commit']}:{lineage_ref('exp', row.run)}")
     off = {**os.environ, "MONTE_HOOKS": "off"}
+    switch = ["git", "config", "--file", str(pristine / "config")]
+    subprocess.run([*switch, "monte.hooks", "off"], check=True)  # the seed goes in unjudged: the server's switch
     subprocess.run(["git", "-C", str(root), "push", "-q", "--no-verify", str(pristine), *then], env=off, check=True,
                    capture_output=True)
+    subprocess.run([*switch, "--unset", "monte.hooks"], check=True)
     pushed = len(subprocess.run(["git", "-C", str(root), "rev-list", f"{last10}..{ref}"], capture_output=True,
                                 text=True, check=True).stdout.split())
 

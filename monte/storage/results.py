@@ -223,8 +223,11 @@ def _check_repository_seal(ws: Any, store: ObjectStore, state: _State, exp: str,
     the bucket's mirrors, and each other experiment the bucket holds (its packs indexed here,
     no ref of ours moved). ``remote``: the bucket's refs of ``exp`` itself (sync: its reads are
     the bucket's, counted before its ledger is let in)."""
+    from dulwich.objects import ObjectID
+
     from monte.ledger.experiment import Ledger
     from monte.ledger.seal import SEAL_FIX, is_test_read
+    from monte.ledger.tips import Ancestry
     from monte.ledger.transaction import Proposed
     from monte.ledger.verify import seal_violations
 
@@ -240,10 +243,8 @@ def _check_repository_seal(ws: Any, store: ObjectStore, state: _State, exp: str,
     if remote:
         ours = ws.store.tip(experiment_ref(exp, "ledger"))
         theirs_tip = remote.get("ledger", (None, ""))[0]
-        from monte.ledger.tips import Ancestry
-
         if theirs_tip is not None and theirs_tip in objects and (
-                ours is None or ours in Ancestry(objects, theirs_tip)):
+                ours is None or ours in Ancestry(objects, ObjectID(theirs_tip))):
             view.update((experiment_ref(exp, ref), sha) for ref, (sha, _) in remote.items() if sha in objects
                         and (ref == "ledger" or ws.store.tip(experiment_ref(exp, ref)) is None))
     seen = Proposed(ws.store, view)  # type: ignore[arg-type]
