@@ -346,7 +346,7 @@ def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
     import tempfile
     from pathlib import Path
 
-    git_dir = Path(ws.store.repo.controldir())
+    git_dir = Path(ws.store.repo.commondir())  # refs and objects: a linked worktree's live in the main one's
     need = max(int(need), _PROBE_FLOOR)
     for folder, what in ((ws.data_root / "runs" / experiment, "the data root"),
                          (git_dir / "objects", "the repository's object store")):
