@@ -380,7 +380,8 @@ def os_reason(e: OSError) -> str:
 
     return {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
             errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied", errno.EXDEV: "a move across file systems"}.get(
+            errno.EPERM: "permission denied", errno.EXDEV: "a move across file systems",
+            errno.EIO: "an I/O error"}.get(
         e.errno or 0, e.strerror or type(e).__name__)
 
 
