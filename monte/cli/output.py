@@ -158,6 +158,8 @@ _STORAGE_ERRNOS = {
                    "the command again"),
     errno.EPERM: ("the operation is not permitted there", "give your user access to it (`ls -ld` shows who "
                   "owns it), then run the command again"),
+    errno.EIO: ("an I/O error (the disk or its file system failed)", "check the disk (`dmesg`), then run "
+                "`monte recover` and `monte ledger verify`, and the command again"),
 }
 
 

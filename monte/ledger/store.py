@@ -310,7 +310,7 @@ class Store:
                 continue
             except FileLocked as e:
                 lock = os.fsdecode(e.lockfilename)
-                if break_stale_lock(self.repo.controldir(), lock, STALE_REF_LOCK_S, git_may_hold=True):
+                if break_stale_lock(self.repo.commondir(), lock, STALE_REF_LOCK_S, git_may_hold=True):
                     continue
                 if give_up is None:  # a live writer's lock goes within milliseconds; one that
                     # nobody holds open may be a dead writer's: wait until it can be broken
@@ -388,7 +388,7 @@ class Store:
         return self._commit(None, tree_files, summary, trailers, list(parents))
 
     def _maybe_pack(self) -> None:
-        objects = Path(self.repo.controldir()) / "objects"
+        objects = Path(self.repo.commondir()) / "objects"
         try:
             sampled = len(os.listdir(objects / _GC_SAMPLE_DIR))
         except FileNotFoundError:
@@ -408,7 +408,7 @@ class Store:
         and writers never miss one. Packing runs after a record has landed and must never fail
         the append, so its errors are swallowed.
         """
-        objects = Path(self.repo.controldir()) / "objects"
+        objects = Path(self.repo.commondir()) / "objects"
         lock = objects / "monte-pack.lock"
         try:
             if lock.exists() and time.time() - lock.stat().st_mtime > 600:

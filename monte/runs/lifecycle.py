@@ -346,7 +346,7 @@ def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
     import tempfile
     from pathlib import Path
 
-    git_dir = Path(ws.store.repo.controldir())
+    git_dir = Path(ws.store.repo.commondir())  # refs and objects: a linked worktree's live in the main one's
     need = max(int(need), _PROBE_FLOOR)
     for folder, what in ((ws.data_root / "runs" / experiment, "the data root"),
                          (git_dir / "objects", "the repository's object store")):
@@ -380,7 +380,8 @@ def os_reason(e: OSError) -> str:
 
     return {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
             errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied", errno.EXDEV: "a move across file systems"}.get(
+            errno.EPERM: "permission denied", errno.EXDEV: "a move across file systems",
+            errno.EIO: "an I/O error"}.get(
         e.errno or 0, e.strerror or type(e).__name__)
 
 

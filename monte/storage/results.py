@@ -82,7 +82,7 @@ def open_bucket(ws: Any, *, bucket: str | None, key_file: str | None, write: boo
 
 class _State:
     def __init__(self, ws: Any, url: str) -> None:
-        self.path = Path(ws.store.repo.controldir()) / "monte" / "results" / (
+        self.path = Path(ws.store.repo.commondir()) / "monte" / "results" / (
             hashlib.sha256(url.encode()).hexdigest()[:16] + ".json")
         try:
             data = json.loads(self.path.read_text())

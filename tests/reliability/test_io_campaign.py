@@ -1,0 +1,29 @@
+"""The I/O-failure campaign's own check, in the suite (bench/io_campaign.py runs every k; this runs
+the final claim with its last ref update failing, the finishing record's): the failure is a named
+refusal or is retried, recover and verify pass, git fsck is clean, no record is lost and no touch
+is spent without a score. The injection is in-process in the child (the system-call wrappers and
+dulwich's ref writes): the one way to fail exactly the n-th call; the disk itself is real."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_claims_last_ref_update_failing_loses_nothing(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("io_campaign", ROOT / "bench" / "io_campaign.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    env = bench.env_for(tmp_path / "home")
+    template = bench.build_template(tmp_path, env)
+    counted = bench.trial(template, "claim", "", 0, tmp_path, env)
+    assert counted["exit"] == 0 and counted["claim"] == "succeeded" and not counted["problems"], counted
+    n = counted["counts"]["ref"]
+    assert n >= 2  # the started record and the finishing one
+    res = bench.trial(template, "claim", "ref", n, tmp_path, env)
+    assert res["fired"] and f"ref #{n}" in res["fired"][0], res
+    assert not res["problems"], res
+    assert res["claim"] == "succeeded", res  # retried, or kept and recorded by recover: never spent for nothing
