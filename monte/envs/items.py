@@ -35,9 +35,10 @@ from monte.envs.nemo.rows import is_gym_row, messages
 
 #: how many item keys a test read records of its split (the smallest, a bottom-k sketch)
 SKETCH = 64
-#: a leak by n-gram containment: this share of a sealed item's own n-grams found in one row
+#: a leak by n-gram containment: this share of a sealed item's own n-grams, and of all its n-grams,
+#: found in one row (a half flagged templated questions that share a clause: see LeakIndex)
 NGRAM = 8
-CONTAINMENT = 0.5
+CONTAINMENT = 0.75
 #: tokens that join a sealed text to what precedes it into one longer expression: a sealed
 #: ``7 - 3 =`` inside an honest ``12 + 7 - 3 =`` is another question, not a leak
 _JOINING = set("+-*/^(=<>%×÷|&~")
@@ -145,7 +146,10 @@ class LeakIndex:
       number just before it: ``7 - 3 =`` inside ``12 + 7 - 3 =`` is another question), or
     - at least :data:`CONTAINMENT` of the text's own :data:`NGRAM`-grams (those no other sealed
       text shares: a template common to the exam's items is not the item) occur in the row's
-      strings: substantial overlap, an edited copy.
+      strings, and at least :data:`CONTAINMENT` of all its n-grams too: substantial overlap, an
+      edited copy. (Both: an item of a templated exam has few own n-grams, and an honest row of
+      the same template that happens to share a clause, as two syllogisms with one conclusion,
+      holds half of those few but not half of the item.)
 
     Equality is the first case; a sealed prompt with a character appended, a zero-width space,
     another spacing of its punctuation, or moved to the output column is still found."""
@@ -154,6 +158,7 @@ class LeakIndex:
     _starts: dict[str, dict[tuple[str, ...], list[str]]] = field(default_factory=dict)
     _grams: dict[tuple[str, ...], str] = field(default_factory=dict)  # own n-gram -> label
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
+    _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -166,7 +171,9 @@ class LeakIndex:
             idx.texts[label] = toks
             head = tuple(toks[:3])
             idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
-            for g in {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}:
+            grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
+            idx._every[label] = grams
+            for g in grams:
                 if g in shared:
                     continue
                 if g in idx._grams and idx._grams[g] != label:
@@ -182,6 +189,7 @@ class LeakIndex:
         """The labels of the sealed texts ``row`` leaks."""
         found: set[str] = set()
         hits: dict[str, set[tuple[str, ...]]] = {}
+        seen: set[tuple[str, ...]] = set()  # every n-gram of the row, any segment
         for seg in row_segments(row):
             toks = tokens(seg)
             for i in range(len(toks)):
@@ -194,11 +202,13 @@ class LeakIndex:
             if self._grams:
                 for j in range(len(toks) - NGRAM + 1):
                     g = tuple(toks[j:j + NGRAM])
+                    seen.add(g)
                     owner = self._grams.get(g)
                     if owner is not None:
                         hits.setdefault(owner, set()).add(g)
         for label, grams in hits.items():  # (a text of one own n-gram is the substring case)
-            if self._own[label] > 1 and len(grams) >= CONTAINMENT * self._own[label]:
+            if self._own[label] > 1 and len(grams) >= CONTAINMENT * self._own[label] and \
+                    len(self._every[label] & seen) >= CONTAINMENT * len(self._every[label]):
                 found.add(label)
         return found
 

@@ -75,3 +75,23 @@ def test_the_leak_index_finds_edited_copies_and_not_other_questions() -> None:
     assert idx.find({"input": "x", "output": "Q: 7-3= A: 4"}) == {"a"}
     assert idx.find({"messages": [{"role": "user", "content": "SORT these words: apple,pear,fig,plum,kiwi,lime,date"}]}) == {"b"}
     assert idx.find({"input": "Sort these words: one, two, three, four, five, six, seven, eight"}) == set()
+
+
+def test_a_templated_row_sharing_a_clause_with_a_sealed_item_is_no_leak() -> None:
+    """Found on NeMo Gym's reasoning_gym curriculum: two syllogisms with one conclusion share the
+    template and a clause; the item's few own n-grams are half matched, but the item is not in
+    the row. An edited copy of the item still is."""
+    from monte.envs.items import LeakIndex
+
+    def syllogism(p1: str, p2: str, c: str) -> str:
+        return (f"Consider these statements:\n1. {p1}\n2. {p2}\n\nDoes it logically follow that:\n{c}?\n"
+                "(Answer Yes or No)")
+
+    sealed = {"t/0": syllogism("All mammals are bees", "No bees are lions", "All mammals are lions"),
+              "t/1": syllogism("Some cats are dogs", "All dogs are birds", "Some cats are birds"),
+              "t/2": syllogism("No fish are trees", "All trees are rocks", "No fish are rocks")}
+    idx = LeakIndex.build(sealed)
+    honest = {"question": syllogism("All mammals are animals", "All animals are lions", "All mammals are lions")}
+    assert idx.find(honest) == set()
+    edited = {"question": sealed["t/0"].replace("Consider these statements", "Look at these statements")}
+    assert idx.find(edited) == {"t/0"}

@@ -125,3 +125,24 @@ def test_a_reordered_or_mostly_shared_test_split_is_the_same_exam(repo: Path, mo
     _env_from_parity(repo, monte, "other", dev[50:200] + test[:40], base_model)
     r = monte("eval", "-e", "x-other", "--split", "test", "--dry-run", "--json")
     assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out
+
+
+def test_verify_names_a_second_test0_that_differs_only_in_an_execution_detail(  # type: ignore[no-untyped-def]
+        repo: Path, monte, exp: str, monkeypatch: Any) -> None:
+    """Case 3's other half: the read the old CLI let through (a second test@0 under a measurement
+    that differs only in batch size) is named by `monte ledger verify`, which counts the seal
+    across every ledger with the same settings key. The CLI check is switched off in-process to
+    write that read, as a monte of the last round would have written it."""
+    from monte.ledger import seal
+
+    _test0(monte)
+    _plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
+    with monkeypatch.context() as mp:  # the last round's monte: no other ledger is counted at the read
+        mp.setattr(seal.Seal, "touches", lambda self, key, own=None: [])
+        r = monte("eval", "-e", "exp2", "--split", "test", "--yes", "--json")
+    assert r.code == 0, r.out + r.err
+    r = monte("ledger", "verify", "--all", "--json")
+    assert r.code == 5, r.out
+    err = r.json()["error"]
+    assert err["code"] == "E_VERIFY" and "[seal]" in err["message"] and "two test@0 reads" in err["message"], err
+    assert "exp/" in err["message"] and "exp2/" in err["message"], err
