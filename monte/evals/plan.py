@@ -139,8 +139,6 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
     shards.check(processes, {e.exam: min(e.n, SMOKE_TASKS) if smoke else e.n for e in exams})
-    if split == "test" and not smoke:  # what the real run checks first (--dry-run says so too)
-        verify_before_spend(ws.store)
     seal = Seal(ws.store, exam_of=exam_of(ws))
     keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort,
                             exam=e.exam_id) for e in exams}
@@ -150,6 +148,8 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
             touches = seal.touches(keys[e.exam], own=(exp, rows))
             rules.check_test_read(rows, cohort, e.exam, on_checkpoint=has_checkpoints, experiment=exp,
                                   touches=touches, note=overlap_note(seal, touches))
+    if split == "test" and not smoke:  # the history verified before a read is planned (--dry-run says so too)
+        verify_before_spend(ws.store)
     target = _resolve_target(ws, exp, rows, cohort, where, split, step, checkpoint, smoke, snap)
     if split == "test" and not smoke:
         for e in exams:

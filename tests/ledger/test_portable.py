@@ -110,11 +110,19 @@ def test_a_failed_runs_reason_and_events_name_no_folder_of_this_machine(repo: Pa
     ws = open_workspace(repo)
     plan = plan_eval(ws, experiment="exp", model=None, split="dev", step=None, checkpoint=None, smoke=False)
 
-    def load(folder: Path) -> Any:
-        raise error("E_NOT_FOUND", f"{folder} is not loadable; see {ws.data_root / 'runs'}", "fix it")
+    from monte.models import generate as gen
 
-    with pytest.raises(Exception, match="is not loadable"):
-        run_eval(ws, plan, load=load)
+    folder = repo / "base-model"
+
+    def generate(model: Any, tok: Any, prompts: list[Any], **kw: Any) -> list[str]:
+        # the preflight's one prompt passes; the run's generation fails after `started`, naming folders
+        if len(prompts) > 1:
+            raise error("E_NOT_FOUND", f"{folder} is not loadable; see {ws.data_root / 'runs'}", "fix it")
+        return [""] * len(prompts)
+
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(Exception, match="is not loadable"):
+        mp.setattr(gen, "generate", generate)
+        run_eval(ws, plan)
     row = monte("status", "--json").json()["rows"][0]
     shown = monte("show", row["run"], "--json").out
     assert "E_NOT_FOUND: <repo>/base-model is not loadable; see <data root>/runs" in shown, shown
