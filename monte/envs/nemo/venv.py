@@ -1,8 +1,8 @@
 """Build a virtualenv that runs NeMo Gym's resources servers, on this machine's Python.
 
 ``python -m monte.envs.nemo.venv DEST`` (``make nemo-gym`` runs it): NeMo Gym's wheel says
-``Requires-Python >= 3.12``, yet its resources servers install and run on Python 3.11 (measured:
-../shared/NEMO-GYM-NOTES.md). So the wheel, pinned by version and sha256, is installed without
+``Requires-Python >= 3.12``, yet its resources servers install and run on Python 3.11 (measured here:
+the tests under tests/envs/nemo run them). So the wheel, pinned by version and sha256, is installed without
 its dependency list (pip would otherwise pick a scipy source build that refuses 3.11), then the
 packages ``nemo_gym.base_resources_server`` imports, resolved by pip for this Python, then the
 servers' own extras that monte's tests use (reasoning-gym, math-verify). Then it proves the
