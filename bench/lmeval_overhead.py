@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         result["setup_s"] = time.perf_counter() - t0
         indices = [int(i["source"]["index"]) for i in items]
         result["docs"] = len(items)
-        batch = int(Ledger(ws.store, EXPERIMENT).measurement().eval.batch_size)
+        batch = int(Ledger(ws.store, EXPERIMENT).measurement().execution.batch_size)
         result["batch_size"] = batch
         model, tok = gen.load(model_dir)  # once, outside every timed region, for both sides
 

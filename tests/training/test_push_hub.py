@@ -190,7 +190,13 @@ def test_promote_from_the_hub_proves_every_byte(repo: Path, monte, pushing: Path
     r = monte("promote", ref, "--dest", str(dest), "--confirm", ref, "--from-hub", "--json")
     assert r.code == 0, r.out + r.err
     assert (dest / "README.md").is_file()  # promote writes the card as it stands now
-    assert {p.name: sha256_file(p) for p in dest.iterdir() if p.name != "README.md"} == files == r.json()["sha256"]
+    # every byte as the lineage commit records it, but config.json: training's `use_cache: false` is
+    # set back as the base model has it (the card says so), as a promote from the run folder does
+    got = {p.name: sha256_file(p) for p in dest.iterdir() if p.name != "README.md"}
+    assert set(got) == set(files) and files == r.json()["sha256"]
+    assert {n: d for n, d in got.items() if n != "config.json"} == {n: d for n, d in files.items() if n != "config.json"}
+    assert json.loads((dest / "config.json").read_text()).get("use_cache") is not False
+    assert "`use_cache: false`" in (dest / "README.md").read_text()
     assert r.json()["hub"] == {"repo": "acme/parity-ckpts", "revision": "1".zfill(40)}
     assert sorted(p.name for p in dest.parent.iterdir()) == ["model"]  # no staging left
     assert snapshot_state(repo) == before

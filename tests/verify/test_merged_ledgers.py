@@ -12,6 +12,7 @@ monte or by git).
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,8 @@ def diverge(h: Honest, ours: Any, theirs: Any) -> Fork:
     o = rev(h.path, ledger_ref())
     with another_machine(h.path):
         _set(h, base)
+        # the other clone never held ours: git's reflog of that swing back is this simulation's
+        shutil.rmtree(h.path / ".git" / "logs" / "refs" / "heads" / "monte", ignore_errors=True)
         yours = _runs(h, theirs)
         t = rev(h.path, ledger_ref())
         assert o and t and o != t
