@@ -90,6 +90,8 @@ def _provenance(r: Mapping[str, Any]) -> dict[str, Any]:
     target = plan.get("target") or {}
     commit = (remote.get("commit") or launch.get("git_sha") or launch.get("commit") or plan.get("git_sha")
               or plan.get("commit"))
+    if commit and not remote and plan.get("git_dirty"):  # tracked files differed from that commit
+        commit = f"{commit} (dirty)"
     return {"recipe": recipe.get("name") or target.get("recipe"), "recipe_sha256": recipe.get("sha256"),
             "source": plan.get("source"), "base_model": plan.get("base_model") or r.get("model") or None,
             "weights": plan.get("weights") or None, "git": commit, "host": r.get("host") or None,
@@ -97,7 +99,7 @@ def _provenance(r: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: Bump when :func:`_row_facts` changes (the derived cache's key also carries this file's digest).
-FACTS_VERSION = "report-facts 1"
+FACTS_VERSION = "report-facts 2"
 
 
 def _facts_version() -> str:

@@ -84,6 +84,27 @@ class Workspace:
             return Proposed(store, self.adoption.unwritable)
         return store
 
+    def code_version(self) -> dict[str, Any]:
+        """The commit of the code a run starts from, recorded in its plan: ``git_sha`` (the work
+        tree's ``HEAD``, None before the first commit) and ``git_dirty`` (tracked files differ
+        from it: the sha alone does not say what ran). Untracked files are not looked at."""
+        import subprocess
+
+        def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+            try:
+                return subprocess.run(["git", *args], cwd=self.repo_root, capture_output=True, text=True,
+                                      timeout=60, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+            except (OSError, subprocess.TimeoutExpired):
+                return None
+
+        head = git("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+        sha = head.stdout.strip() if head is not None and head.returncode == 0 else None
+        if not sha:
+            return {"git_sha": None, "git_dirty": None}
+        status = git("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=dirty")
+        dirty = None if status is None or status.returncode != 0 else bool(status.stdout.strip())
+        return {"git_sha": sha, "git_dirty": dirty}
+
     def env_dir(self, name: str) -> Path:
         return self.data_root / "environments" / name
 

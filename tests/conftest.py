@@ -24,6 +24,33 @@ import pytest
 from gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
 from helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
 
+# --- the `slow` marker: `pytest -m "not slow"` is the inner loop, `make test` runs everything ---
+#
+# Applied here, never by hand, so a new test lands on the right side by what it uses: a real model
+# (torch), the GCS emulator, a real sshd, NeMo Gym's servers, a subprocess benchmark or the README
+# loop. Everything else (the ledger, its rules, verify, the CLI's refusals on a real git
+# repository) is the fast side.
+SLOW_FIXTURES = frozenset({
+    "tiny_models", "base_model", "emulator", "gcs", "read_only_gcs",  # torch; the GCS emulator
+    "sshd", "fresh_sshd", "conn", "ssh_keys",  # a real OpenSSH server on loopback
+    "gym_python", "gym", "checkout", "server_procs",  # NeMo Gym's venv and servers
+    "trainable", "ready", "teacher", "exp", "_exp_template", "_baselines_template",
+    "_honest_template", "honest",  # experiments whose baselines a real model scored
+})
+SLOW_PATHS = ("training/", "remote/", "envs/nemo/", "test_bench.py", "cli/test_readme_loop.py")
+SLOW_MODULES = ("torch", "transformers", "trl", "lm_eval", "accelerate")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(__file__).parent
+    for item in items:
+        rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
+        module = getattr(item, "module", None)
+        imports = {getattr(v, "__name__", "").split(".")[0] for v in vars(module).values()} if module else set()
+        if (set(getattr(item, "fixturenames", ())) & SLOW_FIXTURES or rel.startswith(SLOW_PATHS)
+                or imports & set(SLOW_MODULES)):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

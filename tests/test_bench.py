@@ -22,9 +22,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHES = sorted(p.stem for p in (ROOT / "bench").glob("*.py"))
-# A guard against a hang or a quick mode that is not quick; each takes seconds (at most ~25 on a
-# busy 2-core machine: crash_campaign, whose template trains a chunk).
-TIMEOUT_S = 180
+# A guard against a hang only, generous on purpose: a quick run takes seconds on a quiet machine,
+# but a 2-core machine under load runs one many times slower, and a wall-clock limit here would
+# fail there and prove nothing about speed (speed is measured by the benchmarks themselves).
+TIMEOUT_S = 1800
 # Not walked: git's and the virtualenv's own, caches, and the packages other work edits while
 # this runs (monte/, tests/). In the rest no file may appear or go, and none of these may change
 # (the README or a design note may be edited by hand meanwhile; a benchmark writes none of them).
@@ -92,7 +93,7 @@ def test_quick_run(bench: str, tmp_path: Path) -> None:
                            timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or ""
-        pytest.fail(f"bench/{bench}.py --quick ran past {TIMEOUT_S} s: a quick run must take seconds\n"
+        pytest.fail(f"bench/{bench}.py --quick ran past {TIMEOUT_S} s: hung, or its quick mode is not quick\n"
                     f"{out[-3000:]}")
     seconds = time.monotonic() - t0
     if "unrecognized arguments:" in p.stderr:

@@ -223,6 +223,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
             and r.step == plan.target.step))
     run = new_run_id()
     who = who or me()
+    code = ws.code_version() if ws is not None else {}  # the commit this eval runs at
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         role = None
@@ -240,7 +241,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
                       plan={"target": plan.target.recorded(), "benchmark": e.benchmark,
                             "split_sha256": e.sha256, "settings": plan.settings, "execution": plan.execution,
                             **({"exam_id": e.exam_id} if e.exam_id else {}),
-                            "base_model": plan.base_model, **(extra_plan or {})},
+                            "base_model": plan.base_model, **code, **(extra_plan or {})},
                       **who)
 
     def append() -> RunRow:

@@ -38,11 +38,12 @@ def start_chunk(ws: Workspace, experiment: str, *, cohort: str, base_model: str,
     ledger = Ledger(ws.store, experiment)
     run = new_run_id()
     who = who or me()
+    code = ws.code_version()  # the commit this chunk starts from (a box's checkout on a box)
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         return RunRow(run=run, experiment=experiment, kind="train", status="started", created_at=now(),
                       updated_at=now(), cohort=cohort, model=base_model, step=int(plan["start_step"]),
-                      smoke=smoke, plan={**plan, "base_model": base_model}, **who)
+                      smoke=smoke, plan={**plan, "base_model": base_model, **code}, **who)
 
     row = ledger.append_row(
         make, event="started",
