@@ -40,6 +40,7 @@ from typing import Any
 
 from monte import __version__
 from monte.errors import MonteError, error
+from monte.ledger.predicates import is_admissible, is_test_read
 
 NAMESPACE = "monte-claim"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -204,10 +205,9 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
     ledger, row = find_run(ws, ref, experiment)
     exp = ledger.experiment
     what = f"{row.kind} {row.split or ''} {row.status}".replace("  ", " ")
-    if not (row.kind == "eval" and row.split == "test" and not row.smoke and row.status == "succeeded"
-            and read_role(row) == "claim"):
+    if not (is_test_read(row) and is_admissible(row) and read_role(row) == "claim"):
         raise error("E_REFUSED", f"run {exp}/{row.run} is not a final claim ({what.strip()}"
-                    + (f", role {read_role(row)}" if row.kind == "eval" and row.split == "test" else "") + ")",
+                    + (f", role {read_role(row)}" if row.split == "test" else "") + ")",
                     "export the experiment's final claim: `monte status` lists it as `succeeded claim`")
     delta = row.delta or {}
     if not delta.get("paired") or not delta.get("baseline"):

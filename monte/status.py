@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from monte.jsonl import RawJson
-from monte.ledger.rules import LIVE, Checkpoint, is_admissible, row_checkpoints
+from monte.ledger.predicates import is_admissible, is_test_read_dict
+from monte.ledger.rules import LIVE, Checkpoint, row_checkpoints
 from monte.ledger.views import ROW_FIELDS, MeasurementLike, with_row_defaults
 from monte.workspace import Workspace
 
@@ -197,7 +198,7 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
         what = f"{r['exam']}/{r['split']}"
     else:
         what = f"{(plan.get('recipe') or {}).get('algorithm', '?')}:{plan.get('source', '?')}"
-    full = kind == "train" or (kind == "eval" and r["split"] == "test" and not smoke)
+    full = kind == "train" or is_test_read_dict(r)
     tkind = t.get("kind")
     # the delta line as status lists it (its target, then the recorded delta's own fields)
     delta = {"run": r["run"], "cohort": r["cohort"], "exam": r["exam"], "split": r["split"],

@@ -5,6 +5,7 @@ another module's private (``_name``) names."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,38 @@ def test_the_checks_catch_a_planted_cycle_and_private_import(planted: Path) -> N
     graph = imports_of(_modules(planted))
     assert find_cycles(graph) == [["monte.a", "monte.b", "monte.sub.c"]]
     assert private_imports(graph) == ["monte.sub.c:2 imports monte.b._hidden"]
+
+
+# --- one home per concept: what a row is, for the seal, is written once ---------------------------
+
+PREDICATE_HOME = "monte/ledger/predicates.py"
+SPELLED_OUT = {  # the predicates of monte/ledger/predicates.py, written out by hand
+    "is_test_read": re.compile(r"""\bkind\W{1,3}\s*==\s*["']eval["']\s+and\s+\w+(\.|\[["'])split\W{0,2}\s*==\s*["']test["']"""),
+    "is_admissible": re.compile(r"""status\W{0,2}\s*==\s*["']succeeded["']\s+and\s+not\s+\w+(\.|\[["'])smoke"""),
+}
+
+
+def spelled_out_predicates(root: Path) -> list[str]:
+    out = []
+    for path in sorted((root / "monte").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == PREDICATE_HOME:
+            continue
+        text = " ".join(path.read_text().split())  # a test written over two lines is still one test
+        out += [f"{rel}: {name}" for name, pattern in SPELLED_OUT.items() if pattern.search(text)]
+    return out
+
+
+def test_the_seal_predicates_are_written_once() -> None:
+    """Is this row a test read, an admissible eval: `monte/ledger/predicates.py` says, nowhere else."""
+    assert spelled_out_predicates(ROOT.parent) == []
+
+
+def test_the_check_catches_a_planted_copy_of_the_test_read_predicate(tmp_path: Path) -> None:
+    planted = tmp_path / "monte" / "evals" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('def reads(rows):\n    return [r for r in rows if r.kind == "eval"\n'
+                       '            and r.split == "test" and not r.smoke]\n'
+                       'def ok(r):\n    return r["status"] == "succeeded" and not r["smoke"]\n')
+    assert spelled_out_predicates(tmp_path) == ["monte/evals/sneaky.py: is_test_read",
+                                                "monte/evals/sneaky.py: is_admissible"]

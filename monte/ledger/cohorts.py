@@ -29,6 +29,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from monte.ledger.predicates import is_base_eval, is_test_read
+
 if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow
 
@@ -51,13 +53,8 @@ def empty() -> Index:
     return {"base": {}, "test": {}}
 
 
-def _is_base(row: RunRow) -> bool:
-    return (row.kind == "eval" and row.status == "succeeded" and not row.smoke
-            and (row.plan.get("target") or {}).get("kind") == "base")
-
-
-def _is_read(row: RunRow) -> bool:
-    return row.kind == "eval" and row.split == "test" and not row.smoke
+_is_base = is_base_eval
+_is_read = is_test_read
 
 
 def _insert(entries: list[list[Any]], seq: int, run: str) -> None:

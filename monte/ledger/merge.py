@@ -43,6 +43,7 @@ from monte.ci import LEDGER_WORKFLOW
 from monte.errors import error
 from monte.ledger import cohorts
 from monte.ledger.cohorts import PATH as COHORT_INDEX
+from monte.ledger.predicates import is_test_read
 from monte.ledger.records import RunRow
 from monte.ledger.rules import SealConflict, read_role, seal_conflicts
 from monte.ledger.store import MODE_DIR, MODE_FILE, Snapshot, Store, add_object
@@ -377,7 +378,7 @@ def _test_reads(objects: BaseObjectStore, folders: Mapping[str, ObjectID]) -> di
             row = RunRow.model_validate_json(bytes(blob.data))
         except ValueError:
             continue  # not a row monte wrote: `monte ledger verify` names it
-        if row.kind == "eval" and row.split == "test" and not row.smoke:
+        if is_test_read(row):
             out[run] = row
     return out
 

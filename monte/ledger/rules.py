@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from monte.errors import MonteError, error
+from monte.ledger.predicates import is_admissible, is_base_eval, is_test_read  # noqa: F401  (is_admissible: where callers look)
 
 if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow
@@ -105,15 +106,10 @@ def newest_checkpoint(rows: Sequence[RunRow], cohort: str) -> Checkpoint | None:
     return max(cks, key=lambda c: (c.seq, c.step)) if cks else None
 
 
-def is_admissible(r: RunRow) -> bool:
-    return r.kind == "eval" and r.status == "succeeded" and not r.smoke
-
-
 def baseline(rows: Iterable[RunRow], cohort: str, exam: str, split: str) -> RunRow | None:
     """The first admissible eval of the base model (step 0) on this exam and split."""
     for r in rows:
-        if (is_admissible(r) and r.cohort == cohort and r.exam == exam and r.split == split
-                and r.plan.get("target", {}).get("kind") == "base"):
+        if is_base_eval(r) and r.cohort == cohort and r.exam == exam and r.split == split:
             return r
     return None
 
@@ -121,8 +117,7 @@ def baseline(rows: Iterable[RunRow], cohort: str, exam: str, split: str) -> RunR
 def test_touches(rows: Iterable[RunRow], cohort: str, exam: str) -> list[RunRow]:
     """Reads of the sealed test split. A touch is spent when the eval *starts*: every non-smoke
     test eval row counts, whatever became of it (a crash still spent its touch)."""
-    return [r for r in rows if r.kind == "eval" and r.split == "test" and not r.smoke
-            and r.cohort == cohort and r.exam == exam]
+    return [r for r in rows if is_test_read(r) and r.cohort == cohort and r.exam == exam]
 
 
 def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkpoint: bool,
@@ -217,7 +212,7 @@ def seal_conflicts(rows: Iterable[RunRow]) -> list[SealConflict]:
     never on one tip together."""
     groups: dict[tuple[str, str], list[RunRow]] = {}
     for r in rows:
-        if r.kind == "eval" and r.split == "test" and not r.smoke:
+        if is_test_read(r):
             groups.setdefault((r.cohort, r.exam or ""), []).append(r)
     out: list[SealConflict] = []
     for (cohort, exam), reads in sorted(groups.items()):

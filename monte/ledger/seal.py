@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from monte.hashing import sha256_bytes
 from monte.ledger.experiment import Ledger, experiment_names
+from monte.ledger.predicates import is_test_read, is_test_read_dict  # noqa: F401  (where callers look)
 from monte.ledger.refs import MIRROR, base_ref, experiment_of_ledger, ledger_ref, mirror_ref
 from monte.ledger.rules import read_role
 from monte.ledger.store import Store
@@ -50,16 +51,6 @@ def settings_key(settings: Mapping[str, Any]) -> str:
     its ``settings``)."""
     out = output_settings(settings)
     return sha256_bytes(json.dumps(out, sort_keys=True, separators=(",", ":")).encode())[:16]
-
-
-def is_test_read_dict(r: Mapping[str, Any]) -> bool:
-    """:func:`is_test_read` of a row as an index holds it."""
-    return r["kind"] == "eval" and r["split"] == "test" and not r["smoke"]
-
-
-def is_test_read(r: RunRow) -> bool:
-    """A spent touch: every non-smoke test eval row, whatever became of it."""
-    return r.kind == "eval" and r.split == "test" and not r.smoke
 
 
 #: two test splits sharing at least this share of the smaller one's items are one exam for the seal

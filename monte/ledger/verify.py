@@ -66,6 +66,13 @@ from monte.ci import LEDGER_WORKFLOW
 from monte.ledger import cohorts as cohort_index
 from monte.ledger.gitread import Git
 from monte.ledger.merge import MERGE_EVENT, Conflict, merge_bases, union_tree
+from monte.ledger.predicates import (
+    is_admissible,
+    is_base_eval,
+    is_checkpoint_eval,
+    is_test_read,
+    target_kind,
+)
 from monte.ledger.records import RunRow
 from monte.ledger.refs import (
     MIRROR,
@@ -307,8 +314,7 @@ class _State:
         self.dumps.pop(row.run, None)
         self.seen.add(row.run)
         self.buckets.setdefault(row.run[:2], set()).add(row.run)
-        if (row.kind == "eval" and row.status == "succeeded" and not row.smoke
-                and row.plan.get("target", {}).get("kind") == "base"):
+        if is_base_eval(row):
             self.baselines.add((row.cohort, row.exam or "", row.split or ""))
         if row.kind == "train" and not row.smoke:
             self.checkpoints[row.cohort] = (self.checkpoints.get(row.cohort, 0) + len(row.checkpoints)
@@ -640,7 +646,7 @@ class Verifier:
             state.meas = json.loads(raw)
         state.since = snap
         for row in sorted(state.rows.values(), key=lambda r: r.seq):
-            if row.kind == "eval" and row.split == "test" and not row.smoke:
+            if is_test_read(row):
                 state.touches.setdefault((row.cohort, row.exam or ""), []).append(row.run)
 
     def _tasks_blob(self, state: _State, run: str) -> ObjectID | None:
@@ -827,7 +833,7 @@ class Verifier:
                 out.append(Violation(cid, "no-smoke-evidence", f"train {row.run} continues smoke run {p.run}"))
             if not row.smoke:
                 out += self._baselines_first(state, cid, row)
-        if row.kind == "eval" and row.split == "test" and not row.smoke:
+        if is_test_read(row):
             out += self._test_touch(state, cid, row, target)
         return out
 
@@ -877,9 +883,8 @@ class Verifier:
 
         exam = exams[0]
         rows = sorted(state.rows.values(), key=lambda r: r.seq)
-        base = next((r for r in rows if r.kind == "eval" and r.status == "succeeded" and not r.smoke
-                     and r.cohort == cohort and r.exam == exam and r.split == "dev"
-                     and r.plan.get("target", {}).get("kind") == "base"), None)
+        base = next((r for r in rows if is_base_eval(r) and r.cohort == cohort and r.exam == exam
+                     and r.split == "dev"), None)
         if base is None or self._tasks_blob(state, base.run) is None:
             return None
         base_tasks = self._tasks(state, base.run)
@@ -887,8 +892,7 @@ class Verifier:
         chosen = None
         for r in rows:
             t = r.plan.get("target", {})
-            if (r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.cohort == cohort
-                    and r.exam == exam and r.split == "dev" and t.get("kind") == "checkpoint"):
+            if is_checkpoint_eval(r) and r.cohort == cohort and r.exam == exam and r.split == "dev":
                 mine = self._tasks(state, r.run) if self._tasks_blob(state, r.run) is not None else None
                 if mine is None or set(mine) != set(base_tasks):
                     return None  # unpairable: the live rule refuses; nothing to compare against
@@ -916,15 +920,15 @@ class Verifier:
         except (ValueError, KeyError):
             return [Violation(cid, "well-formed", f"the nomination of cohort {cohort} does not parse")]
         out = []
-        claims = [r for r in state.rows.values() if r.cohort == cohort and r.kind == "eval" and r.split == "test"
-                  and not r.smoke and r.plan.get("target", {}).get("kind") == "checkpoint"]
+        claims = [r for r in state.rows.values() if r.cohort == cohort and is_test_read(r)
+                  and target_kind(r) == "checkpoint"]
         if claims:
             out.append(Violation(cid, "two-touch", f"cohort {cohort} re-nominated after its claim started"))
         run, _, step = ck.partition("@")
         src = state.rows.get(run)
         if src is not None and src.smoke:
             out.append(Violation(cid, "no-smoke-evidence", f"nominee {ck} is a smoke run"))
-        if not any(r.kind == "eval" and r.status == "succeeded" and not r.smoke and r.split == "dev"
+        if not any(is_admissible(r) and r.split == "dev"
                    and r.plan.get("target", {}).get("run") == run and str(r.plan["target"].get("step")) == step
                    for r in state.rows.values()):
             out.append(Violation(cid, "two-touch", f"nominee {ck} carries no admissible dev eval"))
@@ -1450,7 +1454,8 @@ def seal_violations(store: Store, *, new_runs: Mapping[str, set[str]] | None = N
     (experiment -> runs whose rows just landed: a push's): only the seal keys of the test reads
     among them are judged, and nothing is read when there are none."""
     from monte.ledger.experiment import Ledger
-    from monte.ledger.seal import SEAL_FIX, Seal, is_test_read, seal_breaks
+    from monte.ledger.predicates import is_test_read
+    from monte.ledger.seal import SEAL_FIX, Seal, seal_breaks
 
     seal = Seal(store)
     only: list[RunRow] | None = None

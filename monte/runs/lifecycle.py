@@ -21,6 +21,7 @@ from monte import jsonl
 from monte.errors import MonteError, error
 from monte.ledger import cohorts, rules
 from monte.ledger.experiment import Ledger, experiment_names, one_experiment
+from monte.ledger.predicates import is_base_eval, is_test_read
 from monte.ledger.records import RunRow, run_dir
 from monte.ledger.store import Snapshot
 from monte.manifest import now
@@ -84,13 +85,12 @@ class CohortReads:
         run = cohorts.baseline(self.index, exam, split)
         if run is None:
             return None
-        return self._row(run, lambda r: (rules.is_admissible(r) and r.exam == exam and r.split == split
-                                         and (r.plan.get("target") or {}).get("kind") == "base"))
+        return self._row(run, lambda r: is_base_eval(r) and r.exam == exam and r.split == split)
 
     def test_touches(self, exam: str) -> list[RunRow]:
         if self.index is None:
             return rules.test_touches(self.rows(), self.cohort, exam)
-        return [self._row(run, lambda r: r.kind == "eval" and r.split == "test" and not r.smoke and r.exam == exam)
+        return [self._row(run, lambda r: is_test_read(r) and r.exam == exam)
                 for run in cohorts.test_reads(self.index, exam)]
 
 

@@ -226,7 +226,8 @@ def _check_repository_seal(ws: Any, store: ObjectStore, state: _State, exp: str,
     from dulwich.objects import ObjectID
 
     from monte.ledger.experiment import Ledger
-    from monte.ledger.seal import SEAL_FIX, is_test_read
+    from monte.ledger.predicates import is_test_read
+    from monte.ledger.seal import SEAL_FIX
     from monte.ledger.tips import Ancestry
     from monte.ledger.transaction import Proposed
     from monte.ledger.verify import seal_violations

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from monte.hashing import sha256_bytes
+from monte.ledger.predicates import is_admissible, is_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import Checkpoint, read_role
 
@@ -61,8 +62,8 @@ def base_license(folder: Path | None) -> str | None:
 
 def baseline_reads(rows: Sequence[RunRow], cohort: str) -> list[RunRow]:
     """The cohort's admissible test baselines (test@0): what a final claim pairs against."""
-    return [r for r in rows if r.kind == "eval" and r.status == "succeeded" and not r.smoke
-            and r.cohort == cohort and r.split == "test" and read_role(r) == "baseline"]
+    return [r for r in rows if is_admissible(r) and is_test_read(r) and r.cohort == cohort
+            and read_role(r) == "baseline"]
 
 
 def reads_for(rows: Sequence[RunRow], ck: Checkpoint) -> list[RunRow]:
@@ -70,7 +71,7 @@ def reads_for(rows: Sequence[RunRow], ck: Checkpoint) -> list[RunRow]:
     and the cohort's test baseline a claim pairs against."""
     out = []
     for r in rows:
-        if r.kind != "eval" or r.status != "succeeded" or r.smoke or r.cohort != ck.cohort:
+        if not is_admissible(r) or r.cohort != ck.cohort:
             continue
         t = r.plan.get("target") or {}
         on_ck = t.get("kind") == "checkpoint" and t.get("run") == ck.run and int(t.get("step", -1)) == ck.step
