@@ -4,7 +4,7 @@ Two evals of n tasks; each task is fixed (0 -> 1) with probability p_fixed, brok
 p_broken, unchanged otherwise, so (fixed, broken) is multinomial. Everything is enumerated
 exactly with scipy's pmfs (no simulation, no seed; tests/stats/exact_enum.py), for the printed
 interval as monte computes it (``monte.stats.paired.binary_bounds``, vectorised), for
-Bonett-Price (STATS.md, what monte printed before), and for Tango's score interval alone at the
+Bonett-Price (what monte printed before issue 18; docs/statistics.md), and for Tango's score interval alone at the
 same cutoff (what the printed interval joins with Bonett-Price):
 
 1. cutoffs: the exact unconditional McNemar cutoff c_n, and its size on a 40,001-point grid of
@@ -15,7 +15,8 @@ same cutoff (what the printed interval joins with Bonett-Price):
    (steps of 0.01 on the simplex plus the one-directional edges (p, 0), (0, p) in steps of
    0.001 up to 0.1: 5,331 cells), and the cell where it is reached (nominal 0.95; goal 0.93);
 4. power: P(ok) at n = 200 for an 8-point gain at 20 % discordance (p_fixed 0.14, p_broken
-   0.06), and the mean P(ok) over STATS.md's coarse grid cells with p_fixed > p_broken.
+   0.06), and the mean P(ok) over the coarse grid's cells (``COARSE_P`` x ``COARSE_P``) with
+   p_fixed > p_broken.
 
     .venv/bin/python bench/interval_coverage.py                   # ~15 min on the 2-core machine
     .venv/bin/python bench/interval_coverage.py --n 20 50 --false-ok-to 100 --markdown

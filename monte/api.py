@@ -95,9 +95,10 @@ def env_add(
     include_path: str | None = None,
     ws: Workspace | None = None,
 ) -> EnvAddResult:
-    """Freeze an Environment from the catalog (the seeds' three forms), then push it to the Vault.
+    """Freeze an Environment from the catalog (the three forms of docs/environments.md), then push it
+    to the Vault.
 
-    Order (the seeds'): the flag mix; the name against this data root and the vault ref, then
+    Order: the flag mix; the name against this data root and the vault ref, then
     against the Vault with any key that reads (a ``--server`` freeze also against Datasets, local
     first); the write probe, before prepare runs; prepare; the create-only name claim in the
     Vault (a lost claim writes nothing here); the manifest and the folder; the upload. A failed
@@ -359,7 +360,7 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
                adopt: str | None = None, remote: bool = False, processes: int | None = 1, nodes: int = 1,
                accelerate_config: Path | None = None, port: int | None = None,
                ws: Workspace | None = None) -> TrainPlan:
-    """Check every refusal of the seeds before anything is written; return the chunk's plan.
+    """Check every refusal of `monte train` before anything is written; return the chunk's plan.
 
     ``processes`` ranks per node on ``nodes`` nodes (loopback here), under torchrun or
     ``accelerate launch`` with ``accelerate_config`` (frozen into the plan); ``port``: the

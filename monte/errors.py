@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 
 class Exit(IntEnum):
-    """monte's exit statuses. Documented in README.md ("Exit codes"); a test keeps them in step."""
+    """monte's exit statuses. Documented in docs/exit-codes.md; a test keeps them in step."""
 
     OK = 0
     INTERNAL = 1  # a bug in monte: please report it
@@ -129,7 +129,7 @@ class Stopped(MonteError):
     default_code = "E_STOPPED"
 
 
-#: Every code monte can emit, with its family. README.md's table is generated from and tested
+#: Every code monte can emit, with its family. docs/exit-codes.md's table is generated from and tested
 #: against this mapping, so a new code must be added here.
 CODES: dict[Code, type[MonteError]] = {
     "E_INTERNAL": InternalError,

@@ -36,7 +36,7 @@ def check_remote(remote: bool, *, push: bool, dry_run: bool, provider: str, host
                     "run the same command without --remote and with --dry-run to see the plan")
     from monte import api
 
-    api.remote_gate()  # the reproducibility gate first, as the reference's flow lists it
+    api.remote_gate()  # the reproducibility gate first, as docs/remote.md lists the order
 
 
 def raise_path_recipe(recipe: str) -> None:

@@ -8,7 +8,7 @@ Two properties every benchmark here keeps, and the tests check:
 
 - item ``i`` of ``generate(seed, n)`` does not depend on ``n`` (a longer call extends a shorter one);
 - reasoning-gym builds item ``i`` from ``Random(seed + i)``, so seed ``S`` item ``i + 1`` equals seed
-  ``S + 1`` item ``i``: splits must be made disjoint by content (DESIGN §4.9), not by seed alone.
+  ``S + 1`` item ``i``: splits must be made disjoint by content (docs/design.md), not by seed alone.
 """
 
 from __future__ import annotations

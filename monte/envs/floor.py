@@ -1,8 +1,8 @@
 """The constant-answer floor of an exam: what a model scores that always gives one answer.
 
 A checkpoint that only learned the most common answer beats an untrained base (which scores 0) by
-a wide, "significant" margin without learning the task (TRAINING-NOTES: "Beating a garbage base is
-not learning"). The floor is the best such score: each of the exam's most frequent reference
+a wide, "significant" margin without learning the task: beating a base that scores nothing is not
+learning. The floor is the best such score: each of the exam's most frequent reference
 answers is graded, by the exam's own grader, as the output for every item, and the best mean
 wins. For exact-match graders this is the most frequent answer's share; for graded environments it
 is the best single output among a few cheap candidates. Computed at freeze time and stored in the

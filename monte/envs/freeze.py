@@ -1,6 +1,6 @@
 """Freezing an Environment: run prepare once, write the files, hash them, record the manifest.
 
-Splits are disjoint by content (DESIGN.md §4.9): an item's normalised prompt appears in at most
+Splits are disjoint by content (docs/design.md, "No leaks"): an item's normalised prompt appears in at most
 one of test, dev and curriculum. Test is drawn first, then dev, then the curriculum, each from
 its own seed range far from the others, dropping any item seen before; the manifest records how
 many were dropped.
@@ -65,7 +65,7 @@ def plan_freeze(
     dev: tuple[str, ...],
     test: tuple[str, ...],
 ) -> FreezePlan:
-    """Check the flag mix (the seeds' three forms) and the benchmarks; nothing is generated."""
+    """Check the flag mix (the three forms of docs/environments.md) and the benchmarks; nothing is generated."""
     usage = "the forms are: --benchmark B [--as N] | --server B --dev B --test B [--as N] | --dev B --test B --as N"
     if benchmark:
         if server or dev or test:

@@ -1,4 +1,4 @@
-"""``--remote``: move one Run onto a box and return, in the seeds' fixed order.
+"""``--remote``: move one Run onto a box and return, in a fixed order (docs/remote.md).
 
 1. **The reproducibility gate**: a clean working tree, and origin contains ``HEAD`` (the box
    checks out exactly that commit, so the recorded ``git_sha`` is true). A refusal, never a

@@ -366,7 +366,8 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
             return Access(url, remote, None, f"kept on this data root only: this machine cannot write the "
                           f"Vault folder {url}")
         return Access(url, remote, remote if write else None)
-    # Checking a name is a read, and any key that resolves may make it (the seeds).
+    # Checking a name is a read, and any key that resolves may make it: a name the Vault holds is
+    # refused from every machine, whether or not its key could have written it.
     rkey = read_key(key_file)
     wkey = write_key(key_file)
     key = rkey or wkey

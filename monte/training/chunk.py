@@ -11,7 +11,7 @@ Which TRL classes, and why:
 - ``distillation``: ``trl.DistillationTrainer`` (on-policy: the student samples and is trained
   toward the teacher's token distribution), prompts from the environment's curriculum.
 
-Continuation and stage boundary (the seeds' two rules):
+Continuation and stage boundary (the two rules of docs/adr/0002-stage-boundary.md):
 
 - Same recipe as the parent: ``resume_from_checkpoint`` on the parent's trainer state restores
   optimizer, scheduler, RNG and data position, and the trainer's step counter continues. The

@@ -36,7 +36,7 @@ def test_lineage_notation_continuation_boundary_and_fork() -> None:
         _train("a", 1, None, 0, 50, "grpo", "demo"),
         _train("b", 2, ("a", 50), 50, 100, "distillation", "demo", boundary=True),
     ]
-    # the seeds' own example line
+    # the documented example line (docs/commands.md, "Reading `monte status`")
     assert _lines(rows) == ["base -grpo:demo-> 50 =distillation:demo(+50)=> 100"]
     rows = [
         _train("a", 1, None, 0, 100, extra=[50]),  # one run saving at 50 and 100
@@ -62,7 +62,7 @@ def test_status_end_to_end(repo: Path, monte, exp: str, tiny_models) -> None:  #
     r = monte("status")
     assert r.code == 0, r.err
     out = r.out
-    # issue 30.11: the legend ends the line that crosses the boundary, as the command reference prints it
+    # issue 30.11: the legend ends the line that crosses the boundary, as docs/commands.md prints it
     lines = out.splitlines()
     assert f"lineage: base -sft:parity-sft-> 50 =grpo:parity(+50)=> 100 {LEGEND}" in lines
     assert "lineage: base -sft:parity-sft-> 50 -sft:parity-sft-> 100" in lines  # no boundary: no legend

@@ -86,7 +86,7 @@ def test_each_append_is_one_commit_with_summary_and_trailers_git_can_read(repo: 
     assert [e.strip() for e in events.split("|")[:-1]] == ["created", "started", ""]
     run = git(repo, "log", "-1", "--skip=1", "--format=%(trailers:key=Monte-Run,valueonly)", SHORT)
     assert run.strip() == "abc123"
-    # --grep over trailers finds the record, as DESIGN promises
+    # --grep over trailers finds the record, as docs/design.md promises
     hit = git(repo, "log", "--format=%H", "--grep=^Monte-Step: 50$", SHORT).split()
     assert hit == [ids[1].decode()]
     # git's own trailer parser agrees with what the commit carries

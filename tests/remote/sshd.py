@@ -1,5 +1,5 @@
-"""A real OpenSSH server on loopback, for the remote tests (DESIGN §4.8: "the remote path is
-tested against a real sshd on loopback").
+"""A real OpenSSH server on loopback, for the remote tests (docs/design.md: any SSH host can be
+a box, which is how the remote path is tested against a real sshd on loopback).
 
 Keys come from ``ssh-keygen`` in a temporary folder, the server from ``/usr/sbin/sshd -D -e``
 with a minimal config of its own (key auth only, no PAM, no accepted client environment). It

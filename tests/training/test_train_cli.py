@@ -327,7 +327,7 @@ def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready:
     a_commit = git(repo, "rev-parse", f"monte/exp/lineage/{a}").strip()
     assert git(repo, "rev-parse", f"monte/exp/lineage/{c}^").strip() == a_commit
 
-    # the legend ends the line that crosses the boundary, as the command reference prints it
+    # the legend ends the line that crosses the boundary, as docs/commands.md prints it
     assert _lineage(monte) == [f"lineage: base -sft:parity-sft-> 4 =grpo:parity(+4)=> 8 {LEGEND}"]
     out = monte("status").out
     assert LEGEND in out and f"{c}@8  grpo:parity  from {a}@4  (stage boundary)" in out

@@ -2,7 +2,8 @@
 
 The recipes keep batches small so a 4-step chunk of a 3 M-parameter model takes about a second
 on one CPU thread. Every learning-rate schedule is constant: a continuation is then exactly the
-same arithmetic as one longer chunk (TRAINING-NOTES.md, "resume equivalence").
+same arithmetic as one longer chunk: resuming restores optimizer, scheduler, RNG and data
+position, and a decaying schedule would be rebuilt at each chunk edge (docs/recipes.md).
 """
 
 from __future__ import annotations

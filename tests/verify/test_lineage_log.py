@@ -1,4 +1,4 @@
-"""`git log` reads as the lineage: the README's command draws one experiment's lineage tree alone,
+"""`git log` reads as the lineage: the documented command (docs/records.md) draws one experiment's lineage tree alone,
 and each lineage commit's subject carries the move (``algorithm:source``), where it starts, and a
 stage boundary.
 
@@ -16,11 +16,11 @@ from pathlib import Path
 
 from forgehelp import Honest, checkpoint
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+RECORDS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 
 
-def _readme_lineage_command() -> list[str]:
-    lines = [line for line in README.read_text().splitlines()
+def _documented_lineage_command() -> list[str]:
+    lines = [line for line in RECORDS_PAGE.read_text().splitlines()
              if line.startswith("git log --graph") and "lineage" in line]
     assert len(lines) == 1, lines
     return shlex.split(lines[0])
@@ -30,7 +30,7 @@ def test_lineage_subjects_carry_the_move_and_the_stage_boundary(honest: Honest, 
     a, b = honest["a"], honest["b"]
     c = checkpoint(honest.path, tiny_models[3], parent=(b, 100), algorithm="grpo", source="parity",
                    recipe="grpo-tiny", boundary=True)
-    cmd = _readme_lineage_command()
+    cmd = _documented_lineage_command()
     assert cmd[:2] == ["git", "log"]
     out = subprocess.run(["git", "-C", str(honest.path), *cmd[1:]], capture_output=True, text=True, check=True).stdout
     subjects = [re.sub(r"^[*|/\\ ]+[0-9a-f]{7,} ", "", line) for line in out.splitlines() if re.search(r"[0-9a-f]{7,} ", line)]

@@ -252,7 +252,7 @@ def test_a_remote_tracking_ledger_holding_lost_records_brings_them_back(honest: 
 
 
 def test_with_every_local_memory_wiped_a_third_read_is_caught_at_sync(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """The residue the README names: ref moved back, tip log and reflogs deleted. Locally nothing
+    """The residue docs/hooks-and-ci.md names ("A ref moved back"): ref moved back, tip log and reflogs deleted. Locally nothing
     remembers, so monte takes the read; the bucket's copy refuses the union and verify keeps
     naming the lost claim."""
     (tmp_path / "bucket").mkdir()

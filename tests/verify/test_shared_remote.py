@@ -73,7 +73,7 @@ def test_git_push_all_of_an_honest_history_is_accepted(honest: Honest, monte, tm
     assert r.returncode == 0, r.stderr.decode()
     assert _monte_refs(bare) == _monte_refs(honest.path)
     assert rev(bare, "refs/heads/main") == rev(honest.path, "refs/heads/main")
-    # the glob refspec the README shows, to another fresh server: the same
+    # the glob refspec docs/hooks-and-ci.md shows, to another fresh server: the same
     bare2 = tmp_path / "second"
     bare2.mkdir()
     bare2 = _server(bare2, monte, monkeypatch)

@@ -17,7 +17,7 @@ Where a server's rows come from, in this order:
 A benchmark's rows come from its own ``prepare()``, run once in NeMo Gym's interpreter, with
 its ``prompt_config`` applied by NeMo Gym's own code.
 
-Splits are disjoint by content as the catalog's are (DESIGN §4.9): test first, then dev, then
+Splits are disjoint by content as the catalog's are (docs/design.md, "No leaks"): test first, then dev, then
 the curriculum, each dropping any row whose chat was seen before. A fixed pool is shuffled with
 a recorded seed and cut; a generator draws each role from its own seed range.
 
@@ -51,7 +51,7 @@ SIZES = {"test": 200, "dev": 200, "curriculum": 5000}
 SEEDS = {"test": 3_000_000, "dev": 2_000_000, "curriculum": 1_000_000}
 #: The seed that shuffles a fixed pool before it is cut.
 SHUFFLE_SEED = 20_251_201
-#: reasoning_gym's generator: the tasks NeMo Gym's notes freeze it with.
+#: reasoning_gym's generator: three tasks its script generates offline, in seconds, the same bytes every run.
 GENERATOR_TASKS = "knights_knaves,basic_arithmetic,syllogism"
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 

@@ -57,7 +57,7 @@ def _safe(name: str) -> str:
 
 
 def require_checkout(name: str) -> Path:
-    """The checkout ``MONTE_LOCAL`` names, or the reference's refusal."""
+    """The checkout ``MONTE_LOCAL`` names, or ``E_NOT_FOUND`` naming it (docs/environments.md, "Install")."""
     root, why = gym_stack.local_checkout()
     if root is None:
         raise error("E_NOT_FOUND", f"environment {name!r} is graded by NeMo Gym, and installing it registers its "
