@@ -61,7 +61,7 @@ INSTRUMENT = [
     "monte.cli.main", "monte.cli.output", "monte.cli.config", "monte.cli.dataset", "monte.cli.env",
     "monte.cli.eval", "monte.cli.experiment", "monte.cli.ledger", "monte.cli.nominate", "monte.cli.results",
     "monte.cli.runs", "monte.cli.train", "monte.api", "monte.evals", "monte.runs", "monte.names",
-    "monte.manifest", "monte.workspace", "monte.training.recipes", "monte.training.chunk",
+    "monte.manifest", "monte.workspace", "monte.training.recipes", "monte.training.plan", "monte.training.run",
     "monte.training.sources", "monte.datasets.freeze", "monte.storage.vault", "monte.storage.locations",
     "monte.storage.objects", "monte.ledger.vault", "monte.ledger.experiment", "monte.ledger.rules",
     "monte.envs.freeze", "monte.envs.registry",

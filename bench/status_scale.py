@@ -96,12 +96,12 @@ def finish_cost(repo: Path, probe: Any) -> float:
 
 
 def plan_cost(repo: Path, train: Any) -> float:
-    """A train plan's ledger reads (``monte.training.chunk._plan_train``): the measurement, every
+    """A train plan's ledger reads (``monte.training.plan._plan_train``): the measurement, every
     exam's baselines, the parent checkpoint and its stage start, on a fresh store."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.store import Store
     from monte.runs.lifecycle import CohortReads
-    from monte.training.chunk import _checkpoint, _require_baselines
+    from monte.training.plan import _checkpoint, _require_baselines
 
     step = int(train.checkpoints[-1]["step"])
     t0 = time.perf_counter()

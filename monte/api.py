@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 
     from monte.evals import EvalPlan, EvalResult
     from monte.runs import Transition
-    from monte.training.chunk import TrainPlan, TrainResult
+    from monte.training.plan import TrainPlan
     from monte.training.promote import PromoteResult
+    from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
@@ -371,9 +372,9 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     refuses E_STORAGE here, before any compute. ``adopt`` (on a box): the run a ``--remote``
     submission started for this chunk. ``remote``: the chunk runs on a box, which checks the
     recipe's machine-dependent values itself."""
-    from monte.training import chunk
+    from monte.training import plan as train_plan
 
-    plan = chunk.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
+    plan = train_plan.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
                             parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
                             remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
                             port=port)
@@ -403,9 +404,9 @@ def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transi
               ws: Workspace | None = None) -> TrainResult:
     """Train one chunk with TRL and record its checkpoint as a lineage commit (a ``push`` plan:
     after uploading it to the hub, and pushing the results after each transition)."""
-    from monte.training import chunk
+    from monte.training import run
 
-    return chunk.run_train(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
+    return run.run_train(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
 
 
 def train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,

@@ -228,7 +228,7 @@ def _start_rows(ws: Any, *, kind: str, plan: Any, box: Box, commit: str) -> list
 
         ledger = Ledger(ws.store, plan.experiment)
         return [start_row(ledger, plan, e, who=who, extra_plan={"remote": remote}, ws=ws) for e in plan.exams]
-    from monte.training.chunk import row_plan
+    from monte.training.plan import row_plan
     from monte.training.record import start_chunk
 
     return [start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model, smoke=plan.smoke,
@@ -396,7 +396,7 @@ def _job(box: Box, workdir: str, env: dict[str, str], kind: str, args: list[str]
     python = os.environ.get(PYTHON_ENV) or f"{workdir}/.venv/bin/python"
     job_args = [*args, "--push", "--yes"]
     if kind == "train":
-        from monte.training.chunk import launch_command
+        from monte.training.launch import launch_command
 
         argv = launch_command(python, job_args, box_gpus(box))
     else:

@@ -451,3 +451,12 @@ def rerun(experiment: str, run: str, plan: dict[str, Any], folder: str, *, smoke
     return {"run": run, "experiment": experiment, "command": argv, "env": env, "ranks": ranks,
             "recipe_sha256": recipe.get("sha256"), "config_sha256": spec.config_sha256,
             "versions": spec.versions, "gpus": spec.gpus, "recorded": bool(rec)}
+
+
+def launch_command(python: str, args: list[str], gpus: int) -> list[str]:
+    """How a box runs ``monte train ARGS``: one process, or with several GPUs ``--processes``
+    one per GPU: that one monte process records, and starts the ranks under ``accelerate
+    launch --multi_gpu`` (TRL's supported multi-GPU path; :mod:`monte.training.launch`)."""
+    if gpus <= 1:
+        return [python, "-m", "monte", "train", *args]
+    return [python, "-m", "monte", "train", *args, "--processes", str(gpus)]

@@ -26,7 +26,8 @@ def main(argv: list[str]) -> int:
         import torch
 
         torch.set_num_threads(max(int(os.environ.get("OMP_NUM_THREADS", "1") or 1), 1))
-        from monte.training.chunk import TrainPlan, train_chunk
+        from monte.training.plan import TrainPlan
+        from monte.training.run import train_chunk
         from monte.workspace import open_workspace
 
         ws = open_workspace(Path(job["repo_root"]))

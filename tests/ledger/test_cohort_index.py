@@ -27,7 +27,7 @@ from monte.ledger.records import ExamFreeze, Measurement, RunRow, SplitFreeze
 from monte.ledger.store import Snapshot, Store
 from monte.ledger.verify import Verifier
 from monte.runs.lifecycle import CohortReads, read_rows
-from monte.training.chunk import _require_baselines
+from monte.training.plan import _require_baselines
 
 EXP = "exp"
 REF = f"refs/heads/monte/{EXP}/ledger"

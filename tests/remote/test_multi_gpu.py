@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from monte.remote.submit import gpus_of_type
-from monte.training.chunk import launch_command, process_rank
+from monte.training.launch import launch_command
+from monte.training.run import process_rank
 
 
 @pytest.mark.parametrize("name,gpus", [("gpu_8x_h100_sxm5", 8), ("gpu_1x_h100_pcie", 1), ("gpu_2x_a100", 2),
@@ -44,7 +45,7 @@ def test_one_gpu_or_none_runs_one_plain_process() -> None:
 
 def test_only_the_main_process_records(monkeypatch: pytest.MonkeyPatch) -> None:
     from monte.errors import MonteError
-    from monte.training.chunk import run_train
+    from monte.training.run import run_train
 
     monkeypatch.setenv("RANK", "3")
     assert process_rank() == 3

@@ -288,7 +288,7 @@ def test_a_pasted_trl_dump_trains(repo: Path, monte, trainable: str) -> None:  #
 
 
 def test_every_recipe_setting_reaches_trls_config_and_monte_keeps_its_own(tmp_path: Path) -> None:
-    from monte.training.chunk import trainer_args
+    from monte.training.trainers import trainer_args
 
     path = tmp_path / "r.yaml"
     path.write_text(SFT.replace("lr_scheduler_type: constant\n", "lr_scheduler_type: cosine\nschedule_steps: 100\n")

@@ -1,5 +1,5 @@
 """``monte eval`` and GRPO's reward through NeMo Gym's own resources servers (monte/envs/grading.py,
-monte/evals/run.py, monte/training/chunk.py), with the real tiny model.
+monte/evals/run.py, monte/training/run.py), with the real tiny model.
 
 The tiny model mostly scores 0 on real tasks; that is the floor, shown as it is. What these tests
 prove is the plumbing: every recorded reward is the server's, a server that dies records nothing,

@@ -1,0 +1,275 @@
+"""``monte train``'s run: the chunk trained (in this process, or on a launch's ranks:
+:mod:`monte.training.launch`) and recorded (started -> checkpoint -> finished), a real ``--push``
+chunk's weights uploaded to the hub before the lineage commit that records the revision.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from monte.errors import MonteError, error
+from monte.ledger import rules
+from monte.ledger.experiment import Ledger
+from monte.ledger.lineage import ensure_base
+from monte.ledger.records import RunRow
+from monte.models import locate
+from monte.runs.folders import log_event, run_folder
+from monte.runs.lifecycle import (
+    adopt_row,
+    read_rows,
+    record_failure,
+    sigterm_stops,
+    stopped_message,
+    transitions,
+)
+from monte.training import launch
+from monte.training.plan import TrainPlan, row_plan
+from monte.training.preflight import preflight_train
+from monte.training.trainers import build, trainer_args
+from monte.training.trainers.grpo import reward as reward_function
+from monte.workspace import Workspace
+
+
+class TrainResult(BaseModel):
+    experiment: str
+    run: dict[str, Any]
+
+
+def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None,
+              on_transition: Callable[[RunRow, str], None] | None = None) -> TrainResult:
+    """Train the chunk and record it. ``on_transition(row, transition)`` is called right after
+    each transition lands (started, weights-uploaded, checkpoint, finished); with ``plan.push``
+    and none given, a :class:`monte.runs.Pusher` uploads the results then. A real ``--push``
+    chunk uploads its checkpoint to the hub before the lineage commit, which records the revision.
+    A failed upload keeps the local checkpoint and the run; the command then refuses E_STORAGE."""
+    from monte.storage import hub
+    from monte.training.record import finish_chunk, save_checkpoint, start_chunk
+
+    rank = process_rank()
+    if rank != 0:
+        # One of several processes under `accelerate launch` (a multi-GPU box): it trains its
+        # share and records nothing; the main process owns the row, the checkpoint and pushes.
+        if not plan.adopt:
+            raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
+                        "run the chunk in one process, or submit it with --remote")
+        train_chunk(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
+        return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
+    transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
+    preflight_train(plan)  # everything the chunk needs, proven before its row is started
+    if plan.hub and not plan.smoke:
+        hub.ensure_repo(plan.hub)  # a token that cannot write refuses before any compute
+    hub_failures: list[MonteError] = []
+    for name, named in sorted(plan.names.items()):  # the names the record gives folders outside the repository
+        locate.remember(ws, name, named)
+    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
+                weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
+    if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
+        row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
+            r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name
+            and r.plan.get("parent") == plan.parent and r.smoke == plan.smoke
+            and int(r.plan.get("start_step", -1)) == plan.start_step))
+        log_event(ws, plan.experiment, row.run, "running", host=row.host)
+    else:
+        row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model,
+                          smoke=plan.smoke, plan=row_plan(plan))
+    transition(row, "started")
+    with sigterm_stops():
+        folder = run_folder(ws, plan.experiment, row.run)
+        try:
+            if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
+                trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run)
+            else:
+                trainer_dir, trainer_step = train_chunk(ws, plan, folder / "trainer", row.run, on_progress)
+            if not plan.smoke:
+                upload = (_hub_upload(ws, plan, row, transition, hub_failures)
+                          if plan.hub else None)
+                row = save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
+                    "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
+                    "stage_start": plan.stage_ref}, before_commit=upload)
+                transition(row, "checkpoint")
+        except BaseException as exc:
+            record_failure(ws, plan.experiment, row, exc, transition=transition,
+                           finish=lambda reason: finish_chunk(ws, plan.experiment, row, "failed", error_text=reason),
+                           event="error")  # finish_chunk logs the "failed" event itself
+            if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
+                raise stopped_message(Ledger(ws.store, plan.experiment), row.run) from None
+            raise
+    done = finish_chunk(ws, plan.experiment, row, "succeeded")
+    transition(done, "finished")
+    _refuse_unfinished_uploads(done, hub_failures, pusher)
+    return TrainResult(experiment=plan.experiment, run=done.model_dump(mode="json"))
+
+
+def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pusher: Any) -> None:
+    """The run is recorded; refuse (E_STORAGE) if its weights missed the hub or its final push
+    missed the bucket, saying what still stands and what retries."""
+    problems = list(hub_failures)
+    if pusher is not None:
+        try:
+            pusher.check()
+        except MonteError as e:
+            problems.append(e)
+    if len(problems) == 1:
+        raise problems[0]
+    if problems:
+        raise error("E_STORAGE", "; and ".join(p.message for p in problems), "; ".join(p.fix for p in problems if p.fix))
+
+
+def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callable[[RunRow, str], None],
+                failures: list[MonteError]) -> Callable[[Path, dict[str, str], Any], dict[str, Any]]:
+    """``before_commit`` for a real --push chunk: the checkpoint's servable files and a model card
+    go to a hub branch of their own (``<exp>--<run>--step<N>``); the lineage commit then records
+    ``hub: {repo, branch, revision, ledger_commit}``. A failed upload is logged and remembered,
+    the checkpoint is recorded without a hub copy, and the run goes on."""
+    from monte.ledger.refs import ledger_ref
+    from monte.storage import hub
+
+    assert plan.hub is not None
+    repo = plan.hub
+
+    def upload(folder: Path, files: dict[str, str], parent_commit: Any) -> dict[str, Any]:
+        step = plan.start_step + plan.steps
+        ref = f"{row.run}@{step}"
+        tip = ws.store.tip(ledger_ref(plan.experiment))
+        ledger_commit = tip.decode() if tip is not None else ""
+        branch = hub.branch_name(plan.experiment, row.run, step)
+        card = _model_card(ws, plan, row, step, files, ledger_commit, parent_commit.decode())
+        try:
+            oid = hub.upload_checkpoint(repo, branch, folder, sorted(files), card,
+                                        f"monte: {plan.experiment} checkpoint {ref}")
+        except MonteError as e:
+            log_event(ws, plan.experiment, row.run, "weights-upload-failed", step=step, repo=repo, branch=branch,
+                      code=e.code, message=e.message)
+            failures.append(error(
+                "E_STORAGE", f"run {row.run} finished and checkpoint {ref} is recorded, but its weights did not "
+                f"reach the hub: {e.message}",
+                f"{e.fix}; the checkpoint is kept on this data root ({folder}) and serves `monte eval` and "
+                f"`monte promote` here"))
+            return {}
+        log_event(ws, plan.experiment, row.run, "weights-uploaded", step=step, repo=repo, branch=branch,
+                  revision=oid)
+        transition(row, "weights-uploaded")
+        return {"hub": {"repo": repo, "branch": branch, "revision": oid, "ledger_commit": ledger_commit}}
+
+    return upload
+
+
+def _model_card(ws: Workspace, plan: TrainPlan, row: RunRow, step: int, files: dict[str, str],
+                ledger_commit: str, parent_commit: str) -> str:
+    """The hub revision's README.md: the same model card ``monte promote`` writes
+    (:mod:`monte.training.card`), as it stands when the checkpoint is made (no read of it yet)."""
+    from monte.ledger.refs import ledger_ref, lineage_ref
+    from monte.training import card
+
+    ledger = Ledger(ws.store, plan.experiment)
+    rows = read_rows(ledger)
+    hops: list[dict[str, Any]] = []
+    if plan.parent:
+        cks = rules.checkpoints(rows)
+        parent = next((c for c in cks if c.run == plan.parent["run"] and c.step == int(plan.parent["step"])), None)
+        hops = card.hops_for(rows, cks, parent) if parent else []
+    r = plan.recipe.identity()
+    hops.append({"run": row.run, "recipe": r["name"], "recipe_sha256": r["sha256"], "algorithm": r["algorithm"],
+                 "source": plan.source.name, "start": plan.start_step, "end": step, "boundary": plan.boundary,
+                 "parent": f"{plan.parent['run']}@{plan.parent['step']}" if plan.parent else None})
+    story = card.Story(
+        experiment=plan.experiment, ref=f"{row.run}@{step}", cohort=plan.cohort, base_model=plan.base_model,
+        lineage=card.lineage_line(hops), ledger_commit=ledger_commit, ledger_ref=ledger_ref(plan.experiment),
+        lineage_commit="", files=files, hops=hops, meas=ledger.measurement(),
+        reads=card.baseline_reads(rows, plan.cohort),
+        notes=[f"- parent lineage commit: `{parent_commit}`; this checkpoint's lineage commit is the next one on "
+               f"`{lineage_ref(plan.experiment, row.run)}`, and its `checkpoint.json` names this revision "
+               "(`monte promote RUN@STEP --from-hub` proves every file against it before anything lands)"])
+    return card.render(story)
+
+
+def process_rank() -> int:
+    """This process's rank under ``accelerate launch`` / torchrun (0 when alone)."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
+def train_ranks(ws: Workspace, plan: TrainPlan, out: Path, run: str) -> tuple[Path, int]:
+    """The chunk on ``plan.launch``'s ranks (:func:`monte.training.launch.run_ranks`): each rank
+    runs :func:`train_chunk`; this process records. Returns (trainer checkpoint, step)."""
+    assert plan.launch is not None
+    job = {"repo_root": str(ws.repo_root), "plan": plan.model_dump(mode="json"), "run": run, "out": str(out)}
+    done = launch.run_ranks(plan.launch, job, run_folder(ws, plan.experiment, run) / launch.LAUNCH_DIR,
+                            cwd=ws.repo_root)
+    log_event(ws, plan.experiment, run, "ranks-finished", world_size=plan.launch.world_size, step=done.step)
+    return Path(done.checkpoint), done.step
+
+
+def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
+                on_progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
+    """Build the TRL trainer for the recipe and run the chunk (in this process, or as one rank of
+    a launch: :mod:`monte.training.launch_rank`). Returns (trainer checkpoint, step)."""
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    import datasets
+
+    datasets.disable_progress_bars()
+    r = plan.recipe.parsed()
+    max_steps = plan.resume_step + plan.steps  # where this chunk ends, on the trainer's counter
+    cuda = torch.cuda.is_available()
+    common = trainer_args(plan.recipe, out=out, end=max_steps, smoke=plan.smoke, cuda=cuda)
+    if plan.launch:
+        common.update(plan.launch.trainer_overrides())  # each rank's share of the recipe's batch
+    tok = AutoTokenizer.from_pretrained(plan.init_model)
+    rows = [json.loads(line) for line in open(plan.source.rows, encoding="utf-8")]
+
+    class Progress(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if on_progress:
+                on_progress(state.global_step - plan.resume_step, plan.steps)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs and state.is_world_process_zero:
+                log_event(ws, plan.experiment, run, "log", step=plan.start_step + state.global_step - plan.resume_step,
+                          **{k: v for k, v in logs.items() if isinstance(v, int | float)})
+
+    class StopAt(TrainerCallback):  # type: ignore[misc]
+        """Ends the chunk at its last step, saving there, whatever the schedule's horizon."""
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if state.global_step >= max_steps:
+                control.should_save = args.save_strategy != "no"
+                control.should_training_stop = True
+
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="transformers")
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    with ExitStack() as cleanup:  # a NeMo Gym reward server lives exactly as long as the training
+        reward = reward_function(plan, r.reward_threshold, rows, cleanup, config=ws.config,
+                         log=run_folder(ws, plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
+        trainer = build(plan, r, common, tok, rows, [Progress(), StopAt()], reward)
+        for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
+            trainer.remove_callback(cb)
+        trainer.train(resume_from_checkpoint=plan.resume_from)
+    ckpt = out / f"checkpoint-{max_steps}"
+    if process_rank() != 0:
+        return ckpt, max_steps  # the main process saved it and records it
+    if not plan.smoke and not ckpt.is_dir():
+        raise error("E_INTERNAL", f"the trainer did not save {ckpt}", "report this with `monte logs RUN`")
+    if not plan.smoke:
+        tok.save_pretrained(str(ckpt))  # a servable folder carries its tokenizer
+        from monte.models.publish import strip_local_flags
+
+        strip_local_flags(ckpt)  # ... and no flag that only means something on this machine
+    return ckpt, max_steps
+
