@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,8 +19,6 @@ from monte.cli.output import (
     one_experiment,
     table,
 )
-from monte.stats import power
-from monte.stats.power import describe_detectable
 
 
 def _at_floor(floor: float | None) -> str:
@@ -30,6 +29,7 @@ def render_status(r: Any) -> None:
     if isinstance(r, Rendered):  # the status as this state of the repository printed it before
         r.write()
         return
+    from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
 
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
@@ -114,7 +114,8 @@ def _status_text(r: dict[str, Any]) -> str:
 #: ``monte ledger verify`` renders the views again with these)
 STATUS_RENDERERS: dict[str, tuple[Callable[[dict[str, Any]], bytes | str], tuple[str, ...]]] = {
     "json": (compact_json, (output.__file__,)),
-    "text": (_status_text, (__file__, output.__file__, power.__file__)),
+    "text": (_status_text, (__file__, output.__file__, os.path.join(os.path.dirname(output.__file__), "..", "stats",
+                                                                    "power.py"))),
 }
 
 
