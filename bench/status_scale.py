@@ -25,6 +25,13 @@ from size to size. On a ledger of 30 runs it also times the read-only commands (
 ``show``, ``logs``, ``env list``, ``config``, ``--help``) beside ``python -c pass``.
 ``--plot PATH`` draws the growth (log-log).
 
+monte runs from two copies of its package made for the run: one compiled (``compileall``: what
+an installed wheel has) and one without bytecode, run with ``PYTHONDONTWRITEBYTECODE=1`` (a CI
+image or container that never keeps bytecode: every process compiles what it imports). The
+status figures and the small repository's commands are timed from both, each beside its own
+baseline of the same round, and the summary says which of issue 35's goals hold
+(:data:`GOALS`).
+
     .venv/bin/python bench/status_scale.py --repos /tmp/monte-scale --plot docs/bench/status_scale.png
     .venv/bin/python bench/status_scale.py --sizes 1000,10000          # without 100,000
     .venv/bin/python bench/status_scale.py --quick                     # 30 and 120 runs: seconds
@@ -55,16 +62,51 @@ import status_10k as st  # noqa: E402 - the ledger's shape, the experiment's nam
 
 REF = f"refs/heads/monte/{st.EXPERIMENT}/ledger"
 
+#: issue 35's goals: (figure, size or None for the small repository, most times its baseline)
+GOALS = (("status_json", "10000", 3.0), ("status", "10000", 3.0), ("after_append", "10000", 3.5),
+         ("status_json", "100000", 2.0), ("status", "100000", 2.0),
+         ("monte --help", None, 2.0), ("monte status", None, 4.0), ("monte show RUN", None, 4.0),
+         ("monte logs RUN", None, 4.0), ("monte env list", None, 4.0), ("monte config", None, 4.0))
+
+#: how monte is run: from the compiled copy, and from the copy without bytecode (set by main)
+VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {}
+#: the variants timed (``--quick``: the compiled copy only, to stay a smoke run of seconds)
+TIMED = ["bytecode", "no bytecode"]
+
+
+def make_variants(root: Path) -> None:
+    """Two copies of the monte package under ``root``: ``compiled/`` (compileall'd) and
+    ``source/`` (no bytecode, run with PYTHONDONTWRITEBYTECODE=1), and how to run each."""
+    import compileall
+
+    src = HERE.parent / "monte"
+    for name in ("compiled", "source"):
+        dest = root / name / "monte"
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    compileall.compile_dir(str(root / "compiled" / "monte"), quiet=1)
+    cmd = [sys.executable, "-c", "from monte.cli.main import main; main()"]
+    base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    VARIANTS["bytecode"] = (cmd, {**base, "PYTHONPATH": str(root / "compiled"), "PYTHONDONTWRITEBYTECODE": "1"})
+    VARIANTS["no bytecode"] = (cmd, {**base, "PYTHONPATH": str(root / "source"), "PYTHONDONTWRITEBYTECODE": "1"})
+
 
 def build(repo: Path, n: int, seed: int, mix: str = "status") -> dict[str, Any]:
     print(f"building {n} runs ({mix}) in {repo} ...", flush=True)
     return bulk_ledger.build(repo, mix=mix, records=n, seed=seed)
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def timed(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - t0
+
+
+def monte_cmd(variant: str = "bytecode") -> tuple[list[str], dict[str, str] | None]:
+    if variant in VARIANTS:
+        return VARIANTS[variant]
+    return st.monte_bin(), None
 
 
 def _probe(repo: Path) -> tuple[Any, Any]:
@@ -133,30 +175,40 @@ def _caches(repo: Path) -> list[Path]:
 
 
 def measure(repo: Path, repeats: int) -> dict[str, Any]:
-    monte = st.monte_bin()
+    monte, env = monte_cmd()
+    src, src_env = monte_cmd("no bytecode")
     for p in _caches(repo):
         p.unlink()
-    cold = timed([*monte, "status", "--json"], repo)  # derives every index, writes the caches
-    timed([*monte, "status", "--json"], repo)  # warm-up
+    cold = timed([*monte, "status", "--json"], repo, env)  # derives every index, writes the caches
+    timed([*monte, "status", "--json"], repo, env)  # warm-up
     probe, train = _probe(repo)
     append_one(repo, probe)  # a ledger built before the cohort index gains it on its next record
-    timed([*monte, "status", "--json"], repo)
+    timed([*monte, "status", "--json"], repo, env)
+    timed([*monte, "status"], repo, env)
     series: dict[str, list[float]] = {k: [] for k in
-                                      ("floor", "status_json", "status", "after_append", "finish", "plan")}
+                                      ("floor", "status_json", "status", "after_append", "finish", "plan",
+                                       "status_json_no_bytecode", "status_no_bytecode")}
     for _ in range(repeats):
         series["floor"].append(timed(["git", "log", "--format=%B", REF], repo))
-        series["status_json"].append(timed([*monte, "status", "--json"], repo))
-        series["status"].append(timed([*monte, "status"], repo))
+        series["status_json"].append(timed([*monte, "status", "--json"], repo, env))
+        series["status"].append(timed([*monte, "status"], repo, env))
+        if "no bytecode" in TIMED:
+            series["status_json_no_bytecode"].append(timed([*src, "status", "--json"], repo, src_env))
+            series["status_no_bytecode"].append(timed([*src, "status"], repo, src_env))
         append_one(repo, probe)
-        series["after_append"].append(timed([*monte, "status", "--json"], repo))
+        series["after_append"].append(timed([*monte, "status", "--json"], repo, env))
+        timed([*monte, "status"], repo, env)  # the human view of the new state, kept (not timed)
         series["finish"].append(finish_cost(repo, probe))
         series["plan"].append(plan_cost(repo, train))
+    series = {k: v for k, v in series.items() if v}
     med = {k: statistics.median(v) for k, v in series.items()}
     doc = json.loads(subprocess.run([*monte, "status", "--json"], cwd=repo, capture_output=True,
-                                    check=True).stdout)
+                                    check=True, env=env).stdout)
     return {"rows": len(doc["rows"]), "all": series, "median_s": med, "best_s": {k: min(v) for k, v in series.items()},
             "status_json_cold_s": cold, "cache_bytes": {p.name: p.stat().st_size for p in _caches(repo)},
-            "ratio_to_floor": {k: med[k] / med["floor"] for k in ("status_json", "status", "after_append")}}
+            "ratio_to_floor": {k: med[k] / med["floor"] for k in
+                               ("status_json", "status", "after_append", "status_json_no_bytecode",
+                                "status_no_bytecode") if k in med}}
 
 
 def measure_verify(repo: Path, repeats: int) -> dict[str, Any]:
@@ -178,27 +230,57 @@ def measure_verify(repo: Path, repeats: int) -> dict[str, Any]:
 
 
 def small_commands(repo: Path, repeats: int) -> dict[str, Any]:
-    """Read-only commands on a small repository, beside the interpreter's own start."""
-    monte = st.monte_bin()
-    doc = json.loads(subprocess.run([*monte, "status", "--json"], cwd=repo, capture_output=True, check=True).stdout)
+    """Read-only commands on a small repository, beside the interpreter's own start, from the
+    compiled copy and from the one without bytecode (each beside ``python -c pass`` run alike)."""
+    monte, env = monte_cmd()
+    doc = json.loads(subprocess.run([*monte, "status", "--json"], cwd=repo, capture_output=True, check=True,
+                                    env=env).stdout)
     run = doc["rows"][-1]["run"]
     log = repo / ".monte" / "runs" / st.EXPERIMENT / run / "events.jsonl"  # a run's event file, for `logs`
     data_root = json.loads(subprocess.run([*monte, "config", "--json"], cwd=repo, capture_output=True,
-                                          check=True).stdout).get("data_root")
+                                          check=True, env=env).stdout).get("data_root")
     if data_root:
         log = Path(data_root) / "runs" / st.EXPERIMENT / run / "events.jsonl"
     log.parent.mkdir(parents=True, exist_ok=True)
     if not log.exists():
         log.write_text('{"event": "started"}\n{"event": "succeeded"}\n')
-    cmds = {"python -c pass": [sys.executable, "-c", "pass"], "monte --help": [*monte, "--help"],
-            "monte status": [*monte, "status"], "monte status --json": [*monte, "status", "--json"],
-            "monte show RUN": [*monte, "show", run], "monte logs RUN": [*monte, "logs", run],
-            "monte env list": [*monte, "env", "list"], "monte config": [*monte, "config"]}
-    out: dict[str, list[float]] = {k: [] for k in cmds}
-    for _ in range(repeats):
-        for k, c in cmds.items():
-            out[k].append(timed(c, repo))
-    return {k: {"median_s": statistics.median(v), "best_s": min(v)} for k, v in out.items()}
+    out: dict[str, Any] = {}
+    for variant in TIMED:
+        cmd, venv = monte_cmd(variant)
+        timed([*cmd, "status"], repo, venv)  # the views kept
+        cmds = {"python -c pass": [sys.executable, "-c", "pass"], "monte --help": [*cmd, "--help"],
+                "monte status": [*cmd, "status"], "monte status --json": [*cmd, "status", "--json"],
+                "monte show RUN": [*cmd, "show", run], "monte logs RUN": [*cmd, "logs", run],
+                "monte env list": [*cmd, "env", "list"], "monte config": [*cmd, "config"]}
+        times: dict[str, list[float]] = {k: [] for k in cmds}
+        for _ in range(repeats):
+            for k, c in cmds.items():
+                times[k].append(timed(c, repo, venv))
+        base = statistics.median(times["python -c pass"])
+        out[variant] = {k: {"median_s": statistics.median(v), "best_s": min(v),
+                            "ratio_to_python": statistics.median(v) / base} for k, v in times.items()}
+    return out
+
+
+def goals(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each of :data:`GOALS` measured in this run (both variants), and whether it holds."""
+    out = []
+    for figure, size, most in GOALS:
+        for variant in TIMED:
+            if size is None:
+                ratio = r["small_repository"][variant][figure]["ratio_to_python"]
+                base = "python -c pass"
+            else:
+                if size not in r["sizes"]:
+                    continue
+                key = figure if variant == "bytecode" else f"{figure}_no_bytecode"
+                if key not in r["sizes"][size]["ratio_to_floor"]:
+                    continue
+                ratio = r["sizes"][size]["ratio_to_floor"][key]
+                base = "git log --format=%B"
+            out.append({"figure": figure, "runs": size or "30", "variant": variant, "ratio": ratio,
+                        "baseline": base, "goal": most, "holds": ratio <= most})
+    return out
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -242,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     sizes = [30, 120] if args.quick else [int(x) for x in args.sizes.split(",")]
     repeats = args.repeats or (1 if args.quick else 5)
+    if args.quick:
+        TIMED[:] = ["bytecode"]
     os.environ.setdefault("DVC_NO_ANALYTICS", "1")
     result: dict[str, Any] = {
         "benchmark": "status_scale", "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -250,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="monte-bench-scale-")) if not args.repos else None
     root = Path(args.repos).resolve() if args.repos else tmp
     assert root is not None
+    code = Path(tempfile.mkdtemp(prefix="monte-bench-code-"))
+    make_variants(code)
     try:
         for n in sizes:
             repo = root / f"runs-{n}"
@@ -270,8 +356,10 @@ def main(argv: list[str] | None = None) -> int:
             build(small, 30, args.seed)
         result["small_repository"] = small_commands(small, repeats)
     finally:
+        shutil.rmtree(code, ignore_errors=True)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+    result["goals"] = goals(result)
     result["machine"]["loadavg_end"] = os.getloadavg()
     print_summary(result)
     if args.plot:
@@ -301,9 +389,25 @@ def print_summary(r: dict[str, Any]) -> None:
             m, q = v["median_s"], v["ratio_to_floor"]
             print(f"| {v['records']:,} | {m['floor']:.3f} s | {m['full']:.3f} s | {q['full']:.1f}x |"
                   f" {m['incremental']:.3f} s | {q['incremental']:.1f}x |")
-    print("small repository (30 runs), read-only commands (median / best):")
-    for k, v in r["small_repository"].items():
-        print(f"  {k:22s} {v['median_s']:.3f} s / {v['best_s']:.3f} s")
+    if "no bytecode" in r["small_repository"]:
+        print("| runs | `status --json` without bytecode | /floor | `status` without bytecode | /floor |")
+        print("|---|---|---|---|---|")
+        for n, s in r["sizes"].items():
+            m, q = s["median_s"], s["ratio_to_floor"]
+            print(f"| {int(n):,} | {m['status_json_no_bytecode']:.3f} s | {q['status_json_no_bytecode']:.1f}x |"
+                  f" {m['status_no_bytecode']:.3f} s | {q['status_no_bytecode']:.1f}x |")
+    small = r["small_repository"]
+    variants = list(small)
+    print("small repository (30 runs), read-only commands, median (x `python -c pass` run alike):")
+    print("| command | " + " | ".join(f"{'with' if v == 'bytecode' else 'without'} bytecode" for v in variants) + " |")
+    print("|---" * (len(variants) + 1) + "|")
+    for k in small[variants[0]]:
+        print(f"| `{k}` | " + " | ".join(f"{small[v][k]['median_s']:.3f} s ({small[v][k]['ratio_to_python']:.1f}x)"
+                                       for v in variants) + " |")
+    print("goals (issue 35):")
+    for g in r["goals"]:
+        print(f"  {g['figure']:20s} {g['runs']:>6s} runs, {g['variant']:11s}: {g['ratio']:.2f}x {g['baseline']}"
+              f" (goal <= {g['goal']:.1f}x): {'holds' if g['holds'] else 'MISSED'}")
 
 
 if __name__ == "__main__":

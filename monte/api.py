@@ -16,7 +16,7 @@ from monte.names import check_name
 from monte.workspace import CONFIG_FILE, Workspace, open_workspace
 
 if TYPE_CHECKING:  # the result models; their modules are imported when a verb runs
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping, Sequence
 
     from monte.evals import EvalPlan, EvalResult
     from monte.runs import Transition
@@ -292,15 +292,48 @@ def status(*, experiment: str | None = None, ws: Workspace | None = None, json_r
                                 table=table)
 
 
-def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
-    """One full row, with every provenance field."""
-    from monte.runs import find_run
+def status_view(*, experiment: str | None = None, mode: str = "json", render: Callable[[dict[str, Any]], bytes | str],
+                code: Sequence[str] = (), ws: Workspace | None = None) -> bytes | str:
+    """:func:`status` as ``render`` prints it (``mode``: ``json``, from ``json_rows``; ``text``,
+    from ``table``), made once per state of the repository and kept between calls
+    (:func:`monte.status.status_view`; ``code``: the files that render it, part of its key)."""
+    from monte import status as st
 
-    _, row = find_run(ws or open_workspace(require_data_root=False), ref, experiment)
-    out: dict[str, Any] = row.model_dump(mode="json")
-    if row.kind == "train":  # how the chunk was launched (an older row: not recorded)
-        out["launch"] = row.plan.get("launch")
-    return out
+    return st.status_view(ws or open_workspace(require_data_root=False), experiment, mode, render, code)
+
+
+def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """One full row, with every provenance field: its ``row.json`` at the tip (one blob; a
+    started/running row whose process died reads ``abandoned``, as :func:`status` reads it)."""
+    from monte.processes import is_dead_at
+
+    _, row = _row_json(ws or open_workspace(require_data_root=False), ref, experiment)
+    if is_dead_at(row["status"], row["host"], row["pid"], row["proc_start"]):
+        row = {**row, "status": "abandoned", "error": "the process died without finishing"}
+    if row["kind"] == "train":  # how the chunk was launched (an older row: not recorded)
+        row["launch"] = (row["plan"] or {}).get("launch")
+    return row
+
+
+def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
+    """The experiment and the row (its fields, defaults filled in, not validated: a read-only
+    view, as status reads the rows; ``monte ledger verify`` checks every ``row.json``) that
+    ``ref`` names, as :func:`monte.runs.find_run` finds it, without reading any other row."""
+    import json
+
+    from monte.ledger.experiment import Ledger, experiment_names
+    from monte.ledger.views import run_dir, with_row_defaults
+    from monte.runs.naming import parse_run_ref
+
+    exp0, run, _ = parse_run_ref(ref, None)
+    exps = [experiment or exp0] if (experiment or exp0) else experiment_names(ws.store)
+    for exp in exps:
+        snap = Ledger(ws.store, check_name(exp or "", "experiment name")).snapshot()
+        raw = snap.read(f"{run_dir(run)}/row.json") if len(run) >= 2 else None
+        if raw:
+            return str(exp), with_row_defaults(json.loads(raw))
+    raise error("E_NOT_FOUND", f"no run {run!r}" + (f" in experiment {exps[0]}" if len(exps) == 1 else ""),
+                "list runs with `monte status`")
 
 
 def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
@@ -321,13 +354,13 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
     """The run's event file (JSON lines)."""
-    from monte.runs import find_run, run_folder
+    from monte.runs.folders import run_folder
 
     ws = ws or open_workspace()
-    ledger, row = find_run(ws, ref, experiment)
-    path = run_folder(ws, ledger.experiment, row.run) / "events.jsonl"
+    exp, row = _row_json(ws, ref, experiment)
+    path = run_folder(ws, exp, row["run"]) / "events.jsonl"
     if not path.exists():
-        raise error("E_NOT_FOUND", f"run {row.run} has no event file on this data root ({path})",
+        raise error("E_NOT_FOUND", f"run {row['run']} has no event file on this data root ({path})",
                     "its events live where it ran; `monte sync` brings the bucket's copy")
     return path
 
@@ -492,8 +525,12 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
 
 
 def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
-                  ws: Workspace | None = None) -> dict[str, Any]:
-    """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation."""
+                  ws: Workspace | None = None,
+                  views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str], Sequence[str]]] | None = None,
+                  ) -> dict[str, Any]:
+    """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation.
+    ``views``: mode -> (render, its files) of ``monte status``'s kept views, to derive each
+    again (:func:`status_view`); a view of a mode not given is not judged."""
     from monte.ledger import verify as vf
     from monte.ledger.refs import ledger_ref
 
@@ -522,7 +559,7 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
                     "fix": f"remove {objcache.cache_path(ws.store.repo.commondir(), '*')} (rebuilt from the ledger "
                     "on the next read), then find who wrote it"} for m in objcache.check(ws.store.repo.commondir())]
     if since is None:  # a full check: what status derived from each index, re-derived (~0.1 s per 10,000 rows)
-        violations += _derived_caches(ws)
+        violations += _derived_caches(ws, views or {})
     records = 0
     rows: dict[str, Any] = {}  # each experiment's rows, as its walk read them (for the warnings)
     only: dict[str, set[str]] | None = {} if since is not None else None  # --from: the runs written since
@@ -578,8 +615,10 @@ def _ledgers_workspace() -> Workspace:
         return open_git()
 
 
-def _derived_caches(ws: Workspace) -> list[dict[str, str]]:
-    """Each derived cache entry (monte.ledger.derived) that its index does not derive: a forged
+def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str],
+                                                               Sequence[str]]]) -> list[dict[str, str]]:
+    """Each derived cache entry (monte.ledger.derived) that its index does not derive, and each
+    kept status view that the current state does not make (``views``: the renderers): a forged
     file that passed its MAC, or a torn or edited one (never used as it stands)."""
     from monte import status as st
     from monte.ledger import derived
@@ -590,11 +629,18 @@ def _derived_caches(ws: Workspace) -> list[dict[str, str]]:
         except KeyError:
             return None
 
+    def rederive(exp: str, mode: str, stored: derived.View) -> derived.View | None:
+        if mode not in views:
+            return None
+        render, code = views[mode]
+        return st.rederive_view(ws, exp, mode, stored, render, code)
+
     git_dir = ws.store.repo.commondir()
+    found = derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})
+    found += derived.check_views(git_dir, st.VIEW_VERSION, rederive)
     return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
              "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
-             "who wrote it"}
-            for m in derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})]
+             "who wrote it"} for m in found]
 
 
 def _lineage_matches_ledger(ws: Workspace, v: Any, name: str, only: set[str] | None = None) -> list[Any]:

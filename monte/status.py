@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -23,10 +23,14 @@ from monte.ledger.views import ROW_FIELDS, MeasurementLike, with_row_defaults
 from monte.workspace import Workspace
 
 if TYPE_CHECKING:  # annotations only: a status reads no model object (pydantic costs ~50 ms to import)
+    from monte.ledger.derived import View
     from monte.ledger.records import RunRow
     from monte.manifest import Floor
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
+
+#: how a live-looking row's process is judged: (recorded status, host, pid, process start) -> dead
+Dead = Callable[[str, Any, Any, Any], bool]
 
 
 @dataclass(frozen=True)
@@ -275,7 +279,8 @@ def _dump_row(row: dict[str, Any]) -> bytes | None:
 
 
 def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominations: dict[str, str], *,
-               json_rows: bool = False, table: bool = False) -> dict[str, Any]:
+               json_rows: bool = False, table: bool = False, dead: Dead | None = None,
+               judged: list[tuple[str, tuple[Any, ...], bool]] | None = None) -> dict[str, Any]:
     """The status document from the rows' facts (:func:`row_fact`, in record order). One pass
     gathers what every section needs, a few tuple and dict operations a row: the hot loop of
     ``monte status`` at 10,000 runs and more. No row becomes a model object except the training
@@ -283,8 +288,13 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
     ``abandoned``). ``json_rows``: the rows as one already-serialized JSON array
     (:class:`monte.jsonl.RawJson`) for the compact output, when every row has its serialized form.
     ``table``: also ``"_table"``, the table's lines and the delta lines' heads already formatted
-    (:class:`Lines`, for the human status; ``rows`` is then empty)."""
-    from monte.processes import is_dead_at
+    (:class:`Lines`, for the human status; ``rows`` is then empty). ``dead``: how a live-looking
+    row's process is judged (default :func:`monte.processes.is_dead_at`); ``judged`` gets each
+    judgement, in record order (what a cached view of this status was made with)."""
+    if dead is None:
+        from monte.processes import is_dead_at
+
+        dead = is_dead_at
 
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
     deltas = []
@@ -302,7 +312,13 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
          tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
-        status = "abandoned" if who is not None and is_dead_at(recorded, *who) else recorded
+        status = recorded
+        if who is not None:
+            gone = dead(recorded, *who)
+            if judged is not None:
+                judged.append((recorded, tuple(who), gone))
+            if gone:
+                status = "abandoned"
         if table:
             table_lines.append(line if status == recorded else table_line(_out_row(f, status)))
         elif not serialized:
@@ -371,9 +387,12 @@ def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
 
 
 def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool = False,
-                      table: bool = False) -> dict[str, Any]:
+                      table: bool = False, dead: Dead | None = None,
+                      made: dict[str, Any] | None = None) -> dict[str, Any]:
     """``monte status``: the experiment's state from its ledger tip (one tree), and for each
-    exam, how often its test content has been read in this repository across all cohorts."""
+    exam, how often its test content has been read in this repository across all cohorts.
+    ``dead``, as :func:`from_facts`; ``made``, when given, gets what the status was made from
+    beyond the refs (``judged``: the liveness judgements; ``depends``: what it read outside git)."""
     from types import SimpleNamespace
 
     from monte.ledger.experiment import Ledger, one_experiment
@@ -393,7 +412,8 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
             raw = snap.read(f"cohorts/{cohort}/nomination.json")
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
-        out = from_facts(meas, facts, noms, json_rows=json_rows, table=table)
+        judged: list[tuple[str, tuple[Any, ...], bool]] = []
+        out = from_facts(meas, facts, noms, json_rows=json_rows, table=table, dead=dead, judged=judged)
         seal = Seal(ws.store, hash_legacy=False)
         # the seal reads a test read's run, experiment, cohort, plan, kind, split and smoke: the
         # index's dicts as attributes (no model object)
@@ -401,7 +421,11 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
         out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
-        add_floors_and_reach(out, meas, frozen_floors(ws, meas.environment), scores=out.pop("_scores"))
+        floors, source = floors_and_source(ws, meas.environment)
+        add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"))
+        if made is not None:
+            made["judged"] = judged
+            made["depends"] = [("floors", source)]
     finally:
         if collecting:
             gc.enable()
@@ -420,6 +444,13 @@ def frozen_floors(ws: Workspace, environment: str) -> Mapping[str, Mapping[str, 
     """:func:`monte.envs.floor.exam_floors` for a read-only view: the floors the vault's manifest
     of ``environment`` records, read as JSON (no pydantic); without them (a freeze older than
     floors, or no vault), ``exam_floors`` itself (the data root's manifest)."""
+    return floors_and_source(ws, environment)[0]
+
+
+def floors_and_source(ws: Workspace, environment: str) -> tuple[Mapping[str, Mapping[str, Any]], str]:
+    """:func:`frozen_floors`, and where they came from: ``vault`` (the vault ref's manifest),
+    ``none`` (no vault manifest and no environment folder on the data root) or ``data-root``
+    (the data root's manifest: files outside git, which no view of the ledger can key)."""
     import json
 
     from monte.ledger.refs import VAULT_REF
@@ -429,16 +460,16 @@ def frozen_floors(ws: Workspace, environment: str) -> Mapping[str, Mapping[str, 
     try:
         floors = json.loads(raw).get("floors") if raw else None
         if floors:
-            return {exam: {split: {"score": float(f["score"]), "answer": str(f["answer"]), "n": int(f["n"]),
-                                   "candidates": int(f["candidates"])} for split, f in splits.items()}
-                    for exam, splits in floors.items()}
+            return ({exam: {split: {"score": float(f["score"]), "answer": str(f["answer"]), "n": int(f["n"]),
+                                    "candidates": int(f["candidates"])} for split, f in splits.items()}
+                     for exam, splits in floors.items()}, "vault")
     except (ValueError, TypeError, KeyError, AttributeError):
         pass  # not the shape monte writes: validated below, reported as exam_floors reports it
     if not raw and not ws.env_dir(environment).is_dir():
-        return {}
+        return {}, "none"
     from monte.envs.floor import exam_floors
 
-    return exam_floors(ws, environment)
+    return exam_floors(ws, environment), "data-root"
 
 
 def _renamed(d: dict[str, Any]) -> dict[str, Any]:
@@ -479,3 +510,116 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
     for x in out.get("exams", []):
         test = meas.exams[x["exam"]].splits["test"]
         x["detectable"] = detectable(test.n, dev.get(x["exam"], []))
+
+
+# --- a status as printed, kept for the state it was made from --------------------------------
+
+#: Bump when what a view holds changes. A view's key also digests the code that makes the
+#: document (:data:`VIEW_CODE`, :func:`facts_version`) and the renderer's (``code``).
+VIEW_VERSION = "status-view 1"
+#: monte's modules a status document is made by, beside this one (paths under ``monte/``)
+VIEW_CODE = ("ledger/views.py", "ledger/rules.py", "ledger/seal.py", "ledger/experiment.py",
+             "stats/power.py", "stats/paired.py", "jsonl.py")
+#: renders a status document (``api.status``'s dict, ``json_rows`` for ``json``, ``table`` for
+#: ``text``) as the command prints it
+Render = Callable[[dict[str, Any]], "bytes | str"]
+
+
+def code_digest(paths: Sequence[str]) -> str:
+    """A digest of the files that make a view: this module's facts, :data:`VIEW_CODE`, ``paths``."""
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256(facts_version().encode())
+    for path in (*(here / p for p in VIEW_CODE), *map(Path, paths)):
+        h.update(Path(path).read_bytes())
+    return h.hexdigest()[:32]
+
+
+def state_key(ws: Workspace, experiment: str, mode: str, code: str) -> str:
+    """A digest of everything a status of ``experiment`` reads from git: its ledger tip (rows,
+    measurement, nominations), every ledger's tip and the results bucket's mirrors (the seal's
+    disclosure counts their test reads), every cohort's base ref (its weights identity), the
+    vault's tip (the floors); with the output's ``mode`` and the ``code`` that makes it. Refs
+    only: a few files read, no object."""
+    import hashlib
+
+    from monte.ledger.experiment import experiment_names
+    from monte.ledger.refs import MIRROR, VAULT_REF, experiment_ref, ledger_ref
+
+    store = ws.store
+    parts = [VIEW_VERSION, code, mode, experiment, f"vault {store.tip(VAULT_REF)!r}"]
+    names = experiment_names(store)
+    for name in names:
+        parts.append(f"{name} {store.tip(ledger_ref(name))!r}")
+        parts += [f"{ref} {sha!r}" for ref, sha in sorted(store.refs_under(experiment_ref(name, "base")).items())]
+    parts += [f"{ref} {sha!r}" for ref, sha in sorted(store.refs_under(MIRROR).items())]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _depends_hold(ws: Workspace, depends: Sequence[tuple[str, Any]]) -> bool:
+    return all(what == "floors" and found in ("vault", "none") for what, found in depends)
+
+
+def make_view(ws: Workspace, experiment: str, mode: str, render: Render, key: str,
+              dead: Dead | None = None) -> tuple[bytes | str, View | None]:
+    """The status of ``experiment`` rendered, and its view for the cache (None when it read
+    what no key covers: the data root's floors)."""
+    from monte.ledger.derived import View
+
+    made: dict[str, Any] = {}
+    doc = experiment_status(ws, experiment, json_rows=mode == "json", table=mode == "text", dead=dead, made=made)
+    out = render(doc)
+    depends = made["depends"]
+    return out, (View(key, made["judged"], depends, out) if _depends_hold(ws, depends) else None)
+
+
+def status_view(ws: Workspace, experiment: str | None, mode: str, render: Render,
+                code: Sequence[str] = ()) -> bytes | str:
+    """``monte status`` as printed off a terminal (``mode``: ``json`` or ``text``; ``render``:
+    how, from ``code``'s files), made once per state of the repository (:func:`state_key`) and
+    kept in the experiment's view cache (:class:`monte.ledger.derived.ViewCache`, signed, checked
+    by ``monte ledger verify``). Each read still judges every live-looking run's process: a view
+    is printed only when each is judged as it was then; otherwise the status is made again."""
+    from monte.ledger.derived import ViewCache
+    from monte.ledger.experiment import one_experiment
+    from monte.processes import is_dead_at
+
+    exp = one_experiment(ws.store, experiment)
+    key = state_key(ws, exp, mode, code_digest(code))
+    cache = ViewCache(ws.store.repo.commondir(), exp, mode, VIEW_VERSION)
+    view = cache.view
+    if (view is not None and view.key == key and _depends_hold(ws, view.depends)
+            and all(is_dead_at(recorded, *who) == gone for recorded, who, gone in view.live)):
+        return view.payload
+    out, made = make_view(ws, exp, mode, render, key)
+    if made is not None:
+        cache.save(made)
+    return out
+
+
+def rederive_view(ws: Workspace, experiment: str, mode: str, stored: View, render: Render,
+                  code: Sequence[str] = ()) -> View | None:
+    """For ``monte ledger verify``: the view of the repository's current state made again, with
+    the liveness judgements ``stored`` holds (a process that died since is not a forgery);
+    None when ``stored`` is not of the current state (it is never used)."""
+    from monte.ledger.experiment import experiment_names
+
+    if experiment not in experiment_names(ws.store):
+        return None
+    key = state_key(ws, experiment, mode, code_digest(code))
+    if stored.key != key:
+        return None
+    judged = {(recorded, tuple(who)): gone for recorded, who, gone in stored.live}
+
+    def replay(recorded: str, *who: Any) -> bool:
+        found = judged.get((recorded, tuple(who)))
+        if found is None:
+            from monte.processes import is_dead_at
+
+            return is_dead_at(recorded, *who)
+        return found
+
+    _, again = make_view(ws, experiment, mode, render, key, dead=replay)
+    return again

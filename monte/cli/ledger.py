@@ -48,7 +48,11 @@ def verify(experiment: str | None, experiment_opt: str | None, all_: bool, from_
     if updates:
         lines = [line for line in sys.stdin.read().splitlines() if line.strip()]
         return api.ledger_verify_updates(lines, full=local)
-    return api.ledger_verify(experiment=one_experiment(experiment, experiment_opt), all_=all_, from_rev=from_rev)
+    # the status views it checks are rendered again as status renders them
+    from monte.cli.runs import STATUS_RENDERERS
+
+    return api.ledger_verify(experiment=one_experiment(experiment, experiment_opt), all_=all_, from_rev=from_rev,
+                             views=STATUS_RENDERERS)
 
 
 @click.group()

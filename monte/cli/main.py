@@ -43,6 +43,37 @@ COMMANDS = {
 }
 
 
+#: each command's one line in ``monte --help`` (its help's first sentence, as click shortens
+#: it): the list is printed without importing every command's module (tests/cli/test_help.py
+#: checks each against the command's own help)
+SHORT_HELP = {
+    'init': 'Make this git repository a monte repository (idempotent).',
+    'config': 'Show where monte looks: the data root, the recipe search path, the recipe names.',
+    'env': 'Environments: freeze exams (and curricula) from the catalog, list, install.',
+    'dataset': 'Datasets: frozen piles of JSONL rows (what an sft recipe trains on).',
+    'experiment': 'Experiments: a frozen measurement and the ledger of every Run against it.',
+    'model': 'Models: make a small random one here, with no download.',
+    'eval': 'Score a model on a split and append the row (dev by default).',
+    'nominate': 'Name the checkpoint the final test claim scores (it must carry an admissible dev eval).',
+    'status': 'Rows, delta lines, lineage, cycles and checkpoints of an experiment.',
+    'show': 'One full row with all provenance fields.',
+    'logs': "The run's event file, as JSON lines.",
+    'stop': 'Terminate a running Run; its row reads abandoned.',
+    'recover': 'Record the results runs kept in their folders when the ledger could not be written.',
+    'train': "Train one chunk (the experiment's steps_per_chunk steps, 50 by default).",
+    'promote': "Export a succeeded training checkpoint's servable folder, sha256-verified.",
+    'rerun': "Print the exact command and environment that launch a train run's chunk again.",
+    'plot': "Draw each lineage's dev delta against step, with cycles and test reads.",
+    'report': 'Write one self-contained HTML page of the experiment.',
+    'quickstart': 'Run the whole loop in a fresh FOLDER, offline, with a tiny model built here.',
+    'push': "Upload one experiment's results: new ledger objects and refs, new and changed run files.",
+    'sync': 'Pull the results bucket into read-only mirror refs and run folders (default: every experiment in it), and merge each mirrored ledger into the local one.',
+    'ledger': 'The ledger polices itself: re-derive every rule from the commit history.',
+    'hooks': 'Git hooks that make git itself refuse a forged ledger record.',
+    'box': 'Ephemeral Lambda GPU boxes: up, status, down.',
+    'claim': 'A final claim anyone can check: a signed bundle that verifies without the repository.',
+}
+
 #: one example per command, shown at the end of its --help (the README walks the whole loop)
 EXAMPLES = {
     "init": "monte init            # in a git repository; installs the hooks (--no-hooks opts out)",
@@ -107,6 +138,14 @@ Exit codes:
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's list of commands, from :data:`SHORT_HELP` (importing each command's module
+        for its help was most of ``monte --help``)."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        with formatter.section("Commands"):  # shortened as click shortens a command's own help
+            formatter.write_dl([(name, click.Command(name, help=SHORT_HELP[name]).get_short_help_str(limit))
+                                for name in COMMANDS])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)

@@ -26,9 +26,42 @@ from monte.errors import Exit, MonteError, error
 from monte.jsonl import RawJson
 
 
+class Rendered:
+    """A command's output already made (a status kept between calls): written as it is, by
+    :func:`print_json` and by the command's human renderer alike."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | str) -> None:
+        self.data = data
+
+    def write(self) -> None:
+        binary = getattr(sys.stdout, "buffer", None)
+        if isinstance(self.data, str):
+            click.echo(self.data, nl=False)
+        elif binary is None:  # a text-only stream (a caller's StringIO)
+            click.echo(self.data.decode(), nl=False)
+        else:
+            sys.stdout.flush()
+            binary.write(self.data)
+            binary.flush()
+
+
+def compact_json(obj: Any) -> bytes:
+    """What :func:`print_json` writes off a terminal, as bytes (its trailing newline included)."""
+    fast = _orjson(obj)
+    if fast is not None:
+        return fast + b"\n"
+    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=_default)
+    return (_utf8(text) + "\n").encode("utf-8", "surrogateescape")
+
+
 def print_json(obj: Any) -> None:
     """Indented on a terminal; compact (the C encoder, several times faster on a large status)
     when a program reads it."""
+    if isinstance(obj, Rendered):
+        obj.write()
+        return
     if sys.stdout.isatty():
         text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_default)
     else:

@@ -1,22 +1,35 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from monte.cli import complete
-from monte.cli.output import experiment_option, handled, is_tty, one_experiment, table
-from monte.stats.power import describe_detectable
+from monte.cli import complete, output
+from monte.cli.output import (
+    Rendered,
+    compact_json,
+    experiment_option,
+    handled,
+    is_tty,
+    one_experiment,
+    table,
+)
 
 
 def _at_floor(floor: float | None) -> str:
     return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
-def render_status(r: dict[str, Any]) -> None:
+def render_status(r: Any) -> None:
+    if isinstance(r, Rendered):  # the status as this state of the repository printed it before
+        r.write()
+        return
+    from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
 
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
@@ -76,11 +89,34 @@ def status(experiment: str | None, experiment_opt: str | None, as_json: bool) ->
     """
     from monte import api
 
-    # compact JSON for a program: each row's serialized form, kept between calls, written as is;
-    # the human status off a terminal: each row's and delta's line, formatted once and kept too
-    piped = not sys.stdout.isatty()
-    return api.status(experiment=one_experiment(experiment, experiment_opt), json_rows=as_json and piped,
-                      table=not as_json and piped)
+    name = one_experiment(experiment, experiment_opt)
+    if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
+        return api.status(experiment=name)
+    # for a program (a pipe, a file): the output as printed, made once per state of the
+    # repository and kept (monte.status.status_view); each read still probes the live runs
+    mode = "json" if as_json else "text"
+    render, code = STATUS_RENDERERS[mode]
+    return Rendered(api.status_view(experiment=name, mode=mode, render=render, code=code))
+
+
+def _status_text(r: dict[str, Any]) -> str:
+    """What :func:`render_status` prints off a terminal, as text."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()  # not a terminal: the tab-separated form
+    with contextlib.redirect_stdout(buf):
+        render_status(r)
+    return buf.getvalue()
+
+
+#: how each view of ``monte status`` is rendered, and the files that render it (its cache key;
+#: ``monte ledger verify`` renders the views again with these)
+STATUS_RENDERERS: dict[str, tuple[Callable[[dict[str, Any]], bytes | str], tuple[str, ...]]] = {
+    "json": (compact_json, (output.__file__,)),
+    "text": (_status_text, (__file__, output.__file__, os.path.join(os.path.dirname(output.__file__), "..", "stats",
+                                                                    "power.py"))),
+}
 
 
 @click.command()

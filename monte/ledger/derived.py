@@ -15,6 +15,12 @@ indexes again, and the file rewritten): the key keeps a stray edit, a partial wr
 user's file from feeding a status. ``monte ledger verify`` re-derives every entry from its blob
 and names an entry that differs (:func:`check`), so a cache that passed its MAC and still lies
 (a key read and a payload forged by hand) is a verify failure.
+
+A reader may also keep a *view* (:class:`ViewCache`): what it printed for one state of the
+repository (``<experiment>.view-<mode>``), keyed by a digest of every ref that state is read
+from and of the code that made it, with what the view judged of each live-looking run's process.
+It is the same signed file; a view whose key is not the repository's current state is never
+used, and verify derives the view of the current state again and names one that differs.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 MAGIC = b"monte-derived 1\n"
 _MAC = 32
@@ -75,6 +81,46 @@ def _key(folder: Path, *, create: bool) -> bytes | None:
     return key if len(key) == 32 else None
 
 
+def _load(path: Path) -> tuple[bool, Any]:
+    """(rejected, payload): the signed file's payload, None where there is none this user can
+    judge (no file, no readable key); ``rejected`` when it is torn, edited or forged."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return False, None
+    key = _key(path.parent, create=False)
+    if key is None:  # no key this user can read (removed, or another user's): not used, not judged
+        return False, None
+    if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _MAC:
+        return True, None
+    body, mac = raw[:-_MAC], raw[-_MAC:]
+    if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).digest(), mac):
+        return True, None
+    try:
+        return False, marshal.loads(body[len(MAGIC):])
+    except (ValueError, EOFError, TypeError):
+        return True, None
+
+
+def _save(path: Path, payload: Any) -> None:
+    """Write a signed file, best effort (a read-only repository just derives again next time)."""
+    folder = path.parent
+    key = _key(folder, create=True)
+    if key is None:
+        return
+    body = MAGIC + marshal.dumps(payload)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        for old in folder.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write
+            if time.time() - old.stat().st_mtime > _STALE_TMP_S:
+                old.unlink(missing_ok=True)
+        tmp.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
 class DerivedCache:
     """One experiment's cache for one reader: load once, look entries up, save what was used."""
 
@@ -89,23 +135,12 @@ class DerivedCache:
             self.runs_tree, self.entries = data
 
     def _read(self) -> tuple[bytes, dict[bytes, list[Any]]] | None:
-        try:
-            raw = self.path.read_bytes()
-        except OSError:
-            return None
-        key = _key(self.path.parent, create=False)
-        if key is None:  # no key this user can read (removed, or another user's): not used, not judged
-            return None
-        if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _MAC:
-            self.rejected = True
-            return None
-        body, mac = raw[:-_MAC], raw[-_MAC:]
-        if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).digest(), mac):
-            self.rejected = True
+        self.rejected, payload = _load(self.path)
+        if payload is None:
             return None
         try:
-            version, runs_tree, entries = marshal.loads(body[len(MAGIC):])
-        except (ValueError, EOFError, TypeError):
+            version, runs_tree, entries = payload
+        except (ValueError, TypeError):
             self.rejected = True
             return None
         if version != self.version:
@@ -114,21 +149,45 @@ class DerivedCache:
 
     def save(self, runs_tree: bytes, entries: dict[bytes, list[Any]]) -> None:
         """Best effort (a read-only repository just derives again next time)."""
-        folder = self.path.parent
-        key = _key(folder, create=True)
-        if key is None:
+        _save(self.path, (self.version, runs_tree, entries))
+
+
+#: a view's file name: ``<experiment>.view-<mode>``
+VIEW_PREFIX = "view-"
+
+
+class View(NamedTuple):
+    """What a reader printed for one state (``key``): ``live``, each live-looking run's
+    (recorded status, (host, pid, process start), found dead) as the view judged it, in record
+    order; ``depends``, what else it read outside git (e.g. whether a folder exists), as
+    (what, found) pairs; ``payload``, the output."""
+
+    key: str
+    live: list[tuple[str, tuple[Any, ...], bool]]
+    depends: list[tuple[str, Any]]
+    payload: bytes | str
+
+
+class ViewCache:
+    """One experiment's last view in one mode (``json``, ``text``): one entry, the newest."""
+
+    def __init__(self, git_dir: str | os.PathLike[str], experiment: str, mode: str, version: str) -> None:
+        self.path = cache_path(git_dir, experiment, VIEW_PREFIX + mode)
+        self.version = version
+        self.view: View | None = None
+        self.rejected, payload = _load(self.path)
+        if payload is None:
             return
-        body = MAGIC + marshal.dumps((self.version, runs_tree, entries))
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            for old in folder.glob(f".{self.path.name}.*.tmp"):  # a writer killed mid-write
-                if time.time() - old.stat().st_mtime > _STALE_TMP_S:
-                    old.unlink(missing_ok=True)
-            tmp.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
-            os.replace(tmp, self.path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
+            version, key, live, depends, out = payload
+            if version == self.version:
+                self.view = View(str(key), list(live), list(depends), out)
+        except (ValueError, TypeError):
+            self.rejected = True
+
+    def save(self, view: View) -> None:
+        self.view = view
+        _save(self.path, (self.version, view.key, view.live, view.depends, view.payload))
 
 
 def cached_files(git_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str, Path]]:
@@ -151,7 +210,7 @@ def check(git_dir: str | os.PathLike[str], read_blob: Callable[[bytes], bytes | 
 
     out: list[str] = []
     for exp, name, path in cached_files(git_dir):
-        if name not in readers:
+        if name not in readers or name.startswith(VIEW_PREFIX):
             continue
         version, derive = readers[name]
         cache = DerivedCache(git_dir, exp, name, version)
@@ -167,4 +226,31 @@ def check(git_dir: str | os.PathLike[str], read_blob: Callable[[bytes], bytes | 
                 bad.append(sha.decode(errors="replace"))
         if bad:
             out.append(f"{path.name}: {len(bad)} entr(ies) that are not what the index derives ({', '.join(bad[:3])})")
+    return out
+
+
+#: re-derives a view: (experiment, mode, the view as stored) -> the view of the repository's
+#: current state (its payload made again with the stored liveness judgements), or None when
+#: the stored key is not the current state (never used again) or it cannot be judged here
+Rederive = Callable[[str, str, View], View | None]
+
+
+def check_views(git_dir: str | os.PathLike[str], version: str, rederive: Rederive) -> list[str]:
+    """Every view file that fails its MAC, or whose view of the current state is not what the
+    reader makes of that state (a forgery that passed the MAC), by file."""
+    out: list[str] = []
+    for exp, name, path in cached_files(git_dir):
+        if not name.startswith(VIEW_PREFIX):
+            continue
+        mode = name[len(VIEW_PREFIX):]
+        cache = ViewCache(git_dir, exp, mode, version)
+        if cache.rejected:
+            out.append(f"{path.name}: its MAC does not match its bytes (torn, edited or forged); it is not used")
+            continue
+        if cache.view is None:
+            continue
+        again = rederive(exp, mode, cache.view)
+        if again is not None and again != cache.view:
+            out.append(f"{path.name}: its view of the current state is not what the ledger derives "
+                       f"(key {cache.view.key[:12]})")
     return out

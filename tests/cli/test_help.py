@@ -92,3 +92,26 @@ def test_env_install_and_dataset_show_complete_the_frozen_names(repo: Path, mont
     assert _complete(repo, "monte env install ") == ["parity"]
     assert _complete(repo, "monte env install pa") == ["parity"]
     assert _complete(repo, "monte dataset show ") == ["tiny-sft"]
+
+
+def test_the_command_list_is_each_command_s_own_short_help() -> None:
+    """`monte --help` lists the commands from SHORT_HELP, without importing them (issue 35):
+    each line is what click makes of the command's own help, at any width."""
+    import click
+
+    from monte.cli.main import SHORT_HELP, LazyGroup, cli
+
+    assert list(SHORT_HELP) == list(COMMANDS)
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        cmd = cli.get_command(ctx, name)
+        assert cmd is not None
+        for limit in (30, 45, 70, 200):
+            assert click.Command(name, help=SHORT_HELP[name]).get_short_help_str(limit) == \
+                cmd.get_short_help_str(limit), name
+    for width in (50, 80, 120):
+        ours, theirs = click.HelpFormatter(width=width), click.HelpFormatter(width=width)
+        cli.format_commands(ctx, ours)
+        click.Group.format_commands(cli, ctx, theirs)  # click's own: every command imported
+        assert ours.getvalue() == theirs.getvalue()
+    assert issubclass(type(cli), LazyGroup)

@@ -39,19 +39,25 @@ def _cli(repo: Path, *args: str) -> Any:
 
 
 def _without_cache(repo: Path) -> Any:
-    """The status computed with no derived cache at all (its file moved aside, then back)."""
-    path = derived.cache_path(repo / ".git", EXP, "status")
-    aside = path.with_name("aside")
-    if path.exists():
+    """The status computed with no derived cache at all (the facts and the kept views moved
+    aside, then back)."""
+    paths = [derived.cache_path(repo / ".git", EXP, name) for name in ("status", "view-json", "view-text")]
+    moved = [(p, p.with_name(f"aside-{p.name}")) for p in paths if p.exists()]
+    for path, aside in moved:
         path.rename(aside)
     try:
         r = monte_proc("status", "--json", cwd=repo)
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
     finally:
-        path.unlink(missing_ok=True)
-        if aside.exists():
+        for path in paths:
+            path.unlink(missing_ok=True)
+        for path, aside in moved:
             aside.rename(path)
+
+
+def _views(repo: Path) -> list[Path]:
+    return [derived.cache_path(repo / ".git", EXP, f"view-{mode}") for mode in ("json", "text")]
 
 
 def _append(repo: Path, **fields: Any) -> RunRow:
@@ -157,6 +163,8 @@ def test_a_forged_cache_that_passes_its_mac_is_a_verify_failure(built: Path) -> 
     entries[sha] = [*facts[:i], tuple(forged), *facts[i + 1:]]
     body = derived.MAGIC + marshal.dumps((version, runs_tree, entries))
     path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+    for view in _views(built):  # the kept view of this state, made before the forgery: not the facts'
+        view.unlink(missing_ok=True)
     shown = _cli(built)
     assert any(d.get("lower") == 0.5 for d in shown["deltas"])  # a forger with the key fools status...
     out = _verify(built)
@@ -236,3 +244,78 @@ def test_the_human_status_from_the_cached_lines_is_the_one_from_the_rows(built: 
             render_status(api.status(ws=open_workspace(built, require_data_root=False)))
         assert r.stdout == buf.getvalue()
         assert "zz0000000005\teval\t" in r.stdout and "\tabandoned\t" in r.stdout
+
+
+# --- the kept views (issue 35): what status printed for one state of the repository ---------------
+
+
+def test_a_kept_view_is_what_status_prints_without_it_in_both_forms(built: Path) -> None:
+    reference = _without_cache(built)
+    assert _cli(built) == reference  # made, and kept
+    text = monte_proc("status", cwd=built).stdout
+    assert all(v.is_file() for v in _views(built))
+    assert _cli(built) == reference  # from the kept view
+    assert monte_proc("status", cwd=built).stdout == text
+    for v in _views(built):
+        v.unlink()
+    assert monte_proc("status", cwd=built).stdout == text  # made again: the same
+
+
+def test_a_view_is_not_used_for_another_state(built: Path) -> None:
+    before = _cli(built)
+    _append(built, run="zz0000000006", status="failed", error="x")
+    after = _cli(built)
+    assert after != before and after == _without_cache(built)
+    # a new ref the disclosure reads (another experiment's ledger) is another state too
+    key_before = marshal.loads(_views(built)[0].read_bytes()[len(derived.MAGIC):-32])[1]
+    subprocess.run(["git", "update-ref", "refs/heads/monte/other/ledger", f"refs/heads/monte/{EXP}/ledger"],
+                   cwd=built, check=True, env={**os.environ, "MONTE_HOOKS": "off"})
+    assert _cli(built, EXP) == after  # (a copy of the same ledger: the same reads, the same status)
+    assert marshal.loads(_views(built)[0].read_bytes()[len(derived.MAGIC):-32])[1] != key_before
+
+
+def test_a_run_that_died_after_its_view_was_kept_reads_abandoned(built: Path) -> None:
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        from monte.processes import proc_start
+
+        _append(built, run="zz0000000007", status="running", host=socket.gethostname(), pid=p.pid,
+                proc_start=proc_start(p.pid))
+        assert {r["run"]: r for r in _cli(built)["rows"]}["zz0000000007"]["status"] == "running"
+        assert "zz0000000007\teval" in monte_proc("status", cwd=built).stdout
+    finally:
+        p.kill()
+        p.wait()
+    assert {r["run"]: r for r in _cli(built)["rows"]}["zz0000000007"]["status"] == "abandoned"
+    line = next(x for x in monte_proc("status", cwd=built).stdout.splitlines() if x.startswith("zz0000000007"))
+    assert "\tabandoned\t" in line
+
+
+def _forge_view(path: Path, change: Any) -> None:
+    key = (path.parent / "key").read_bytes()
+    body = path.read_bytes()[:-32]
+    version, state, live, depends, payload = marshal.loads(body[len(derived.MAGIC):])
+    body = derived.MAGIC + marshal.dumps((version, state, live, depends, change(payload)))
+    path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+
+
+def test_an_edited_view_is_not_used_and_a_forged_one_is_a_verify_failure(built: Path) -> None:
+    reference = _cli(built)
+    text = monte_proc("status", cwd=built).stdout
+    assert "[cache]" not in _verify(built)
+    js, tx = _views(built)
+    data = bytearray(js.read_bytes())
+    at = data.index(b"succeeded")
+    data[at:at + 9] = b"abandoned"
+    js.write_bytes(bytes(data))
+    assert _cli(built) == reference  # its MAC fails: made again, and rewritten
+    js.write_bytes(bytes(data))
+    assert "view-json: its MAC does not match" in _verify(built)
+    _cli(built)
+    # forged with the key: status prints it (a forger with the key fools a read), verify names it
+    _forge_view(js, lambda b: b.replace(b'"verdict":"STRIKE"', b'"verdict":"ok"', 1))
+    _forge_view(tx, lambda t: t.replace(" STRIKE", " ok", 1))
+    assert _cli(built) != reference and monte_proc("status", cwd=built).stdout != text
+    out = _verify(built)
+    assert "view-json: its view of the current state is not what the ledger derives" in out
+    assert "view-text: its view of the current state is not what the ledger derives" in out
