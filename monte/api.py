@@ -530,73 +530,14 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
                   ) -> dict[str, Any]:
     """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation.
     ``views``: mode -> (render, its files) of ``monte status``'s kept views, to derive each
-    again (:func:`status_view`); a view of a mode not given is not judged."""
-    from monte.ledger import verify as vf
-    from monte.ledger.refs import ledger_ref
+    again (:func:`status_view`); a view of a mode not given is not judged
+    (:func:`monte.ledger.verify.report.verify_repository`)."""
+    from monte.ledger.verify.report import verify_repository
 
     ws = ws or _ledgers_workspace()
-    if experiment and all_:
-        raise error("E_USAGE", "name one experiment or pass --all", "monte ledger verify EXP | --all")
-    if from_rev and (all_ or not experiment):
-        raise error("E_USAGE", "--from verifies one experiment's new records", "monte ledger verify EXP --from REV")
-    names = vf.experiments(ws.store) if (all_ or not experiment) else [check_name(experiment, "experiment name")]
-    if experiment and ws.store.tip(ledger_ref(experiment)) is None and experiment not in vf.experiments(ws.store):
-        raise error("E_NOT_FOUND", f"no experiment named {experiment!r}", "list them with `monte experiment list`")
-    since = None
-    if from_rev:
-        from dulwich.objectspec import parse_commit
-
-        try:
-            since = parse_commit(ws.store.repo, from_rev.encode()).id
-        except (KeyError, ValueError):
-            raise error("E_NOT_FOUND", f"no commit {from_rev!r}", "pass a commit id of the ledger") from None
-    v = vf.Verifier(ws.store)
-    violations = [{"experiment": "", **x.to_dict()} for x in v.verify_vault()]
-    from monte.ledger import objcache
-
-    # the state reads' object cache: a forged entry is never read (its bytes are not its id), but say so
-    violations += [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
-                    "fix": f"remove {objcache.cache_path(ws.store.repo.commondir(), '*')} (rebuilt from the ledger "
-                    "on the next read), then find who wrote it"} for m in objcache.check(ws.store.repo.commondir())]
-    if since is None:  # a full check: what status derived from each index, re-derived (~0.1 s per 10,000 rows)
-        violations += _derived_caches(ws, views or {})
-    records = 0
-    rows: dict[str, Any] = {}  # each experiment's rows, as its walk read them (for the warnings)
-    only: dict[str, set[str]] | None = {} if since is not None else None  # --from: the runs written since
-    for name in names:
-        found = v.verify(name, since=since)
-        violations += [{"experiment": name, **x.to_dict()} for x in found]
-        records += v.records
-        if only is not None:
-            only[name] = set(v.wrote)
-        violations += [{"experiment": name, **x.to_dict()}
-                       for x in _lineage_matches_ledger(ws, v, name, None if only is None else only[name])]
-        if v.passed is not None and v.passed[0] == name and (v.passed[3] or only is not None):
-            rows[name] = v.passed[2].values()
-    # the repository-wide seal: every ledger's test reads counted per seal key (rule ``seal``)
-    violations += [{"experiment": exp, **x.to_dict()}
-                   for exp, x in vf.seal_violations(ws.store, new_runs=only if only is not None else None)]
-    from monte.ledger import remotes
-
-    # what a clone's remote-tracking refs hold: let in when it could be; a forged copy is named
-    violations += remotes.refused_violations(ws.adoption)
-    unchecked = remotes.unchecked(ws.store, ws.adoption)
-    if violations:
-        lines = "; ".join(f"{x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
-        own = [x["fix"] for x in violations if x.get("fix")]  # e.g. a rewound ref: the restore command
-        raise error("E_VERIFY", f"{len(violations)} violation(s): {lines}",
-                    own[0] if len(own) == len(violations) else "the ledger was written outside monte; find who wrote "
-                    "these commits (`git show COMMIT`) and restore the ref from a good copy", details=violations)
-    if not records and unchecked:  # never "ok" over nothing while ledgers exist elsewhere in the repository
-        raise error("E_NOT_FOUND", "no ledger record was checked, but this repository holds monte refs verify does "
-                    f"not read: {'; '.join(f'{r} ({why})' for r, why in sorted(unchecked.items())[:10])}",
-                    "let them in as monte refs (`git update-ref refs/heads/monte/... SHA`; a clone's "
-                    "refs/remotes/<remote>/monte/* are let in by any monte command), then verify again")
-    from monte.ledger.portable import scan
-
-    # records an older monte wrote with a folder of its machine: they verify, and are named
-    return {"ok": True, "experiments": names, "records": records, "warnings": scan(ws.store, names, rows=rows, only=only),
-            "adopted": dict(ws.adoption.adopted) if ws.adoption else {}, "unchecked": unchecked}
+    report = verify_repository(ws, experiment=experiment, all_=all_, from_rev=from_rev,
+                               derived=lambda: _derived_caches(ws, views or {}))
+    return report.to_dict()
 
 
 def _ledgers_workspace() -> Workspace:
@@ -641,40 +582,6 @@ def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str,
     return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
              "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
              "who wrote it"} for m in found]
-
-
-def _lineage_matches_ledger(ws: Workspace, v: Any, name: str, only: set[str] | None = None) -> list[Any]:
-    """Each lineage ref walks cleanly and its tip is the last checkpoint its run's row lists;
-    ``only`` (``--from``): the lineage refs of these runs (those the new records wrote)."""
-    from monte.ledger.experiment import Ledger
-    from monte.ledger.refs import lineage_prefix, lineage_ref
-    from monte.ledger.verify import Violation
-
-    ledger = Ledger(ws.store, name)
-    if only is None:
-        refs = ws.store.refs_under(lineage_prefix(name))
-    else:  # not every lineage ref read to keep a few
-        refs = {ref: tip for ref in sorted(lineage_ref(name, run) for run in only)
-                if (tip := ws.store.tip(ref)) is not None}
-    passed = v.passed
-    if passed is not None and passed[:2] == (name, ws.store.tip(ledger.ref)) and (
-            passed[3] or (only is not None and only <= passed[2].keys())):
-        rows = passed[2]  # the walk that just passed holds these rows at the tip: the indexes' rows
-    else:
-        rows = {r.run: r for r in ledger.rows()} if ledger.exists() else {}  # a deleted ledger: verify says so
-    out = []
-    walked = v.verify_lineages(name, refs, own=only is not None)  # each ref's walk, all read at once
-    for ref, tip in refs.items():
-        run = ref.rsplit("/", 1)[1]
-        out += walked[ref]
-        row = rows.get(run)
-        if row is None:
-            out.append(Violation(tip.decode()[:12], "append-only", f"lineage ref of {run}: no such run in the "
-                                 "ledger (a record was removed, or the ref was made by hand)"))
-        elif row.checkpoints and row.checkpoints[-1]["commit"] != tip.decode():
-            out.append(Violation(tip.decode()[:12], "lineage", f"the lineage ref of {run} is not the checkpoint "
-                                 f"its row records ({row.checkpoints[-1]['commit'][:12]})"))
-    return out
 
 
 def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ def _walk(repo: Path, tip: str, since: str | None = None, exp: str = "exp") -> l
 
 
 def _no_lazy(*_: object) -> None:
-    raise vf._NeedAll
+    raise vf.NeedAll
 
 
 @pytest.mark.parametrize("name", ["honest", *FORGERIES])
@@ -49,7 +49,7 @@ def test_bulk_and_lazy_reads_find_what_the_plain_walk_finds(honest: Honest, name
         if since is None:
             continue  # a shorter ledger (another experiment's)
         lazy = _walk(honest.path, tip, since, exp=exp)
-        monkeypatch.setattr(vf, "_Since", _no_lazy)  # every row read up front, as before
+        monkeypatch.setattr(vf, "Since", _no_lazy)  # every row read up front, as before
         assert lazy == _walk(honest.path, tip, since, exp=exp), back
         monkeypatch.undo()
         monkeypatch.setattr(vf, "BULK", 1)
