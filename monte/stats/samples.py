@@ -29,8 +29,9 @@ Pure functions; imports nothing heavier than :mod:`math`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from monte.stats.paired import (
     ALPHA,
@@ -42,7 +43,7 @@ from monte.stats.paired import (
     skew_corrected_interval,
 )
 
-__all__ = ["ITEM_EXACT", "ITEM_FRACTIONAL", "PassAt", "SampledDelta", "conditional_pvalue",
+__all__ = ["samples_of", "ITEM_EXACT", "ITEM_FRACTIONAL", "PassAt", "SampledDelta", "conditional_pvalue",
            "design_effect", "hypergeometric_weights", "pass_at_k", "sampled_delta"]
 
 #: Delta.method of a K > 1 delta: the exact test on the items joined with the item-level interval.
@@ -268,3 +269,17 @@ def _item_delta(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], clus
     score_a = math.fsum(math.fsum(x) / len(x) for x in a) / n
     score_b = math.fsum(math.fsum(y) / len(y) for y in b) / n
     return Delta(delta, lower, upper, n, True, None, None, method, score_a, score_b)
+
+
+def samples_of(tasks: Sequence[Mapping[str, Any]]) -> dict[str, list[float]] | None:
+    """Item id -> its K sample scores, from ``tasks.jsonl`` entries as monte records them at
+    K > 1 (``samples``: index, seed, answer, score); ``None`` when the entries hold no samples
+    (K = 1) or not the same K > 1 for every item."""
+    out: dict[str, list[float]] = {}
+    for t in tasks:
+        got = t.get("samples")
+        if not isinstance(got, list) or not got:
+            return None
+        out[str(t["id"])] = [float(s["score"]) for s in sorted(got, key=lambda s: int(s["sample"]))]
+    ks = {len(v) for v in out.values()}
+    return out if len(ks) == 1 and ks != {1} else None
