@@ -259,3 +259,13 @@ def test_design_effect() -> None:
     eff, deff, _ = design_effect(_samples(a[0], 8), _samples(b[0], 8))
     assert 400 <= eff < 1000 and deff > 3
     assert design_effect([[1.0]] * 5, [[0.0]] * 5)[:2] == (5.0, 1.0)
+
+
+def test_the_exact_test_can_hold_back_an_interval_above_zero() -> None:
+    from test_sample_mutations import CLAMPED
+
+    a, b = (_samples(np.array(x), 2) for x in CLAMPED)
+    item = samples._item_delta(a, b, None)
+    assert item.lower > 0 and not exact_rejects(*CLAMPED, 2)
+    s = sampled_delta(a, b)
+    assert s.d.lower == 0.0 and s.d.verdict == "STRIKE" and s.d.upper == item.upper
