@@ -8,7 +8,9 @@
    vectorised on every replicate, the exact test on the first --exact-reps of them (numpy's
    convolution), so P(ok) = P(both) is measured there. Also the detectable effect monte states
    (``detectable_items``) against the simulated power at it, and the measured design effect.
-2. **Eval cost of K** on this machine: seconds to answer N prompts of the parity exam with the
+2. **Size and coverage grid**: the exact test's false-ok rate given t and the printed interval's
+   worst coverage for K = 4, 8, 16 and n = 20 .. 200 (tests/stats/sample_designs.py's designs).
+3. **Eval cost of K** on this machine: seconds to answer N prompts of the parity exam with the
    real tiny model (``monte model init``'s; parity-like prompts), greedy (one batched pass) and sampled K = 1, 4, 8.
 
     .venv/bin/python bench/samples_power.py               # ~3 min on the 2-core machine
@@ -31,6 +33,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "stats"))
+
+from sample_designs import COVERAGE, STRONG_NULLS, conditional_size, draw, interval_rates  # noqa: E402
 
 from monte.stats.paired import mcnemar_rejects, skew_corrected_bounds  # noqa: E402
 from monte.stats.power import detectable_items  # noqa: E402
@@ -55,6 +60,28 @@ def power(rng: np.random.Generator, n: int, k: int, gain: float, reps: int, exac
     return {"n": n, "K": k, "gain": gain, "power": float(np.mean(both)), "se": _se(np.mean(both), m),
             "interval_alone": float(np.mean(interval)), "exact_alone": float(np.mean(exact)),
             "effective_n": eff, "design_effect": deff, "sd": float(np.mean(d.std(1, ddof=1)))}
+
+
+#: t-vectors drawn per strong-null design (as tests/stats/test_samples.py, same seeds)
+DRAWS = {20: 6, 50: 4, 100: 3, 200: 2}
+
+
+def size_and_coverage(k: int, n: int, reps: int) -> dict[str, Any]:
+    """The exact test's false-ok rate given t (exact, per t) and the printed interval's worst
+    coverage over sample_designs.COVERAGE: what docs/statistics.md tabulates."""
+    rng = np.random.default_rng(1000 * k + n)
+    sizes = []
+    for design in STRONG_NULLS.values():
+        a, b, _ = draw(design, rng, DRAWS[n], n, k)
+        sizes += [conditional_size(lambda x, y: exact_rejects(x, y, k, convolve=np.convolve), t, k) for t in a + b]
+    rng = np.random.default_rng(k * 7 + n)
+    cov = {}
+    for name, design in COVERAGE.items():
+        a, b, truth = draw(design, rng, reps, n, k)
+        cov[name] = interval_rates(skew_corrected_bounds, (b - a) / k, truth)[0]
+    worst = min(cov, key=lambda x: cov[x])
+    return {"K": k, "n": n, "max_false_ok_given_t": max(sizes), "mean_false_ok_given_t": float(np.mean(sizes)),
+            "t_vectors": len(sizes), "min_coverage": cov[worst], "worst_design": worst}
 
 
 def stated_vs_simulated(rng: np.random.Generator, n: int, k: int, reps: int) -> dict[str, Any]:
@@ -122,6 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = (f"  (interval alone {r['interval_alone']:.3f}, exact test alone {r['exact_alone']:.3f}; "
                  f"effective n {r['effective_n']:.0f}, design effect {r['design_effect']:.2f})" if r["K"] > 1 else "")
         print(f"power n {r['n']:4d} K {r['K']:2d} gain {r['gain']:+.3f}: {r['power']:.4f} ± {r['se']:.4f}{extra}")
+    grid = [size_and_coverage(k, n, 4000 if not args.quick else 300)
+            for k in ((4, 8, 16) if not args.quick else (4,)) for n in ((20, 50, 100, 200) if not args.quick else (20,))]
+    for g in grid:
+        print(f"K {g['K']:2d} n {g['n']:3d}: exact test's false ok given t max {g['max_false_ok_given_t']:.4f}, mean "
+              f"{g['mean_false_ok_given_t']:.4f} ({g['t_vectors']} t); min coverage {g['min_coverage']:.4f} "
+              f"({g['worst_design']})")
     stated = [stated_vs_simulated(rng, n, k, args.reps) for n in ns for k in ks if k > 1]
     for s in stated:
         print(f"stated 80%-power effect n {s['n']} K {s['K']}: {s['stated_effect']:+.4f} (per-item sd "
@@ -133,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     took = time.perf_counter() - t0
     print(f"took {took:.0f} s")
     if args.json_out:
-        args.json_out.write_text(json.dumps({"power": rows, "stated": stated, "cost": cost, "seconds": took}, indent=1))
+        args.json_out.write_text(json.dumps({"power": rows, "grid": grid, "stated": stated, "cost": cost, "seconds": took}, indent=1))
     return 0
 
 
