@@ -7,6 +7,7 @@ has been written to the ledger, the vault ref or the data root.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,13 +186,17 @@ def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetInfo:
 
 def experiment_init(
     *, name: str, eval_env: str, model: str | None = None, steps_per_chunk: int = 50,
-    dry_run: bool = False, ws: Workspace | None = None,
+    dry_run: bool = False, ws: Workspace | None = None, samples: int = 1, temperature: float | None = None,
+    top_p: float | None = None, pass_at: Sequence[int] = (),
 ) -> ExperimentInitResult:
-    """Freeze ``measurement.json`` as the experiment's first ledger record."""
+    """Freeze ``measurement.json`` as the experiment's first ledger record. ``samples`` (K),
+    ``temperature`` and ``top_p`` are eval settings (they define the cohort and the seal);
+    ``pass_at`` names the pass@k deltas reported beside the mean score's (issue 33)."""
     from monte import experiments
 
     return experiments.create(name=name, eval_env=eval_env, model=model, steps_per_chunk=steps_per_chunk,
-                              dry_run=dry_run, ws=ws)
+                              dry_run=dry_run, ws=ws, samples=samples, temperature=temperature, top_p=top_p,
+                              pass_at=pass_at)
 
 
 def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentSummary]:

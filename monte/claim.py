@@ -430,7 +430,7 @@ def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], dict[
         checked = _check_weights(weights, statement["subject"])
     base = _tasks(folder / BASELINE_TASKS)
     mine = _tasks(folder / CLAIM_TASKS)
-    printed = _recompute(base, mine, p)
+    printed = _recompute(base, mine, p, _samples(folder / BASELINE_TASKS), _samples(folder / CLAIM_TASKS))
     records = _replay(folder / BUNDLE, p, statement["subject"], (folder / BASELINE_TASKS).read_bytes(),
                       (folder / CLAIM_TASKS).read_bytes(), verify_ledgers)
     return Verified(_sha256(payload), signer, p["experiment"], p["checkpoint"]["ref"], printed, str(p["verdict"]),
@@ -482,13 +482,30 @@ def _tasks(path: Path) -> dict[str, float]:
         raise _fail(f"{path.name} is not a per-item results file") from None
 
 
-def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]) -> str:
+def _samples(path: Path) -> dict[str, list[float]] | None:
+    """K > 1 (issue 33): each item's sample scores, as the per-item file holds them."""
+    from monte import jsonl
+    from monte.stats.samples import samples_of
+
+    try:
+        return samples_of(jsonl.load_lines(path.read_bytes()))
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise _fail(f"{path.name} is not a per-item results file") from None
+
+
+def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any],
+               base_samples: dict[str, list[float]] | None = None,
+               mine_samples: dict[str, list[float]] | None = None) -> str:
     from monte.stats.paired import paired_delta, verdict
+    from monte.stats.samples import sampled_delta
 
     if set(base) != set(mine) or not base:
         raise _fail("the two per-item files do not hold the same items: nothing to pair")
     ids = sorted(base)
-    d = paired_delta([base[i] for i in ids], [mine[i] for i in ids])
+    if base_samples is not None and mine_samples is not None:  # K > 1: as the eval judged it
+        d = sampled_delta([base_samples[i] for i in ids], [mine_samples[i] for i in ids]).d
+    else:
+        d = paired_delta([base[i] for i in ids], [mine[i] for i in ids])
     rec = p["delta"]
     got = _printed({"delta": d.delta, "lower": d.lower, "upper": d.upper})["printed"]
     if got != rec["printed"] or d.n != rec["n"] or d.fixed != rec["fixed"] or d.broken != rec["broken"]:

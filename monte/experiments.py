@@ -6,6 +6,8 @@ measure them is proven here, against its folder and the vault ref, before anythi
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
@@ -41,19 +43,56 @@ class ExperimentSummary(BaseModel):
     created_at: str
 
 
+def check_sampling(samples: int, temperature: float | None, top_p: float | None,
+                   pass_at: Sequence[int]) -> dict[str, object]:
+    """The eval settings ``--samples``, ``--temperature``, ``--top-p`` freeze (issue 33), or a
+    refusal (``E_USAGE``, exit 2) that names the fix; nothing is written before this passes.
+    K > 1 needs a temperature above 0 (greedy samples are K copies of one answer)."""
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise error("E_USAGE", f"--samples {samples!r}: K is the number of answers sampled per item, at least 1",
+                    "pass --samples 1 (one answer per item, the default) or more, e.g. --samples 8")
+    if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
+        raise error("E_USAGE", f"--temperature {temperature!r} is not a temperature (a finite number >= 0)",
+                    "pass --temperature 0 (greedy) or a positive one, e.g. --temperature 0.7")
+    if samples > 1 and not temperature:
+        raise error("E_USAGE", f"--samples {samples} with a greedy decoder (temperature 0) would give {samples} "
+                    "copies of one answer per item", f"pass --temperature T > 0 with --samples {samples} "
+                    "(e.g. --temperature 0.7), or drop --samples")
+    if top_p is not None:
+        if not (math.isfinite(top_p) and 0 < top_p <= 1):
+            raise error("E_USAGE", f"--top-p {top_p!r} is not a nucleus mass in (0, 1]",
+                        "pass --top-p between 0 (exclusive) and 1, e.g. --top-p 0.95")
+        if not temperature and top_p != 1:
+            raise error("E_USAGE", f"--top-p {top_p} has no effect on a greedy decoder (temperature 0)",
+                        "pass --temperature T > 0 with --top-p, or drop --top-p")
+    bad = [k for k in pass_at if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= samples]
+    if bad:
+        raise error("E_USAGE", f"--pass-at {','.join(map(str, bad))}: pass@k is estimated from K = {samples} "
+                    "samples, so each k lies in 1..K", f"pass --pass-at with k between 1 and {samples} "
+                    f"(e.g. --pass-at 1,{samples}), or more --samples")
+    out: dict[str, object] = {"samples": samples}
+    if temperature is not None:
+        out["temperature"] = float(temperature)
+    if top_p is not None:
+        out["top_p"] = float(top_p)
+    return out
+
+
 def create(
     *, name: str, eval_env: str, model: str | None, steps_per_chunk: int, dry_run: bool,
-    ws: Workspace | None,
+    ws: Workspace | None, samples: int = 1, temperature: float | None = None, top_p: float | None = None,
+    pass_at: Sequence[int] = (),
 ) -> ExperimentInitResult:
     """See :func:`monte.api.experiment_init`. ``ws`` is resolved here, after the names are
     checked, so a bad one is refused the same inside a repository or outside one."""
-    from monte.envs.grading import eval_defaults
+    from monte.envs.grading import LMEVAL, eval_defaults
     from monte.ledger.experiment import Ledger
     from monte.ledger.records import EvalSettings, ExamFreeze, SplitFreeze, TrainSettings
     from monte.ledger.vault import Vault
     from monte.manifest import now, read_manifest, verify_folder
 
     check_name(name, "experiment name")
+    sampling = check_sampling(samples, temperature, top_p, pass_at)
     if name.lower() == "vault":  # refs/heads/monte/vault is the freeze manifests' ref, not a folder
         raise error("E_INVALID_NAME", "the experiment name 'vault' is reserved: refs/heads/monte/vault holds "
                     "the freeze manifests", "choose another experiment name")
@@ -73,6 +112,9 @@ def create(
         raise error("E_INTEGRITY", f"environment {eval_env!r}: the manifest here differs from the vault ref's",
                     f"move {folder} aside and run `monte env install {eval_env}`")
     verify_folder(folder, m)
+    if samples > 1 and (m.grader or {}).get("kind") == LMEVAL:
+        raise error("E_USAGE", f"environment {eval_env!r} is graded by lm-eval, which builds its own requests: "
+                    "monte cannot sample K answers per item for it", "drop --samples (K = 1) for an lm-eval exam")
     # the default base model, as every machine names it: repo:/data:/hf:/name: (monte.models.locate)
     where = locate.locate(ws, model, fetch=False) if model is not None else None
     exams = {
@@ -88,7 +130,8 @@ def create(
         environment_fingerprint=m.fingerprint, grader=m.grader or {}, exams=exams,
         model=where.ref if where is not None else None,
         train=TrainSettings(steps_per_chunk=steps_per_chunk),
-        eval=EvalSettings(**eval_defaults(m.grader)),  # a NeMo Gym server grades whole chat answers
+        eval=EvalSettings(**{**eval_defaults(m.grader), **sampling}),  # a NeMo Gym server grades whole chat answers
+        pass_at=sorted(set(pass_at)),
     )
     if dry_run:
         return ExperimentInitResult(dry_run=True, measurement=measurement)

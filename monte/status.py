@@ -238,6 +238,10 @@ def delta_head(d: Mapping[str, Any]) -> str:
     kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
     fixed = d.get("fixed")
     counts = f", fixed {fixed}, broken {d['broken']}" if fixed is not None else ""
+    if (d.get("samples") or 1) > 1:  # K samples per item (issue 33); K = 1 prints as it always did
+        counts += (f", K {d['samples']}, effective n {d['effective_n']:.0f}, design effect {d['design_effect']:.2f}"
+                   + "".join(f"; pass@{k} {p['delta']:+.4f} {format_interval(p['lower'], p['upper'])}"
+                             for k, p in sorted((d.get("pass_at") or {}).items(), key=lambda kv: int(kv[0]))))
     lo, hi = d["lower"], d["upper"]
     # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18); a bound
     # of at least 1e-4 prints as it is (the common case, inline: status formats ~10,000 of these)

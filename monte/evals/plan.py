@@ -106,7 +106,10 @@ class EvalPlan(BaseModel):
         if self.base_register:
             out.append(f"  base model {self.base_folder} is named {self.base_register!r} in .monte.yaml when recorded "
                        f"(another machine says where it is with {locate.env_var(self.base_register)})")
-        out.append(f"  {n} generations, max {self.settings['max_new_tokens']} new tokens each"
+        k = int(self.settings.get("samples", 1))
+        out.append(f"  {n * k} generations" + (f" ({n} items x K = {k} samples, temperature "
+                                               f"{self.settings['temperature']:g})" if k > 1 else "")
+                   + f", max {self.settings['max_new_tokens']} new tokens each"
                    + (f", in {self.processes} processes" if self.processes > 1 else ""))
         if self.push:
             out.append(f"  push: results to {self.bucket} after each transition")
@@ -138,6 +141,10 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     locate.prove(ws.store, exp, where, base.own or base.weights, base.identities)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
+    if processes > 1 and (meas.eval.samples > 1 or meas.eval.temperature > 0):
+        raise error("E_USAGE", f"experiment {exp} samples its answers (K = {meas.eval.samples}, temperature "
+                    f"{meas.eval.temperature:g}); each item's samples are drawn in one process from its own seed",
+                    "drop --processes (one process samples every item)")
     shards.check(processes, {e.exam: min(e.n, SMOKE_TASKS) if smoke else e.n for e in exams})
     seal = Seal(ws.store, exam_of=exam_of(ws))
     keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort,
@@ -286,4 +293,4 @@ def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: st
         if test_read:
             dev = [r.delta for r in rows if r.delta and rules.is_admissible(r) and r.cohort == cohort
                    and r.exam == e.exam and r.split == "dev"]
-            e.detectable = detectable(e.n, dev)
+            e.detectable = detectable(e.n, dev, samples=meas.eval.samples)

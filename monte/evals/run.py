@@ -124,6 +124,17 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
                     tasks = grades.evaluate(model, tok, plan.settings, on_progress)
                     answers = [str(t.get("answer", "")) for t in tasks]
+                elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
+                    ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
+                    seeds = [gen.sample_seed(i) for i in ids]
+                    drawn = gen.sample(model, tok, [grading.prompt_of(i) for i in items], seeds,
+                                       k=_k(plan.settings), max_new_tokens=plan.settings["max_new_tokens"],
+                                       temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
+                                       stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
+                                       on_batch=on_progress)
+                    answers = [a for per_item in drawn for a in per_item]
+                    if not (plan.smoke and e.split == "test"):  # smoke on test: nothing graded, as at K = 1
+                        tasks = _graded_samples(grades, items, ids, seeds, drawn)
                 elif plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
                     answers = shards.generate(Path(plan.target.folder or plan.target.model),
                                               [grading.prompt_of(i) for i in items],
@@ -147,7 +158,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 # durable before the finishing append: if that cannot be written, the score is kept
                 try:
                     # the whole answers too: `monte recover` grades them again before recording
-                    save_pending(ws, plan.experiment, row.run, {"tasks": tasks, "n": len(answers),
+                    save_pending(ws, plan.experiment, row.run, {"tasks": tasks, "n": len(items),
                                                                 "smoke": plan.smoke,
                                                                 "answers": list(answers) if tasks else None})
                     kept = True
@@ -165,7 +176,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 grades.close()
             # one record both scores the run and ends it: the "scored" and "finished" transitions land
             # together, so one push reports both
-            done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(answers), kept=kept)
+            done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(items), kept=kept)
             try:
                 log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
             except OSError:
@@ -176,6 +187,36 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
         pusher.check()
     return EvalResult(experiment=plan.experiment, runs=results,
                       floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
+
+
+def _k(settings: dict[str, Any]) -> int:
+    """K, the samples per item (a measurement from before K, or at K = 1, holds none)."""
+    return int(settings.get("samples", 1))
+
+
+def _sampled(settings: dict[str, Any]) -> bool:
+    """Seeded samples per item (:func:`monte.models.generate.sample`): K > 1, or one sampled answer."""
+    return _k(settings) > 1 or float(settings.get("temperature", 0.0)) > 0
+
+
+def _graded_samples(grades: Any, items: list[dict[str, Any]], ids: list[str], seeds: list[int],
+                    drawn: list[list[str]]) -> list[dict[str, Any]]:
+    """One ``tasks.jsonl`` entry per item: its id, its score (the mean over its samples), the
+    first sample's answer (what a one-answer reader shows) and every sample (index, seed, answer,
+    score) under ``samples``; at K = 1 the one sample's seed beside the usual fields."""
+    k = len(drawn[0]) if drawn else 1
+    graded = grades.grade([it for it in items for _ in range(k)], [a for per in drawn for a in per],
+                          [i for i in ids for _ in range(k)])
+    out = []
+    for n, (tid, seed) in enumerate(zip(ids, seeds, strict=True)):
+        mine = graded[n * k:(n + 1) * k]
+        if k == 1:
+            out.append({**mine[0], "seed": seed})
+            continue
+        out.append({"id": tid, "score": sum(float(g["score"]) for g in mine) / k, "answer": mine[0].get("answer", ""),
+                    "seed": seed, "samples": [{**{x: v for x, v in g.items() if x != "id"}, "sample": j, "seed": seed,
+                                               "score": float(g["score"])} for j, g in enumerate(mine)]})
+    return out
 
 
 def preflight_eval(plan: EvalPlan, splits: dict[str, list[dict[str, Any]]],
@@ -370,6 +411,8 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
         odd = sorted(set(kept) ^ set(ids))
         raise forged(f"its task ids are not the split's ({len(kept)} kept, {len(ids)} in the split"
                      + (f"; e.g. {', '.join(odd[:3])}" if odd else "; in another order") + ")")
+    if any("samples" in t for t in tasks):  # K > 1: every sample graded again (issue 33)
+        return _prove_kept_samples(ws, meas, exam.benchmark, row, items, ids, tasks, forged)
     answers = pending.get("answers")
     if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
         answers = [str(t.get("answer", "")) for t in tasks]
@@ -386,6 +429,30 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     return graded
 
 
+def _prove_kept_samples(ws: Workspace, meas: Any, benchmark: str, row: RunRow, items: list[dict[str, Any]],
+                        ids: list[str], tasks: list[dict[str, Any]], forged: Callable[[str], Exception]) -> list[dict[str, Any]]:
+    """:func:`prove_kept_result` at K > 1: each item's samples, graded again, give every kept
+    sample's score and the item's mean."""
+    from monte.envs import grading
+
+    per = [t.get("samples") for t in tasks]
+    if not all(isinstance(p, list) and p and all(isinstance(x, dict) for x in p) for p in per):
+        raise forged("an item holds no samples")
+    k = len(per[0] or [])
+    if any(len(p or []) != k for p in per):
+        raise forged("its items hold different numbers of samples")
+    drawn = [[str(x.get("answer", "")) for x in sorted(p or [], key=lambda x: int(x.get("sample", 0)))] for p in per]
+    seeds = [int(t.get("seed", 0)) for t in tasks]
+    with grading.ExamGrader(meas.grader, benchmark, row.exam or "", config=ws.config,
+                            log=ws.data_root / "logs" / f"gym-{row.experiment}-{row.exam}.log") as grader:
+        graded = _graded_samples(grader, items, ids, seeds, drawn)
+    for t, g in zip(tasks, graded, strict=True):
+        kept = [float(x.get("score", -1)) for x in sorted(t["samples"], key=lambda x: int(x.get("sample", 0)))]
+        if kept != [x["score"] for x in g["samples"]] or abs(float(t.get("score", -1)) - g["score"]) > 1e-9:
+            raise forged(f"task {g['id']}'s samples are kept with other scores than the frozen grader gives")
+    return graded
+
+
 def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:
     return _finish(ledger, row, "failed", error_text=reason)
 
@@ -394,6 +461,7 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
     """Paired against the cohort's baseline on this exam and split (unpaired when a per-task
     file cannot be read or the tasks do not line up)."""
     from monte.stats.paired import paired_delta, unpaired_delta, verdict
+    from monte.stats.samples import sampled_delta, samples_of
 
     if row.plan.get("target", {}).get("kind") == "base":
         return None
@@ -402,9 +470,16 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
         return None
     base_tasks = read_tasks(snap, base.run)
     mine = {t["id"]: float(t["score"]) for t in tasks}
+    extra: dict[str, Any] = {}
     if base_tasks is not None and {t["id"] for t in base_tasks} == set(mine):
         ids = [t["id"] for t in base_tasks]
-        d = paired_delta([float(t["score"]) for t in base_tasks], [mine[i] for i in ids])
+        mine_samples, base_samples = samples_of(tasks), samples_of(base_tasks)
+        if mine_samples is not None and base_samples is not None:  # K > 1: the item is the unit (issue 33)
+            s = sampled_delta([base_samples[i] for i in ids], [mine_samples[i] for i in ids],
+                              pass_at=ledger.measurement(snap).pass_at)
+            d, extra = s.d, s.record()
+        else:
+            d = paired_delta([float(t["score"]) for t in base_tasks], [mine[i] for i in ids])
     else:
         scores = list(mine.values())
         binary = all(s in (0.0, 1.0) for s in scores)
@@ -412,4 +487,4 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
                            binary=binary)
     return {"baseline": base.run, "delta": d.delta, "lower": d.lower, "upper": d.upper, "n": d.n,
             "fixed": d.fixed, "broken": d.broken, "paired": d.paired, "method": d.method,
-            "verdict": verdict(d)}
+            "verdict": verdict(d), **extra}

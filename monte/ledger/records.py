@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from monte.ledger.views import (
     EXECUTION_DETAILS,
@@ -57,6 +64,16 @@ class EvalSettings(BaseModel):
     top_p: float = 1.0
     chat_template: bool = False  # prompts are fed raw; a chat model may ask for its template
     stop: list[str] = Field(default_factory=lambda: ["\n"])
+    #: K: sampled answers per item (issue 33). A measurement written before K, or at K = 1, holds
+    #: no such key: it is written only when K > 1, so K = 1 keeps its bytes and its seal.
+    samples: int = 1
+
+    @model_serializer(mode="wrap")
+    def _k1_unwritten(self, nxt: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = nxt(self)
+        if out.get("samples") == 1:
+            out.pop("samples")
+        return out
 
 
 class ExecutionSettings(BaseModel):
@@ -88,6 +105,16 @@ class Measurement(BaseModel):
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)
     model: str | None = None  # the default base model: a reference (repo:, data:, hf:, name:; monte.models.locate)
+    #: the pass@k deltas reported beside the mean score's (each k <= K; issue 33): what is shown,
+    #: not what is generated or graded, so no part of the seal; written only when asked for
+    pass_at: list[int] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _no_pass_at_unasked(self, nxt: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = nxt(self)
+        if not out.get("pass_at"):
+            out.pop("pass_at", None)
+        return out
 
     @model_validator(mode="before")
     @classmethod

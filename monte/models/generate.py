@@ -1,4 +1,5 @@
-"""Loading a model and generating answers for a split: batched, left-padded, KV cache, greedy.
+"""Loading a model and generating answers for a split: batched, left-padded, KV cache, greedy;
+or K seeded samples per item (:func:`sample`).
 
 Only this module (and training) imports torch and transformers, inside functions.
 """
@@ -106,6 +107,64 @@ def generate(
             done += len(idx)
             if on_batch:
                 on_batch(done, len(texts))
+    return out
+
+
+def sample_seed(task_id: str) -> int:
+    """The seed of an item's K samples: from its id alone, so a re-run (any batch size, any
+    machine) draws the same samples where the engine allows (issue 33)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"monte-sample:{task_id}".encode()).digest()[:4], "big")
+
+
+def sample(
+    model: Any,
+    tok: Any,
+    prompts: Sequence[str | list[dict[str, str]]],
+    seeds: Sequence[int],
+    *,
+    k: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_p: float = 1.0,
+    stop: Sequence[str] = (),
+    chat_template: bool = False,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> list[list[str]]:
+    """K sampled answers per prompt, in the order given, each item seeded with its own seed.
+
+    transformers: one ``generate`` per item (``num_return_sequences=K``) after seeding torch with
+    the item's seed, so what an item draws depends on it alone, never on batching; vLLM:
+    ``SamplingParams(n=K, seed=...)`` per prompt. Answers are cut at the first stop string.
+    """
+    if temperature <= 0:
+        raise ValueError("sampling needs a temperature above 0")
+    texts = [_render(tok, p, chat_template) for p in prompts]
+    if isinstance(model, VllmModel):
+        from vllm import SamplingParams
+
+        params = [SamplingParams(n=k, seed=s, temperature=temperature, top_p=top_p, max_tokens=max_new_tokens)
+                  for s in seeds]
+        outputs = model.llm.generate(texts, params, use_tqdm=False)
+        if on_batch:
+            on_batch(len(texts), len(texts))
+        return [[_cut(o.text, stop) for o in out.outputs] for out in outputs]
+    import torch
+
+    device = next(model.parameters()).device
+    out: list[list[str]] = []
+    with torch.inference_mode():
+        for i, (text, seed) in enumerate(zip(texts, seeds, strict=True)):
+            torch.manual_seed(seed)
+            enc = tok([text], return_tensors="pt").to(device)
+            gen = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
+                                 top_p=top_p, top_k=0, num_return_sequences=k, pad_token_id=tok.pad_token_id,
+                                 use_cache=True)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            out.append([_cut(t, stop) for t in tok.batch_decode(new, skip_special_tokens=True)])
+            if on_batch:
+                on_batch(i + 1, len(texts))
     return out
 
 

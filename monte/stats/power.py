@@ -20,7 +20,7 @@ from typing import Any
 
 from monte.stats.paired import binomial_window, mcnemar_critical
 
-__all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "detectable", "describe_detectable",
+__all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "detectable", "describe_detectable", "detectable_items",
            "minimum_detectable_effect", "pooled_discordance", "power"]
 
 #: The power a "smallest detectable effect" is stated at.
@@ -98,7 +98,35 @@ def pooled_discordance(deltas: Iterable[Mapping[str, Any]]) -> tuple[float, int]
     return (flips / tasks, count) if count else None
 
 
-def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def detectable_items(n: int, sd: float, target: float = TARGET_POWER) -> float:
+    """K samples per item (issue 33): the smallest gain whose item-level interval's lower end is
+    above 0 with probability ``target``, by the normal approximation of that interval: with the
+    two pseudo-items its standard error is about ``sqrt(((n - 1) sd^2 + 2) / (n + 1) / (n + 2))`` and its
+    mean ``n / (n + 2)`` of the delta, so the effect is ``(n + 2) / n (z_0.975 + z_target) se``.
+    (The exact test beside it binds less: bench/samples_power.py measures both.)"""
+    from statistics import NormalDist
+
+    se = math.sqrt(((n - 1) * sd * sd + 2) / (n + 1) / (n + 2))
+    return (n + 2) / n * (NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(target)) * se
+
+
+def _detectable_items(n: int, sampled: list[Mapping[str, Any]], samples: int,
+                      deltas: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`detectable` at K > 1: from the pooled per-item sd of the paired dev deltas (the
+    root mean square of their ``sd``), or, with none, the K = 1 prior's (an upper bound: K
+    samples never make an item's difference vary more)."""
+    prior = not sampled
+    sd = (math.sqrt(math.fsum(float(d["sd"]) ** 2 for d in sampled) / len(sampled)) if sampled
+          else math.sqrt(PRIOR_DISCORDANCE))
+    k = int(sampled[0]["samples"]) if sampled else samples
+    best = max((float(d["delta"]) for d in deltas if d.get("delta") is not None), default=None)
+    effect = detectable_items(n, sd)
+    return {"n": n, "power": TARGET_POWER, "samples": k, "sd": sd, "evals": len(sampled), "prior": prior,
+            "fractional": False, "best_dev_delta": best, "discordance": None,
+            "effect": effect if effect <= 1 else None}
+
+
+def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1) -> dict[str, Any]:
     """What a test read of ``n`` tasks can show, from the exam's paired dev deltas so far (dicts
     as recorded: ``delta``, ``paired``, ``fixed``, ``broken``, ``n``).
 
@@ -109,6 +137,9 @@ def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]]) -> dict[str, Any
     ``effect``: the exact power computation is for pass/fail scores (``fractional`` is true).
     """
     deltas = [d for d in dev_deltas if d.get("paired")]
+    sampled = [d for d in deltas if (d.get("samples") or 1) > 1 and d.get("sd") is not None]
+    if sampled or samples > 1:
+        return _detectable_items(n, sampled, samples, deltas)
     pooled = pooled_discordance(deltas)
     fractional = pooled is None and bool(deltas)
     evals = pooled[1] if pooled is not None else 0
@@ -126,6 +157,15 @@ def describe_detectable(x: Mapping[str, Any]) -> str:
     +0.087 or more with 80% power (dev discordance 0.20 over 3 paired evals; best dev delta
     +0.120)``."""
     head = f"a test read (n {x['n']})"
+    if (x.get("samples") or 1) > 1:  # K samples per item: the item-level figure (issue 33)
+        head = f"a test read (n {x['n']} items, K {x['samples']})"
+        where = (f"assumed per-item sd {x['sd']:.2f}, as at K = 1: no paired dev eval yet" if x["prior"]
+                 else f"per-item sd {x['sd']:.3f} over {x['evals']} paired dev eval(s)")
+        best = x.get("best_dev_delta")
+        where += f"; best dev delta {best:+.3f}" if best is not None else ""
+        if x["effect"] is None:
+            return f"{head} cannot reach {x['power']:.0%} power for any gain ({where})"
+        return f"{head} shows a gain of about {x['effect']:+.3f} or more with {x['power']:.0%} power ({where})"
     if x.get("fractional"):
         return f"{head}: no detectable-effect figure for fractional scores (pass/fail only)"
     if x["prior"]:
