@@ -2,7 +2,7 @@
 
 - delta lines: every admissible eval that has a paired (or unpaired) delta against its cohort's
   baseline, with the 95% interval;
-- ``lineage:`` lines, one per descent path, in the seeds' notation;
+- ``lineage:`` lines, one per descent path, in the notation of docs/commands.md;
 - ``cycles:``: the first admissible dev eval at a new highest step along each path, judged
   ``ok`` / ``STRIKE`` (paired) or unjudged (unpaired);
 - the checkpoint list.

@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
@@ -81,11 +79,6 @@ def _files() -> list[Path]:
     return [p for p in files if p.resolve() != Path(__file__).resolve()]
 
 
-# Left, when this test was written, in areas other work is rewriting: docs/statistics.md,
-# monte/stats/paired.py, tests/stats/ (STATS.md, TRAINING-NOTES) and docs/benchmarks.md (one
-# STATS.md). strict: once they are gone this xfail fails, and the mark is to be removed.
-@pytest.mark.xfail(strict=True, reason="docs/statistics.md, monte/stats/paired.py, tests/stats/*.py and "
-                   "docs/benchmarks.md still name STATS.md / TRAINING-NOTES (their own work rewrites them)")
 def test_nothing_points_at_notes_outside_the_repository() -> None:
     hits = []
     for path in _files():

@@ -1,7 +1,7 @@
 """Paired statistics for two evals of the same frozen split: the delta, its 95% interval, the verdict.
 
 For per-task scores ``a`` (baseline) and ``b`` (newer) aligned by task, ``d_i = b_i - a_i``. The
-method, its figures and why it replaced STATS.md's Bonett-Price-only method are in
+method, its figures and why it replaced monte's first (Bonett-Price-only) method are in
 ``docs/statistics.md`` (issue 18). In short:
 
 - **pass/fail scores** (every score 0 or 1), with ``fixed`` = #(0 -> 1) and ``broken`` = #(1 -> 0):
@@ -12,7 +12,7 @@ method, its figures and why it replaced STATS.md's Bonett-Price-only method are 
   The printed interval is Tango's (1998, Stat Med 17:891-908) score interval inverted at that same
   ``c_n``, joined with Bonett-Price (2012) wherever the join does not move a bound across 0, so
   ``lower > 0`` *is* the exact test (:func:`binary_bounds`);
-- **fractional scores**: the augmented sample (STATS.md: two pseudo-tasks with ``d = +1`` and
+- **fractional scores**: the augmented sample (as the first method: two pseudo-tasks with ``d = +1`` and
   ``d = -1``) with Hall's (1992, JRSS B 54:221-228) skewness-removing transformation of the
   studentized mean (:func:`skew_corrected_bounds`); never zero-width;
 - tasks that carry a cluster key: see :func:`paired_delta` for when the clustered standard error
@@ -345,7 +345,7 @@ def _size(n: int, cut: Cutoff, grid: list[tuple[int, list[float], float]]) -> fl
 
 
 def bonett_price_bounds(fixed: Any, broken: Any, n: Any, z: float = Z95) -> tuple[Any, Any]:
-    """Bonett-Price 95% bounds for paired proportions, unclipped (STATS.md's formula).
+    """Bonett-Price 95% bounds for paired proportions, unclipped (the first method's formula).
 
     Plain arithmetic, so ``fixed``, ``broken`` and ``n`` may be ints or numpy arrays (the coverage
     check enumerates every outcome at once). Clipping to [-1, 1] changes neither coverage of a
@@ -446,7 +446,7 @@ def _cbrt(x: Any) -> Any:
 def skew_corrected_bounds(n: Any, s1: Any, s2: Any, s3: Any, z: float = Z95) -> tuple[Any, Any]:
     """The fractional-score interval from ``n`` and the sums of ``d``, ``d^2``, ``d^3``.
 
-    1. Augment (STATS.md): two pseudo-tasks with ``d = +1`` and ``d = -1``, so ``m = n + 2``,
+    1. Augment (as the first method): two pseudo-tasks with ``d = +1`` and ``d = -1``, so ``m = n + 2``,
        ``S1 = s1``, ``S2 = s2 + 2``, ``S3 = s3``. Their variance keeps the interval open when
        every real difference is equal, and they stand for the large change a few tasks can
        hide (a rare 1 -> 0 among many small gains).
@@ -488,7 +488,7 @@ def skew_corrected_interval(d: Sequence[float]) -> tuple[float, float]:
 
 
 def augmented_interval(d: Sequence[float]) -> tuple[float, float]:
-    """STATS.md's augmented paired interval (no longer printed; kept for comparison).
+    """The first method's augmented paired interval (no longer printed; kept for comparison).
 
     ``m = n + 2``, ``dbar = sum(d) / m``, ``var = (sum(d^2) + 2) / m - dbar^2``,
     ``se = sqrt(var / m)``. On 0/1 scores this is exactly Bonett-Price.

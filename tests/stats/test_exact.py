@@ -40,7 +40,7 @@ def printed(f: Any, b: Any, n: int) -> tuple[Any, Any]:
 
 
 def bonett_price(f: Any, b: Any, n: int) -> tuple[Any, Any]:
-    """STATS.md's formula, written here: today's method, for the power comparison."""
+    """The first method's formula, written here: today's method, for the power comparison."""
     p12, p21 = (f + 1) / (n + 2), (b + 1) / (n + 2)
     se = np.sqrt(((p12 + p21) - (p12 - p21) ** 2) / (n + 2))
     return p12 - p21 - Z95 * se, p12 - p21 + Z95 * se

@@ -2,7 +2,7 @@
 
 Each mutant is monte/stats/paired.py with a source edit (each must apply exactly where it is
 meant to, so a mutant cannot rot silently), loaded as a module of its own. ``failures(module)`` runs the suite's
-checks in compact form, cheapest first, and stops at the first that fails: the STATS.md vectors,
+checks in compact form, cheapest first, and stops at the first that fails: the reference vectors,
 verdict/interval/print agreement, the fractional simulation, false ``ok`` <= 0.025 at every n from
 10 to 30, power at n = 200 against Bonett-Price's, fine-grid coverage >= 0.93 at n = 20 and 50.
 The unmutated module must pass all of them; every mutant must fail one. The issue's four (z = 1.90,
@@ -23,11 +23,11 @@ from exact_enum import coverage, discordance_grid, false_ok, fine_cells, ok_rate
 
 from monte.stats import paired
 
-VECTORS = [  # STATS.md: n, fixed, broken, Bonett-Price lower, upper
+VECTORS = [  # the reference vectors (docs/statistics.md): n, fixed, broken, Bonett-Price lower, upper
     (20, 5, 0, 0.011544, 0.443002), (50, 2, 7, -0.218400, 0.026093), (100, 10, 2, 0.008164, 0.148699),
     (500, 20, 10, -0.002097, 0.041938), (5000, 130, 95, 0.001097, 0.012898),
 ]
-BONETT_PRICE_POWER_N200 = 0.7193  # test_exact.py computes it from STATS.md's formula
+BONETT_PRICE_POWER_N200 = 0.7193  # test_exact.py computes it from the first method's formula
 
 
 def skewed(rng: np.random.Generator, reps: int, n: int, share: float) -> tuple[np.ndarray, np.ndarray]:
@@ -53,7 +53,7 @@ def failures(mod: Any, stop: bool = True) -> list[str]:
 
     for n, fixed, broken, lo, hi in VECTORS:
         if mod.bonett_price_interval(fixed, broken, n) != pytest.approx((lo, hi), abs=5e-7):
-            out.append(f"STATS.md vector n={n} fixed={fixed} broken={broken}")
+            out.append(f"reference vector n={n} fixed={fixed} broken={broken}")
             if stop:
                 return out
     zero = mod.Delta(delta=0.1, lower=0.0, upper=0.2, n=20, paired=True, fixed=3, broken=1, method="m",

@@ -1,6 +1,6 @@
-"""Tests for monte/stats/paired.py: STATS.md's test vectors, the method's rules, the printing.
+"""Tests for monte/stats/paired.py: the reference test vectors (docs/statistics.md), the method's rules, the printing.
 
-The expected numbers come from STATS.md, from hand computation, or from an independent
+The expected numbers come from the reference vectors of docs/statistics.md, from hand computation, or from an independent
 implementation (numpy / scipy.stats) written here, never from the module under test. The exact
 enumerations on the fine grid are in test_exact.py, the fractional simulations in
 test_fractional.py, the mutation check in test_mutations.py.
@@ -46,7 +46,7 @@ def flips(n: int, fixed: int, broken: int) -> tuple[list[int], list[int]]:
     return a, b
 
 
-# --- STATS.md test vectors ---------------------------------------------------------------------
+# --- the reference test vectors (docs/statistics.md) ---------------------------------------------------------------------
 
 VECTORS = [
     # n, fixed, broken, delta, lower, upper, verdict
@@ -67,7 +67,7 @@ VECTORS = [
 def test_stats_md_vectors(
     n: int, fixed: int, broken: int, delta: float, lower: float, upper: float, word: str
 ) -> None:
-    # Bonett-Price itself still matches STATS.md to 6 decimals ...
+    # Bonett-Price itself still matches the reference vectors to 6 decimals ...
     assert bonett_price_interval(fixed, broken, n) == pytest.approx((lower, upper), abs=TOL)
     # ... and the printed delta keeps every vector's delta and verdict. Its interval is no longer
     # Bonett-Price alone (issue 18): it holds Bonett-Price's, except that a bound sits on the
@@ -243,7 +243,7 @@ def test_binary_keeps_its_interval_at_any_number_of_flips() -> None:
 
 
 def test_augmented_interval_on_binary_data_is_bonett_price() -> None:
-    # STATS.md: "this reproduces Bonett-Price exactly when scores are 0/1". Every outcome, n = 20.
+    # the first method's claim: "this reproduces Bonett-Price exactly when scores are 0/1". Every outcome, n = 20.
     n = 20
     for fixed in range(n + 1):
         for broken in range(n + 1 - fixed):

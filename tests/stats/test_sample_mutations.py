@@ -3,7 +3,7 @@ monte/stats/samples.py must make one of the compact checks below fail; the unmod
 passes them all. Each mutant is the module's source with one edit (which must apply exactly once,
 so a mutant cannot rot silently), loaded as a module of its own.
 
-The checks, cheapest first: the K = 1 delta is today's on the STATS.md vectors; the p-value is
+The checks, cheapest first: the K = 1 delta is today's on the reference vectors; the p-value is
 exact (against rationals); the exact test's false-``ok`` rate given t is <= 0.025 (exact, on its
 own rejection region); the verdict implies the exact test; the item-level interval covers >= 0.94
 where the change differs by item (mirror: half the items better, half worse; and a heterogeneous
