@@ -518,7 +518,7 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
         if p[side]["score"] is None or abs(score - float(p[side]["score"])) > 1e-9 or p[side]["n"] != len(scores):
             raise _fail(f"the {side}'s per-item file scores {score:.4f} on {len(scores)} items, the Statement says "
                         f"{p[side]['score']} on {p[side]['n']}")
-    return got
+    return str(got)
 
 
 def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]], base_tasks: bytes,

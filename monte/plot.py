@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monte.errors import error
+from monte.ledger.predicates import is_admissible
 from monte.ledger.records import Measurement, RunRow
-from monte.ledger.rules import baseline, checkpoints, is_admissible
+from monte.ledger.rules import baseline, checkpoints
 from monte.stats.paired import format_interval
 from monte.status import (
     by_run,

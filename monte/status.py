@@ -219,7 +219,7 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def status_text(row: Mapping[str, Any]) -> str:
     """A status row's status as the table shows it: with ``smoke`` and the test read's role."""
-    return row["status"] + (" smoke" if row["smoke"] else "") + (f" {row['role']}" if row["role"] else "")
+    return str(row["status"]) + (" smoke" if row["smoke"] else "") + (f" {row['role']}" if row["role"] else "")
 
 
 def table_line(row: Mapping[str, Any]) -> str:

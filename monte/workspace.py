@@ -14,9 +14,12 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monte.errors import error
+
+if TYPE_CHECKING:
+    from monte.ledger.store import Store
 
 CONFIG_FILE = ".monte.yaml"
 DEFAULT_DATA_ROOT = ".monte"
@@ -71,7 +74,7 @@ class Workspace:
     adoption: Any = None
 
     @cached_property
-    def store(self):  # type: ignore[no-untyped-def]
+    def store(self) -> Store:
         """The repository's ledgers, with what ``git clone``/``git fetch`` brought under
         ``refs/remotes/`` let in first (:func:`monte.ledger.remotes.adopt`). In a repository
         monte may not write, the remote copies it could not let in are read where they are."""

@@ -16,6 +16,7 @@ from monte.hashing import sha256_file
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
+from monte.ledger.predicates import is_admissible
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.seal import Seal, SealKey, overlap_note, settings_key
 from monte.ledger.store import Snapshot
@@ -222,7 +223,7 @@ def _why_chosen(rows: Sequence[RunRow], cohort: str, ck: rules.Checkpoint, nomin
     """Why the final claim scores ``ck``, and what its dev evals said (a STRIKE named as such)."""
     from monte.stats.paired import format_interval
 
-    evals = [r for r in rows if rules.is_admissible(r) and r.cohort == cohort and r.split == "dev"
+    evals = [r for r in rows if is_admissible(r) and r.cohort == cohort and r.split == "dev"
              and (r.plan.get("target") or {}).get("kind") == "checkpoint"]
     mine = [r for r in evals if (r.plan.get("target") or {}).get("run") == ck.run
             and int((r.plan.get("target") or {}).get("step", -1)) == ck.step]
@@ -247,7 +248,7 @@ def _why_chosen(rows: Sequence[RunRow], cohort: str, ck: rules.Checkpoint, nomin
 
 def _checkpoint_folder(ws: Workspace, exp: str, ck: rules.Checkpoint) -> Path:
     """The checkpoint's servable folder, every file proven against its lineage commit."""
-    return ws.data_root / checkpoint_info(ws.store, ws.data_root, ck)["weights"]
+    return ws.data_root / str(checkpoint_info(ws.store, ws.data_root, ck)["weights"])
 
 
 def exam_of(ws: Workspace) -> Callable[[str, str, str], dict[str, Any] | None]:
@@ -291,6 +292,6 @@ def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: st
         f = floors.get(e.exam, {}).get(e.split)
         e.floor = f.score if f is not None else None
         if test_read:
-            dev = [r.delta for r in rows if r.delta and rules.is_admissible(r) and r.cohort == cohort
+            dev = [r.delta for r in rows if r.delta and is_admissible(r) and r.cohort == cohort
                    and r.exam == e.exam and r.split == "dev"]
             e.detectable = detectable(e.n, dev, samples=meas.eval.samples)

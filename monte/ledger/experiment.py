@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from dulwich.objects import Commit, ObjectID
 
 from monte.ci import LEDGER_WORKFLOW, ledger_workflow
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.jsonl import escape_unsafe
 from monte.ledger import cohorts
 from monte.ledger.derived import Derive, DerivedCache
@@ -397,7 +397,7 @@ class Ledger:
         self.store.append(self.ref, build)
         return made[0]
 
-    def _missing(self):  # type: ignore[no-untyped-def]
+    def _missing(self) -> MonteError:
         return error(
             "E_NOT_FOUND",
             f"no experiment named {self.experiment!r}",

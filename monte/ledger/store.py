@@ -448,13 +448,13 @@ class Store:
 
     def _dulwich_pack(self) -> None:
         store = self.repo.object_store
-        loose = [o for o in (store._get_loose_object(s) for s in store._iter_loose_objects())  # type: ignore[attr-defined]
+        loose = [o for o in (store._get_loose_object(s) for s in store._iter_loose_objects())
                  if o is not None]
         if loose:
             store.add_objects([(o, None) for o in loose])
             for o in loose:
                 try:
-                    store.delete_loose_object(o.id)  # type: ignore[attr-defined]
+                    store.delete_loose_object(o.id)
                 except FileNotFoundError:
                     pass
 

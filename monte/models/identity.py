@@ -347,7 +347,7 @@ def _stored_offset(path: Path, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> int
     if len(local) != 30 or local[:4] != b"PK\x03\x04":
         raise _bad(path, "a zip member has no local header")
     name_len, extra_len = struct.unpack("<HH", local[26:30])
-    return info.header_offset + 30 + name_len + extra_len
+    return int(info.header_offset + 30 + name_len + extra_len)
 
 
 def torch_tensors(path: Path) -> list[Tensor]:

@@ -255,7 +255,7 @@ def _ssh_key_name(client: LambdaClient, flag: str | None) -> str:
                         f"SSH keys on the account: {', '.join(names) or 'none'}")
         return wanted
     if len(names) == 1:
-        return names[0]
+        return str(names[0])
     if not names:
         raise error("E_BOX", "the Lambda account has no SSH key, so a box could not be reached",
                     "add your public key in Lambda Cloud (SSH keys), then run `monte box up` again")

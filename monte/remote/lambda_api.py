@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from monte import __version__
 from monte.errors import BoxError, MonteError, error
@@ -114,6 +114,8 @@ class LambdaKey:
     def __str__(self) -> str:
         return self.source
 
+
+_T = TypeVar("_T")
 
 def resolve_key() -> LambdaKey:
     """``MONTE_LAMBDA_KEY``, else the 1Password item ``MONTE_LAMBDA_KEY_OP`` names; else
@@ -213,7 +215,7 @@ class LambdaClient:
             return self._adopt(name, ResponseLost(f"Lambda's answer to {what} named no instance"))
         if len(ids) > 1:  # one was asked for; never leave extras running
             self.terminate(ids[1:])
-        return ids[0]
+        return str(ids[0])
 
     def terminate(self, instance_ids: list[str]) -> list[dict[str, Any]]:
         """Terminate instances (an idempotent request: retried like a read). Instances already
@@ -362,7 +364,7 @@ class LambdaClient:
 def _backoff(attempt: int) -> float:
     """Exponential, with 'equal jitter': half fixed, half random, so clients spread out."""
     ceiling = min(RETRY_MAX_SLEEP_S, RETRY_BASE_S * (2 ** attempt))
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -403,7 +405,7 @@ def _error_words(raw: bytes) -> str:
     return f" ({said})" if said else ""
 
 
-def _expect(data: Any, kind: type, what: str) -> Any:
+def _expect(data: Any, kind: type[_T], what: str) -> _T:
     if not isinstance(data, kind):
         raise error("E_BOX", f"Lambda's API answered with {what} in a shape monte does not know",
                     "monte may need an update for a change in Lambda's API")

@@ -96,7 +96,7 @@ def _recording_policy(path: Path) -> paramiko.MissingHostKeyPolicy:
     import paramiko
     from paramiko.hostkeys import HostKeyEntry
 
-    class _RecordNewHostKey(paramiko.MissingHostKeyPolicy):
+    class _RecordNewHostKey(paramiko.MissingHostKeyPolicy):  # type: ignore[misc]  # paramiko: untyped
         """Trust a host met for the first time, and write its key down."""
 
         def missing_host_key(self, client: paramiko.SSHClient, hostname: str,

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from monte.errors import MonteError, error, is_network_failure, network_refusal
 from monte.workspace import Workspace
@@ -19,7 +20,7 @@ HfApi = None  # bound lazily to huggingface_hub.HfApi; a test may set a fake fir
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
-def _api():  # type: ignore[no-untyped-def]
+def _api() -> Any:
     global HfApi
     if HfApi is None:
         from huggingface_hub import HfApi as _HfApi

@@ -157,11 +157,11 @@ def _build_pack(ws: Any, haves: list[bytes], wants: list[bytes]) -> bytes | None
     buf = io.BytesIO()
     kwargs: dict[str, Any] = {"num_records": count}
     try:
-        from dulwich.object_format import DEFAULT_OBJECT_FORMAT  # type: ignore[import-not-found]
+        from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 
         write_pack_data(buf.write, records, DEFAULT_OBJECT_FORMAT, **kwargs)
     except ImportError:  # older dulwich: no object format argument
-        write_pack_data(buf.write, records, **kwargs)  # type: ignore[call-arg]
+        write_pack_data(buf.write, records, **kwargs)
     return buf.getvalue()
 
 

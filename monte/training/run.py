@@ -231,7 +231,7 @@ def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
     tok = AutoTokenizer.from_pretrained(plan.init_model)
     rows = [json.loads(line) for line in open(plan.source.rows, encoding="utf-8")]
 
-    class Progress(TrainerCallback):  # type: ignore[misc]
+    class Progress(TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             if on_progress:
                 on_progress(state.global_step - plan.resume_step, plan.steps)
@@ -241,7 +241,7 @@ def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
                 log_event(ws, plan.experiment, run, "log", step=plan.start_step + state.global_step - plan.resume_step,
                           **{k: v for k, v in logs.items() if isinstance(v, int | float)})
 
-    class StopAt(TrainerCallback):  # type: ignore[misc]
+    class StopAt(TrainerCallback):
         """Ends the chunk at its last step, saving there, whatever the schedule's horizon."""
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:

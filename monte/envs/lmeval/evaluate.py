@@ -20,7 +20,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from monte.envs.lmeval import freeze
 from monte.errors import error
@@ -124,7 +124,7 @@ def _number(v: Any) -> float | None:
 def _lm_base() -> type:
     from lm_eval.api.model import TemplateLM
 
-    return TemplateLM
+    return cast(type, TemplateLM)
 
 
 class MonteLM(_lm_base()):  # type: ignore[misc]

@@ -158,7 +158,7 @@ def _load_raw(path: Path) -> dict[str, Any]:
     """One YAML file as written (``!function`` values kept as :class:`_Function`); ``E_BAD_INPUT``."""
     import yaml
 
-    class Loader(yaml.SafeLoader):
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML: untyped here
         pass
 
     Loader.add_constructor("!function", lambda loader, node: _Function(loader.construct_scalar(node)))
@@ -381,7 +381,8 @@ def _pool_split(task: Any) -> str | None:
     if getattr(task.fewshot_cfg, "samples", None) is not None:
         return None
     if (cfg.num_fewshot or 0) > 0:
-        return cfg.training_split or cfg.validation_split
+        split = cfg.training_split or cfg.validation_split
+        return str(split) if split else None
     return None
 
 
@@ -400,7 +401,7 @@ def eval_config(spec: dict[str, Any], folder: Path, split: str) -> dict[str, Any
     if isinstance(cfg.get("fewshot_config"), dict) and cfg["fewshot_config"].get("split"):
         cfg["fewshot_config"] = {**cfg["fewshot_config"], "split": pool}
     cfg.pop("custom_dataset", None)
-    return cfg
+    return dict(cfg)
 
 
 def requests_of(task: Any, seed: int) -> list[dict[str, Any]]:
@@ -437,7 +438,7 @@ def task_hash(hashes: list[dict[str, Any]], filters: list[str]) -> str:
     which repeat every document once per filter."""
     from lm_eval.utils import hash_string
 
-    return hash_string("".join(h["doc_hash"] + h["prompt_hash"] + h["target_hash"] for _ in filters for h in hashes))
+    return str(hash_string("".join(h["doc_hash"] + h["prompt_hash"] + h["target_hash"] for _ in filters for h in hashes)))
 
 
 def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from dulwich.objects import Commit, ObjectID
 
@@ -51,7 +51,7 @@ class Records(Rewinds):
             found = state.since._lookup(f"runs/{run[0]}/{run[1]}/{run}/tasks.jsonl")
             if found is not None:
                 state.tasks[run] = found[1]
-                return found[1]
+                return cast(ObjectID, found[1])
         return None
 
     def _record(self, experiment: str, state: WalkState, c: Commit, prev_tree: ObjectID | None,

@@ -108,7 +108,7 @@ class _LazyRows(dict[str, RunRow]):
     def _all(self, *_: Any) -> Any:
         raise NeedAll
 
-    pop = values = items = keys = __iter__ = __len__ = _all  # type: ignore[assignment]
+    pop = values = items = keys = __iter__ = __len__ = _all
 
 class _LazySeen(set[str]):
     def __init__(self, since: Since) -> None:
