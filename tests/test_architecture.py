@@ -198,3 +198,65 @@ def test_the_check_catches_a_planted_copy_of_the_test_read_predicate(tmp_path: P
                        'def ok(r):\n    return r["status"] == "succeeded" and not r["smoke"]\n')
     assert spelled_out_predicates(tmp_path) == ["monte/evals/sneaky.py: is_test_read",
                                                 "monte/evals/sneaky.py: is_admissible"]
+
+
+# --- the layers of docs/architecture.md: imports go downward --------------------------------------
+
+#: layer -> the packages and modules in it (docs/architecture.md's table); the longest prefix decides
+LAYERS: dict[int, tuple[str, ...]] = {
+    0: ("monte", "monte.errors", "monte.hashing", "monte.names", "monte.manifest", "monte.jsonl",
+        "monte.processes", "monte.extras", "monte.ci"),
+    1: ("monte.ledger", "monte.stats", "monte.workspace", "monte.models.identity"),
+    2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),
+    3: ("monte.runs",),
+    4: ("monte.evals", "monte.training", "monte.experiments", "monte.repository", "monte.status", "monte.plot",
+        "monte.claim", "monte.report"),
+    5: ("monte.remote",),
+    6: ("monte.api", "monte.quickstart"),
+    7: ("monte.cli", "monte.__main__", "monte.githooks.pre_commit"),  # entry points
+}
+#: two packages of one layer that must not import each other either
+APART = (("monte.evals", "monte.training"),)
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    best: tuple[int, str] | None = None
+    for layer, prefixes in LAYERS.items():
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > len(best[1])):
+                best = (layer, p)
+    return best
+
+
+def upward_imports(graph: dict[str, dict[str, list[tuple[int, str | None]]]]) -> list[str]:
+    out = []
+    for mod, edges in sorted(graph.items()):
+        here = layer_of(mod)
+        for target, where in sorted(edges.items()):
+            there = layer_of(target)
+            if here is None or there is None:
+                out.append(f"{mod if here is None else target}: in no layer of docs/architecture.md")
+            elif there[0] > here[0]:
+                out.append(f"{mod}:{where[0][0]} (layer {here[0]}) imports {target} (layer {there[0]})")
+            elif any({here[1], there[1]} == set(pair) for pair in APART):
+                out.append(f"{mod}:{where[0][0]} imports {target}: {' and '.join(APART[0])} import neither each other")
+    return out
+
+
+def test_imports_go_down_the_layers() -> None:
+    assert upward_imports(imports_of(_modules(ROOT))) == []
+
+
+def test_the_layer_check_catches_a_planted_upward_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "monte"
+    for sub in ("ledger", "evals", "training"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ledger" / "rules.py").write_text("def f():\n    from monte.evals import plan\n")  # 1 -> 4
+    (pkg / "evals" / "plan.py").write_text("from monte.training import chunk\n")  # 4 -> 4, kept apart
+    (pkg / "training" / "chunk.py").write_text("from monte.ledger import rules\n")  # 4 -> 1: fine
+    assert upward_imports(imports_of(_modules(pkg))) == [
+        "monte.evals.plan:1 imports monte.training.chunk: monte.evals and monte.training import neither each other",
+        "monte.ledger.rules:2 (layer 1) imports monte.evals.plan (layer 4)",
+    ]
