@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -53,3 +55,34 @@ def kill_group(p: Any, *, grace: float = 10.0) -> None:
             os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         p.wait(timeout=grace)
+
+
+def run_together(commands: Sequence[Sequence[str]], logs: Sequence[Path], *, cwd: Path, env: Mapping[str, str],
+                 poll: float = 0.2) -> list[tuple[int, int]]:
+    """Run the commands side by side, each in its own session (its output and errors in its log),
+    until one fails or all exit 0; then every group still running is stopped (:func:`kill_group`),
+    whatever happened here. The (index, exit status) of each that failed; empty when all succeeded."""
+    import subprocess
+    import time
+
+    procs: list[subprocess.Popen[bytes]] = []
+    opened = []
+    failed: list[tuple[int, int]] = []
+    try:
+        for argv, path in zip(commands, logs, strict=True):
+            log = open(path, "wb")
+            opened.append(log)
+            procs.append(subprocess.Popen(list(argv), cwd=str(cwd), env=dict(env), stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [(k, c) for k, c in enumerate(codes) if c is not None and c != 0]
+            if failed or all(c == 0 for c in codes):
+                break
+            time.sleep(poll)
+    finally:
+        for p in procs:
+            kill_group(p)
+        for log in opened:
+            log.close()
+    return failed

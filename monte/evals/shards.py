@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 from monte.errors import error
-from monte.processes import kill_group
+from monte.processes import run_together
 
 
 def check(processes: int, sizes: dict[str, int]) -> None:
@@ -52,30 +50,10 @@ def generate(folder: Path, prompts: list[Any], settings: dict[str, Any], process
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = []
-    failed: list[int] = []
-    try:
-        for k in range(processes):
-            log = open(work / f"shard-{k}.log", "wb")
-            logs.append(log)
-            procs.append(subprocess.Popen([sys.executable, "-m", "monte.evals.shards", str(job), str(k)],
-                                          cwd=str(cwd), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True))
-        while True:
-            codes = [p.poll() for p in procs]
-            failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
-            if failed or all(c == 0 for c in codes):
-                break
-            time.sleep(poll)
-    finally:
-        for p in procs:
-            kill_group(p)
-        for log in logs:
-            log.close()
+    failed = run_together([[sys.executable, "-m", "monte.evals.shards", str(job), str(k)] for k in range(processes)],
+                          [work / f"shard-{k}.log" for k in range(processes)], cwd=cwd, env=env, poll=poll)
     if failed:
-        k = failed[0]
-        why = procs[k].returncode
+        k, why = failed[0]
         err = work / f"shard-{k}.error"
         reason = (json.loads(err.read_text(encoding="utf-8"))["error"] if err.is_file() else
                   f"killed by signal {-why}" if why < 0 else f"exit status {why}")

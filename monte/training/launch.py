@@ -41,7 +41,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
@@ -50,7 +49,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from monte.errors import error
-from monte.processes import kill_group
+from monte.processes import run_together
 
 #: The packages whose versions a launch record names (None: not installed here).
 VERSIONED = ("torch", "transformers", "trl", "accelerate", "vllm", "deepspeed", "datasets")
@@ -358,27 +357,10 @@ def run_ranks(spec: LaunchSpec, job: dict[str, Any], folder: Path, *, cwd: Path,
     job_file.write_text(json.dumps({**job, "dir": str(folder)}, sort_keys=True), encoding="utf-8")
     port = spec.port or free_port()
     env = rank_env(cuda=bool(spec.gpus))
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = []
-    failed: list[tuple[int, int]] = []  # (node, exit status)
-    try:
-        for node in range(spec.nodes):
-            log = open(folder / f"node-{node}.log", "wb")
-            logs.append(log)
-            argv = rank_command(spec, node, port, job_file, config_file=config_file)
-            procs.append(subprocess.Popen(argv, cwd=str(cwd), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True))
-        while True:
-            codes = [p.poll() for p in procs]
-            failed = [(n, c) for n, c in enumerate(codes) if c not in (None, 0)]
-            if failed or all(c == 0 for c in codes):
-                break
-            time.sleep(poll)
-    finally:
-        for p in procs:
-            kill_group(p)
-        for log in logs:
-            log.close()
+    failed = run_together([rank_command(spec, node, port, job_file, config_file=config_file)
+                           for node in range(spec.nodes)],
+                          [folder / f"node-{node}.log" for node in range(spec.nodes)], cwd=cwd, env=env,
+                          poll=poll)  # (node, exit status) of each that failed
     done = folder / "rank-0.done"
     if not failed and done.is_file():
         return RankResult.model_validate_json(done.read_text(encoding="utf-8"))

@@ -16,6 +16,7 @@ from forgehelp import Honest, ledger_ref, rev, update_ref
 from test_forged_histories import FORGERIES
 
 from monte.ledger import verify as vf
+from monte.ledger.verify import core as _core  # noqa: F401  (vf.core, vf.walk: loaded)
 
 
 def _walk(repo: Path, tip: str, since: str | None = None, exp: str = "exp") -> list[vf.Violation]:
@@ -29,6 +30,13 @@ def _no_lazy(*_: object) -> None:
     raise vf.NeedAll
 
 
+def _bulk(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    """How long a history the walk reads object by object before it reads through git in bulk
+    (``BULK``), where the walk and the first-parent chain read it."""
+    monkeypatch.setattr(vf.core, "BULK", n)
+    monkeypatch.setattr(vf.walk, "BULK", n)
+
+
 @pytest.mark.parametrize("name", ["honest", *FORGERIES])
 def test_bulk_and_lazy_reads_find_what_the_plain_walk_finds(honest: Honest, name: str,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,9 +47,9 @@ def test_bulk_and_lazy_reads_find_what_the_plain_walk_finds(honest: Honest, name
     else:
         case = FORGERIES[name](honest)
         exp, tip = case.ref.split("/")[3], case.forged.sha
-    monkeypatch.setattr(vf, "BULK", 10**9)  # object by object, as before
+    _bulk(monkeypatch, 10**9)  # object by object, as before
     plain = _walk(honest.path, tip, exp=exp)
-    monkeypatch.setattr(vf, "BULK", 1)  # through git in bulk from the second commit on
+    _bulk(monkeypatch, 1)  # through git in bulk from the second commit on
     assert _walk(honest.path, tip, exp=exp) == plain
     assert (plain == []) == (name == "honest")
     for back in (1, 3, 6, 12):
@@ -49,10 +57,10 @@ def test_bulk_and_lazy_reads_find_what_the_plain_walk_finds(honest: Honest, name
         if since is None:
             continue  # a shorter ledger (another experiment's)
         lazy = _walk(honest.path, tip, since, exp=exp)
-        monkeypatch.setattr(vf, "Since", _no_lazy)  # every row read up front, as before
+        monkeypatch.setattr(vf.walk, "Since", _no_lazy)  # every row read up front, as before
         assert lazy == _walk(honest.path, tip, since, exp=exp), back
         monkeypatch.undo()
-        monkeypatch.setattr(vf, "BULK", 1)
+        _bulk(monkeypatch, 1)
 
 
 def test_all_lineage_refs_in_one_pass_find_what_each_walk_finds(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
@@ -85,7 +93,7 @@ def _fake_git(tmp_path: Path, script: str | None) -> str:
 @pytest.mark.parametrize("git", ["fails", "missing"])
 def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git: str,  # type: ignore[no-untyped-def]
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vf, "BULK", 1)
+    _bulk(monkeypatch, 1)
     script = "#!/bin/sh\necho 'fatal: the object store is on fire' >&2\nexit 128\n" if git == "fails" else None
     monkeypatch.setenv("PATH", _fake_git(tmp_path, script))
     r = monte("ledger", "verify", "--json")
