@@ -36,6 +36,7 @@ SLOW_FIXTURES = frozenset({
     "gym_python", "gym", "checkout", "server_procs",  # NeMo Gym's venv and servers
     "trainable", "ready", "teacher", "exp", "_exp_template", "_baselines_template",
     "_honest_template", "honest",  # experiments whose baselines a real model scored
+    "light_wheel", "light_install",  # a wheel of this tree in a fresh virtualenv
 })
 SLOW_PATHS = ("training/", "remote/", "envs/nemo/", "test_bench.py", "cli/test_readme_loop.py")
 SLOW_MODULES = ("torch", "transformers", "trl", "lm_eval", "accelerate")
@@ -159,3 +160,47 @@ def read_only_gcs(emulator: Emulator) -> Iterator[ReadOnlyProxy]:
 def gcs(emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     """Point monte at the emulator with a fresh bucket and one key on both ladders."""
     return gcs_env(emulator, monkeypatch, tmp_path)
+
+
+# --- the light install (`pip install monte`) of this checkout, built once per test worker --------
+
+
+@dataclass
+class LightInstall:
+    wheel: Path  # the wheel bench/light_install.py builds from this tree
+    python: Path  # a fresh virtualenv with that wheel and its core dependencies (no torch, TRL, DVC)
+
+    @property
+    def spec(self) -> str:
+        """The wheel as a pip requirement (what a workflow's install line names)."""
+        return f"monte @ {self.wheel.as_uri()}"
+
+
+def _light_bench() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("light_install", Path(__file__).resolve().parents[1] / "bench"
+                                                  / "light_install.py")
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+@pytest.fixture(scope="session")
+def light_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built: Path = _light_bench().build_wheel(tmp_path_factory.mktemp("light-wheel"))
+    return built
+
+
+@pytest.fixture(scope="session")
+def light_install(tmp_path_factory: pytest.TempPathFactory, light_wheel: Path) -> LightInstall:
+    """The light install in a fresh virtualenv; skips (saying why) where the package index that
+    its core dependencies come from cannot be reached."""
+    venv = tmp_path_factory.mktemp("light") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(light_wheel)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"the light install needs the package index, which is not reachable: {r.stderr[-300:]}")
+    return LightInstall(light_wheel, venv / "bin" / "python")

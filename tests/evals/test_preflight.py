@@ -16,7 +16,6 @@ process at the right moment; the model itself still runs.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -31,21 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def light_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def light_python(light_install) -> Path:  # type: ignore[no-untyped-def]
     """The light install (``pip install monte``: no torch, transformers, TRL) of this checkout."""
-    spec = importlib.util.spec_from_file_location("light_install", ROOT / "bench" / "light_install.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    tmp = tmp_path_factory.mktemp("light-eval")
-    wheel = bench.build_wheel(tmp)
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"the light install needs the package index, which is not reachable: {r.stderr[-300:]}")
-    return venv / "bin" / "python"
+    python: Path = light_install.python
+    return python
 
 
 def _light(python: Path, repo: Path, *args: str) -> subprocess.CompletedProcess[str]:

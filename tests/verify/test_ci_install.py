@@ -14,7 +14,6 @@ installs the wheel built from this tree.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -33,13 +32,8 @@ PIN = "monte @ git+https://github.com/example/monte@0123456789abcdef0123456789ab
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    spec = importlib.util.spec_from_file_location("light_install", ROOT / "bench" / "light_install.py")
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    built: Path = bench.build_wheel(tmp_path_factory.mktemp("wheel"))
-    return built
+def wheel(light_wheel: Path) -> Path:
+    return light_wheel
 
 
 def _venv(at: Path) -> Path:

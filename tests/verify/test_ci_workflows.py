@@ -16,11 +16,9 @@ build, installed once into the virtualenv when npm is here).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,21 +40,9 @@ class Light:
 
 
 @pytest.fixture(scope="session")
-def light(tmp_path_factory: pytest.TempPathFactory) -> Light:
+def light(light_install) -> Light:  # type: ignore[no-untyped-def]
     """The light install of this checkout in a fresh virtualenv (bench/light_install.py's way)."""
-    spec_ = importlib.util.spec_from_file_location("light_install", ROOT / "bench" / "light_install.py")
-    assert spec_ and spec_.loader
-    bench = importlib.util.module_from_spec(spec_)
-    spec_.loader.exec_module(bench)
-    tmp = tmp_path_factory.mktemp("light")
-    wheel = bench.build_wheel(tmp)
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"the light install needs the package index, which is not reachable: {r.stderr[-300:]}")
-    return Light(venv / "bin" / "python", f"monte @ {wheel.as_uri()}")
+    return Light(light_install.python, light_install.spec)
 
 
 def _run(jobs: list[actions_local.Job]) -> str:
