@@ -9,10 +9,11 @@ freeze time, through the same ``/verify`` path an eval's answers take
   ``answer`` for reasoning_gym, ``expected_judgement`` for math_proof_judgement). Its
   :data:`CANDIDATES` most frequent values (ties by text) are the constant answers graded.
 - **How a constant is written.** Servers extract the answer from different forms (mcqa wants
-  ``\\boxed{X}``, reasoning_gym ``<answer>X</answer>``). Each of :data:`FORMS` is tried on up to
-  :data:`PROBE` rows with the row's own reference answer; the form the server credits most
-  (ties: the first) writes every candidate. A server that credits none of them gets no floor.
-- **Cost.** ``len(FORMS) * PROBE`` probes plus ``CANDIDATES * n`` verifies per split, in two
+  ``\\boxed{X}``, reasoning_gym ``<answer>X</answer>``). :data:`FORMS` are tried in order on up to
+  :data:`PROBE` rows with the row's own reference answer, until one is credited on all of them;
+  the form the server credits most (ties: the first) writes every candidate. A server that
+  credits none of them gets no floor.
+- **Cost.** At most ``len(FORMS) * PROBE`` probes plus ``CANDIDATES * n`` verifies per split, in
   batches, on one server per exam.
 - **No floor, said so.** Rows with no reference answer, or a server whose ``/verify`` calls a
   judge model (not running at freeze time): no floor is recorded, and the reason is (in the
@@ -25,7 +26,6 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from monte.envs.floor import CANDIDATES
 from monte.manifest import Floor
 
 #: Where a NeMo Gym row keeps its reference answer, in the order they are looked for.
@@ -33,7 +33,11 @@ REFERENCE_FIELDS = ("expected_answer", "answer", "expected_judgement", "ground_t
 #: How a constant answer is written for the server to extract it: bare, boxed, in answer tags.
 FORMS = ("{a}", "\\boxed{{{a}}}", "<answer>{a}</answer>")
 #: Rows the forms are tried on, each with its own reference answer.
-PROBE = 8
+PROBE = 4
+#: How many of the most frequent reference answers are graded as constant outputs: fewer than the
+#: catalog's 5 (:data:`monte.envs.floor.CANDIDATES`), as each is a server round trip per item (and
+#: math_with_judge forks a process per verify).
+CANDIDATES = 3
 
 
 def _scalar(v: object) -> str | None:
@@ -70,24 +74,28 @@ def why_none(rows: Sequence[dict[str, Any]], judge: Sequence[str]) -> str | None
     return None
 
 
-def gym_floor(server: Any, rows: Sequence[dict[str, Any]]) -> tuple[Floor | None, dict[str, Any]]:
+def gym_floor(server: Any, rows: Sequence[dict[str, Any]], k: int = CANDIDATES) -> tuple[Floor | None, dict[str, Any]]:
     """The best mean reward of one constant output over ``rows``, graded by ``server``; and what
     the record says of it (the field, the form, or why there is none)."""
     field = reference_field(rows)
     assert field is not None
     probe = list(rows[:PROBE])
-    texts = [form.format(a=str(r[field])) for form in FORMS for r in probe]
-    replies = server.verify_many(probe * len(FORMS), texts, ids=[f"floor-probe/{i}" for i in range(len(texts))])
-    credit = [sum(float(x["reward"]) for x in replies[i * len(probe):(i + 1) * len(probe)]) for i in range(len(FORMS))]
-    best_form = max(range(len(FORMS)), key=lambda i: (credit[i], -i))
-    note: dict[str, Any] = {"field": field, "forms": {FORMS[i]: credit[i] for i in range(len(FORMS))},
+    credit: list[float] = []
+    for form in FORMS:  # in order, until one is credited on every probe row
+        replies = server.verify_many(probe, [form.format(a=str(r[field])) for r in probe],
+                                     ids=[f"floor-probe/{form}/{i}" for i in range(len(probe))])
+        credit.append(sum(float(x["reward"]) for x in replies))
+        if credit[-1] >= len(probe):
+            break
+    best_form = max(range(len(credit)), key=lambda i: (credit[i], -i))
+    note: dict[str, Any] = {"field": field, "forms": {FORMS[i]: credit[i] for i in range(len(credit))},
                             "probe_rows": len(probe)}
     if credit[best_form] <= 0:
         note["none"] = ("the server credits none of the forms a constant is written in, even with each row's own "
                         "reference answer: no constant answer it would grade")
         return None, note
     form = FORMS[best_form]
-    ranked = [form.format(a=a) for a in candidates(rows, field)]
+    ranked = [form.format(a=a) for a in candidates(rows, field, k)]
     n = len(rows)
     replies = server.verify_many(list(rows) * len(ranked), [t for t in ranked for _ in range(n)],
                                  ids=[f"floor/{i}" for i in range(n * len(ranked))])

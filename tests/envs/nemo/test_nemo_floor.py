@@ -45,7 +45,7 @@ def _by_hand(stack: Stack, server: str, rows: list[dict[str, Any]], texts: list[
 FORMS = ("{}", "\\boxed{{{}}}", "<answer>{}</answer>")
 
 
-def _top(rows: list[dict[str, Any]], field: str, k: int = 5) -> list[str]:
+def _top(rows: list[dict[str, Any]], field: str, k: int = 3) -> list[str]:
     counts = Counter(str(r[field]) for r in rows)
     return sorted(counts, key=lambda a: (-counts[a], a))[:k]
 
@@ -83,7 +83,7 @@ def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, g
     m = json.loads((folder / "manifest.json").read_text())
     for split in ("dev", "test"):
         rows = _rows(folder, f"exams/mcqa/{split}.jsonl")
-        cands = _top(rows, "expected_answer")
+        cands = _top(rows, "expected_answer", 3)
         texts = [form.format(a) for a in cands for form in FORMS]
         got = _by_hand(gym, "mcqa", rows, texts)
         boxed = [f"\\boxed{{{a}}}" for a in cands]  # mcqa's strict mode credits \boxed{} only
@@ -102,7 +102,7 @@ def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, 
     assert r.code == 0, r.out
     folder = Path(r.json()["environment"]["folder"])
     rows = _rows(folder, "exams/reasoning_gym/dev.jsonl")
-    cands = _top(rows, "answer")
+    cands = _top(rows, "answer", 3)
     assert cands[0] == "Yes"
     texts = [form.format(a) for a in cands for form in FORMS]
     got = _by_hand(gym, "reasoning_gym", rows, texts)
@@ -110,7 +110,7 @@ def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, 
     # the best constant of them all, whichever form it is written in (reasoning_gym credits "Yes"
     # bare, boxed or tagged alike: the first form, bare, wins the tie)
     assert floor["score"] == max(got.values()) and got[floor["answer"]] == floor["score"]
-    assert floor["answer"] in ("Yes", "<answer>Yes</answer>") and (floor["n"], floor["candidates"]) == (200, 5)
+    assert floor["answer"] in ("Yes", "<answer>Yes</answer>") and (floor["n"], floor["candidates"]) == (200, 3)
     assert floor["score"] >= 0.15
 
 
