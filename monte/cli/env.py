@@ -29,6 +29,9 @@ def _added(r) -> None:  # type: ignore[no-untyped-def]
                                                  else s for s in splits))
     if "curriculum" in e.tasks:
         click.echo(f"  curriculum: {e.tasks['curriculum']} rows")
+    for key, f in r.floors.items():  # what always giving one answer scores (or why none is recorded)
+        click.echo(f"  floor {key}: " + (f"none ({f['none']})" if "none" in f else
+                                         f"{f['score']:.3f} (the constant \"{f['answer'][:60]}\", best of {f['candidates']})"))
     click.echo(f"  fingerprint {e.fingerprint[:16]}")
     if r.dvc_pointer:
         click.echo(f"  DVC pointer {r.dvc_pointer} (staged: commit it, and a clone's `dvc pull` restores the folder)")

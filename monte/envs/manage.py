@@ -65,6 +65,23 @@ class EnvAddResult(BaseModel):
     environment: EnvInfo | None = None
     note: str = ""
     dvc_pointer: str | None = None  # the .dvc file that makes DVC track the folder (staged in git)
+    #: "exam/split" -> its constant-answer floor as frozen (``score``, ``answer``, ``n``), or
+    #: ``{"none": why}`` where the freeze recorded none (a NeMo Gym exam whose rows carry no answer)
+    floors: dict[str, dict[str, Any]] = {}
+
+
+def floors_of(m: Manifest) -> dict[str, dict[str, Any]]:
+    """What a freeze says of its floors: each one recorded, and each split recorded without one."""
+    out: dict[str, dict[str, Any]] = {}
+    for exam, splits in sorted(m.exams.items()):
+        for split in sorted(splits):
+            f = m.floors.get(exam, {}).get(split)
+            why = ((m.provenance.get("floor") or {}).get(f"{exam}/{split}") or {}).get("none")
+            if f is not None:
+                out[f"{exam}/{split}"] = f.model_dump(mode="json")
+            elif why:
+                out[f"{exam}/{split}"] = {"none": str(why)}
+    return out
 
 
 class CatalogEntry(BaseModel):
@@ -148,6 +165,8 @@ def add(
         if frozen.claimed(where.reader, "environment", plan.name):
             raise name_taken("environment", plan.name, f"the Vault {where.url}")
     if dry_run:
+        if hasattr(plan, "count"):  # NeMo Gym: the rows the freeze will take, not the sizes' maxima
+            plan.count()
         return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
     staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: whole there before the record
     recorded = False
@@ -181,7 +200,7 @@ def add(
         frozen.upload_or_keep(where.writer, m, dest, "env add", dvc)
         note = f"pushed to the Vault {where.url}"
     return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note,
-                        dvc_pointer=pointer)
+                        dvc_pointer=pointer, floors=floors_of(m))
 
 
 def _plan(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],

@@ -43,7 +43,7 @@ from monte.envs.nemo import stack as gym_stack
 from monte.envs.nemo.stack import EXAMPLE, GENERATORS, OFFLINE_POOLS, PROVIDER, GymEntry, Stack
 from monte.errors import error
 from monte.hashing import hash_tree, sha256_bytes
-from monte.manifest import MANIFEST, FileEntry, Manifest
+from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
 
 #: Default rows per role (the catalog's). A fixed pool smaller than these is cut in proportion.
 SIZES = {"test": 200, "dev": 200, "curriculum": 5000}
@@ -75,11 +75,22 @@ class GymPlan:
     sources: dict[str, str]  # spec -> "huggingface" | "generator" | "pool" | "example" | "prepare"
     sizes: dict[str, int] = field(default_factory=dict)
     provider: str = PROVIDER
+    #: "exam/split" (and "curriculum") -> the rows the freeze takes (:meth:`count`, or the freeze
+    #: itself); ``None``: known only once the source is downloaded or prepared
+    tasks: dict[str, int | None] | None = None
+    tasks_note: str = ""
+
+    def count(self) -> None:
+        """What the freeze will take, for a dry run: :func:`count_rows`."""
+        self.tasks, self.tasks_note = count_rows(self)
+        self.sizes.update({k: n for k, n in self.tasks.items() if n is not None})
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "form": self.form, "kind": self.env_kind, "exams": self.exams,
                 "curriculum": self.curriculum, "sizes": self.sizes, "provider": self.provider,
-                "nemo_gym": self.stack.describe(), "sources": self.sources}
+                "nemo_gym": self.stack.describe(), "sources": self.sources,
+                **({"tasks": self.tasks} if self.tasks is not None else {}),
+                **({"tasks_note": self.tasks_note} if self.tasks_note else {})}
 
 
 def names_gym(stack: Stack | None, specs: list[str], catalog: set[str]) -> bool | None:
@@ -174,24 +185,61 @@ def _source_for(e: GymEntry, *, curriculum: bool, token: str | None) -> str:
 # --- prepare: the rows, the splits, the manifest --------------------------------------------------
 
 
+def _roles(plan: GymPlan) -> tuple[list[tuple[str, str, str]], dict[str, list[str]]]:
+    """(role key, split, spec) in the order the splits are cut (test, dev, curriculum), and per
+    spec the splits that share its rows."""
+    roles: list[tuple[str, str, str]] = []
+    roles += [(f"{x}/test", "test", sp["test"]) for x, sp in plan.exams.items() if "test" in sp]
+    roles += [(f"{x}/dev", "dev", sp["dev"]) for x, sp in plan.exams.items() if "dev" in sp]
+    if plan.curriculum:
+        roles.append(("curriculum", "curriculum", plan.curriculum))
+    sharing: dict[str, list[str]] = {}
+    for _key, split, spec in roles:
+        sharing.setdefault(spec, []).append(split)
+    return roles, sharing
+
+
+def count_rows(plan: GymPlan) -> tuple[dict[str, int | None], str]:
+    """The rows the freeze will take per role, without freezing: a file on disk in the Gym
+    checkout (a shipped pool, a server's ``example.jsonl``) is read and cut by the freeze's own
+    code (shuffle, proportional share, disjointness); a generator gives exactly what is asked or
+    the freeze refuses. A download or a benchmark's ``prepare()`` is not run: ``None``, and the note
+    says at most how many."""
+    seen: set[str] = set()
+    out: dict[str, int | None] = {}
+    later: list[str] = []
+    roles, sharing = _roles(plan)
+    with tempfile.TemporaryDirectory(prefix="monte-gym-count-") as tmp:
+        pools = {spec: _Pool(plan.stack, e, plan.sources[spec], Path(tmp), token=None)
+                 for spec, e in plan.entries.items()}
+        for key, split, spec in roles:
+            source = plan.sources[spec]
+            if source == "generator":
+                out[key] = plan.sizes[key]
+            elif source in ("pool", "example"):
+                rows, _ = pools[spec].take(split, plan.sizes[key], seen, sharing[spec])
+                out[key] = len(rows)
+            else:
+                out[key] = None
+                later.append(f"{key} at most {plan.sizes[key]}")
+    note = (f"{'; '.join(later)}: known once the freeze {'downloads' if 'huggingface' in plan.sources.values() else 'prepares'} "
+            "the rows") if later else ""
+    return out, note
+
+
 def prepare(plan: GymPlan, folder: Path) -> Manifest:
-    """Fetch or generate each source once, cut disjoint splits into ``folder``, return the manifest."""
+    """Fetch or generate each source once, cut disjoint splits into ``folder``, grade each exam
+    split's constant-answer floor through its server, return the manifest."""
     seen: set[str] = set()
     dropped: dict[str, int] = {}
     provenance_sources: dict[str, Any] = {}
     pools: dict[str, _Pool] = {}
+    exam_rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
     with tempfile.TemporaryDirectory(prefix="monte-gym-") as tmp:
         work = Path(tmp)
         for spec, e in plan.entries.items():
             pools[spec] = _Pool(plan.stack, e, plan.sources[spec], work, token=hf_token())
-        roles: list[tuple[str, str, str]] = []  # (role key, split, spec)
-        roles += [(f"{x}/test", "test", sp["test"]) for x, sp in plan.exams.items() if "test" in sp]
-        roles += [(f"{x}/dev", "dev", sp["dev"]) for x, sp in plan.exams.items() if "dev" in sp]
-        if plan.curriculum:
-            roles.append(("curriculum", "curriculum", plan.curriculum))
-        sharing: dict[str, list[str]] = {}
-        for _key, split, spec in roles:
-            sharing.setdefault(spec, []).append(split)
+        roles, sharing = _roles(plan)
         files_for: dict[str, dict[str, str]] = {}
         for key, split, spec in roles:
             rows, d = pools[spec].take(split, plan.sizes[key], seen, sharing[spec])
@@ -204,14 +252,16 @@ def prepare(plan: GymPlan, folder: Path) -> Manifest:
             if split != "curriculum":
                 exam = key.rsplit("/", 1)[0]
                 files_for.setdefault(exam, {})[split] = rel
+                exam_rows.setdefault(exam, {})[split] = rows
         for spec, pool in pools.items():
             provenance_sources[spec] = pool.provenance
-    grader = {
+    plan.tasks = {key: plan.sizes[key] for key, _s, _sp in roles}
+    servers = {x: server_identity(plan.stack, plan.entries[next(iter(sp.values()))]) for x, sp in plan.exams.items()}
+    grader: dict[str, Any] = {
         "kind": PROVIDER,
         "version": plan.stack.version,
         "benchmarks": {x: next(iter(sp.values())) for x, sp in plan.exams.items()},
-        "servers": {x: server_identity(plan.stack, plan.entries[next(iter(sp.values()))])
-                    for x, sp in plan.exams.items()},
+        "servers": servers,
         **({"curriculum": server_identity(plan.stack, plan.entries[plan.curriculum])} if plan.curriculum else {}),
     }
     provenance = {
@@ -225,10 +275,53 @@ def prepare(plan: GymPlan, folder: Path) -> Manifest:
         "sizes": plan.sizes,
         "dropped_for_disjointness": dropped,
     }
+    floors, notes = exam_floors(plan.stack, servers, exam_rows)
+    provenance["floor"] = notes
     files = {k: FileEntry(**v) for k, v in hash_tree(folder).items() if k != MANIFEST}  # type: ignore[arg-type]
     return Manifest(kind="environment", name=plan.name, files=files, provenance=provenance,
                     env_kind=plan.env_kind, form=plan.form, exams=files_for,
-                    curriculum="curriculum.jsonl" if plan.curriculum else None, grader=grader)
+                    curriculum="curriculum.jsonl" if plan.curriculum else None, grader=grader, floors=floors)
+
+
+def exam_floors(stack: Stack, servers: dict[str, dict[str, Any]], exam_rows: dict[str, dict[str, list[dict[str, Any]]]],
+                ) -> tuple[dict[str, dict[str, Floor]], dict[str, dict[str, Any]]]:
+    """Each exam split's constant-answer floor (:mod:`monte.envs.nemo.floor`), graded by the exam's
+    own server, started once per exam from this stack; and per "exam/split" what the record says
+    (the field and form graded, or why there is no floor). A server that cannot start or fails
+    refuses the freeze (``E_ENV``): nothing is written."""
+    from monte.envs.nemo import floor as gym_floor
+    from monte.envs.nemo.server import GymServer
+    from monte.errors import MonteError
+
+    floors: dict[str, dict[str, Floor]] = {}
+    notes: dict[str, dict[str, Any]] = {}
+    for exam, splits in exam_rows.items():
+        ident = servers[exam]
+        todo = {}
+        for split, rows in splits.items():
+            why = gym_floor.why_none(rows, ident.get("judge") or [])
+            if why is None:
+                todo[split] = rows
+            else:
+                notes[f"{exam}/{split}"] = {"none": why}
+        if not todo:
+            continue
+        fd, name = tempfile.mkstemp(prefix=f"monte-gym-floor-{ident['server']}-", suffix=".log")
+        os.close(fd)
+        log = Path(name)
+        try:
+            with GymServer.start(stack, config=str(ident["config"]), instance=str(ident["instance"]),
+                                 server=str(ident["server"]), log=log) as server:
+                for split, rows in todo.items():
+                    f, note = gym_floor.gym_floor(server, rows)
+                    notes[f"{exam}/{split}"] = note
+                    if f is not None:
+                        floors.setdefault(exam, {})[split] = f
+        except MonteError as e:
+            raise error(e.code, f"grading exam {exam}'s constant-answer floor at freeze time: {e.message}",
+                        e.fix) from None
+        log.unlink(missing_ok=True)  # kept when the server failed: the fix names it
+    return floors, notes
 
 
 def config_chain(root: Path, config: str) -> list[str]:
