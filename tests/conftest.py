@@ -38,7 +38,8 @@ SLOW_FIXTURES = frozenset({
     "_honest_template", "honest",  # experiments whose baselines a real model scored
     "light_wheel", "light_install",  # a wheel of this tree in a fresh virtualenv
 })
-SLOW_PATHS = ("training/", "remote/", "envs/nemo/", "test_bench.py", "cli/test_readme_loop.py")
+SLOW_PATHS = ("training/", "remote/", "envs/nemo/", "reliability/",  # real models, servers, fault campaigns
+              "envs/test_lmeval_exam.py", "evals/test_samples_eval.py", "test_bench.py", "cli/test_readme_loop.py")
 SLOW_MODULES = ("torch", "transformers", "trl", "lm_eval", "accelerate")
 
 
