@@ -60,6 +60,24 @@ def task_id(row: dict[str, Any], prefix: str, index: int) -> str:
     return f"{prefix}/{index:06d}" if prefix == "curriculum" else f"{prefix}/{index:05d}"
 
 
+
+#: how much of an answer ``tasks.jsonl`` (a git blob of the ledger) keeps. A model can output any
+#: length; 200 answers of a megabyte each would make a blob git and dulwich refuse to read back
+#: (their loose-object limit is 512 MiB). A longer answer is kept as its first ANSWER_KEEP
+#: characters, marked with its whole length and the sha256 of its UTF-8 bytes; the whole text is
+#: in the run folder's result file, which is what ``monte recover`` grades again.
+ANSWER_KEEP = 4096
+
+
+def answer_fields(answer: str) -> dict[str, Any]:
+    """What ``tasks.jsonl`` records of one answer: the whole of it, or its head, length and hash."""
+    if len(answer) <= ANSWER_KEEP:
+        return {"answer": answer}
+    import hashlib
+
+    digest = hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()
+    return {"answer": answer[:ANSWER_KEEP], "answer_chars": len(answer), "answer_sha256": digest}
+
 class ExamGrader:
     """One exam's grader for one eval: the catalog's benchmark, or a NeMo Gym server started
     when this is made (so a server that cannot start refuses before the eval spends its touch).
@@ -118,14 +136,14 @@ class ExamGrader:
             from monte.envs.registry import get
 
             bench = get(self.benchmark).benchmark
-            return [{"id": i, "score": float(bench.grade(item, a)), "answer": a}
+            return [{"id": i, "score": float(bench.grade(item, a)), **answer_fields(a)}
                     for i, item, a in zip(ids, items, answers, strict=True)]
         assert self.server is not None
         replies = self.server.verify_many(list(items), list(answers), ids=list(ids))
         out = []
         for i, a, r in zip(ids, answers, replies, strict=True):
             extracted = r.get("extracted_answer")
-            out.append({"id": i, "score": float(r["reward"]), "reward": r["reward"], "answer": a,
+            out.append({"id": i, "score": float(r["reward"]), "reward": r["reward"], **answer_fields(a),
                         **({"extracted": str(extracted)} if extracted is not None else {})})
         return out
 

@@ -417,11 +417,12 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
         answers = [str(t.get("answer", "")) for t in tasks]
     answers = [str(a) for a in answers]
-    if any(str(t.get("answer", "")) != a[:200] for t, a in zip(tasks, answers, strict=True)):
-        raise forged("its answers are not the ones its tasks quote")
     with grading.ExamGrader(meas.grader, exam.benchmark, row.exam or "", config=ws.config,
                             log=ws.data_root / "logs" / f"gym-{ledger.experiment}-{row.exam}.log") as grader:
         graded = grader.grade(items, answers, ids)
+    quoted = ("answer", "answer_chars", "answer_sha256")  # what the grader records of each answer
+    if any({f: t.get(f) for f in quoted} != {f: g.get(f) for f in quoted} for t, g in zip(tasks, graded, strict=True)):
+        raise forged("its answers are not the ones its tasks quote")
     for t, g in zip(tasks, graded, strict=True):
         score = t.get("score")
         if not isinstance(score, (int, float)) or abs(float(score) - g["score"]) > 1e-9:

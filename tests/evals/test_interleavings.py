@@ -32,7 +32,16 @@ def test_any_interleaving_of_stop_finish_crash_verifies(repo: Path, exp: str, op
     plan = api.plan_eval(ws=ws)
     exam = plan.exams[0]
     items = [json.loads(line) for line in (ws.data_root / exam.path).read_text().split("\n") if line.strip()]
-    tasks = [{"id": i["id"], "score": float(n % 2), "answer": "x"} for n, i in enumerate(items[:20])]
+    # a whole result, as an eval keeps it: every item answered (right on every other one) and graded
+    # by the frozen grader, so that `monte recover`, which grades a kept result again, records it
+    from monte.envs import grading
+
+    answers = [str(i.get("answer", "")) if n % 2 else "no" for n, i in enumerate(items)]
+    ids = [grading.task_id(it, f"{exam.exam}/{exam.split}", k) for k, it in enumerate(items)]
+    with grading.ExamGrader(ledger.measurement().grader, exam.benchmark, exam.exam, config=ws.config,
+                            log=repo / "grader.log") as grader:
+        tasks = grader.grade(items, answers, ids)
+    kept = {"tasks": tasks, "n": len(tasks), "smoke": False, "answers": answers}
     # this host, a process that is gone: what a crashed or still-finishing eval looks like to recover
     who = {"host": __import__("socket").gethostname(), "pid": 2 ** 22 + 7, "proc_start": "0"}
     runs: list[Any] = []
@@ -46,11 +55,11 @@ def test_any_interleaving_of_stop_finish_crash_verifies(repo: Path, exp: str, op
                 abandon(ledger, runs[i % len(runs)].run, "stopped on hostB")
             elif op == "finish":
                 row = runs[i % len(runs)]
-                save_pending(ws, exp, row.run, {"tasks": tasks, "n": len(tasks), "smoke": False})
+                save_pending(ws, exp, row.run, kept)
                 _record_result(ws, ledger, row, tasks=tasks, smoke=False, n=len(tasks))
             elif op == "crash":
                 row = runs[i % len(runs)]
-                save_pending(ws, exp, row.run, {"tasks": tasks, "n": len(tasks), "smoke": False})
+                save_pending(ws, exp, row.run, kept)
             elif op == "recover":
                 recover(ws, exp)
         except MonteError as e:  # refusals are fine; what was written must verify

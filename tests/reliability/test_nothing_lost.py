@@ -16,6 +16,7 @@ E. E_INTERNAL where a refusal belongs: an over-long integer or an escaped lone s
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -31,6 +32,8 @@ import pytest
 from helpers import checkpoint, fill, git, snapshot_state, tmpfs
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
+from monte.envs.grading import ANSWER_KEEP
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -115,11 +118,18 @@ def test_any_answer_round_trips_through_a_finish_and_verify(repo: Path, exp: str
         sealed = _eval(monte, "-e", name, "--split", "test")["runs"][0]
         ck = checkpoint(repo, tiny_models[1], experiment=name)
         moved = _eval(monte, "-e", name, "--checkpoint", f"{name}/{ck}@50")["runs"][0]
-        expected = [answers[i % len(answers)][:200] for i in range(200)]
+        # each answer whole, or (past ANSWER_KEEP characters) its head with its length and hash
+        said = [answers[i % len(answers)] for i in range(200)]
+        expected = [a[:ANSWER_KEEP] for a in said]
         for row in (baseline, sealed, moved):
             assert row["status"] == "succeeded"
             tasks = _tasks(repo, name, row["run"])
             assert tasks is not None and [t["answer"] for t in tasks] == expected
+            for t, a in zip(tasks, said, strict=True):
+                long = len(a) > ANSWER_KEEP
+                assert t.get("answer_chars") == (len(a) if long else None)
+                assert t.get("answer_sha256") == (
+                    hashlib.sha256(a.encode("utf-8", "surrogatepass")).hexdigest() if long else None)
         assert moved["delta"]["paired"] is True and moved["delta"]["baseline"] == baseline["run"]
         v = monte("ledger", "verify", name, "--json")
         assert v.code == 0, v.out + v.err
