@@ -53,10 +53,6 @@ def empty() -> Index:
     return {"base": {}, "test": {}}
 
 
-_is_base = is_base_eval
-_is_read = is_test_read
-
-
 def _insert(entries: list[list[Any]], seq: int, run: str) -> None:
     entries.append([seq, run])
     entries.sort(key=lambda e: (int(e[0]), str(e[1])))
@@ -72,9 +68,9 @@ def fold(index: Mapping[str, Any] | None, row: RunRow) -> Index:
         for exam, splits in (old.get("base") or {}).items()}
     test: dict[str, list[list[Any]]] = {
         exam: [list(e) for e in entries if e[1] != run] for exam, entries in (old.get("test") or {}).items()}
-    if row.exam is not None and row.split is not None and _is_base(row):
+    if row.exam is not None and row.split is not None and is_base_eval(row):
         _insert(base.setdefault(row.exam, {}).setdefault(row.split, []), row.seq, run)
-    if row.exam is not None and _is_read(row):
+    if row.exam is not None and is_test_read(row):
         _insert(test.setdefault(row.exam, []), row.seq, run)
     return {"base": {exam: kept for exam, splits in base.items()
                      if (kept := {s: e for s, e in splits.items() if e})},
