@@ -91,7 +91,12 @@ class Workspace:
     def code_version(self) -> dict[str, Any]:
         """The commit of the code a run starts from, recorded in its plan: ``git_sha`` (the work
         tree's ``HEAD``, None before the first commit) and ``git_dirty`` (tracked files differ
-        from it: the sha alone does not say what ran). Untracked files are not looked at."""
+        from it: the sha alone does not say what ran). Untracked files are not looked at. Asked
+        once per command (an eval of many exams starts every row from the same code)."""
+        return dict(self._code_version)
+
+    @cached_property
+    def _code_version(self) -> dict[str, Any]:
         import subprocess
 
         def git(*args: str) -> subprocess.CompletedProcess[str] | None:

@@ -130,7 +130,7 @@ class ExamGrader:
 
     def grade(self, items: Sequence[dict[str, Any]], answers: Sequence[str], ids: Sequence[str]) -> list[dict[str, Any]]:
         if self.file is not None:
-            return [{"id": i, "score": float(self.file.grade(item, a)), "answer": a[:200]}
+            return [{"id": i, "score": float(self.file.grade(item, a)), **answer_fields(a)}
                     for i, item, a in zip(ids, items, answers, strict=True)]
         if not self.gym:
             from monte.envs.registry import get

@@ -417,10 +417,15 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
         answers = [str(t.get("answer", "")) for t in tasks]
     answers = [str(a) for a in answers]
+    # What every grader records of an answer, checked before any grader starts (a NeMo server
+    # takes seconds to start: a forged file is refused without one).
+    quoted = ("answer", "answer_chars", "answer_sha256")
+    if any({f: t.get(f) for f in quoted} != {f: grading.answer_fields(a).get(f) for f in quoted}
+           for t, a in zip(tasks, answers, strict=True)):
+        raise forged("its answers are not the ones its tasks quote")
     with grading.ExamGrader(meas.grader, exam.benchmark, row.exam or "", config=ws.config,
                             log=ws.data_root / "logs" / f"gym-{ledger.experiment}-{row.exam}.log") as grader:
         graded = grader.grade(items, answers, ids)
-    quoted = ("answer", "answer_chars", "answer_sha256")  # what the grader records of each answer
     if any({f: t.get(f) for f in quoted} != {f: g.get(f) for f in quoted} for t, g in zip(tasks, graded, strict=True)):
         raise forged("its answers are not the ones its tasks quote")
     for t, g in zip(tasks, graded, strict=True):

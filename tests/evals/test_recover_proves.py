@@ -65,6 +65,11 @@ def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, mont
     kept.write_text(json.dumps({**result, "tasks": [{"id": "bogus", "score": 1.0, "answer": "1"}], "n": 1,
                                 "answers": ["1"]}))
     _refused(monte("recover", "--json"), "answers, the split holds 200 items")
+    # one answer edited, its task's quote left as it was: refused before any grader is made
+    edited = json.loads(honest)
+    edited["answers"][0] = edited["answers"][0] + " 7"
+    kept.write_text(json.dumps(edited))
+    _refused(monte("recover", "--json"), "its answers are not the ones its tasks quote")
     kept.write_text(json.dumps({**result, "tasks": [{**result["tasks"][0], "id": "bogus"}, *result["tasks"][1:]]}))
     _refused(monte("recover", "--json"), "task ids are not the split's")
     assert snapshot_state(repo)["refs"] == before["refs"]  # no record (the kept file was edited by hand)

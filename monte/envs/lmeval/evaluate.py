@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from monte.envs.grading import answer_fields
 from monte.envs.lmeval import freeze
 from monte.errors import error
 from monte.hashing import sha256_bytes
@@ -93,7 +94,7 @@ class Prepared:
                             f"gave document {item['doc_id']} no number", "score the task with a per-document metric")
             metrics = {m: v for m in self.spec["metrics"] if (v := _number(s.get(m))) is not None}
             out.append({"id": item["id"], "doc_id": int(item["doc_id"]), "score": score, "metrics": metrics,
-                        "answer": answer_of(item, s["filtered_resps"])[:200]})
+                        **answer_fields(answer_of(item, s["filtered_resps"]))})
         return out
 
     @property
