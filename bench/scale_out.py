@@ -3,13 +3,15 @@ measured in the same run on the same repository.
 
 Each figure is a fresh `monte train` / `monte eval` process (interpreter start, imports, the
 ranks' own start-up and the rendezvous included, as a user pays them), best of ``--rounds``; the
-ratios are 2-process time / 1-process time. On this kind of machine (2 CPU cores, gloo) the
+ratios are 2-process time / 1-process time. ``--quick`` is a smoke run of the same commands and
+the same launches (3-step smoke chunks, smoke evals, one round), timed inside one warm monte
+process, so only the ranks and shards pay a start-up: its figures prove the path runs, not speed. On this kind of machine (2 CPU cores, gloo) the
 second process mostly adds its start-up; on a GPU box the same script measures GPU scaling
 (one rank per GPU, nccl). For real chunks it also reports how far the 2-process checkpoint is
 from the 1-process one (the equivalence: same effective batch, same data order).
 
     .venv/bin/python bench/scale_out.py [--steps 20] [--rounds 1] [--json-out PATH]
-    .venv/bin/python bench/scale_out.py --quick     # smoke chunks and smoke evals: the same code path
+    .venv/bin/python bench/scale_out.py --quick     # smoke chunks and smoke evals: the same launches
 """
 
 from __future__ import annotations
@@ -42,6 +44,42 @@ lr_scheduler_type: constant
 per_device_train_batch_size: 32
 max_length: 32
 """
+
+
+WARM = """import contextlib, io, json, sys, time
+from monte.cli.main import main
+out = []
+setup, timed = json.loads(sys.argv[1])
+for args in setup:
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main(args)
+        except SystemExit as e:
+            if e.code:
+                sys.exit(f"monte {' '.join(args)} exited {e.code}")
+for args in timed:
+    buf = io.StringIO()
+    t = time.perf_counter()
+    with contextlib.redirect_stdout(buf):
+        try:
+            main(args + ["--yes", "--json"])
+        except SystemExit as e:
+            if e.code:
+                sys.exit(f"monte {' '.join(args)} exited {e.code}: {buf.getvalue()[-3000:]}")
+    out.append([time.perf_counter() - t, json.loads(buf.getvalue())])
+print("RESULTS=" + json.dumps(out))
+"""
+
+
+def warm(setup: list[list[str]], commands: list[list[str]], cwd: Path) -> list[tuple[float, dict]]:  # type: ignore[type-arg]
+    """The setup (not timed), then the commands, one after another in one monte process
+    (``--quick``): (wall seconds, JSON) of each command."""
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    r = subprocess.run([PY, "-c", WARM, json.dumps([setup, commands])], cwd=cwd, capture_output=True, text=True, env=env)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("RESULTS=")), None)
+    if r.returncode != 0 or line is None:
+        raise SystemExit(f"quick run failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return [(float(secs), out) for secs, out in json.loads(line[len("RESULTS="):])]
 
 
 def monte(*commands: list[str], cwd: Path) -> None:
@@ -95,15 +133,22 @@ def main() -> int:
              ["experiment", "init", "exp", "--eval", "parity", "--model", "base", "--steps-per-chunk", str(a.steps)]]
     if not a.quick:
         setup += [["eval", "--yes"], ["eval", "--split", "test", "--yes"]]
-    monte(*setup, cwd=repo)
+    if not a.quick:
+        monte(*setup, cwd=repo)
     start = ["--smoke"] if a.quick else ["--from-base"]
     train = ["train", "--recipe", "sft-scale", "--source", "parity-sft", *start]
     evaluate = ["eval", *(["--smoke"] if a.quick else [])]
     times: dict[str, list[float]] = {"train_1": [], "train_2": [], "eval_1": [], "eval_2": []}
     runs: dict[str, dict] = {}  # type: ignore[type-arg]
-    for i in range(a.rounds):  # alternate, so a busy minute does not land on one side only
-        for key, args in (("train_1", train), ("train_2", [*train, "--processes", "2"]),
-                          ("eval_1", evaluate), ("eval_2", [*evaluate, "--processes", "2"])):
+    plan = (("train_1", train), ("train_2", [*train, "--processes", "2"]),
+            ("eval_1", evaluate), ("eval_2", [*evaluate, "--processes", "2"]))
+    if a.quick:  # one warm process: the launches are the real ones, the interpreter starts once
+        for (key, _), (secs, out) in zip(plan, warm(setup, [args for _, args in plan], repo), strict=True):
+            times[key].append(secs)
+            runs[key] = out
+            print(f"quick: {key} {secs:.1f}s", flush=True)
+    for i in range(0 if a.quick else a.rounds):  # alternate, so a busy minute does not land on one side only
+        for key, args in plan:
             secs, out = timed(args, repo)
             times[key].append(secs)
             runs[key] = out

@@ -397,11 +397,12 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,
                model: str | None = None, smoke: bool = False, push: bool = False, experiment: str | None = None,
                adopt: str | None = None, remote: bool = False, processes: int | None = 1, nodes: int = 1,
-               accelerate_config: Path | None = None, port: int | None = None,
-               ws: Workspace | None = None) -> TrainPlan:
+               accelerate_config: Path | str | None = None, port: int | None = None,
+               hosts: str | None = None, ssh_key: str | None = None, ws: Workspace | None = None) -> TrainPlan:
     """Check every refusal of `monte train` before anything is written; return the chunk's plan.
 
-    ``processes`` ranks per node on ``nodes`` nodes (loopback here), under torchrun or
+    ``processes`` ranks per node on ``nodes`` nodes (loopback here; ``hosts``: one node per
+    host over SSH, opened with ``ssh_key``), under torchrun or
     ``accelerate launch`` with ``accelerate_config`` (frozen into the plan); ``port``: the
     rendezvous port (default: a free one). See :mod:`monte.training.launch`.
 
@@ -412,10 +413,15 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     recipe's machine-dependent values itself."""
     from monte.training import plan as train_plan
 
-    plan = train_plan.plan_train(ws or open_workspace(), experiment=experiment, recipe=recipe, source=source,
+    ws = ws or open_workspace()
+    plan = train_plan.plan_train(ws, experiment=experiment, recipe=recipe, source=source,
                             parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
                             remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
-                            port=port)
+                            port=port, hosts=hosts, ssh_key=ssh_key)
+    if plan.launch and plan.launch.hosts:  # every host answers over SSH, sees this repository, runs this Python
+        from monte.remote.hosts import check_plan
+
+        check_plan(plan.launch, ws.repo_root)
     if adopt:
         plan.adopt = check_name(adopt, "run id")
     return plan
@@ -444,7 +450,13 @@ def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transi
     after uploading it to the hub, and pushing the results after each transition)."""
     from monte.training import run
 
-    return run.run_train(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
+    nodes = None
+    if plan.launch and plan.launch.hosts:  # the nodes start on their hosts over SSH
+        from monte.remote.hosts import SSHNodes
+
+        nodes = SSHNodes()
+    return run.run_train(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition,
+                         nodes=nodes)
 
 
 def train(*, recipe: str, source: str, parent: str | None = None, from_base: bool = False,

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import Any
 
 import click
@@ -38,8 +38,13 @@ def _human(r: Any) -> None:
               "--accelerate-config), gloo on CPU. The recipe's batch is the chunk's, split over the ranks.")
 @click.option("--nodes", type=int, default=1, show_default=True, metavar="M",
               help="Nodes of --processes ranks each, meeting at a rendezvous on 127.0.0.1 (loopback nodes).")
-@click.option("--accelerate-config", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
-              help="An accelerate YAML; frozen into the plan by content and sha256, the ranks read the frozen copy.")
+@click.option("--accelerate-config", metavar="NAME|FILE",
+              help="A profile monte ships (cpu-ddp: gloo on CPU; multi-gpu: DDP; fsdp: FSDP2; zero2: DeepSpeed "
+              "ZeRO-2) or an accelerate YAML; frozen into the plan by content and sha256, the ranks read the "
+              "frozen copy.")
+@click.option("--hosts", metavar="H1,H2", help="One node per machine over SSH ([USER@]HOST[:PORT] each; key: "
+              "--ssh-key or MONTE_SSH_KEY_FILE), the rendezvous on the first; every host sees this repository at "
+              "the same path (shared filesystem) and this Python. Only this process records.")
 @click.option("--port", type=int, metavar="PORT", help="The rendezvous port (default: a free one).")
 @remote_options
 @click.option("--adopt", hidden=True, metavar="RUN", help="(on a box) run the job the laptop submitted as RUN.")
@@ -48,19 +53,25 @@ def _human(r: Any) -> None:
 @handled(_human)
 def train(recipe: str, source: str, parent: str | None, from_base: bool, model: str | None,
           experiment: str | None, smoke: bool, push: bool, processes: int | None, nodes: int,
-          accelerate_config: Path | None, port: int | None, remote: bool, provider: str, host: str | None,
+          accelerate_config: str | None, port: int | None, hosts: str | None, remote: bool, provider: str, host: str | None,
           ssh_key: str | None, adopt: str | None, yes: bool, dry_run: bool, as_json: bool) -> Any:
     """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
     from monte import api
 
     check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
+    if hosts and remote:
+        from monte.errors import error
+
+        raise error("E_USAGE", "--hosts runs the chunk's nodes on your machines over SSH; --remote submits it to a box",
+                    "drop one of them (on a box, --processes N uses its GPUs)")
     if remote and ("/" in recipe or recipe.endswith((".yaml", ".yml"))):
         raise_path_recipe(recipe)
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
                           smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt,
                           remote=remote,
                           processes=processes if processes is not None or accelerate_config else 1, nodes=nodes,
-                          accelerate_config=accelerate_config, port=port)
+                          accelerate_config=accelerate_config, port=port, hosts=hosts,
+                          ssh_key=(ssh_key or os.environ.get("MONTE_SSH_KEY_FILE")) if hosts else None)
     if remote:
         args = ["--experiment", plan.experiment, "--recipe", recipe, "--source", source,
                 *(["--parent", parent] if parent else []), *(["--from-base"] if from_base else []),

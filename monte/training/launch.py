@@ -41,10 +41,11 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -62,6 +63,42 @@ LOOPBACK = "127.0.0.1"
 LAUNCH_DIR = "launch"
 
 
+_HOST = re.compile(r"(?:(?P<user>[A-Za-z0-9._-]+)@)?(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:]+\])(?::(?P<port>\d+))?\Z")
+
+
+class Host(BaseModel):
+    """One machine of ``--hosts``: ``[USER@]HOST[:PORT]``."""
+
+    user: str | None = None
+    host: str
+    port: int = 22
+
+    @property
+    def login(self) -> str:
+        return f"{self.user + '@' if self.user else ''}{self.host}{'' if self.port == 22 else f':{self.port}'}"
+
+    @property
+    def address(self) -> str:
+        return self.host.strip("[]")
+
+
+def parse_hosts(text: str | Sequence[str]) -> list[Host]:
+    """``[USER@]HOST[:PORT]`` entries, comma-separated (or a list of them); E_USAGE otherwise."""
+    items = [p.strip() for p in (text.split(",") if isinstance(text, str) else text)]
+    if not items or any(not p for p in items):
+        raise error("E_USAGE", f"--hosts {text!r}: an empty host name",
+                    "pass --hosts HOST1,HOST2 ([USER@]HOST[:PORT] each)")
+    out = []
+    for item in items:
+        m = _HOST.match(item)
+        port = int(m.group("port")) if m and m.group("port") else 22
+        if not m or not 0 < port < 65536:
+            raise error("E_USAGE", f"--hosts: {item!r} is not [USER@]HOST[:PORT]",
+                        "pass --hosts HOST1,HOST2, e.g. --hosts ubuntu@10.0.0.1,ubuntu@10.0.0.2:2222")
+        out.append(Host(user=m.group("user"), host=m.group("host"), port=port))
+    return out
+
+
 class LaunchSpec(BaseModel):
     """How a chunk runs: the plan's launch, and (``record()``) what its train row records."""
 
@@ -71,6 +108,10 @@ class LaunchSpec(BaseModel):
     backend: str | None = None  # gloo | nccl; None: one process, no process group
     launcher: str = "none"  # none | torchrun | accelerate
     port: int | None = None  # the rendezvous port the user named (else one is picked at launch)
+    #: the machines the nodes run on (``--hosts``, [USER@]HOST[:PORT] each; node K on host K, the
+    #: rendezvous on the first); empty: every node on this machine, meeting on 127.0.0.1
+    hosts: list[str] = []
+    ssh_key: str | None = None  # the key that opens the hosts (an execution detail, never recorded)
     #: per_device_train_batch_size x gradient_accumulation_steps x world_size
     effective_batch: int = 0
     per_device_batch: int = 0
@@ -85,7 +126,12 @@ class LaunchSpec(BaseModel):
 
     def record(self) -> dict[str, Any]:
         """What a train row records (the port is an execution detail of one launch)."""
-        return self.model_dump(mode="json", exclude={"port"})
+        return self.model_dump(mode="json", exclude={"port", "ssh_key"})
+
+    @property
+    def master_addr(self) -> str:
+        """Where the rendezvous is: the first host, else loopback."""
+        return parse_hosts(self.hosts[:1])[0].address if self.hosts else LOOPBACK
 
     def trainer_overrides(self) -> dict[str, Any]:
         """The TRL config fields the launch decides: each rank's share of the recipe's batch,
@@ -105,11 +151,14 @@ class LaunchSpec(BaseModel):
             return [f"  launch: one process, effective batch {self.effective_batch}"]
         how = (f"{self.nodes} nodes x {self.processes_per_node} processes" if self.nodes > 1
                else f"{self.processes_per_node} processes")
+        if self.hosts:
+            how += f" on hosts {', '.join(self.hosts)} (rendezvous on {self.master_addr})"
         out = [f"  launch: {how} under {self.launcher} ({self.backend or 'no'} backend), effective batch "
                f"{self.effective_batch} = {self.per_device_batch} per device x {self.gradient_accumulation_steps} "
                f"accumulation x {self.world_size}"]
         if self.config:
-            out.append(f"  accelerate config {self.config['name']} (sha256 {str(self.config_sha256)[:12]}), "
+            kind = "profile" if self.config.get("profile") else "config"
+            out.append(f"  accelerate {kind} {self.config['name']} (sha256 {str(self.config_sha256)[:12]}), "
                        "frozen into the plan")
         return out
 
@@ -160,42 +209,81 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def read_accelerate_config(path: Path, *, cuda: bool) -> dict[str, Any]:
-    """The accelerate YAML, parsed and checked against this machine: a file that does not parse
-    refuses E_BAD_INPUT; a distributed type that needs GPUs (nccl) on a machine without them
-    refuses E_LAUNCH."""
+def profiles() -> dict[str, str]:
+    """The accelerate profiles monte ships (``--accelerate-config NAME``): name -> its first line."""
+    from importlib import resources
+
+    out = {}
+    for entry in sorted(resources.files("monte.training").joinpath("accelerate").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            first = entry.read_text("utf-8").splitlines()[0]
+            out[entry.name[:-5]] = first.split(":", 1)[1].strip() if ":" in first else first
+    return out
+
+
+def profile_text(name: str) -> bytes:
+    from importlib import resources
+
+    return resources.files("monte.training").joinpath("accelerate", f"{name}.yaml").read_bytes()
+
+
+def is_profile_name(value: str | Path) -> bool:
+    """``--accelerate-config`` names a profile (a bare name, no folder, no .yaml) rather than a file."""
+    text = str(value)
+    return bool(re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", text)) and not Path(text).exists()
+
+
+def read_accelerate_config(path: Path | str, *, cuda: bool) -> dict[str, Any]:
+    """The accelerate YAML (a user's file, or a profile monte ships, by name), parsed and checked
+    against this machine: an unknown profile refuses E_NOT_FOUND naming the known ones; a file
+    that does not parse refuses E_BAD_INPUT; a distributed type that needs GPUs (nccl) on a
+    machine without them refuses E_LAUNCH."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise error("E_NOT_FOUND", f"the accelerate config {path} cannot be read ({e.strerror})",
-                    "pass the path of an accelerate YAML (`accelerate config` writes one)") from None
+    profile = None
+    if is_profile_name(path):
+        known = profiles()
+        profile = str(path)
+        if profile not in known:
+            raise error("E_NOT_FOUND", f"no accelerate profile named {profile!r} (and no file of that name)",
+                        f"name one of monte's profiles ({', '.join(known)}) or pass the path of an accelerate "
+                        "YAML (`accelerate config` writes one)")
+        raw = profile_text(profile)
+        label = f"the accelerate profile {profile}"
+    else:
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as e:
+            raise error("E_NOT_FOUND", f"the accelerate config {path} cannot be read ({e.strerror})",
+                        "pass the path of an accelerate YAML (`accelerate config` writes one), or a profile "
+                        f"name ({', '.join(profiles())})") from None
+        label = f"the accelerate config {path}"
     try:
         data = YAML(typ="safe").load(raw.decode("utf-8"))
     except (YAMLError, UnicodeDecodeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise error("E_BAD_INPUT", f"the accelerate config {path} does not parse as YAML: {first}",
+        raise error("E_BAD_INPUT", f"{label} does not parse as YAML: {first}",
                     "fix the file, or write one with `accelerate config`") from None
     if not isinstance(data, dict):
-        raise error("E_BAD_INPUT", f"the accelerate config {path} is not a YAML mapping",
+        raise error("E_BAD_INPUT", f"{label} is not a YAML mapping",
                     "an accelerate config maps keys (distributed_type, num_processes, ...) to values")
     kind = str(data.get("distributed_type", "NO")).upper()
     backend = str(data.get("backend") or data.get("ddp_backend") or "").lower() or None
     if not cuda and (kind in GPU_TYPES or backend == "nccl"):
         what = f"backend {backend}" if backend == "nccl" else f"distributed_type {kind}"
-        raise error("E_LAUNCH", f"the accelerate config {path} names {what}, which needs GPUs (nccl); "
-                    "this machine has none", "use `distributed_type: MULTI_CPU` (gloo) here, "
-                    "or run the chunk on a GPU box (--remote)")
+        raise error("E_LAUNCH", f"{label} names {what}, which needs GPUs (nccl); "
+                    "this machine has none", "use `--accelerate-config cpu-ddp` or `distributed_type: MULTI_CPU` "
+                    "(gloo) here, or run the chunk on a GPU box (--remote)")
     if kind not in GPU_TYPES | CPU_TYPES:
-        raise error("E_LAUNCH", f"the accelerate config {path} names distributed_type {kind}, which monte "
+        raise error("E_LAUNCH", f"{label} names distributed_type {kind}, which monte "
                     "does not launch", f"use one of {', '.join(sorted(GPU_TYPES | CPU_TYPES))}")
     if backend not in (None, "gloo", "nccl"):
-        raise error("E_LAUNCH", f"the accelerate config {path} names backend {backend!r}, which is not there",
+        raise error("E_LAUNCH", f"{label} names backend {backend!r}, which is not there",
                     "use gloo (CPU) or nccl (GPUs), or leave the backend out")
-    return {"name": path.name, "content": raw.decode("utf-8"), "sha256": hashlib.sha256(raw).hexdigest(),
-            "distributed_type": kind, "data": data}
+    return {"name": profile or Path(path).name, "profile": profile, "content": raw.decode("utf-8"),
+            "sha256": hashlib.sha256(raw).hexdigest(), "distributed_type": kind, "data": data}
 
 
 def generation_engine(settings: dict[str, Any], algorithm: str, *, vllm: bool, cuda: bool) -> str | None:
@@ -230,8 +318,8 @@ def _split_batch(batch: int, accum: int, world: int) -> tuple[int, int]:
 
 
 def plan_launch(settings: dict[str, Any], algorithm: str, *, processes: int | None = 1, nodes: int = 1,
-                accelerate_config: Path | None = None, port: int | None = None,
-                cuda: bool | None = None) -> LaunchSpec:
+                accelerate_config: Path | str | None = None, port: int | None = None,
+                cuda: bool | None = None, hosts: str | None = None, ssh_key: str | None = None) -> LaunchSpec:
     """The chunk's launch, every refusal proven before anything is written. ``processes``: ranks
     per node (default: the accelerate config's ``num_processes`` per machine, else 1)."""
     cuda = has_cuda() if cuda is None else cuda
@@ -240,6 +328,13 @@ def plan_launch(settings: dict[str, Any], algorithm: str, *, processes: int | No
                     "pass --processes 1 or more (ranks per node)")
     if nodes < 1:
         raise error("E_USAGE", f"--nodes {nodes}: a chunk runs on at least one node", "pass --nodes 1 or more")
+    parsed_hosts = []
+    if hosts is not None:
+        parsed_hosts = parse_hosts(hosts)
+        if nodes not in (1, len(parsed_hosts)):
+            raise error("E_USAGE", f"--nodes {nodes} with {len(parsed_hosts)} --hosts: one node runs on each host",
+                        "leave --nodes out with --hosts (the node count is the host count)")
+        nodes = len(parsed_hosts)
     config = read_accelerate_config(accelerate_config, cuda=cuda) if accelerate_config else None
     if processes is None:
         data = (config or {}).get("data", {})
@@ -252,7 +347,7 @@ def plan_launch(settings: dict[str, Any], algorithm: str, *, processes: int | No
     if port is not None:
         if not 0 < port < 65536:
             raise error("E_USAGE", f"--port {port} is not a TCP port", "pass a port between 1024 and 65535")
-        if world > 1 and not port_free(port):
+        if world > 1 and not parsed_hosts and not port_free(port):
             raise error("E_LAUNCH", f"the rendezvous port {LOOPBACK}:{port} is in use",
                         "pass another --port, or leave it out and monte picks a free one")
     batch = int(settings.get("per_device_train_batch_size", 8))
@@ -263,6 +358,7 @@ def plan_launch(settings: dict[str, Any], algorithm: str, *, processes: int | No
         config = {k: v for k, v in config.items() if k != "data"}
     return LaunchSpec(
         world_size=world, nodes=nodes, processes_per_node=processes,
+        hosts=[h.login for h in parsed_hosts], ssh_key=ssh_key if parsed_hosts else None,
         backend=None if world <= 1 else ("nccl" if cuda else "gloo"), launcher=launcher, port=port,
         effective_batch=per_device * per_accum * world, per_device_batch=per_device,
         gradient_accumulation_steps=per_accum, config=config,
@@ -313,14 +409,14 @@ def rank_command(spec: LaunchSpec, node: int, port: int | str, job: Path | str, 
             # and on CPU each rank's trainer (use_cpu=True) takes gloo
             argv.append("--multi_gpu")
         argv += ["--num_processes", str(spec.world_size), "--num_machines", str(spec.nodes),
-                 "--machine_rank", str(node), "--main_process_ip", LOOPBACK, "--main_process_port", str(port),
+                 "--machine_rank", str(node), "--main_process_ip", spec.master_addr, "--main_process_port", str(port),
                  "--mixed_precision", str(((spec.config or {}).get("content") and _yaml_value(spec, "mixed_precision"))
                                           or "no"), "--dynamo_backend", "no"]
         if spec.nodes > 1:
             argv.append("--same_network")
         return [*argv, "-m", module, str(job)]
     return [py, "-m", "torch.distributed.run", "--nnodes", str(spec.nodes), "--node_rank", str(node),
-            "--nproc_per_node", str(spec.processes_per_node), "--master_addr", LOOPBACK,
+            "--nproc_per_node", str(spec.processes_per_node), "--master_addr", spec.master_addr,
             "--master_port", str(port), "--max_restarts", "0", "--monitor_interval", "0.5",
             "-m", module, str(job)]
 
@@ -335,19 +431,30 @@ def _yaml_value(spec: LaunchSpec, key: str) -> Any:
 # --- running the ranks ---------------------------------------------------------------------------
 
 
+class NodeRunner(Protocol):
+    """Starts a launch's nodes somewhere else than this machine (``--hosts``: over SSH,
+    :class:`monte.remote.hosts.SSHNodes`), with :func:`monte.processes.run_together`'s contract:
+    the (node, exit status) of each that failed, every node stopped before it returns."""
+
+    def free_port(self, spec: LaunchSpec) -> int: ...
+
+    def run(self, spec: LaunchSpec, commands: Sequence[Sequence[str]], folder: Path, *, cwd: Path,
+            env: dict[str, str], poll: float) -> list[tuple[int, int]]: ...
+
+
 class RankResult(BaseModel):
     checkpoint: str
     step: int
 
 
 def run_ranks(spec: LaunchSpec, job: dict[str, Any], folder: Path, *, cwd: Path,
-              poll: float = 0.2) -> RankResult:
+              poll: float = 0.2, nodes: NodeRunner | None = None) -> RankResult:
     """Start every node's launcher, wait for all of them, and return what rank 0 saved. A node
     that exits non-zero stops the others; whatever happens, every node's process group is
     killed before this returns, so no rank outlives the chunk. A failure refuses E_RANK
     naming the rank that died first."""
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("rank-*"):
+    for old in [*folder.glob("rank-*"), *folder.glob("node-*.pgid")]:
         old.unlink()
     config_file = None
     if spec.config:
@@ -355,16 +462,54 @@ def run_ranks(spec: LaunchSpec, job: dict[str, Any], folder: Path, *, cwd: Path,
         config_file.write_text(spec.config["content"], encoding="utf-8")
     job_file = folder / "job.json"
     job_file.write_text(json.dumps({**job, "dir": str(folder)}, sort_keys=True), encoding="utf-8")
-    port = spec.port or free_port()
     env = rank_env(cuda=bool(spec.gpus))
-    failed = run_together([rank_command(spec, node, port, job_file, config_file=config_file)
-                           for node in range(spec.nodes)],
-                          [folder / f"node-{node}.log" for node in range(spec.nodes)], cwd=cwd, env=env,
-                          poll=poll)  # (node, exit status) of each that failed
+    if spec.hosts:  # node K on host K
+        if nodes is None:
+            raise error("E_INTERNAL", "a launch on --hosts was run without a way to reach the hosts",
+                        "run it through monte train (monte.api.run_train)")
+        port = spec.port or nodes.free_port(spec)
+        failed = nodes.run(spec, [rank_command(spec, node, port, job_file, config_file=config_file)
+                                  for node in range(spec.nodes)], folder, cwd=cwd, env=env, poll=poll)
+    else:
+        port = spec.port or free_port()
+        failed = run_together([rank_command(spec, node, port, job_file, config_file=config_file)
+                               for node in range(spec.nodes)],
+                              [folder / f"node-{node}.log" for node in range(spec.nodes)], cwd=cwd, env=env,
+                              poll=poll)  # (node, exit status) of each that failed
+        stop_strays(folder)  # a rank whose launcher was killed outright
     done = folder / "rank-0.done"
     if not failed and done.is_file():
         return RankResult.model_validate_json(done.read_text(encoding="utf-8"))
     raise rank_failure(spec, folder, failed)
+
+
+def stop_strays(folder: Path, *, grace: float = 5.0) -> None:
+    """SIGKILL every rank of this launch still running here (torchrun starts its workers in
+    sessions of their own, so a launcher killed outright leaves them outside its process group),
+    and wait until they are gone. A pid that now names another program is left alone."""
+    import time
+
+    left = []
+    for path in folder.glob("rank-*.pid"):
+        try:
+            pid = int(path.read_text(encoding="utf-8") or 0)
+            if pid and b"launch_rank" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+                left.append(pid)
+        except (OSError, ValueError):
+            continue
+    deadline = time.monotonic() + grace
+    while left and time.monotonic() < deadline:
+        left = [p for p in left if _running(p)]
+        time.sleep(0.05)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 _ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
@@ -422,7 +567,9 @@ def rerun(experiment: str, run: str, plan: dict[str, Any], folder: str, *, smoke
     config_file = f"{folder}/accelerate.yaml" if spec.config else None
     if spec.world_size > 1 or spec.config:
         argv += ["--processes", str(spec.processes_per_node)]
-        if spec.nodes > 1:
+        if spec.hosts:
+            argv += ["--hosts", ",".join(spec.hosts)]
+        elif spec.nodes > 1:
             argv += ["--nodes", str(spec.nodes)]
         if config_file:
             argv += ["--accelerate-config", config_file]

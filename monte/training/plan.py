@@ -108,7 +108,8 @@ class TrainPlan(BaseModel):
 def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: str, parent: str | None,
                from_base: bool, model: str | None, smoke: bool, push: bool = False,
                remote: bool = False, processes: int | None = 1, nodes: int = 1,
-               accelerate_config: Path | None = None, port: int | None = None) -> TrainPlan:
+               accelerate_config: Path | str | None = None, port: int | None = None,
+               hosts: str | None = None, ssh_key: str | None = None) -> TrainPlan:
     """The chunk's plan, every refusal proven before anything is written; the recipe's values
     against this machine too (:func:`check_machine`), unless the chunk runs on a box (``remote``:
     the box checks them when it plans the job); the launch past one process
@@ -119,7 +120,8 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
                        from_base=from_base, model=model, smoke=smoke)
     recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
     plan.launch = launch.plan_launch(plan.recipe.settings, plan.recipe.algorithm, processes=processes, nodes=nodes,
-                                     accelerate_config=accelerate_config, port=port)
+                                     accelerate_config=accelerate_config, port=port, hosts=hosts,
+                                     ssh_key=ssh_key)
     if plan.resume_from and plan.parent and plan.recipe.algorithm != "sft":
         _same_world(ws, plan)
     if not remote:

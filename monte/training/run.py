@@ -43,7 +43,8 @@ class TrainResult(BaseModel):
 
 
 def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None,
-              on_transition: Callable[[RunRow, str], None] | None = None) -> TrainResult:
+              on_transition: Callable[[RunRow, str], None] | None = None,
+              nodes: launch.NodeRunner | None = None) -> TrainResult:
     """Train the chunk and record it. ``on_transition(row, transition)`` is called right after
     each transition lands (started, weights-uploaded, checkpoint, finished); with ``plan.push``
     and none given, a :class:`monte.runs.Pusher` uploads the results then. A real ``--push``
@@ -84,7 +85,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         folder = run_folder(ws, plan.experiment, row.run)
         try:
             if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
-                trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run)
+                trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run, nodes)
             else:
                 trainer_dir, trainer_step = train_chunk(ws, plan, folder / "trainer", row.run, on_progress)
             if not plan.smoke:
@@ -198,13 +199,14 @@ def process_rank() -> int:
         return 0
 
 
-def train_ranks(ws: Workspace, plan: TrainPlan, out: Path, run: str) -> tuple[Path, int]:
+def train_ranks(ws: Workspace, plan: TrainPlan, out: Path, run: str,
+                nodes: launch.NodeRunner | None = None) -> tuple[Path, int]:
     """The chunk on ``plan.launch``'s ranks (:func:`monte.training.launch.run_ranks`): each rank
     runs :func:`train_chunk`; this process records. Returns (trainer checkpoint, step)."""
     assert plan.launch is not None
     job = {"repo_root": str(ws.repo_root), "plan": plan.model_dump(mode="json"), "run": run, "out": str(out)}
     done = launch.run_ranks(plan.launch, job, run_folder(ws, plan.experiment, run) / launch.LAUNCH_DIR,
-                            cwd=ws.repo_root)
+                            cwd=ws.repo_root, nodes=nodes)
     log_event(ws, plan.experiment, run, "ranks-finished", world_size=plan.launch.world_size, step=done.step)
     return Path(done.checkpoint), done.step
 

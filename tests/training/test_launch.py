@@ -5,6 +5,7 @@ train the real tiny model through TRL, and a rank is killed with a real SIGKILL.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -47,7 +48,11 @@ def _rank_pids(folder: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(folder.glob("rank-*.pid"))]
 
 
-def test_two_processes_train_an_sft_chunk_and_the_row_records_the_launch(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_processes_train_an_sft_chunk_equal_to_one_and_the_row_records_the_launch(  # type: ignore[no-untyped-def]
+        ready: str, repo: Path, monte) -> None:
+    """One real 2-rank launch (the suite's most expensive part is a rank's start-up), checked
+    every way: the launch record, the ranks, `monte show`/`monte rerun`, the cohort, and the
+    equivalence with one process of the same effective batch."""
     row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--processes", "2")
     launch = row["plan"]["launch"]
     assert launch["world_size"] == 2 and launch["nodes"] == 1 and launch["processes_per_node"] == 2
@@ -98,6 +103,11 @@ def test_two_processes_train_an_sft_chunk_and_the_row_records_the_launch(ready: 
     one = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
     assert one["cohort"] == row["cohort"] and one["plan"]["launch"]["world_size"] == 1
     assert one["plan"]["launch"]["backend"] is None and one["plan"]["launch"]["effective_batch"] == 16
+    # the equivalence: 2 processes x 8 = 1 process x 16, same data order (the stated tolerance)
+    l1, l2 = _losses(repo, one["run"]), _losses(repo, row["run"])
+    assert len(l1) == len(l2) == 4
+    assert all(abs(a - b) <= LOSS_RTOL * abs(a) for a, b in zip(l1, l2, strict=True)), (l1, l2)
+    assert _max_diff(_ck(repo, one["run"], 4), _ck(repo, row["run"], 4)) <= WEIGHTS_ATOL
 
 
 def test_a_rank_that_dies_fails_the_run_naming_it_and_records_no_checkpoint(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
@@ -195,16 +205,9 @@ WEIGHTS_ATOL = 1e-4
 LOSS_RTOL = 1e-4
 
 
-def test_two_processes_of_b_equal_one_process_of_2b(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
-    one = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
-    two = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--processes", "2")
-    assert one["plan"]["launch"]["effective_batch"] == two["plan"]["launch"]["effective_batch"] == 16
-    l1, l2 = _losses(repo, one["run"]), _losses(repo, two["run"])
-    assert len(l1) == len(l2) == 4
-    assert all(abs(a - b) <= LOSS_RTOL * abs(a) for a, b in zip(l1, l2, strict=True)), (l1, l2)
-    assert _max_diff(_ck(repo, one["run"], 4), _ck(repo, two["run"], 4)) <= WEIGHTS_ATOL
-    # 4 steps on 1 process + 4 on 2 = 8 steps on 1
-    four = one
+def test_a_continuation_may_change_the_process_count(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    """4 steps on 1 process + 4 on 2 = 8 steps on 1 (the resume restores what it must)."""
+    four = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
     cont = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{four['run']}@4",
                    "--processes", "2")
     straight = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{four['run']}@4")
@@ -249,18 +252,72 @@ def test_two_loopback_nodes_train_a_grpo_chunk(ready: str, repo: Path, monte) ->
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
-def test_an_accelerate_config_runs_under_accelerate_launch_frozen_by_hash(ready: str, repo: Path, monte,  # type: ignore[no-untyped-def]
-                                                                         tmp_path: Path) -> None:
+def test_the_cpu_profile_runs_two_processes_under_accelerate_launch_frozen_by_hash(  # type: ignore[no-untyped-def]
+        ready: str, repo: Path, monte) -> None:
+    """`--accelerate-config cpu-ddp`: the profile monte ships, a real 2-rank gloo launch under
+    accelerate launch, frozen into the plan by content and sha256 like a user's YAML."""
+    from importlib import resources
+
+    shipped = resources.files("monte.training").joinpath("accelerate", "cpu-ddp.yaml").read_text("utf-8")
+    row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--accelerate-config", "cpu-ddp")
+    launch = row["plan"]["launch"]
+    assert launch["launcher"] == "accelerate" and launch["world_size"] == 2 and launch["backend"] == "gloo"
+    assert launch["config"]["profile"] == "cpu-ddp" and launch["config"]["content"] == shipped
+    assert launch["config_sha256"] == hashlib.sha256(shipped.encode()).hexdigest()
+    folder = _launch_dir(repo, row["run"])
+    assert (folder / "accelerate.yaml").read_text() == shipped  # the ranks read the frozen copy
+    pids = _rank_pids(folder)
+    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert [c["step"] for c in row["checkpoints"]] == [4]
+    again = monte("rerun", row["run"], "--dry-run", "--json").json()
+    assert again["config_sha256"] == launch["config_sha256"] and "accelerate.commands.launch" in again["ranks"][0]
+
+
+def test_a_users_accelerate_yaml_is_frozen_into_the_plan_by_hash(ready: str, repo: Path, monte,  # type: ignore[no-untyped-def]
+                                                                 tmp_path: Path) -> None:
     cfg = tmp_path / "cpu2.yaml"
     cfg.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\n"
                    "num_machines: 1\nmixed_precision: 'no'\nuse_cpu: true\n")
-    row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--accelerate-config", str(cfg))
-    launch = row["plan"]["launch"]
-    assert launch["launcher"] == "accelerate" and launch["world_size"] == 2 and launch["backend"] == "gloo"
+    r = monte("train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--accelerate-config", str(cfg),
+              "--dry-run", "--json")
+    assert r.code == 0, r.err
+    launch = r.json()["plan"]["launch"]
+    assert launch["launcher"] == "accelerate" and launch["world_size"] == 2 and launch["config"]["profile"] is None
     assert launch["config_sha256"] == sha256_file(cfg) and launch["config"]["content"] == cfg.read_text()
-    frozen = _launch_dir(repo, row["run"]) / "accelerate.yaml"
-    assert frozen.read_text() == cfg.read_text()
-    assert len(_rank_pids(_launch_dir(repo, row["run"]))) == 2
+
+
+def test_an_unknown_profile_refuses_naming_the_known_ones(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+    err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes",
+                  "--accelerate-config", "zero9", code="E_NOT_FOUND", exit_code=4)
+    assert "'zero9'" in err["message"]
+    assert all(name in err["fix"] for name in ("cpu-ddp", "multi-gpu", "fsdp", "zero2")), err
+
+
+@pytest.mark.parametrize("name", ["multi-gpu", "fsdp", "zero2"])
+def test_the_gpu_profiles_refuse_on_a_machine_without_gpus(ready: str, repo: Path, monte, name: str) -> None:  # type: ignore[no-untyped-def]
+    err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes",
+                  "--accelerate-config", name, code="E_LAUNCH", exit_code=10)
+    assert f"profile {name}" in err["message"] and "needs GPUs" in err["message"] and "cpu-ddp" in err["fix"]
+
+
+def test_the_profiles_are_real_accelerate_configs_listed_in_help(monte) -> None:  # type: ignore[no-untyped-def]
+    """Each shipped profile parses as accelerate's own ClusterConfig, and `monte train --help`
+    names every one."""
+    from importlib import resources
+
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    from monte.training.launch import profiles
+
+    names = profiles()
+    assert set(names) == {"cpu-ddp", "multi-gpu", "fsdp", "zero2"}
+    kinds = {}
+    for name in names:  # accelerate's own loader: an unknown key raises
+        path = resources.files("monte.training").joinpath("accelerate", f"{name}.yaml")
+        kinds[name] = str(ClusterConfig.from_yaml_file(str(path)).distributed_type).split(".")[-1]
+    assert kinds == {"cpu-ddp": "MULTI_CPU", "multi-gpu": "MULTI_GPU", "fsdp": "FSDP", "zero2": "DEEPSPEED"}
+    help_text = monte("train", "--help").out
+    assert all(name in help_text for name in names), help_text
 
 
 def test_the_vllm_choice(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -280,3 +337,25 @@ def test_the_vllm_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert e.value.code == "E_LAUNCH" and "not installed" in e.value.message
     assert LaunchSpec(generation="vllm").trainer_overrides() == {"use_vllm": True, "vllm_mode": "colocate"}
     assert LaunchSpec(generation="hf").trainer_overrides() == {}
+
+
+def test_grpo_takes_vllm_where_it_is_importable_and_hf_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The choice at its import boundary: planning asks ``find_spec("vllm")`` (no import). Here
+    vLLM is not installed and there is no GPU, so the real plan says ``hf``; with the boundary
+    mocked (find_spec answering for vllm, a GPU said to exist) the same planning records
+    ``vllm`` and hands TRL ``use_vllm`` (colocate). vLLM itself is never imported by planning."""
+    import importlib.util
+
+    from monte.training import launch
+
+    real = launch.plan_launch({}, "grpo", processes=1, cuda=False)
+    assert real.generation == "hf" and real.record()["generation"] == "hf" and "use_vllm" not in real.trainer_overrides()
+    assert importlib.util.find_spec("vllm") is None  # this machine: the HF path is the one tested for real
+    monkeypatch.setattr(launch, "find_spec", lambda name: object() if name == "vllm" else importlib.util.find_spec(name))
+    monkeypatch.setattr(launch, "gpus", lambda: [{"model": "NVIDIA H100", "driver": "550.0"}])
+    spec = launch.plan_launch({}, "grpo", processes=1, cuda=True)
+    assert spec.generation == "vllm" and spec.record()["generation"] == "vllm"
+    assert spec.trainer_overrides() == {"use_vllm": True, "vllm_mode": "colocate"}
+    assert launch.plan_launch({"use_vllm": False}, "grpo", processes=1, cuda=True).generation == "hf"
+    assert launch.plan_launch({}, "sft", processes=1, cuda=True).generation is None
+    assert "vllm" not in sys.modules
