@@ -67,8 +67,11 @@ def ours(path):
     except (TypeError, ValueError):
         return False
 
+trace = []  # with nothing injected: every counted call, in order ("kind path")
 def hit(what, where):
     counts[what] += 1
+    if not kind:
+        trace.append(f"{what} {where}")
     if what == kind and counts[what] == k and not fired:
         fired.append(f"{what} #{k} {where}")
         code = errno.ENOSPC if k % 2 else errno.EIO
@@ -138,7 +141,7 @@ def report():
     out = os.environ.get("MONTE_IO_COUNT")
     if out:
         with real_open(out, "w") as f:
-            json.dump({"counts": counts, "fired": fired}, f)
+            json.dump({"counts": counts, "fired": fired, "trace": trace}, f)
 
 import atexit
 atexit.register(report)
@@ -315,7 +318,8 @@ def git_out(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True).stdout.strip()
 
 
-def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: dict[str, str],
+          keep: bool = False) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"{op}-{kind}-{k}-", dir=tmp))
     repo = folder / "repo"
     shutil.copytree(template["repo"], repo, symlinks=True)
@@ -329,6 +333,8 @@ def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: 
     seen = json.loads(count.read_text()) if count.is_file() else {"counts": {}, "fired": []}
     out = {"op": op, "kind": kind, "k": k, "exit": r.returncode, "fired": seen["fired"], "counts": seen["counts"],
            "problems": []}
+    if not kind:
+        out["trace"] = seen.get("trace", [])
     problems: list[str] = out["problems"]
     try:
         code = json.loads(r.stdout)["error"]["code"] if r.returncode else None
@@ -367,6 +373,11 @@ def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: 
         stuck = [x for x in trows if x.get("status") in ("started", "running")]
         if stuck:
             problems.append(f"a chunk left {stuck[0].get('status')} after recover: {stuck[0].get('run')}")
+    if keep:
+        kept = Path(tempfile.gettempdir()) / "monte-io-kept" / folder.name
+        shutil.copytree(folder, kept, symlinks=True, dirs_exist_ok=True)
+        out["kept"] = str(kept)
+        print(f"kept {kept}: {r.stdout[-1500:]}\n{r.stderr[-1500:]}", flush=True)
     shutil.rmtree(folder, ignore_errors=True)
     return out
 
@@ -377,6 +388,8 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--quick", action="store_true", help="the claim only, k = 1 of rename and ref")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--k", type=int, help="only the k-th call of each kind (to look again at one trial)")
+    ap.add_argument("--keep", action="store_true", help="keep each trial's folder (printed) for a look")
     ap.add_argument("--no-fork", action="store_true", help="each operation a fresh `python -c` (slower)")
     a = ap.parse_args()
     ops = ["claim"] if a.quick else a.ops.split(",")
@@ -397,9 +410,9 @@ def main() -> None:
                 results.append(base)
             for kind in kinds:
                 n = base["counts"].get(kind, 0)
-                for k in range(1, (min(n, 1) if a.quick else n) + 1):
+                for k in ([a.k] if a.k else range(1, (min(n, 1) if a.quick else n) + 1)):
                     t1 = time.time()
-                    res = trial(template, op, kind, k, tmp, env)
+                    res = trial(template, op, kind, k, tmp, env, keep=a.keep)
                     res["seconds"] = round(time.time() - t1, 1)
                     if not res["fired"]:
                         res["problems"].append(f"the injection did not reach {kind} call #{k} (of {n} counted)")
