@@ -1,8 +1,10 @@
 """I/O-failure campaign: the k-th file write, open-for-write, rename, fsync and ref update of an
 operation fails, for every k until the operation completes (SQLite's I/O-error tests, for monte).
 
-The operations: a **final claim** (``monte eval --split test`` of the nominated checkpoint) and a
-**promote** (``monte promote RUN@STEP --dest DIR --confirm``). Each runs as a real subprocess
+The operations: a **final claim** (``monte eval --split test`` of the nominated checkpoint), a
+**promote** (``monte promote RUN@STEP --dest DIR --confirm``) and a **train chunk** (``monte train``
+of a real 4-step SFT chunk from the base, in a second experiment of the same repository: its
+checkpoint saved, hashed and recorded). Each runs as a real subprocess
 (``python -c BOOT``) in a fresh copy of a prepared repository; BOOT wraps, in that process only,
 the system-call wrappers monte and dulwich write through: ``os.open`` and ``open``/``io.open``/
 ``os.fdopen`` for writing (kind ``open``), ``os.write`` and the ``write`` of a file opened for
@@ -20,7 +22,7 @@ checked: no ``E_INTERNAL`` and no traceback, no record lost (the ledger's tip be
 ancestor of its tip after), no touch spent without a score (a claim row that ends failed or
 abandoned while no score was kept for recover), verify and fsck clean.
 
-    .venv/bin/python bench/io_campaign.py --json-out /tmp/io.json           # every k, both operations
+    .venv/bin/python bench/io_campaign.py --json-out /tmp/io.json           # every k, every operation
     .venv/bin/python bench/io_campaign.py --ops claim --kinds rename,ref
     .venv/bin/python bench/io_campaign.py --quick --json-out /tmp/q.json     # a smoke run: k = 1 of rename, ref
 
@@ -47,7 +49,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from helpers import PINNED_ENV, home_env  # noqa: E402
 
 KINDS = ("open", "write", "rename", "fsync", "ref")
-OPS = ("claim", "promote")
+OPS = ("claim", "promote", "train")
 
 BOOT = r"""
 import builtins, errno, io, json, os, sys
@@ -65,8 +67,11 @@ def ours(path):
     except (TypeError, ValueError):
         return False
 
+trace = []  # with nothing injected: every counted call, in order ("kind path")
 def hit(what, where):
     counts[what] += 1
+    if not kind:
+        trace.append(f"{what} {where}")
     if what == kind and counts[what] == k and not fired:
         fired.append(f"{what} #{k} {where}")
         code = errno.ENOSPC if k % 2 else errno.EIO
@@ -136,7 +141,7 @@ def report():
     out = os.environ.get("MONTE_IO_COUNT")
     if out:
         with real_open(out, "w") as f:
-            json.dump({"counts": counts, "fired": fired}, f)
+            json.dump({"counts": counts, "fired": fired, "trace": trace}, f)
 
 import atexit
 atexit.register(report)
@@ -168,8 +173,79 @@ def env_for(home: Path) -> dict[str, str]:
     return env
 
 
+# A trial's operation runs in a child forked from one warm process (the zygote), which has only
+# imported what an eval or a chunk imports (torch, transformers, monte) and never run a command:
+# each child is a fresh monte process minus the seconds of imports, with its own environment,
+# folder and standard streams, and BOOT's wrappers installed in it alone. ``--no-fork`` runs each
+# trial as a plain ``python -c BOOT`` instead (the same trials, slower).
+ZYGOTE = r"""
+import json, os, sys, traceback
+import torch, transformers  # noqa: F401  (what the operations import, paid once)
+import monte.cli.main, monte.evals.run, monte.training.run  # noqa: F401
+boot = sys.stdin.readline()
+boot = json.loads(boot)
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.chdir(job["cwd"])
+            os.environ.update(job["env"])
+            for fd, name in ((1, "out"), (2, "err")):
+                os.dup2(os.open(job[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+            sys.argv = ["-c", *job["args"]]
+            try:
+                exec(compile(boot, "<boot>", "exec"), {"__name__": "__main__"})
+                code = 0
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:
+                traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"exit": os.waitstatus_to_exitcode(status)}), flush=True)
+"""
+
+
+class Zygote:
+    """The warm process that forks each trial's operation (see ZYGOTE)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, env=env)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(BOOT) + "\n")
+        self.proc.stdin.flush()
+
+    def run(self, repo: Path, args: list[str], extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        out, err = repo.parent / "op.out", repo.parent / "op.err"
+        self.proc.stdin.write(json.dumps({"cwd": str(repo), "env": extra, "args": args, "out": str(out),
+                                          "err": str(err)}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the zygote died")
+        code = json.loads(line)["exit"]
+        return subprocess.CompletedProcess(args, code, out.read_text(errors="replace"), err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+ZYGOTES: list[Zygote] = []
+
+
 def monte(repo: Path, *args: str, env: dict[str, str], boot: bool = False,
           extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    if boot and ZYGOTES:
+        return ZYGOTES[0].run(repo, list(args), extra or {})
     code = BOOT if boot else "from monte.cli.main import main; main()"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=repo, capture_output=True, text=True,
                           env={**env, **(extra or {})}, timeout=600)
@@ -195,6 +271,17 @@ for args in (("init",), ("env", "add", "--server", "parity", "--dev", "parity", 
 ck = checkpoint(__import__("pathlib").Path(repo), __import__("pathlib").Path(models + "/ck"), steps=50)
 run("eval", "--checkpoint", ck + "@50", "--yes")
 run("nominate", ck + "@50")
+import json
+with open(os.path.join(repo, ".monte", "environments", "parity", "curriculum.jsonl")) as src, \
+        open(os.path.join(repo, "demos.jsonl"), "w") as out:
+    for row in map(json.loads, src):
+        out.write(json.dumps({"input": row["prompt"], "output": " " + row["answer"]}) + "\n")
+# the train operation's own experiment: 4-step chunks on the same base and exam (it reads no test)
+run("dataset", "add", "parity-sft", "--from-file", os.path.join(repo, "demos.jsonl"), "--kind", "sft")
+# (its own base: the seal spans the repository, and a chunk trains from a base with both baselines)
+run("experiment", "init", "trn", "--eval", "parity", "--model", models + "/base2", "--steps-per-chunk", "4")
+run("eval", "-e", "trn", "--yes")
+run("eval", "-e", "trn", "--split", "test", "--yes")
 print(ck)
 """
 
@@ -208,6 +295,7 @@ def build_template(tmp: Path, env: dict[str, str]) -> dict[str, Any]:
     models = tmp / "models"
     init_model(models / "base", seed=0)
     init_model(models / "ck", seed=1)
+    init_model(models / "base2", seed=2)
     repo = tmp / "template" / "repo"
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
@@ -219,7 +307,10 @@ def build_template(tmp: Path, env: dict[str, str]) -> dict[str, Any]:
 
 def op_args(op: str, run: str, trial: Path) -> list[str]:
     if op == "claim":
-        return ["eval", "--split", "test", "--yes", "--json"]
+        return ["eval", "-e", "exp", "--split", "test", "--yes", "--json"]
+    if op == "train":
+        return ["train", "-e", "trn", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes",
+                "--json"]
     return ["promote", f"{run}@50", "--dest", str(trial / "promoted"), "--confirm", "--json"]
 
 
@@ -227,11 +318,14 @@ def git_out(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True).stdout.strip()
 
 
-def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: dict[str, str],
+          keep: bool = False) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"{op}-{kind}-{k}-", dir=tmp))
     repo = folder / "repo"
     shutil.copytree(template["repo"], repo, symlinks=True)
-    tip_before = git_out(repo, "rev-parse", "refs/heads/monte/exp/ledger")
+    exp = "trn" if op == "train" else "exp"
+    ledger = f"refs/heads/monte/{exp}/ledger"
+    tip_before = git_out(repo, "rev-parse", ledger)
     count = folder / "count.json"
     r = monte(repo, *op_args(op, template["run"], folder), env=env, boot=True,
               extra={"MONTE_IO_ROOT": str(folder), "MONTE_IO_KIND": kind, "MONTE_IO_K": str(k),
@@ -239,6 +333,8 @@ def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: 
     seen = json.loads(count.read_text()) if count.is_file() else {"counts": {}, "fired": []}
     out = {"op": op, "kind": kind, "k": k, "exit": r.returncode, "fired": seen["fired"], "counts": seen["counts"],
            "problems": []}
+    if not kind:
+        out["trace"] = seen.get("trace", [])
     problems: list[str] = out["problems"]
     try:
         code = json.loads(r.stdout)["error"]["code"] if r.returncode else None
@@ -248,7 +344,7 @@ def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: 
     if code in ("E_INTERNAL", "unparsed") or "Traceback" in r.stderr:
         problems.append(f"{code}: {(r.stdout + r.stderr)[-400:]}")
     for _ in range(2):
-        rec = monte(repo, "recover", "--json", env=env)
+        rec = monte(repo, "recover", exp, "--json", env=env)
         if rec.returncode != 0:
             problems.append(f"recover exit {rec.returncode}: {rec.stdout[-300:]}")
     v = monte(repo, "ledger", "verify", "--all", "--json", env=env)
@@ -257,17 +353,31 @@ def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: 
     fsck = subprocess.run(["git", "fsck", "--strict"], cwd=repo, capture_output=True, text=True)
     if fsck.returncode != 0 or "error" in fsck.stderr:
         problems.append(f"fsck: {fsck.stderr[-300:]}")
-    tip_after = git_out(repo, "rev-parse", "refs/heads/monte/exp/ledger")
+    tip_after = git_out(repo, "rev-parse", ledger)
     lost = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", tip_before, tip_after]).returncode
     if lost:
         problems.append("a record was lost: the ledger's tip before is not an ancestor of its tip after")
-    s = monte(repo, "status", "--json", env=env)
+    s = monte(repo, "status", "-e", "exp", "--json", env=env)
     rows = json.loads(s.stdout).get("rows", []) if s.returncode == 0 else []
     claims = [x for x in rows if str(x.get("what", "")).endswith("/test") and x.get("role") == "claim"]
     spent = [x for x in claims if x.get("status") not in ("succeeded", "started", "running")]
     out["claim"] = claims[0]["status"] if claims else None
     if op == "claim" and spent:
         problems.append(f"a touch spent without a score: the claim reads {spent[0].get('status')}")
+    if op == "train":  # the chunk's own experiment: no row left running after recover
+        t = monte(repo, "status", "-e", "trn", "--json", env=env)
+        trows = json.loads(t.stdout).get("rows", []) if t.returncode == 0 else []
+        out["train"] = trows[-1]["status"] if trows else None
+        if t.returncode != 0:
+            problems.append(f"status -e trn exit {t.returncode}: {t.stdout[-300:]}")
+        stuck = [x for x in trows if x.get("status") in ("started", "running")]
+        if stuck:
+            problems.append(f"a chunk left {stuck[0].get('status')} after recover: {stuck[0].get('run')}")
+    if keep:
+        kept = Path(tempfile.gettempdir()) / "monte-io-kept" / folder.name
+        shutil.copytree(folder, kept, symlinks=True, dirs_exist_ok=True)
+        out["kept"] = str(kept)
+        print(f"kept {kept}: {r.stdout[-1500:]}\n{r.stderr[-1500:]}", flush=True)
     shutil.rmtree(folder, ignore_errors=True)
     return out
 
@@ -278,6 +388,9 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--quick", action="store_true", help="the claim only, k = 1 of rename and ref")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--k", type=int, help="only the k-th call of each kind (to look again at one trial)")
+    ap.add_argument("--keep", action="store_true", help="keep each trial's folder (printed) for a look")
+    ap.add_argument("--no-fork", action="store_true", help="each operation a fresh `python -c` (slower)")
     a = ap.parse_args()
     ops = ["claim"] if a.quick else a.ops.split(",")
     kinds = ["rename", "ref"] if a.quick else a.kinds.split(",")
@@ -286,6 +399,8 @@ def main() -> None:
         tmp = Path(td)
         env = env_for(tmp / "home")
         template = build_template(tmp, env)
+        if not a.no_fork:
+            ZYGOTES.append(Zygote(env))
         results: list[dict[str, Any]] = []
         points: dict[str, dict[str, int]] = {}
         for op in ops:
@@ -295,13 +410,17 @@ def main() -> None:
                 results.append(base)
             for kind in kinds:
                 n = base["counts"].get(kind, 0)
-                for k in range(1, (min(n, 1) if a.quick else n) + 1):
-                    res = trial(template, op, kind, k, tmp, env)
+                for k in ([a.k] if a.k else range(1, (min(n, 1) if a.quick else n) + 1)):
+                    t1 = time.time()
+                    res = trial(template, op, kind, k, tmp, env, keep=a.keep)
+                    res["seconds"] = round(time.time() - t1, 1)
                     if not res["fired"]:
                         res["problems"].append(f"the injection did not reach {kind} call #{k} (of {n} counted)")
                     results.append(res)
                     print(f"{op} {kind} #{k}/{n}: exit {res['exit']} {res['code'] or ''} claim={res['claim']} "
-                          f"{'; '.join(res['problems']) or 'ok'}", flush=True)
+                          f"{'; '.join(res['problems']) or 'ok'} ({res['seconds']} s)", flush=True)
+        for z in ZYGOTES:
+            z.close()
     failed = [r for r in results if r["problems"]]
     outcomes: dict[str, dict[str, int]] = {}
     for r in results:
@@ -311,7 +430,8 @@ def main() -> None:
         outcomes[key][label] = outcomes[key].get(label, 0) + 1
     summary = {"bench": "io_campaign", "quick": a.quick, "python": platform.python_version(),
                "injection_points": points, "trials": len(results), "failed_trials": len(failed),
-               "outcomes": outcomes, "failures": failed[:20], "seconds": round(time.time() - t0, 1)}
+               "outcomes": outcomes, "failures": failed[:20], "forked": not a.no_fork,
+               "seconds": round(time.time() - t0, 1)}
     print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=2))
     for f in failed[:10]:
         print("FAILED", f["op"], f["kind"], f["k"], f["problems"])

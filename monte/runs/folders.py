@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,21 @@ def run_folder(ws: Workspace, experiment: str, run: str) -> Path:
 
 
 def log_event(ws: Workspace, experiment: str, run: str, event: str, **fields: Any) -> None:
-    """Append one JSON line to the run's event file (``monte logs`` prints it)."""
+    """Append one JSON line to the run's event file (``monte logs`` prints it).
+
+    The event file is a log beside the record, never the record: a line that cannot be written
+    (a full or failing disk) is said on stderr and the run goes on, so a spent test read is not
+    lost for its log. What must hold (the ledger's rows, a kept result) refuses on its own."""
     folder = run_folder(ws, experiment, run)
-    folder.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": event,
                        "run": run, **_portable(ws, fields)}, sort_keys=True)
-    with open(folder / "events.jsonl", "a", encoding="utf-8") as f:
-        f.write(line + "\n")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "events.jsonl", "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+    except OSError as e:
+        print(f"monte: note: run {run}'s event log ({folder / 'events.jsonl'}) misses its {event!r} event: "
+              f"{e.strerror or e}; `monte logs` shows the rest", file=sys.stderr)
 
 
 def portable_text(ws: Workspace, text: str) -> str:

@@ -1,5 +1,6 @@
 """The I/O-failure campaign's own check, in the suite (bench/io_campaign.py runs every k; this runs
-the final claim with its last ref update failing, the finishing record's): the failure is a named
+the final claim with its last ref update failing, the finishing record's, and with its run's event
+log failing to open): the failure is a named
 refusal or is retried, recover and verify pass, git fsck is clean, no record is lost and no touch
 is spent without a score. The injection is in-process in the child (the system-call wrappers and
 dulwich's ref writes): the one way to fail exactly the n-th call; the disk itself is real."""
@@ -12,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_claims_last_ref_update_failing_loses_nothing(tmp_path: Path) -> None:
+def test_the_claims_last_ref_update_or_its_event_log_failing_loses_nothing(tmp_path: Path) -> None:
     spec = importlib.util.spec_from_file_location("io_campaign", ROOT / "bench" / "io_campaign.py")
     assert spec and spec.loader
     bench = importlib.util.module_from_spec(spec)
@@ -27,3 +28,12 @@ def test_the_claims_last_ref_update_failing_loses_nothing(tmp_path: Path) -> Non
     assert res["fired"] and f"ref #{n}" in res["fired"][0], res
     assert not res["problems"], res
     assert res["claim"] == "succeeded", res  # retried, or kept and recorded by recover: never spent for nothing
+    # The run's event file (a log beside the record) failing to open, after the test read was
+    # spent: the campaign found the claim failed for it, the touch spent without a score. The log
+    # misses a line (said on stderr); the claim goes on and is scored.
+    opens = [c.split(" ", 1)[1] for c in counted["trace"] if c.startswith("open ")]
+    k = next(i for i, path in enumerate(opens, 1) if path.endswith("events.jsonl"))
+    res = bench.trial(template, "claim", "open", k, tmp_path, env)
+    assert res["fired"] and "events.jsonl" in res["fired"][0], res
+    assert not res["problems"], res
+    assert res["exit"] == 0 and res["claim"] == "succeeded", res
