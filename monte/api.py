@@ -584,6 +584,8 @@ def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str,
     git_dir = ws.store.repo.commondir()
     found = derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})
     found += derived.check_views(git_dir, st.VIEW_VERSION, rederive)
+    found += derived.check_folds(git_dir, st.VIEW_VERSION, lambda exp, mode, stored: st.refold(
+        ws, exp, mode, stored, views[mode][1]) if mode in views else None)
     return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
              "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
              "who wrote it"} for m in found]

@@ -329,6 +329,69 @@ class Ledger:
         cache.save(top, entries)
         return [f for facts in entries.values() for f in facts]
 
+    def appended(self, since: bytes, snap: Snapshot, *, most: int = 1000) -> list[dict[str, Any]] | None:
+        """The fan-out index entries (rows) that ``snap`` holds and the commit ``since`` did not,
+        when ``snap`` only appended rows to it: ``since`` is reached from ``snap``'s commit
+        through at most ``most`` single-parent commits (no merge, no rewrite), and every fan-out
+        index of ``since`` is still there with each of its entries unchanged. None otherwise (a
+        rewritten history, a changed or removed row, a folder gone): read every index again."""
+        tip = snap.commit_id
+        if tip is None:
+            return None
+        objects = self.store.repo.object_store
+        at = tip
+        for _ in range(most):
+            if at == since:
+                break
+            commit = objects[at]
+            if not isinstance(commit, Commit) or len(commit.parents) != 1:
+                return None
+            at = commit.parents[0]
+        else:
+            return None
+        if at != since:
+            return None
+        old = objects[ObjectID(since)]
+        if not isinstance(old, Commit):
+            return None
+        old_runs = self._entry(snap, old.tree, b"runs", None)
+        new_runs = self._runs_tree(snap)
+        if old_runs == new_runs:
+            return []
+        if old_runs is None or new_runs is None:
+            return None  # a ledger's first row: read it whole
+        out: list[dict[str, Any]] = []
+        old_first = dict(self._tree(snap, old_runs, None))
+        new_first = dict(self._tree(snap, new_runs, None))
+        if not old_first.keys() <= new_first.keys():
+            return None
+        for name, sha in new_first.items():
+            was = old_first.get(name)
+            if was == sha:
+                continue
+            old_second = dict(self._tree(snap, was, None)) if was is not None else {}
+            new_second = dict(self._tree(snap, sha, None))
+            if not old_second.keys() <= new_second.keys():
+                return None
+            for sub, folder in new_second.items():
+                before = old_second.get(sub)
+                if before == folder:
+                    continue
+                new_index = self._entry(snap, folder, b"index.json", None)
+                old_index = self._entry(snap, before, b"index.json", None) if before is not None else None
+                if new_index == old_index:
+                    continue  # a row's other files: nothing a reader of the indexes sees
+                if new_index is None:
+                    return None
+                now = _loads(self._object(snap, new_index, None))
+                then = _loads(self._object(snap, old_index, None)) if old_index is not None else {}
+                if not isinstance(now, dict) or not isinstance(then, dict):
+                    return None
+                if any(run not in now or now[run] != entry for run, entry in then.items()):
+                    return None
+                out += [entry for run, entry in now.items() if run not in then]
+        return out
+
     def _object(self, snap: Snapshot, sha: bytes, cache: ObjectCache | None) -> bytes:
         found = cache.get(sha) if cache is not None else None
         if found is None:

@@ -21,7 +21,7 @@ from typing import Any
 from monte.stats.paired import binomial_window, mcnemar_critical
 
 __all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "detectable", "describe_detectable", "detectable_items",
-           "minimum_detectable_effect", "pooled_discordance", "power"]
+           "memo_effect", "minimum_detectable_effect", "pooled_discordance", "power", "recompute_memo"]
 
 #: The power a "smallest detectable effect" is stated at.
 TARGET_POWER = 0.8
@@ -126,7 +126,8 @@ def _detectable_items(n: int, sampled: list[Mapping[str, Any]], samples: int,
             "effect": effect if effect <= 1 else None}
 
 
-def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1) -> dict[str, Any]:
+def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1, *,
+               memo: dict[Any, Any] | None = None) -> dict[str, Any]:
     """What a test read of ``n`` tasks can show, from the exam's paired dev deltas so far (dicts
     as recorded: ``delta``, ``paired``, ``fixed``, ``broken``, ``n``).
 
@@ -135,6 +136,8 @@ def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1
     task: ``prior`` is then true), ``None`` when no gain can reach that power; ``best_dev_delta``: the largest paired dev
     delta, to hold it against. Fractional exams (paired dev deltas without flip counts) get no
     ``effect``: the exact power computation is for pass/fail scores (``fractional`` is true).
+    ``memo``: effects already computed, by (n, discordance, power) (:func:`memo_effect`); it
+    gains the ones computed here (``monte status`` keeps it between reads).
     """
     deltas = [d for d in dev_deltas if d.get("paired")]
     sampled = [d for d in deltas if (d.get("samples") or 1) > 1 and d.get("sd") is not None]
@@ -149,7 +152,25 @@ def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1
     best = max((float(d["delta"]) for d in deltas if d.get("delta") is not None), default=None)
     return {"n": n, "power": TARGET_POWER, "discordance": discordance, "evals": evals,
             "prior": prior, "fractional": fractional, "best_dev_delta": best,
-            "effect": None if fractional else minimum_detectable_effect(n, discordance)}
+            "effect": None if fractional else memo_effect(n, discordance, memo)}
+
+
+def memo_effect(n: int, discordance: float, memo: dict[Any, Any] | None) -> float | None:
+    """:func:`minimum_detectable_effect` at :data:`TARGET_POWER`, looked up in (and added to)
+    ``memo`` by its inputs: a pure function of them, so a kept entry is never stale."""
+    if memo is None:
+        return minimum_detectable_effect(n, discordance)
+    key = ("effect", n, discordance, TARGET_POWER)
+    if key not in memo:
+        memo[key] = minimum_detectable_effect(n, discordance)
+    found: float | None = memo[key]
+    return found
+
+
+def recompute_memo(key: Any) -> Any:
+    """What :func:`memo_effect` keeps under ``key``, computed again (for verify)."""
+    _, n, discordance, target = key
+    return minimum_detectable_effect(int(n), float(discordance), float(target))
 
 
 def describe_detectable(x: Mapping[str, Any]) -> str:
