@@ -311,13 +311,15 @@ def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table
     return {"table": table, "serialized": json_rows and all(f[JSON_ROW] is not None for f in facts),
             "max_seq": None, "judged": [], "deltas": [], "cohorts": {}, "dev_scores": {}, "first": {},
             "trains": [], "test_reads": [], "out_rows": [], "out_json": [], "scores": {}, "table_lines": [],
-            "heads": []}
+            "heads": [], "dev_summary": {}}
 
 
 def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | None = None) -> None:
     """Gather ``facts`` (in record order, each of a later record than any gathered before) into
     ``acc`` (:func:`new_fold`): the one pass :func:`from_facts` makes, which a kept fold
     continues with the rows appended since (:func:`experiment_status`)."""
+    from monte.stats.power import add_to_summary, new_summary
+
     if dead is None:
         from monte.processes import is_dead_at
 
@@ -327,7 +329,7 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
                                                   acc["first"])
     trains, test_reads, out_rows, out_json, scores = (acc["trains"], acc["test_reads"], acc["out_rows"],
                                                       acc["out_json"], acc["scores"])
-    table_lines, heads = acc["table_lines"], acc["heads"]
+    table_lines, heads, dev_summary = acc["table_lines"], acc["heads"], acc["dev_summary"]
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
          tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
@@ -361,8 +363,14 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
             continue
         if delta is not None:
             deltas.append(delta)
-            heads.append(head)
+            if table:  # (the compact JSON prints no delta line)
+                heads.append(head)
             scores[run] = score
+            if split == "dev" and delta.get("paired"):  # what a test read of the exam can show
+                summary = dev_summary.get(exam)
+                if summary is None:
+                    summary = dev_summary[exam] = new_summary()
+                add_to_summary(summary, delta)
         if tkind == "base":
             key = f"{exam}/{split}"
             if key not in c["baselines"]:
@@ -403,6 +411,7 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
                          "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
         "_test_reads": acc["test_reads"],
         "_scores": acc["scores"],
+        "_dev_summary": acc["dev_summary"],
         **({"_table": Lines(rows=acc["table_lines"], deltas=acc["heads"])} if acc["table"] else {}),
     }
 
@@ -467,7 +476,8 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
         floors, source = floors_and_source(ws, meas.environment)
-        add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"), memo=memo)
+        add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"), memo=memo,
+                             summaries=out.pop("_dev_summary"))
         if made is not None:
             made["judged"] = judged
             made["depends"] = [("floors", source)]
@@ -566,13 +576,15 @@ def _renamed(d: dict[str, Any]) -> dict[str, Any]:
 
 def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
                          floors: Mapping[str, Mapping[str, Floor | Mapping[str, Any]]], *,
-                         scores: Mapping[str, Any] | None = None, memo: dict[Any, Any] | None = None) -> None:
+                         scores: Mapping[str, Any] | None = None, memo: dict[Any, Any] | None = None,
+                         summaries: Mapping[str, list[Any]] | None = None) -> None:
     """Beside the scores (issue 18): each exam split's constant-answer floor (``floors``), what a
     test read of each exam can show (``exams[i]["detectable"]``, :func:`monte.stats.power.detectable`),
     and a flag on every checkpoint score at or below its floor (``at_floor`` on delta lines, the
     exams ``at_floor`` on checkpoints): beating a garbage base is not learning. ``memo``: as
-    :func:`monte.stats.power.detectable`'s."""
-    from monte.stats.power import detectable
+    :func:`monte.stats.power.detectable`'s; ``summaries``: each exam's dev deltas as
+    :func:`monte.stats.power.add_to_summary` gathered them (:func:`fold` does), instead of the deltas."""
+    from monte.stats.power import detectable, detectable_from, new_summary
 
     out["floors"] = {f"{exam}/{split}": dict(f) if isinstance(f, Mapping) else f.model_dump()
                      for exam, splits in sorted(floors.items()) for split, f in sorted(splits.items())}
@@ -586,7 +598,7 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
         found = keys.get((exam, split))
         if found is None:
             found = keys[exam, split] = (floor.get(f"{exam}/{split}"),
-                                         dev.setdefault(exam, []) if split == "dev" else None)
+                                         dev.setdefault(exam, []) if split == "dev" and summaries is None else None)
         at, dev_list = found
         d["floor"] = at
         score = scores.get(d["run"])
@@ -598,7 +610,9 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
                                if s is not None and f"{e}/dev" in floor and s <= floor[f"{e}/dev"])
     for x in out.get("exams", []):
         test = meas.exams[x["exam"]].splits["test"]
-        x["detectable"] = detectable(test.n, dev.get(x["exam"], []), memo=memo)
+        summary = summaries.get(x["exam"]) if summaries is not None else None
+        x["detectable"] = (detectable(test.n, dev.get(x["exam"], []), memo=memo) if summaries is None
+                           else detectable_from(test.n, summary or new_summary(), memo=memo))
 
 
 # --- a status as printed, kept for the state it was made from --------------------------------
