@@ -1,17 +1,14 @@
-"""``monte``: the entry point. Subcommands load lazily, so ``monte --help`` stays fast."""
+"""``monte``: the entry point. Subcommands load lazily, so ``monte --help`` stays fast: the
+top-level help is printed as click would print it without importing click at all
+(:mod:`monte.cli.helptext`); the click group itself is :mod:`monte.cli.app` (``cli`` here too)."""
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
 import sys
 from typing import Any
 
-import click
-
-from monte import __version__
-from monte.cli.output import closed_pipe
+from monte.cli import helptext
 
 # name -> "module:attribute"; each module imports only click and monte's light modules at import.
 COMMANDS = {
@@ -135,52 +132,38 @@ Exit codes:
   (a reader of stdout that goes away, `| head -1`, is a normal end: 0)"""
 
 
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """click's list of commands, from :data:`SHORT_HELP` (importing each command's module
-        for its help was most of ``monte --help``)."""
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        with formatter.section("Commands"):  # shortened as click shortens a command's own help
-            formatter.write_dl([(name, click.Command(name, help=SHORT_HELP[name]).get_short_help_str(limit))
-                                for name in COMMANDS])
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
-            return None
-        module, attr = target.split(":")
-        cmd: click.Command = getattr(importlib.import_module(module), attr)
-        if name in EXAMPLES and not cmd.epilog:
-            cmd.epilog = "\b\nExample:\n  " + EXAMPLES[name]
-        if isinstance(cmd, click.Group):
-            for sub_name, sub in cmd.commands.items():
-                example = SUB_EXAMPLES.get(f"{name} {sub_name}")
-                if example and not sub.epilog:
-                    sub.epilog = "\b\nExample:\n  " + example
-        return cmd
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
-@click.version_option(__version__, prog_name="monte")
-def cli() -> None:
-    """monte keeps an honest, append-only record of post-training work, in git.
-
-    Start with `monte init` in a git repository; see README.md for the whole loop.
-    """
-
-
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["--help"], ["-h"]) and _help_width() == helptext.WIDTH:
+        sys.stdout.write(helptext.TEXT)  # click's own text, kept (tests/cli/test_help.py compares them)
+        _flush_stdout(0)
+        return
     try:
-        _main(argv)
+        _main(args)
     except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
         if e.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click's own EPIPE exit
+            from monte.cli.output import closed_pipe
+
             closed_pipe()
         _flush_stdout(e.code)
         raise
     _flush_stdout(0)
+
+
+def _help_width() -> int:
+    """The width click's help formatter takes here: the terminal's columns (``$COLUMNS`` first,
+    else stdout's terminal, else 80, as ``shutil.get_terminal_size``), at most 80, less 2, at
+    least 50."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return max(min(columns, 80) - 2, 50)
 
 
 def _flush_stdout(code: object) -> None:
@@ -188,31 +171,26 @@ def _flush_stdout(code: object) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         if code in (0, None):
+            from monte.cli.output import closed_pipe
+
             closed_pipe()
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _main(argv: list[str] | None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        cli.main(args=args, prog_name="monte", standalone_mode=False)
-    except click.exceptions.UsageError as e:  # includes NoSuchOption, BadParameter, MissingParameter
-        if "--json" in args:
-            where = e.ctx.command_path if e.ctx else "monte"
-            msg: dict[str, Any] = {"code": "E_USAGE", "message": e.format_message(),
-                                   "fix": f"see `{where} --help`", "exit_code": 2}
-            click.echo(json.dumps({"error": msg}, indent=2, sort_keys=True))
-        else:
-            e.show()
-        sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except BrokenPipeError:
-        closed_pipe()
+def _main(args: list[str]) -> None:
+    from monte.cli.app import run
+
+    run(args)
+
+
+def __getattr__(name: str) -> Any:
+    """``cli`` and ``LazyGroup`` (the click group) from :mod:`monte.cli.app`, imported when asked."""
+    if name in ("cli", "LazyGroup"):
+        from monte.cli import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":
