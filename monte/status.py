@@ -311,7 +311,7 @@ def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table
     return {"table": table, "serialized": json_rows and all(f[JSON_ROW] is not None for f in facts),
             "max_seq": None, "judged": [], "deltas": [], "cohorts": {}, "dev_scores": {}, "first": {},
             "trains": [], "test_reads": [], "out_rows": [], "out_json": [], "scores": {}, "table_lines": [],
-            "heads": [], "dev_summary": {}}
+            "heads": [], "dev_summary": {}, "epoch": 0, "lineage": None}
 
 
 def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | None = None) -> None:
@@ -330,6 +330,7 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
     trains, test_reads, out_rows, out_json, scores = (acc["trains"], acc["test_reads"], acc["out_rows"],
                                                       acc["out_json"], acc["scores"])
     table_lines, heads, dev_summary = acc["table_lines"], acc["heads"], acc["dev_summary"]
+    epoch = acc["epoch"]
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
          tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
@@ -348,6 +349,8 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
         else:
             out_json.append(_dump_row(_out_row(f, status)) or b"null")
         if full is not None:
+            if kind == "train":
+                epoch += 1  # the lineage section is made again (:func:`lineage_section`)
             (trains if kind == "train" else test_reads).append(
                 full if status == recorded else {**full, "status": status,
                                                  "error": "the process died without finishing"})
@@ -376,26 +379,51 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
             if key not in c["baselines"]:
                 c["baselines"][key] = {"run": run, "score": score, "n": n}
         elif split == "dev" and tkind == "checkpoint":
+            epoch += 1
             dev_scores.setdefault(_target(tkind, trun, tstep), {}).setdefault(exam or "", score)
             fkey = (str(trun), int(tstep if tstep is not None else -1), exam or "")
             if fkey not in first or seq < first[fkey][1]:
                 first[fkey] = (run, seq, delta)  # the line holds the delta's fields
     if facts:
         acc["max_seq"] = facts[-1][SEQ]
+    acc["epoch"] = epoch
 
 
-def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str]) -> dict[str, Any]:
-    """The status document from what :func:`fold` gathered (its containers become the
-    document's: ``acc`` is not used again)."""
+def lineage_section(meas: MeasurementLike, acc: dict[str, Any]) -> dict[str, Any]:
+    """The document's ``lineage``, ``legend``, ``cycles`` and ``checkpoints``, from the training
+    rows and the first dev evals :func:`fold` gathered; kept in ``acc`` and made again only when
+    a row that changes them was folded since (a training run, a checkpoint's dev eval: ``epoch``)
+    or the measurement's dev exams differ."""
     dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
-    cohorts = acc["cohorts"]
-    for cohort, ck in nominations.items():
-        cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
+    key = [acc["epoch"], dev_exams]
+    kept = acc["lineage"]
+    if kept is not None and kept[0] == key:
+        section: dict[str, Any] = kept[1]
+        return section
     cks = [c for r in acc["trains"] if not r["smoke"]
            for c in row_checkpoints(r["run"], r["seq"], r["cohort"], r["plan"], r["checkpoints"])]
     paths = descent_paths(cks)
     first = {k: FirstEval(*v) for k, v in acc["first"].items()}
     dev_scores = acc["dev_scores"]
+    section = {
+        "lineage": _lineage_lines(paths),
+        "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
+        "cycles": cycles([], cks, paths, dev_exams, first=first),
+        "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
+                         "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
+                         "boundary": c.boundary, "dev": dict(dev_scores.get(c.ref, {}))} for c in cks],
+    }
+    acc["lineage"] = [key, section]
+    return section
+
+
+def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str]) -> dict[str, Any]:
+    """The status document from what :func:`fold` gathered (its containers become the
+    document's: ``acc`` is not used again)."""
+    section = lineage_section(meas, acc)
+    cohorts = acc["cohorts"]
+    for cohort, ck in nominations.items():
+        cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
     rows_out: Any = RawJson(b"[" + b",".join(acc["out_json"]) + b"]") if acc["serialized"] else acc["out_rows"]
     return {
         "experiment": meas.experiment,
@@ -403,12 +431,7 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
         "rows": rows_out,
         "cohorts": list(cohorts.values()),
         "deltas": acc["deltas"],
-        "lineage": _lineage_lines(paths),
-        "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
-        "cycles": cycles([], cks, paths, dev_exams, first=first),
-        "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
-                         "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
-                         "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
+        **section,
         "_test_reads": acc["test_reads"],
         "_scores": acc["scores"],
         "_dev_summary": acc["dev_summary"],
@@ -460,6 +483,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
             acc = new_fold(facts, json_rows=json_rows, table=table)
             fold(acc, facts, dead=dead)
         memo: dict[Any, Any] = dict(kept.memo) if kept is not None else {}
+        lineage_section(meas, acc)  # (kept with the fold)
         state = marshal.dumps(acc) if made is not None else b""
         noms = {}
         for cohort in snap.listdir("cohorts"):
