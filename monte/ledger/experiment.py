@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Commit, ObjectID
 
-from monte.ci import LEDGER_WORKFLOW, ledger_workflow
 from monte.errors import MonteError, error
 from monte.jsonl import escape_unsafe
 from monte.ledger import cohorts
-from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
 from monte.ledger.views import MeasurementView, bucket_index, run_dir
 
 if TYPE_CHECKING:  # the models: imported where a record is validated or built (pydantic, ~50 ms)
+    from monte.ledger.derived import Derive
     from monte.ledger.records import Measurement, RunRow
 
 
@@ -150,6 +149,9 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
             writes[cohort_path] = compact_json(new)
     for name, data in (files or {}).items():
         writes[f"{run_dir(row.run)}/{name}"] = data
+    # (imported here: a writer's, ~10 ms that a read-only command skips)
+    from monte.ci import LEDGER_WORKFLOW, ledger_workflow
+
     workflow = ledger_workflow(root=workflow_root)  # derived: carried by every record, for CI (monte.ci)
     if workflow is not None and read(LEDGER_WORKFLOW) != workflow:
         writes[LEDGER_WORKFLOW] = workflow
@@ -213,6 +215,8 @@ class Ledger:
         return self.store.tip(self.ref) is not None
 
     def create(self, measurement: Measurement) -> bytes:
+        from monte.ci import LEDGER_WORKFLOW, ledger_workflow
+
         def build(snap: Snapshot) -> Change:
             if not snap.empty:
                 raise _exists(self.experiment)
@@ -317,6 +321,9 @@ class Ledger:
         if not top:
             return []
         git_dir = self.store.repo.commondir()
+        # (imported here: status's, ~10 ms that `show` and `logs` skip)
+        from monte.ledger.derived import DerivedCache
+
         cache = DerivedCache(git_dir, self.experiment, name, version)
         if cache.runs_tree == top:
             return [f for facts in cache.entries.values() for f in facts]
