@@ -478,7 +478,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
         acc = _continued(ledger, snap, kept, dead) if kept is not None else None
         if acc is None:
             facts = (ledger.derived(snap, "status", facts_version(), derive_facts) if at is None
-                     else [row_fact(entry) for entry in _every_entry(ledger, snap)])
+                     else [row_fact(entry) for entry in ledger.entries(snap)])
             facts.sort(key=_by_seq)
             acc = new_fold(facts, json_rows=json_rows, table=table)
             fold(acc, facts, dead=dead)
@@ -542,16 +542,6 @@ def _continued(ledger: Ledger, snap: Snapshot, kept: Fold, dead: Dead | None) ->
         return None
     fold(acc, facts, dead=dead)
     return acc
-
-
-def _every_entry(ledger: Ledger, snap: Snapshot) -> list[dict[str, Any]]:
-    """Every fan-out index entry at ``snap``, read without the derived cache (verify's)."""
-    from monte.ledger.experiment import _loads
-    from monte.ledger.objcache import ObjectCache, cache_path
-
-    objects = ObjectCache(cache_path(ledger.store.repo.commondir(), ledger.experiment))
-    return [e for _, index in ledger._indexes(snap, objects)
-            for e in _loads(ledger._object(snap, index, objects)).values()]
 
 
 def derive_facts(index: dict[str, Any]) -> list[Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from monte import __version__
-from monte.cli.main import COMMANDS, EXAMPLES, EXIT_CODES, SHORT_HELP, SUB_EXAMPLES
+from monte.cli.commands import COMMANDS, EXAMPLES, EXIT_CODES, SHORT_HELP, SUB_EXAMPLES
 from monte.cli.output import closed_pipe
 
 
@@ -79,3 +79,20 @@ def help_text(width: int) -> str:
     """``monte --help`` as click prints it at ``width`` (what :mod:`monte.cli.helptext` keeps)."""
     ctx = cli.make_context("monte", [], resilient_parsing=True, terminal_width=width)
     return cli.get_help(ctx) + "\n"
+
+
+def write_help() -> None:
+    """Write :mod:`monte.cli.helptext` again: click's text at its width, one line a string."""
+    from pathlib import Path
+
+    from monte.cli import helptext
+
+    here = Path(helptext.__file__)
+    head = here.read_text().split("\nWIDTH = ", 1)[0]
+    lines = "".join(f"    {line!r}\n" for line in help_text(helptext.WIDTH).splitlines(keepends=True))
+    here.write_text(f"{head}\nWIDTH = {helptext.WIDTH}\nTEXT = (\n{lines})\n")
+
+
+if __name__ == "__main__":  # pragma: no cover - the maintainer's writer
+    if sys.argv[1:] == ["--write-help"]:
+        write_help()

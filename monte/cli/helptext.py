@@ -1,6 +1,6 @@
 """``monte --help`` as click prints it at the width of a pipe or of a terminal of 80 columns or
 more, kept so that the top-level help imports no click (~50 ms). Written by
-``python -m monte.cli.helptext`` from :func:`monte.cli.app.help_text`; tests/cli/test_help.py
+``python -m monte.cli.app --write-help`` (:func:`monte.cli.app.write_help`); tests/cli/test_help.py
 fails when it is not click's text (a command or its help changed: write it again)."""
 
 WIDTH = 78
@@ -50,14 +50,3 @@ TEXT = (
     '    130 interrupted (Ctrl-C)       143 stopped (SIGTERM)\n'
     '    (a reader of stdout that goes away, `| head -1`, is a normal end: 0)\n'
 )
-
-if __name__ == "__main__":  # pragma: no cover - the maintainer's writer
-    from pathlib import Path
-
-    from monte.cli.app import help_text
-
-    here = Path(__file__)
-    head = here.read_text().split("\nWIDTH = ", 1)[0]
-    rest = here.read_text().split("\nif __name__", 1)[1]
-    lines = "".join(f"    {line!r}\n" for line in help_text(WIDTH).splitlines(keepends=True))
-    here.write_text(f"{head}\nWIDTH = {WIDTH}\nTEXT = (\n{lines})\n\nif __name__{rest}")

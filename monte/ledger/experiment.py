@@ -399,6 +399,12 @@ class Ledger:
                 out += [entry for run, entry in now.items() if run not in then]
         return out
 
+    def entries(self, snap: Snapshot) -> list[dict[str, Any]]:
+        """Every fan-out index entry (row) at ``snap``, parsed, read without a derived cache
+        (what verify gathers a kept fold from)."""
+        objects = ObjectCache(cache_path(self.store.repo.commondir(), self.experiment))
+        return [e for _, index in self._indexes(snap, objects) for e in _loads(self._object(snap, index, objects)).values()]
+
     def _object(self, snap: Snapshot, sha: bytes, cache: ObjectCache | None) -> bytes:
         found = cache.get(sha) if cache is not None else None
         if found is None:

@@ -119,11 +119,11 @@ def test_the_command_list_is_each_command_s_own_short_help() -> None:
 
 def test_the_kept_top_level_help_is_click_s_own_text() -> None:
     """`monte --help` prints monte.cli.helptext's text without importing click (issue 35): it is
-    what click prints at that width (else write it again: `python -m monte.cli.helptext`)."""
+    what click prints at that width (else write it again: `python -m monte.cli.app --write-help`)."""
     from monte.cli import helptext
     from monte.cli.app import help_text
 
-    assert helptext.TEXT == help_text(helptext.WIDTH), "run `python -m monte.cli.helptext`"
+    assert helptext.TEXT == help_text(helptext.WIDTH), "run `python -m monte.cli.app --write-help`"
 
 
 @pytest.mark.parametrize("columns", [None, "200", "80", "79", "60", "30"])

@@ -52,6 +52,7 @@ def test_a_read_only_command_imports_only_what_it_needs(ledger30: tuple[Path, st
             assert "pydantic" not in tops  # ~50 ms of a process: the row and result models are for writers
         if argv[0] == "--help":  # click's text, kept: no click, no command's module
             assert "click" not in tops
-            assert {m for m in mods if m.startswith("monte.")} <= {"monte.cli", "monte.cli.main", "monte.cli.helptext"}
+            assert {m for m in mods if m.startswith("monte.")} <= {"monte.cli", "monte.cli.main", "monte.cli.commands",
+                                                                  "monte.cli.helptext"}
         if argv[0] in ("show", "logs"):  # one row read: no status, no statistics
             assert not {"monte.status", "monte.stats.power", "monte.ledger.seal"} & mods
