@@ -34,7 +34,7 @@ baseline of the same round, and the summary says which of issue 35's goals hold
 
     .venv/bin/python bench/status_scale.py --repos /tmp/monte-scale --plot docs/bench/status_scale.png
     .venv/bin/python bench/status_scale.py --sizes 1000,10000          # without 100,000
-    .venv/bin/python bench/status_scale.py --quick                     # 30 and 120 runs: seconds
+    .venv/bin/python bench/status_scale.py --quick                     # 30 runs, one round: seconds
 """
 
 from __future__ import annotations
@@ -315,14 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="ledger sizes, comma-separated")
     p.add_argument("--verify-max", type=int, default=10_000, help="verify the honest ledgers up to this size")
-    p.add_argument("--quick", action="store_true", help="smoke run: 30 and 120 runs, one round")
+    p.add_argument("--quick", action="store_true", help="smoke run: 30 runs, one round, the compiled copy only")
     p.add_argument("--repeats", type=int, default=None, help="rounds, medians (default 5)")
     p.add_argument("--repos", default=None, help="keep the ledgers in DIR/runs-N (DIR/honest-N) and reuse them")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", default=None, help="write the growth plot (PNG) here")
     p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
     args = p.parse_args(argv)
-    sizes = [30, 120] if args.quick else [int(x) for x in args.sizes.split(",")]
+    sizes = [30] if args.quick else [int(x) for x in args.sizes.split(",")]
     repeats = args.repeats or (1 if args.quick else 5)
     if args.quick:
         TIMED[:] = ["bytecode"]

@@ -26,10 +26,11 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
+    from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.experiments import ExperimentInitResult, ExperimentSummary
-    from monte.repository import ConfigSetResult, ConfigShow, InitResult
+    from monte.repository import ConfigSetResult, InitResult
     from monte.storage.vault import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
@@ -212,9 +213,9 @@ def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentSummary]:
 def config_show(*, ws: Workspace | None = None) -> ConfigShow:
     """The data root, the Vault and the bucket, the recipe search path and every resolvable
     recipe name (first match wins)."""
-    from monte import repository
+    from monte.configshow import config_show
 
-    return repository.config_show(ws or open_workspace(require_data_root=False))
+    return config_show(ws or open_workspace(require_data_root=False))
 
 
 def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> ConfigSetResult:
@@ -596,6 +597,8 @@ def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str,
     git_dir = ws.store.repo.commondir()
     found = derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})
     found += derived.check_views(git_dir, st.VIEW_VERSION, rederive)
+    found += derived.check_folds(git_dir, st.VIEW_VERSION, lambda exp, mode, stored: st.refold(
+        ws, exp, mode, stored, views[mode][1]) if mode in views else None)
     return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
              "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
              "who wrote it"} for m in found]

@@ -204,12 +204,21 @@ def _pushed_commit(folder: Path) -> tuple[str, str] | None:
     return None
 
 
+#: compiles the installed package once, where it is installed: a runner or image that keeps no
+#: bytecode (``PYTHONDONTWRITEBYTECODE=1``, ``pip install --no-compile``) would otherwise compile
+#: every module monte imports in every process (docs/hooks-and-ci.md); bytecode already there is
+#: kept (compileall skips what is up to date)
+PRECOMPILE = ("python -m compileall -q \"$(python -P -c 'import monte, os; print(os.path.dirname(monte.__file__))')\"")
+
+
 def _install_steps(spec: str) -> str:
     return (f"      - uses: {SETUP_PYTHON}\n"
             f"        with:\n"
             f"          python-version: \"{PYTHON}\"\n"
-            f"      - name: install monte, light and pinned (no torch, transformers or DVC)\n"
-            f"        run: python -m pip install {json.dumps(spec)}\n")
+            f"      - name: install monte, light and pinned (no torch, transformers or DVC), compiled\n"
+            f"        run: |\n"
+            f"          python -m pip install {json.dumps(spec)}\n"
+            f"          {PRECOMPILE}\n")
 
 
 def ledger_workflow(spec: str | None = None, root: Path | None = None) -> bytes | None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from monte.errors import MonteError, error
+from monte.configshow import ConfigShow, config_show  # noqa: F401  (where callers look)
+from monte.errors import error
 from monte.storage import tracking
 from monte.workspace import CONFIG_FILE, DEFAULT_DATA_ROOT, Workspace, data_root_for, find_repo_root
 
@@ -23,16 +24,6 @@ class InitResult(BaseModel):
     hooks: list[str] = []  # monte's git hooks, installed by init (none with --no-hooks)
     hooks_note: str = ""  # that they were installed, or why not and how to install them later
     ci_note: str = ""  # the pin CI installs monte from and where it came from, or what to set
-
-
-class ConfigShow(BaseModel):
-    repo_root: str
-    data_root: str
-    config_file: str
-    recipe_path: list[str]
-    recipes: dict[str, str]  # name -> file; the first match on the path wins
-    vault: str | None
-    bucket: str | None
 
 
 class ConfigSetResult(BaseModel):
@@ -144,36 +135,6 @@ def dvc_init(repo_root: Path) -> None:
     except DvcException as e:
         raise error("E_STORAGE", f"`dvc init` failed in {repo_root}: {e}",
                     "fix the DVC setup it names, then run `monte init` again") from None
-
-
-def config_show(ws: Workspace) -> ConfigShow:
-    """See :func:`monte.api.config_show`."""
-    import monte
-
-    packaged = Path(monte.__file__).parent / "recipes"
-    path = [ws.recipes_dir, packaged]
-    recipes: dict[str, str] = {}
-    for folder in path:
-        for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []:
-            recipes.setdefault(f.stem, str(f))
-    return ConfigShow(
-        repo_root=str(ws.repo_root),
-        data_root=str(ws.data_root),
-        config_file=str(ws.repo_root / CONFIG_FILE),
-        recipe_path=[str(p) for p in path],
-        recipes=recipes,
-        vault=_where(ws, "vault"),
-        bucket=_where(ws, "bucket"),
-    )
-
-
-def _where(ws: Workspace, setting: str) -> str | None:
-    from monte.storage.locations import url_for
-
-    try:
-        return url_for(ws, setting)
-    except MonteError:
-        return None
 
 
 def config_set(ws: Workspace, *, setting: str, url: str) -> ConfigSetResult:

@@ -23,8 +23,10 @@ from monte.ledger.views import ROW_FIELDS, MeasurementLike, with_row_defaults
 from monte.workspace import Workspace
 
 if TYPE_CHECKING:  # annotations only: a status reads no model object (pydantic costs ~50 ms to import)
-    from monte.ledger.derived import View
+    from monte.ledger.derived import Fold, View
+    from monte.ledger.experiment import Ledger
     from monte.ledger.records import RunRow
+    from monte.ledger.store import Snapshot
     from monte.manifest import Floor
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
@@ -295,32 +297,47 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
     (:class:`Lines`, for the human status; ``rows`` is then empty). ``dead``: how a live-looking
     row's process is judged (default :func:`monte.processes.is_dead_at`); ``judged`` gets each
     judgement, in record order (what a cached view of this status was made with)."""
+    acc = new_fold(facts, json_rows=json_rows, table=table)
+    fold(acc, facts, dead=dead)
+    if judged is not None:
+        judged.extend(acc["judged"])
+    return finish(meas, acc, nominations)
+
+
+def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table: bool = False) -> dict[str, Any]:
+    """What :func:`fold` gathers, empty: plain containers only (``marshal`` keeps them, see
+    :class:`monte.ledger.derived.FoldCache`). ``facts``: the rows it will be given first (the
+    compact rows are kept serialized when each has its serialized form)."""
+    return {"table": table, "serialized": json_rows and all(f[JSON_ROW] is not None for f in facts),
+            "max_seq": None, "judged": [], "deltas": [], "cohorts": {}, "dev_scores": {}, "first": {},
+            "trains": [], "test_reads": [], "out_rows": [], "out_json": [], "scores": {}, "table_lines": [],
+            "heads": [], "dev_summary": {}, "epoch": 0, "lineage": None}
+
+
+def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | None = None) -> None:
+    """Gather ``facts`` (in record order, each of a later record than any gathered before) into
+    ``acc`` (:func:`new_fold`): the one pass :func:`from_facts` makes, which a kept fold
+    continues with the rows appended since (:func:`experiment_status`)."""
+    from monte.stats.power import add_to_summary, new_summary
+
     if dead is None:
         from monte.processes import is_dead_at
 
         dead = is_dead_at
-
-    dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
-    deltas = []
-    cohorts: dict[str, dict[str, Any]] = {}
-    dev_scores: dict[str, dict[str, float | None]] = {}
-    first: dict[tuple[str, int, str], FirstEval] = {}
-    trains: list[dict[str, Any]] = []
-    test_reads: list[dict[str, Any]] = []
-    out_rows: list[dict[str, Any]] = []
-    out_json: list[bytes] = []
-    scores: dict[str, Any] = {}  # each delta line's own score (the floors' at_floor)
-    serialized = json_rows and all(f[JSON_ROW] is not None for f in facts)
-    table_lines: list[str] = []
-    heads: list[str] = []
+    table, serialized = acc["table"], acc["serialized"]
+    judged, deltas, cohorts, dev_scores, first = (acc["judged"], acc["deltas"], acc["cohorts"], acc["dev_scores"],
+                                                  acc["first"])
+    trains, test_reads, out_rows, out_json, scores = (acc["trains"], acc["test_reads"], acc["out_rows"],
+                                                      acc["out_json"], acc["scores"])
+    table_lines, heads, dev_summary = acc["table_lines"], acc["heads"], acc["dev_summary"]
+    epoch = acc["epoch"]
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
          tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
         status = recorded
         if who is not None:
             gone = dead(recorded, *who)
-            if judged is not None:
-                judged.append((recorded, tuple(who), gone))
+            judged.append((recorded, tuple(who), gone))
             if gone:
                 status = "abandoned"
         if table:
@@ -332,6 +349,8 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
         else:
             out_json.append(_dump_row(_out_row(f, status)) or b"null")
         if full is not None:
+            if kind == "train":
+                epoch += 1  # the lineage section is made again (:func:`lineage_section`)
             (trains if kind == "train" else test_reads).append(
                 full if status == recorded else {**full, "status": status,
                                                  "error": "the process died without finishing"})
@@ -347,38 +366,76 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
             continue
         if delta is not None:
             deltas.append(delta)
-            heads.append(head)
+            if table:  # (the compact JSON prints no delta line)
+                heads.append(head)
             scores[run] = score
+            if split == "dev" and delta.get("paired"):  # what a test read of the exam can show
+                summary = dev_summary.get(exam)
+                if summary is None:
+                    summary = dev_summary[exam] = new_summary()
+                add_to_summary(summary, delta)
         if tkind == "base":
             key = f"{exam}/{split}"
             if key not in c["baselines"]:
                 c["baselines"][key] = {"run": run, "score": score, "n": n}
         elif split == "dev" and tkind == "checkpoint":
+            epoch += 1
             dev_scores.setdefault(_target(tkind, trun, tstep), {}).setdefault(exam or "", score)
             fkey = (str(trun), int(tstep if tstep is not None else -1), exam or "")
-            if fkey not in first or seq < first[fkey].seq:
-                first[fkey] = FirstEval(run, seq, delta)  # the line holds the delta's fields
-    for cohort, ck in nominations.items():
-        cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
-    cks = [c for r in trains if not r["smoke"]
+            if fkey not in first or seq < first[fkey][1]:
+                first[fkey] = (run, seq, delta)  # the line holds the delta's fields
+    if facts:
+        acc["max_seq"] = facts[-1][SEQ]
+    acc["epoch"] = epoch
+
+
+def lineage_section(meas: MeasurementLike, acc: dict[str, Any]) -> dict[str, Any]:
+    """The document's ``lineage``, ``legend``, ``cycles`` and ``checkpoints``, from the training
+    rows and the first dev evals :func:`fold` gathered; kept in ``acc`` and made again only when
+    a row that changes them was folded since (a training run, a checkpoint's dev eval: ``epoch``)
+    or the measurement's dev exams differ."""
+    dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
+    key = [acc["epoch"], dev_exams]
+    kept = acc["lineage"]
+    if kept is not None and kept[0] == key:
+        section: dict[str, Any] = kept[1]
+        return section
+    cks = [c for r in acc["trains"] if not r["smoke"]
            for c in row_checkpoints(r["run"], r["seq"], r["cohort"], r["plan"], r["checkpoints"])]
     paths = descent_paths(cks)
-    rows_out: Any = RawJson(b"[" + b",".join(out_json) + b"]") if serialized else out_rows
-    return {
-        "experiment": meas.experiment,
-        "environment": meas.environment,
-        "rows": rows_out,
-        "cohorts": list(cohorts.values()),
-        "deltas": deltas,
+    first = {k: FirstEval(*v) for k, v in acc["first"].items()}
+    dev_scores = acc["dev_scores"]
+    section = {
         "lineage": _lineage_lines(paths),
         "legend": LEGEND if any(h.boundary for p in paths for h in p) else None,
         "cycles": cycles([], cks, paths, dev_exams, first=first),
         "checkpoints": [{"checkpoint": c.ref, "cohort": c.cohort, "move": c.label, "recipe": c.recipe,
                          "parent": f"{c.parent[0]}@{c.parent[1]}" if c.parent else "base",
-                         "boundary": c.boundary, "dev": dev_scores.get(c.ref, {})} for c in cks],
-        "_test_reads": test_reads,
-        "_scores": scores,
-        **({"_table": Lines(rows=table_lines, deltas=heads)} if table else {}),
+                         "boundary": c.boundary, "dev": dict(dev_scores.get(c.ref, {}))} for c in cks],
+    }
+    acc["lineage"] = [key, section]
+    return section
+
+
+def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str]) -> dict[str, Any]:
+    """The status document from what :func:`fold` gathered (its containers become the
+    document's: ``acc`` is not used again)."""
+    section = lineage_section(meas, acc)
+    cohorts = acc["cohorts"]
+    for cohort, ck in nominations.items():
+        cohorts.setdefault(cohort, {"cohort": cohort})["nomination"] = ck
+    rows_out: Any = RawJson(b"[" + b",".join(acc["out_json"]) + b"]") if acc["serialized"] else acc["out_rows"]
+    return {
+        "experiment": meas.experiment,
+        "environment": meas.environment,
+        "rows": rows_out,
+        "cohorts": list(cohorts.values()),
+        "deltas": acc["deltas"],
+        **section,
+        "_test_reads": acc["test_reads"],
+        "_scores": acc["scores"],
+        "_dev_summary": acc["dev_summary"],
+        **({"_table": Lines(rows=acc["table_lines"], deltas=acc["heads"])} if acc["table"] else {}),
     }
 
 
@@ -392,32 +449,49 @@ def _lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
 
 def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool = False,
                       table: bool = False, dead: Dead | None = None,
-                      made: dict[str, Any] | None = None) -> dict[str, Any]:
+                      made: dict[str, Any] | None = None, kept: Fold | None = None,
+                      at: bytes | None = None) -> dict[str, Any]:
     """``monte status``: the experiment's state from its ledger tip (one tree), and for each
     exam, how often its test content has been read in this repository across all cohorts.
     ``dead``, as :func:`from_facts`; ``made``, when given, gets what the status was made from
-    beyond the refs (``judged``: the liveness judgements; ``depends``: what it read outside git)."""
+    beyond the refs (``judged``: the liveness judgements; ``depends``: what it read outside git;
+    ``fold``: what it gathered of the rows, to continue from, :class:`monte.ledger.derived.Fold`).
+    ``kept``: a fold of this experiment made by this code (:func:`fold_view`), continued with the
+    rows appended since when the ledger only appended rows to its tip, and each live-looking run
+    it judged is judged the same; otherwise every row is gathered again. ``at``: the ledger
+    commit to read instead of the tip (verify re-derives a fold at its own)."""
+    import marshal
     from types import SimpleNamespace
 
+    from monte.ledger.derived import Fold
     from monte.ledger.experiment import Ledger, one_experiment
     from monte.ledger.seal import Seal
+    from monte.ledger.store import Snapshot
 
     exp = one_experiment(ws.store, experiment)
     ledger = Ledger(ws.store, exp)
-    snap = ledger.snapshot()
+    snap = ledger.snapshot() if at is None else Snapshot(ws.store.repo, at)  # type: ignore[arg-type]
     meas: MeasurementLike = ledger.measurement_view(snap)
     collecting = gc.isenabled()
     gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
     try:
-        facts = ledger.derived(snap, "status", facts_version(), derive_facts)
-        facts.sort(key=_by_seq)
+        acc = _continued(ledger, snap, kept, dead) if kept is not None else None
+        if acc is None:
+            facts = (ledger.derived(snap, "status", facts_version(), derive_facts) if at is None
+                     else [row_fact(entry) for entry in ledger.entries(snap)])
+            facts.sort(key=_by_seq)
+            acc = new_fold(facts, json_rows=json_rows, table=table)
+            fold(acc, facts, dead=dead)
+        memo: dict[Any, Any] = dict(kept.memo) if kept is not None else {}
+        lineage_section(meas, acc)  # (kept with the fold)
+        state = marshal.dumps(acc) if made is not None else b""
         noms = {}
         for cohort in snap.listdir("cohorts"):
             raw = snap.read(f"cohorts/{cohort}/nomination.json")
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
-        judged: list[tuple[str, tuple[Any, ...], bool]] = []
-        out = from_facts(meas, facts, noms, json_rows=json_rows, table=table, dead=dead, judged=judged)
+        judged = list(acc["judged"])
+        out = finish(meas, acc, noms)
         seal = Seal(ws.store, hash_legacy=False)
         # the seal reads a test read's run, experiment, cohort, plan, kind, split and smoke: the
         # index's dicts as attributes (no model object)
@@ -426,14 +500,48 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
         floors, source = floors_and_source(ws, meas.environment)
-        add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"))
+        add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"), memo=memo,
+                             summaries=out.pop("_dev_summary"))
         if made is not None:
             made["judged"] = judged
             made["depends"] = [("floors", source)]
+            made["fold"] = Fold("", bytes(snap.commit_id or b""), state, memo)
     finally:
         if collecting:
             gc.enable()
     return out
+
+
+def _continued(ledger: Ledger, snap: Snapshot, kept: Fold, dead: Dead | None) -> dict[str, Any] | None:
+    """``kept``'s accumulators with the rows appended since its tip folded in, or None when the
+    ledger did more than append rows (:meth:`monte.ledger.experiment.Ledger.appended`), a run
+    it judged is judged otherwise now, or an appended row cannot follow (a record number not
+    after every row kept, a row without the serialized form the kept rows have)."""
+    import marshal
+
+    if dead is None:
+        from monte.processes import is_dead_at
+
+        dead = is_dead_at
+    entries = ledger.appended(kept.tip, snap)
+    if entries is None:
+        return None
+    try:
+        acc: dict[str, Any] = marshal.loads(kept.state)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if any(dead(recorded, *who) != gone for recorded, who, gone in acc["judged"]):
+        return None
+    facts = derive_facts({str(i): e for i, e in enumerate(entries)})
+    facts.sort(key=_by_seq)
+    seqs = [f[SEQ] for f in facts]
+    last = acc["max_seq"]
+    if (any(type(q) is not int for q in seqs) or len(set(seqs)) != len(seqs)
+            or (facts and last is not None and seqs[0] <= last)
+            or (acc["serialized"] and any(f[JSON_ROW] is None for f in facts))):
+        return None
+    fold(acc, facts, dead=dead)
+    return acc
 
 
 def derive_facts(index: dict[str, Any]) -> list[Any]:
@@ -482,12 +590,15 @@ def _renamed(d: dict[str, Any]) -> dict[str, Any]:
 
 def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
                          floors: Mapping[str, Mapping[str, Floor | Mapping[str, Any]]], *,
-                         scores: Mapping[str, Any] | None = None) -> None:
+                         scores: Mapping[str, Any] | None = None, memo: dict[Any, Any] | None = None,
+                         summaries: Mapping[str, list[Any]] | None = None) -> None:
     """Beside the scores (issue 18): each exam split's constant-answer floor (``floors``), what a
     test read of each exam can show (``exams[i]["detectable"]``, :func:`monte.stats.power.detectable`),
     and a flag on every checkpoint score at or below its floor (``at_floor`` on delta lines, the
-    exams ``at_floor`` on checkpoints): beating a garbage base is not learning."""
-    from monte.stats.power import detectable
+    exams ``at_floor`` on checkpoints): beating a garbage base is not learning. ``memo``: as
+    :func:`monte.stats.power.detectable`'s; ``summaries``: each exam's dev deltas as
+    :func:`monte.stats.power.add_to_summary` gathered them (:func:`fold` does), instead of the deltas."""
+    from monte.stats.power import detectable, detectable_from, new_summary
 
     out["floors"] = {f"{exam}/{split}": dict(f) if isinstance(f, Mapping) else f.model_dump()
                      for exam, splits in sorted(floors.items()) for split, f in sorted(splits.items())}
@@ -501,7 +612,7 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
         found = keys.get((exam, split))
         if found is None:
             found = keys[exam, split] = (floor.get(f"{exam}/{split}"),
-                                         dev.setdefault(exam, []) if split == "dev" else None)
+                                         dev.setdefault(exam, []) if split == "dev" and summaries is None else None)
         at, dev_list = found
         d["floor"] = at
         score = scores.get(d["run"])
@@ -513,7 +624,9 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
                                if s is not None and f"{e}/dev" in floor and s <= floor[f"{e}/dev"])
     for x in out.get("exams", []):
         test = meas.exams[x["exam"]].splits["test"]
-        x["detectable"] = detectable(test.n, dev.get(x["exam"], []))
+        summary = summaries.get(x["exam"]) if summaries is not None else None
+        x["detectable"] = (detectable(test.n, dev.get(x["exam"], []), memo=memo) if summaries is None
+                           else detectable_from(test.n, summary or new_summary(), memo=memo))
 
 
 # --- a status as printed, kept for the state it was made from --------------------------------
@@ -567,16 +680,21 @@ def _depends_hold(ws: Workspace, depends: Sequence[tuple[str, Any]]) -> bool:
 
 
 def make_view(ws: Workspace, experiment: str, mode: str, render: Render, key: str,
-              dead: Dead | None = None) -> tuple[bytes | str, View | None]:
-    """The status of ``experiment`` rendered, and its view for the cache (None when it read
-    what no key covers: the data root's floors)."""
-    from monte.ledger.derived import View
+              dead: Dead | None = None, kept: Fold | None = None, code: str = "") -> tuple[bytes | str, View | None,
+                                                                                        Fold | None]:
+    """The status of ``experiment`` rendered, its view for the cache (None when it read what no
+    key covers: the data root's floors), and what it gathered of the rows (``code``'s; None
+    with the view). ``kept``: a fold to continue from (:func:`experiment_status`)."""
+    from monte.ledger.derived import Fold, View
 
     made: dict[str, Any] = {}
-    doc = experiment_status(ws, experiment, json_rows=mode == "json", table=mode == "text", dead=dead, made=made)
+    doc = experiment_status(ws, experiment, json_rows=mode == "json", table=mode == "text", dead=dead, made=made,
+                            kept=kept)
     out = render(doc)
     depends = made["depends"]
-    return out, (View(key, made["judged"], depends, out) if _depends_hold(ws, depends) else None)
+    if not _depends_hold(ws, depends):
+        return out, None, None
+    return out, View(key, made["judged"], depends, out), Fold(code, *made["fold"][1:])
 
 
 def status_view(ws: Workspace, experiment: str | None, mode: str, render: Render,
@@ -585,20 +703,27 @@ def status_view(ws: Workspace, experiment: str | None, mode: str, render: Render
     how, from ``code``'s files), made once per state of the repository (:func:`state_key`) and
     kept in the experiment's view cache (:class:`monte.ledger.derived.ViewCache`, signed, checked
     by ``monte ledger verify``). Each read still judges every live-looking run's process: a view
-    is printed only when each is judged as it was then; otherwise the status is made again."""
-    from monte.ledger.derived import ViewCache
+    is printed only when each is judged as it was then; otherwise the status is made again.
+    Made again, it continues from the rows gathered for the last view
+    (:class:`monte.ledger.derived.FoldCache`) when the ledger only appended rows since."""
+    from monte.ledger.derived import FoldCache, ViewCache
     from monte.ledger.experiment import one_experiment
     from monte.processes import is_dead_at
 
     exp = one_experiment(ws.store, experiment)
-    key = state_key(ws, exp, mode, code_digest(code))
-    cache = ViewCache(ws.store.repo.commondir(), exp, mode, VIEW_VERSION)
+    digest = code_digest(code)
+    key = state_key(ws, exp, mode, digest)
+    git_dir = ws.store.repo.commondir()
+    cache = ViewCache(git_dir, exp, mode, VIEW_VERSION)
     view = cache.view
     if (view is not None and view.key == key and _depends_hold(ws, view.depends)
             and all(is_dead_at(recorded, *who) == gone for recorded, who, gone in view.live)):
         return view.payload
-    out, made = make_view(ws, exp, mode, render, key)
-    if made is not None:
+    folds = FoldCache(git_dir, exp, mode, VIEW_VERSION)
+    kept = folds.fold if folds.fold is not None and folds.fold.code == digest else None
+    out, made, gathered = make_view(ws, exp, mode, render, key, kept=kept, code=digest)
+    if made is not None and gathered is not None:
+        folds.save(gathered)
         cache.save(made)
     return out
 
@@ -615,7 +740,13 @@ def rederive_view(ws: Workspace, experiment: str, mode: str, stored: View, rende
     key = state_key(ws, experiment, mode, code_digest(code))
     if stored.key != key:
         return None
-    judged = {(recorded, tuple(who)): gone for recorded, who, gone in stored.live}
+    _, again, _ = make_view(ws, experiment, mode, render, key, dead=_replay(stored.live))
+    return again
+
+
+def _replay(live: Sequence[tuple[str, Any, bool]]) -> Dead:
+    """Judges each live-looking run as ``live`` records it (the rest as now)."""
+    judged = {(recorded, tuple(who)): gone for recorded, who, gone in live}
 
     def replay(recorded: str, *who: Any) -> bool:
         found = judged.get((recorded, tuple(who)))
@@ -625,5 +756,38 @@ def rederive_view(ws: Workspace, experiment: str, mode: str, stored: View, rende
             return is_dead_at(recorded, *who)
         return found
 
-    _, again = make_view(ws, experiment, mode, render, key, dead=replay)
-    return again
+    return replay
+
+
+def refold(ws: Workspace, experiment: str, mode: str, stored: Fold,
+           code: Sequence[str] = ()) -> tuple[Any, dict[Any, Any]] | None:
+    """For ``monte ledger verify``: what a status gathers of the rows at ``stored``'s ledger
+    commit (marshal-loaded, with the liveness judgements ``stored`` holds), and each of its memo's
+    figures computed again; None when ``stored`` is another code's (never used) or its commit is
+    not in this repository."""
+    import marshal
+
+    from monte.ledger.experiment import experiment_names
+    from monte.stats.power import recompute_memo
+
+    if experiment not in experiment_names(ws.store) or stored.code != code_digest(code):
+        return None
+    try:
+        ws.store.repo.object_store[stored.tip]  # type: ignore[index]
+    except (KeyError, ValueError):
+        return None
+    try:
+        acc: dict[str, Any] = marshal.loads(stored.state)
+        live = acc["judged"]
+    except (ValueError, EOFError, TypeError, KeyError):
+        live = []
+    made: dict[str, Any] = {}
+    experiment_status(ws, experiment, json_rows=mode == "json", table=mode == "text", dead=_replay(live),
+                      made=made, at=stored.tip)
+    memo = {}
+    for k in stored.memo:
+        try:
+            memo[k] = recompute_memo(k)
+        except (ValueError, TypeError):
+            memo[k] = ("not a figure", k)
+    return marshal.loads(made["fold"].state), memo

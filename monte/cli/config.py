@@ -7,7 +7,7 @@ import click
 from monte.cli.output import handled
 
 if TYPE_CHECKING:
-    from monte.repository import ConfigShow
+    from monte.configshow import ConfigShow
 
 
 def _human(r: ConfigShow) -> None:

@@ -1,186 +1,49 @@
-"""``monte``: the entry point. Subcommands load lazily, so ``monte --help`` stays fast."""
+"""``monte``: the entry point. Subcommands load lazily, so ``monte --help`` stays fast: the
+top-level help is printed as click would print it without importing click at all
+(:mod:`monte.cli.helptext`); the click group itself is :mod:`monte.cli.app` (``cli`` here too)."""
 
 from __future__ import annotations
 
-import importlib
-import json
 import os
 import sys
 from typing import Any
 
-import click
-
-from monte import __version__
-from monte.cli.output import closed_pipe
-
-# name -> "module:attribute"; each module imports only click and monte's light modules at import.
-COMMANDS = {
-    "init": "monte.cli.init:init",
-    "config": "monte.cli.config:config",
-    "env": "monte.cli.env:env",
-    "dataset": "monte.cli.dataset:dataset",
-    "experiment": "monte.cli.experiment:experiment",
-    "model": "monte.cli.model:model",
-    "eval": "monte.cli.eval:eval_",
-    "nominate": "monte.cli.nominate:nominate",
-    "status": "monte.cli.runs:status",
-    "show": "monte.cli.runs:show",
-    "logs": "monte.cli.runs:logs",
-    "stop": "monte.cli.runs:stop",
-    "recover": "monte.cli.runs:recover",
-    "train": "monte.cli.train:train",
-    "promote": "monte.cli.train:promote",
-    "rerun": "monte.cli.train:rerun",
-    "plot": "monte.cli.plot:plot",
-    "report": "monte.cli.report:report",
-    "quickstart": "monte.cli.quickstart:quickstart",
-    "push": "monte.cli.results:push",
-    "sync": "monte.cli.results:sync",
-    "ledger": "monte.cli.ledger:ledger",
-    "hooks": "monte.cli.ledger:hooks",
-    "box": "monte.cli.box:box",
-    "claim": "monte.cli.claim:claim",
-}
-
-
-#: each command's one line in ``monte --help`` (its help's first sentence, as click shortens
-#: it): the list is printed without importing every command's module (tests/cli/test_help.py
-#: checks each against the command's own help)
-SHORT_HELP = {
-    'init': 'Make this git repository a monte repository (idempotent).',
-    'config': 'Show where monte looks: the data root, the recipe search path, the recipe names.',
-    'env': 'Environments: freeze exams (and curricula) from the catalog, list, install.',
-    'dataset': 'Datasets: frozen piles of JSONL rows (what an sft recipe trains on).',
-    'experiment': 'Experiments: a frozen measurement and the ledger of every Run against it.',
-    'model': 'Models: make a small random one here, with no download.',
-    'eval': 'Score a model on a split and append the row (dev by default).',
-    'nominate': 'Name the checkpoint the final test claim scores (it must carry an admissible dev eval).',
-    'status': 'Rows, delta lines, lineage, cycles and checkpoints of an experiment.',
-    'show': 'One full row with all provenance fields.',
-    'logs': "The run's event file, as JSON lines.",
-    'stop': 'Terminate a running Run; its row reads abandoned.',
-    'recover': 'Record the results runs kept in their folders when the ledger could not be written.',
-    'train': "Train one chunk (the experiment's steps_per_chunk steps, 50 by default).",
-    'promote': "Export a succeeded training checkpoint's servable folder, sha256-verified.",
-    'rerun': "Print the exact command and environment that launch a train run's chunk again.",
-    'plot': "Draw each lineage's dev delta against step, with cycles and test reads.",
-    'report': 'Write one self-contained HTML page of the experiment.',
-    'quickstart': 'Run the whole loop in a fresh FOLDER, offline, with a tiny model built here.',
-    'push': "Upload one experiment's results: new ledger objects and refs, new and changed run files.",
-    'sync': 'Pull the results bucket into read-only mirror refs and run folders (default: every experiment in it), and merge each mirrored ledger into the local one.',
-    'ledger': 'The ledger polices itself: re-derive every rule from the commit history.',
-    'hooks': 'Git hooks that make git itself refuse a forged ledger record.',
-    'box': 'Ephemeral Lambda GPU boxes: up, status, down.',
-    'claim': 'A final claim anyone can check: a signed bundle that verifies without the repository.',
-}
-
-#: one example per command, shown at the end of its --help (the README walks the whole loop)
-EXAMPLES = {
-    "init": "monte init            # in a git repository; installs the hooks (--no-hooks opts out)",
-    "config": "monte config set bucket gs://my-results/monte",
-    "env": "monte env add --server parity --dev parity --test parity",
-    "dataset": "monte dataset add parity-sft --from-file rows.jsonl --kind sft",
-    "experiment": "monte experiment init exp --eval parity --model ./base-model",
-    "model": "monte model init base-model --seed 0",
-    "eval": "monte eval --yes            # dev on the newest checkpoint (or the base)\n"
-            "  monte eval --split test --yes   # test@0, then the final claim",
-    "nominate": "monte nominate RUN@100",
-    "status": "monte status          # or: monte status EXP, monte status -e EXP",
-    "show": "monte show RUN --json",
-    "logs": "monte logs RUN --follow",
-    "stop": "monte stop RUN",
-    "recover": "monte recover EXP",
-    "train": "monte train --recipe sft-tiny --source parity-sft --from-base --yes",
-    "promote": "monte promote RUN@100 --dest exported --confirm RUN@100",
-    "rerun": "monte rerun RUN --dry-run   # the command and environment that launch it again",
-    "plot": "monte plot --out progress.png",
-    "report": "monte report --out report.html   # one page: lineage, cycles, flips, test reads",
-    "quickstart": "monte quickstart demo",
-    "push": "monte push EXP",
-    "sync": "monte sync",
-    "ledger": "monte ledger verify --all",
-    "hooks": "monte hooks install",
-    "box": "monte box up --type gpu_1x_h100_pcie",
-    "claim": "monte claim export RUN --out claim --key ~/.ssh/id_ed25519\n"
-             "  monte claim verify claim --allowed-signers allowed_signers --weights promoted",
-}
-
-#: one example per subcommand of a group (``env add``, ...), shown at the end of its --help
-SUB_EXAMPLES = {
-    "config show": "monte config show --json",
-    "config set": "monte config set vault gs://my-team-vault/monte",
-    "env add": "monte env add --server parity --dev parity --test parity",
-    "env list": "monte env list --available     # the catalog and NeMo Gym's servers and benchmarks",
-    "env install": "monte env install parity       # fetch and prove the frozen files here",
-    "dataset add": "monte dataset add parity-sft --from-file demos.jsonl --kind sft",
-    "dataset list": "monte dataset list",
-    "dataset show": "monte dataset show parity-sft",
-    "experiment init": "monte experiment init exp --eval parity --model ./base-model",
-    "experiment list": "monte experiment list --json",
-    "model init": "monte model init base-model --size tiny --seed 0",
-    "ledger verify": "monte ledger verify --all     # or: monte ledger verify EXP --from REV",
-    "hooks install": "monte hooks install            # in a bare server repository too (pre-receive)",
-    "hooks uninstall": "monte hooks uninstall",
-    "box up": "monte box up --type gpu_1x_h100_pcie --keep-alive",
-    "box status": "monte box status --json",
-    "box down": "monte box down                 # or: monte box down INSTANCE",
-}
-
-EXIT_CODES = """\b
-Exit codes:
-  0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found
-  5 integrity / verify           6 bad input    7 storage / network   8 boxes
-  9 an environment's grader      10 a launch past one process (a rank died)
-  130 interrupted (Ctrl-C)       143 stopped (SIGTERM)
-  (a reader of stdout that goes away, `| head -1`, is a normal end: 0)"""
-
-
-class LazyGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(COMMANDS)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """click's list of commands, from :data:`SHORT_HELP` (importing each command's module
-        for its help was most of ``monte --help``)."""
-        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
-        with formatter.section("Commands"):  # shortened as click shortens a command's own help
-            formatter.write_dl([(name, click.Command(name, help=SHORT_HELP[name]).get_short_help_str(limit))
-                                for name in COMMANDS])
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        target = COMMANDS.get(name)
-        if target is None:
-            return None
-        module, attr = target.split(":")
-        cmd: click.Command = getattr(importlib.import_module(module), attr)
-        if name in EXAMPLES and not cmd.epilog:
-            cmd.epilog = "\b\nExample:\n  " + EXAMPLES[name]
-        if isinstance(cmd, click.Group):
-            for sub_name, sub in cmd.commands.items():
-                example = SUB_EXAMPLES.get(f"{name} {sub_name}")
-                if example and not sub.epilog:
-                    sub.epilog = "\b\nExample:\n  " + example
-        return cmd
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
-@click.version_option(__version__, prog_name="monte")
-def cli() -> None:
-    """monte keeps an honest, append-only record of post-training work, in git.
-
-    Start with `monte init` in a git repository; see README.md for the whole loop.
-    """
+from monte.cli import helptext
+from monte.cli.commands import COMMANDS, EXAMPLES, EXIT_CODES, SHORT_HELP, SUB_EXAMPLES  # noqa: F401  (where callers look)
 
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args in (["--help"], ["-h"]) and _help_width() == helptext.WIDTH:
+        sys.stdout.write(helptext.TEXT)  # click's own text, kept (tests/cli/test_help.py compares them)
+        _flush_stdout(0)
+        return
     try:
-        _main(argv)
+        _main(args)
     except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
         if e.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click's own EPIPE exit
+            from monte.cli.output import closed_pipe
+
             closed_pipe()
         _flush_stdout(e.code)
         raise
     _flush_stdout(0)
+
+
+def _help_width() -> int:
+    """The width click's help formatter takes here: the terminal's columns (``$COLUMNS`` first,
+    else stdout's terminal, else 80, as ``shutil.get_terminal_size``), at most 80, less 2, at
+    least 50."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+    return max(min(columns, 80) - 2, 50)
 
 
 def _flush_stdout(code: object) -> None:
@@ -188,31 +51,26 @@ def _flush_stdout(code: object) -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         if code in (0, None):
+            from monte.cli.output import closed_pipe
+
             closed_pipe()
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
 
 
-def _main(argv: list[str] | None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        cli.main(args=args, prog_name="monte", standalone_mode=False)
-    except click.exceptions.UsageError as e:  # includes NoSuchOption, BadParameter, MissingParameter
-        if "--json" in args:
-            where = e.ctx.command_path if e.ctx else "monte"
-            msg: dict[str, Any] = {"code": "E_USAGE", "message": e.format_message(),
-                                   "fix": f"see `{where} --help`", "exit_code": 2}
-            click.echo(json.dumps({"error": msg}, indent=2, sort_keys=True))
-        else:
-            e.show()
-        sys.exit(2)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.exceptions.Exit as e:
-        sys.exit(e.exit_code)
-    except BrokenPipeError:
-        closed_pipe()
+def _main(args: list[str]) -> None:
+    from monte.cli.app import run
+
+    run(args)
+
+
+def __getattr__(name: str) -> Any:
+    """``cli`` and ``LazyGroup`` (the click group) from :mod:`monte.cli.app`, imported when asked."""
+    if name in ("cli", "LazyGroup"):
+        from monte.cli import app
+
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

@@ -87,7 +87,23 @@ def install(git_dir: Path, *, python: str | None = None, spec: str | None = None
         path.write_text(script(name, python, spec))
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         done.append(str(path))
+    precompile()
     return done
+
+
+def precompile() -> None:
+    """Compile monte's modules where they are installed, once (best effort): a hook runs monte in
+    a new process on every push and ref update, and an install that keeps no bytecode (an image
+    run with ``PYTHONDONTWRITEBYTECODE=1``) would compile each module it imports every time.
+    What is up to date is skipped; a folder this user cannot write is left as it is."""
+    import compileall
+    import contextlib
+    import io
+
+    import monte
+
+    with contextlib.suppress(OSError), contextlib.redirect_stdout(io.StringIO()):
+        compileall.compile_dir(str(Path(monte.__file__).parent), quiet=2)
 
 
 def uninstall(git_dir: Path) -> list[str]:

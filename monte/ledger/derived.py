@@ -190,6 +190,47 @@ class ViewCache:
         _save(self.path, (self.version, view.key, view.live, view.depends, view.payload))
 
 
+#: a fold's file name: ``<experiment>.fold-<mode>``
+FOLD_PREFIX = "fold-"
+
+
+class Fold(NamedTuple):
+    """What a reader gathered of every row at one ledger commit (``tip``), by the code ``code``
+    digests: ``state``, its accumulators as ``marshal`` bytes (loaded only when used); and
+    ``memo``, figures it derived from their inputs alone (e.g. a detectable effect by n and
+    discordance), kept beside them."""
+
+    code: str
+    tip: bytes
+    state: bytes
+    memo: dict[Any, Any]
+
+
+class FoldCache:
+    """One experiment's last fold in one mode: a view that missed continues from it with only
+    the rows appended since (:meth:`monte.ledger.experiment.Ledger.appended`), instead of
+    gathering every row again. Signed like the views; ``monte ledger verify`` gathers the rows
+    at its ``tip`` again and names a fold that differs (:func:`check_folds`)."""
+
+    def __init__(self, git_dir: str | os.PathLike[str], experiment: str, mode: str, version: str) -> None:
+        self.path = cache_path(git_dir, experiment, FOLD_PREFIX + mode)
+        self.version = version
+        self.fold: Fold | None = None
+        self.rejected, payload = _load(self.path)
+        if payload is None:
+            return
+        try:
+            version, code, tip, state, memo = payload
+            if version == self.version and isinstance(state, bytes) and isinstance(memo, dict):
+                self.fold = Fold(str(code), bytes(tip), state, memo)
+        except (ValueError, TypeError):
+            self.rejected = True
+
+    def save(self, fold: Fold) -> None:
+        self.fold = fold
+        _save(self.path, (self.version, fold.code, fold.tip, fold.state, fold.memo))
+
+
 def cached_files(git_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str, Path]]:
     """(experiment, reader name, path) of every derived cache file."""
     folder = Path(git_dir) / "monte" / "cache"
@@ -253,4 +294,37 @@ def check_views(git_dir: str | os.PathLike[str], version: str, rederive: Rederiv
         if again is not None and again != cache.view:
             out.append(f"{path.name}: its view of the current state is not what the ledger derives "
                        f"(key {cache.view.key[:12]})")
+    return out
+
+
+#: re-derives a fold: (experiment, mode, the fold as stored) -> its state and memo as the ledger
+#: at its tip derives them (with the liveness judgements it holds), or None when it cannot be
+#: judged here (another code's, a tip no longer in the repository)
+Refold = Callable[[str, str, Fold], tuple[Any, dict[Any, Any]] | None]
+
+
+def check_folds(git_dir: str | os.PathLike[str], version: str, refold: Refold) -> list[str]:
+    """Every fold file that fails its MAC, or whose state or memo is not what the ledger at its
+    tip derives (a forgery that passed the MAC), by file."""
+    out: list[str] = []
+    for exp, name, path in cached_files(git_dir):
+        if not name.startswith(FOLD_PREFIX):
+            continue
+        cache = FoldCache(git_dir, exp, name[len(FOLD_PREFIX):], version)
+        if cache.rejected:
+            out.append(f"{path.name}: its MAC does not match its bytes (torn, edited or forged); it is not used")
+            continue
+        if cache.fold is None:
+            continue
+        again = refold(exp, name[len(FOLD_PREFIX):], cache.fold)
+        if again is None:
+            continue
+        state, memo = again
+        try:
+            stored = marshal.loads(cache.fold.state)
+        except (ValueError, EOFError, TypeError):
+            stored = None
+        if stored != state or any(memo.get(k, v) != v for k, v in cache.fold.memo.items()):
+            out.append(f"{path.name}: its rows at {cache.fold.tip.decode(errors='replace')[:12]} are not what the "
+                       "ledger derives")
     return out

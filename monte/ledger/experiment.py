@@ -12,17 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 from dulwich.objects import Commit, ObjectID
 
-from monte.ci import LEDGER_WORKFLOW, ledger_workflow
 from monte.errors import MonteError, error
 from monte.jsonl import escape_unsafe
 from monte.ledger import cohorts
-from monte.ledger.derived import Derive, DerivedCache
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
 from monte.ledger.views import MeasurementView, bucket_index, run_dir
 
 if TYPE_CHECKING:  # the models: imported where a record is validated or built (pydantic, ~50 ms)
+    from monte.ledger.derived import Derive
     from monte.ledger.records import Measurement, RunRow
 
 
@@ -150,6 +149,9 @@ def record_change(read: Callable[[str], bytes | None], row: RunRow, seq: int, *,
             writes[cohort_path] = compact_json(new)
     for name, data in (files or {}).items():
         writes[f"{run_dir(row.run)}/{name}"] = data
+    # (imported here: a writer's, ~10 ms that a read-only command skips)
+    from monte.ci import LEDGER_WORKFLOW, ledger_workflow
+
     workflow = ledger_workflow(root=workflow_root)  # derived: carried by every record, for CI (monte.ci)
     if workflow is not None and read(LEDGER_WORKFLOW) != workflow:
         writes[LEDGER_WORKFLOW] = workflow
@@ -213,6 +215,8 @@ class Ledger:
         return self.store.tip(self.ref) is not None
 
     def create(self, measurement: Measurement) -> bytes:
+        from monte.ci import LEDGER_WORKFLOW, ledger_workflow
+
         def build(snap: Snapshot) -> Change:
             if not snap.empty:
                 raise _exists(self.experiment)
@@ -317,6 +321,9 @@ class Ledger:
         if not top:
             return []
         git_dir = self.store.repo.commondir()
+        # (imported here: status's, ~10 ms that `show` and `logs` skip)
+        from monte.ledger.derived import DerivedCache
+
         cache = DerivedCache(git_dir, self.experiment, name, version)
         if cache.runs_tree == top:
             return [f for facts in cache.entries.values() for f in facts]
@@ -328,6 +335,75 @@ class Ledger:
         objects.save()
         cache.save(top, entries)
         return [f for facts in entries.values() for f in facts]
+
+    def appended(self, since: bytes, snap: Snapshot, *, most: int = 1000) -> list[dict[str, Any]] | None:
+        """The fan-out index entries (rows) that ``snap`` holds and the commit ``since`` did not,
+        when ``snap`` only appended rows to it: ``since`` is reached from ``snap``'s commit
+        through at most ``most`` single-parent commits (no merge, no rewrite), and every fan-out
+        index of ``since`` is still there with each of its entries unchanged. None otherwise (a
+        rewritten history, a changed or removed row, a folder gone): read every index again."""
+        tip = snap.commit_id
+        if tip is None:
+            return None
+        objects = self.store.repo.object_store
+        at = tip
+        for _ in range(most):
+            if at == since:
+                break
+            commit = objects[at]
+            if not isinstance(commit, Commit) or len(commit.parents) != 1:
+                return None
+            at = commit.parents[0]
+        else:
+            return None
+        if at != since:
+            return None
+        old = objects[ObjectID(since)]
+        if not isinstance(old, Commit):
+            return None
+        old_runs = self._entry(snap, old.tree, b"runs", None)
+        new_runs = self._runs_tree(snap)
+        if old_runs == new_runs:
+            return []
+        if old_runs is None or new_runs is None:
+            return None  # a ledger's first row: read it whole
+        out: list[dict[str, Any]] = []
+        old_first = dict(self._tree(snap, old_runs, None))
+        new_first = dict(self._tree(snap, new_runs, None))
+        if not old_first.keys() <= new_first.keys():
+            return None
+        for name, sha in new_first.items():
+            was = old_first.get(name)
+            if was == sha:
+                continue
+            old_second = dict(self._tree(snap, was, None)) if was is not None else {}
+            new_second = dict(self._tree(snap, sha, None))
+            if not old_second.keys() <= new_second.keys():
+                return None
+            for sub, folder in new_second.items():
+                before = old_second.get(sub)
+                if before == folder:
+                    continue
+                new_index = self._entry(snap, folder, b"index.json", None)
+                old_index = self._entry(snap, before, b"index.json", None) if before is not None else None
+                if new_index == old_index:
+                    continue  # a row's other files: nothing a reader of the indexes sees
+                if new_index is None:
+                    return None
+                now = _loads(self._object(snap, new_index, None))
+                then = _loads(self._object(snap, old_index, None)) if old_index is not None else {}
+                if not isinstance(now, dict) or not isinstance(then, dict):
+                    return None
+                if any(run not in now or now[run] != entry for run, entry in then.items()):
+                    return None
+                out += [entry for run, entry in now.items() if run not in then]
+        return out
+
+    def entries(self, snap: Snapshot) -> list[dict[str, Any]]:
+        """Every fan-out index entry (row) at ``snap``, parsed, read without a derived cache
+        (what verify gathers a kept fold from)."""
+        objects = ObjectCache(cache_path(self.store.repo.commondir(), self.experiment))
+        return [e for _, index in self._indexes(snap, objects) for e in _loads(self._object(snap, index, objects)).values()]
 
     def _object(self, snap: Snapshot, sha: bytes, cache: ObjectCache | None) -> bytes:
         found = cache.get(sha) if cache is not None else None

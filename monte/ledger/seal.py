@@ -148,8 +148,6 @@ class Seal:
         return self._weights[key]
 
     def _read_weights(self, experiment: str, cohort: str) -> str:
-        from monte.ledger.lineage import servable_files, weights_identity
-
         ref = base_ref(experiment, cohort)
         if self.store.tip(ref) is None:  # an experiment the bucket's mirror holds, not this repository
             ref = mirror_ref(experiment, f"base/{cohort}")
@@ -163,6 +161,9 @@ class Seal:
         folder = Path(str(base.get("model") or ""))
         if not self.hash_legacy:
             return f"legacy:{cohort}"
+        # (lineage costs ~30 ms to import: only an older cohort, hashed here, needs it)
+        from monte.ledger.lineage import servable_files, weights_identity
+
         try:  # an older cohort: its folder, if it still holds the bytes base.json recorded
             files = servable_files(folder)
             if files == base.get("files"):

@@ -20,8 +20,9 @@ from typing import Any
 
 from monte.stats.paired import binomial_window, mcnemar_critical
 
-__all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "detectable", "describe_detectable", "detectable_items",
-           "minimum_detectable_effect", "pooled_discordance", "power"]
+__all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "add_to_summary", "describe_detectable", "detectable",
+           "detectable_from", "detectable_items", "memo_effect", "minimum_detectable_effect", "new_summary",
+           "pooled_discordance", "power", "recompute_memo"]
 
 #: The power a "smallest detectable effect" is stated at.
 TARGET_POWER = 0.8
@@ -110,23 +111,8 @@ def detectable_items(n: int, sd: float, target: float = TARGET_POWER) -> float:
     return (n + 2) / n * (NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(target)) * se
 
 
-def _detectable_items(n: int, sampled: list[Mapping[str, Any]], samples: int,
-                      deltas: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """:func:`detectable` at K > 1: from the pooled per-item sd of the paired dev deltas (the
-    root mean square of their ``sd``), or, with none, the K = 1 prior's (an upper bound: K
-    samples never make an item's difference vary more)."""
-    prior = not sampled
-    sd = (math.sqrt(math.fsum(float(d["sd"]) ** 2 for d in sampled) / len(sampled)) if sampled
-          else math.sqrt(PRIOR_DISCORDANCE))
-    k = int(sampled[0]["samples"]) if sampled else samples
-    best = max((float(d["delta"]) for d in deltas if d.get("delta") is not None), default=None)
-    effect = detectable_items(n, sd)
-    return {"n": n, "power": TARGET_POWER, "samples": k, "sd": sd, "evals": len(sampled), "prior": prior,
-            "fractional": False, "best_dev_delta": best, "discordance": None,
-            "effect": effect if effect <= 1 else None}
-
-
-def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1) -> dict[str, Any]:
+def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1, *,
+               memo: dict[Any, Any] | None = None) -> dict[str, Any]:
     """What a test read of ``n`` tasks can show, from the exam's paired dev deltas so far (dicts
     as recorded: ``delta``, ``paired``, ``fixed``, ``broken``, ``n``).
 
@@ -135,21 +121,77 @@ def detectable(n: int, dev_deltas: Iterable[Mapping[str, Any]], samples: int = 1
     task: ``prior`` is then true), ``None`` when no gain can reach that power; ``best_dev_delta``: the largest paired dev
     delta, to hold it against. Fractional exams (paired dev deltas without flip counts) get no
     ``effect``: the exact power computation is for pass/fail scores (``fractional`` is true).
+    ``memo``: effects already computed, by (n, discordance, power) (:func:`memo_effect`); it
+    gains the ones computed here (``monte status`` keeps it between reads).
     """
-    deltas = [d for d in dev_deltas if d.get("paired")]
-    sampled = [d for d in deltas if (d.get("samples") or 1) > 1 and d.get("sd") is not None]
-    if sampled or samples > 1:
-        return _detectable_items(n, sampled, samples, deltas)
-    pooled = pooled_discordance(deltas)
-    fractional = pooled is None and bool(deltas)
+    summary = new_summary()
+    for d in dev_deltas:
+        add_to_summary(summary, d)
+    return detectable_from(n, summary, samples, memo=memo)
+
+
+def new_summary() -> list[Any]:
+    """What :func:`detectable` reads of an exam's dev deltas, gathered one delta at a time
+    (:func:`add_to_summary`; ``monte status`` keeps it with the rows): paired deltas, their
+    flips and tasks and how many had flip counts, the per-item sd and K of those with K > 1
+    samples, the best paired delta. Plain values (``marshal`` keeps them)."""
+    return [0, 0, 0, 0, [], None, None]
+
+
+def add_to_summary(summary: list[Any], d: Mapping[str, Any]) -> None:
+    if not d.get("paired"):
+        return
+    summary[0] += 1
+    if d.get("fixed") is not None and d.get("broken") is not None and d.get("n"):
+        summary[1] += int(d["fixed"]) + int(d["broken"])
+        summary[2] += int(d["n"])
+        summary[3] += 1
+    if (d.get("samples") or 1) > 1 and d.get("sd") is not None:
+        summary[4].append(float(d["sd"]))
+        if summary[5] is None:
+            summary[5] = int(d["samples"])
+    if d.get("delta") is not None:
+        summary[6] = float(d["delta"]) if summary[6] is None else max(summary[6], float(d["delta"]))
+
+
+def detectable_from(n: int, summary: list[Any], samples: int = 1, *,
+                    memo: dict[Any, Any] | None = None) -> dict[str, Any]:
+    """:func:`detectable` from an exam's dev deltas as :func:`add_to_summary` gathered them."""
+    paired, flips, tasks, pooled_count, sds, k, best = summary
+    if sds or samples > 1:
+        prior = not sds
+        sd = math.sqrt(math.fsum(s ** 2 for s in sds) / len(sds)) if sds else math.sqrt(PRIOR_DISCORDANCE)
+        effect = detectable_items(n, sd)
+        return {"n": n, "power": TARGET_POWER, "samples": k if sds else samples, "sd": sd, "evals": len(sds),
+                "prior": prior, "fractional": False, "best_dev_delta": best, "discordance": None,
+                "effect": effect if effect <= 1 else None}
+    pooled = (flips / tasks, pooled_count) if pooled_count else None
+    fractional = pooled is None and bool(paired)
     evals = pooled[1] if pooled is not None else 0
     # no task flipped yet says nothing about how many will: the prior, stated as such
     prior = pooled is None or pooled[0] == 0
     discordance = PRIOR_DISCORDANCE if prior or pooled is None else pooled[0]
-    best = max((float(d["delta"]) for d in deltas if d.get("delta") is not None), default=None)
     return {"n": n, "power": TARGET_POWER, "discordance": discordance, "evals": evals,
             "prior": prior, "fractional": fractional, "best_dev_delta": best,
-            "effect": None if fractional else minimum_detectable_effect(n, discordance)}
+            "effect": None if fractional else memo_effect(n, discordance, memo)}
+
+
+def memo_effect(n: int, discordance: float, memo: dict[Any, Any] | None) -> float | None:
+    """:func:`minimum_detectable_effect` at :data:`TARGET_POWER`, looked up in (and added to)
+    ``memo`` by its inputs: a pure function of them, so a kept entry is never stale."""
+    if memo is None:
+        return minimum_detectable_effect(n, discordance)
+    key = ("effect", n, discordance, TARGET_POWER)
+    if key not in memo:
+        memo[key] = minimum_detectable_effect(n, discordance)
+    found: float | None = memo[key]
+    return found
+
+
+def recompute_memo(key: Any) -> Any:
+    """What :func:`memo_effect` keeps under ``key``, computed again (for verify)."""
+    _, n, discordance, target = key
+    return minimum_detectable_effect(int(n), float(discordance), float(target))
 
 
 def describe_detectable(x: Mapping[str, Any]) -> str:

@@ -115,3 +115,31 @@ def test_the_command_list_is_each_command_s_own_short_help() -> None:
         click.Group.format_commands(cli, ctx, theirs)  # click's own: every command imported
         assert ours.getvalue() == theirs.getvalue()
     assert issubclass(type(cli), LazyGroup)
+
+
+def test_the_kept_top_level_help_is_click_s_own_text() -> None:
+    """`monte --help` prints monte.cli.helptext's text without importing click (issue 35): it is
+    what click prints at that width (else write it again: `python -m monte.cli.app --write-help`)."""
+    from monte.cli import helptext
+    from monte.cli.app import help_text
+
+    assert helptext.TEXT == help_text(helptext.WIDTH), "run `python -m monte.cli.app --write-help`"
+
+
+@pytest.mark.parametrize("columns", [None, "200", "80", "79", "60", "30"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_monte_help_is_click_s_at_every_width(flag: str, columns: str | None) -> None:
+    """Kept (a pipe, 80 columns or more) or through click (a narrower terminal): the same text
+    as click's own group prints, at every width."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    probe = ("import sys\nfrom monte.cli.main import main\nmain(sys.argv[1:])\n"
+             "print('click' in sys.modules, file=sys.stderr)")
+    ours = subprocess.run([sys.executable, "-c", probe, flag], env=env, capture_output=True, text=True, timeout=60)
+    theirs = subprocess.run([sys.executable, "-c", "from monte.cli.app import cli; cli(prog_name='monte')", flag],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    assert ours.stdout == theirs.stdout
+    narrow = columns is not None and int(columns) < 80
+    assert ours.stderr.strip().splitlines()[-1] == str(narrow)  # click only where the kept text is not its

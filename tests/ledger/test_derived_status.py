@@ -38,17 +38,20 @@ def _cli(repo: Path, *args: str) -> Any:
     return json.loads(r.stdout)
 
 
-def _without_cache(repo: Path) -> Any:
-    """The status computed with no derived cache at all (the facts and the kept views moved
-    aside, then back)."""
-    paths = [derived.cache_path(repo / ".git", EXP, name) for name in ("status", "view-json", "view-text")]
+CACHES = ("status", "view-json", "view-text", "fold-json", "fold-text")
+
+
+def _without_cache(repo: Path, *, text: bool = False) -> Any:
+    """The status computed with no derived cache at all (the facts, the kept views and folds
+    moved aside, then back); ``text``: the human status off a terminal."""
+    paths = [derived.cache_path(repo / ".git", EXP, name) for name in CACHES]
     moved = [(p, p.with_name(f"aside-{p.name}")) for p in paths if p.exists()]
     for path, aside in moved:
         path.rename(aside)
     try:
-        r = monte_proc("status", "--json", cwd=repo)
+        r = monte_proc("status", *(() if text else ("--json",)), cwd=repo)
         assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
+        return r.stdout if text else json.loads(r.stdout)
     finally:
         for path in paths:
             path.unlink(missing_ok=True)
@@ -58,6 +61,10 @@ def _without_cache(repo: Path) -> Any:
 
 def _views(repo: Path) -> list[Path]:
     return [derived.cache_path(repo / ".git", EXP, f"view-{mode}") for mode in ("json", "text")]
+
+
+def _folds(repo: Path) -> list[Path]:
+    return [derived.cache_path(repo / ".git", EXP, f"fold-{mode}") for mode in ("json", "text")]
 
 
 def _append(repo: Path, **fields: Any) -> RunRow:
@@ -163,8 +170,8 @@ def test_a_forged_cache_that_passes_its_mac_is_a_verify_failure(built: Path) -> 
     entries[sha] = [*facts[:i], tuple(forged), *facts[i + 1:]]
     body = derived.MAGIC + marshal.dumps((version, runs_tree, entries))
     path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
-    for view in _views(built):  # the kept view of this state, made before the forgery: not the facts'
-        view.unlink(missing_ok=True)
+    for view in _views(built) + _folds(built):  # the kept view and fold of this state, made before the
+        view.unlink(missing_ok=True)  # forgery: not the facts'
     shown = _cli(built)
     assert any(d.get("lower") == 0.5 for d in shown["deltas"])  # a forger with the key fools status...
     out = _verify(built)
@@ -319,3 +326,123 @@ def test_an_edited_view_is_not_used_and_a_forged_one_is_a_verify_failure(built: 
     out = _verify(built)
     assert "view-json: its view of the current state is not what the ledger derives" in out
     assert "view-text: its view of the current state is not what the ledger derives" in out
+
+
+# --- a view made again continues from the kept fold (issue 35) ---------------------------------
+
+
+def _both(repo: Path) -> tuple[Any, str]:
+    r = monte_proc("status", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    return _cli(repo), r.stdout
+
+
+def _append_like(repo: Path, pick: Any, **fields: Any) -> RunRow:
+    """A new run (new id, the next record number) shaped like the newest row ``pick`` accepts."""
+    led = Ledger(Store(repo), EXP)
+    like = next(r for r in reversed(led.rows()) if pick(r))
+    row = like.model_copy(update={"seq": 0, **fields})
+    return led.append_row(lambda _s, _q: row.model_copy(), event="finished", summary=lambda r: f"{r.kind} {r.run}")
+
+
+def _target(r: RunRow) -> str:
+    return str((r.plan.get("target") or {}).get("kind"))
+
+
+def test_a_view_made_after_appends_of_each_row_kind_is_the_one_made_from_scratch(built: Path) -> None:
+    facts = derived.cache_path(built / ".git", EXP, "status")
+    _both(built)  # cold: every index derived, the views and the folds kept
+    derived_once = facts.read_bytes()
+
+    def dev_eval(r: RunRow) -> bool:
+        return bool(r.kind == "eval" and r.split == "dev" and _target(r) == "checkpoint" and r.delta
+                    and r.status == "succeeded")
+
+    kinds = {
+        "started elsewhere": (dev_eval, {"status": "started", "delta": None, "score": None, "host": "elsewhere",
+                                         "pid": 1}),
+        "dev eval with its delta": (dev_eval, {}),
+        "base eval": (lambda r: r.kind == "eval" and _target(r) == "base", {}),
+        "test read": (dev_eval, {"split": "test", "delta": None}),
+        "training run": (lambda r: r.kind == "train" and bool(r.checkpoints) and not r.smoke, {}),
+        "smoke": (dev_eval, {"smoke": True}),
+        "failed": (dev_eval, {"status": "failed", "error": "boom", "delta": None}),
+        "dead on this host": (dev_eval, {"status": "running", "host": socket.gethostname(), "pid": 2**22 + 7,
+                                         "proc_start": "1", "delta": None}),
+    }
+    shown = []
+    for i, (kind, (pick, fields)) in enumerate(kinds.items()):
+        row = _append_like(built, pick, run=f"zf{i:010d}", **fields)
+        folded = _both(built)
+        assert facts.read_bytes() == derived_once, kind  # continued from the fold: no index derived again
+        assert folded == (_without_cache(built), _without_cache(built, text=True)), kind
+        assert [r["run"] for r in folded[0]["rows"]][-1] == row.run
+        shown.append(folded[0])
+    assert shown[1]["deltas"] != shown[0]["deltas"]  # the folded rows reached the aggregates
+    assert shown[4]["lineage"] != shown[3]["lineage"]
+    assert shown[3]["cohorts"] != shown[2]["cohorts"] or shown[3]["exams"] != shown[2]["exams"]
+    assert {r["run"]: r for r in shown[-1]["rows"]}["zf0000000007"]["status"] == "abandoned"
+    assert "[cache]" not in _verify(built)  # the folds kept are what the ledger derives
+
+
+def test_a_rewritten_history_or_a_changed_row_is_read_again_not_folded(built: Path) -> None:
+    facts = derived.cache_path(built / ".git", EXP, "status")
+    ref = f"refs/heads/monte/{EXP}/ledger"
+    env = {**os.environ, "MONTE_HOOKS": "off"}
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=built, check=True, env=env, capture_output=True,
+                              text=True).stdout.strip()
+
+    led = Ledger(Store(built), EXP)
+    start = led.snapshot().commit_id
+    row = _append(built, run="zr0000000001", status="failed", error="x")
+    assert [r["run"] for r in led.appended(start, led.snapshot())] == [row.run]  # a plain append
+    _both(built)
+    kept, appended = facts.read_bytes(), led.snapshot().commit_id
+    # a transition rewrites a row in place: not an append, every index read again
+    _append(built, run=row.run, status="succeeded", seq=row.seq)
+    assert led.appended(appended, led.snapshot()) is None
+    assert _both(built) == (_without_cache(built), _without_cache(built, text=True))
+    assert facts.read_bytes() != kept
+    # a rewritten history holding the same rows (the tip's tree on another parent): the fold's
+    # tip is no ancestor of it, so it is never folded, whatever its tree says
+    _both(built)
+    tip = git("rev-parse", ref)
+    other = git("commit-tree", f"{ref}^{{tree}}", "-p", f"{ref}~3", "-m", "rewritten")
+    assert led.appended(tip.encode(), led.snapshot()) == []  # (the same tip: nothing appended)
+    git("update-ref", ref, other)
+    assert led.appended(tip.encode(), led.snapshot()) is None
+    assert _both(built) == (_without_cache(built), _without_cache(built, text=True))
+    # a ledger reset below the fold's tip: rows gone, read again
+    git("update-ref", ref, f"{ref}~2")
+    assert led.appended(other.encode(), led.snapshot()) is None
+    gone = _both(built)
+    assert row.run not in {r["run"] for r in gone[0]["rows"]}
+    assert gone == (_without_cache(built), _without_cache(built, text=True))
+
+
+def test_a_forged_fold_that_passes_its_mac_is_a_verify_failure(built: Path) -> None:
+    reference = _cli(built)
+    _append(built, run="zg0000000001", status="failed", error="x")
+    path = _folds(built)[0]
+    key = (path.parent / "key").read_bytes()
+    body = path.read_bytes()[:-32]
+    version, code, tip, state, memo = marshal.loads(body[len(derived.MAGIC):])
+    acc = marshal.loads(state)
+    acc["deltas"][0] = {**acc["deltas"][0], "verdict": "ok", "lower": 0.5}
+    body = derived.MAGIC + marshal.dumps((version, code, tip, marshal.dumps(acc), memo))
+    path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+    shown = _cli(built)
+    assert shown != reference and shown["deltas"][0]["lower"] == 0.5  # a forger with the key fools a read...
+    out = _verify(built)
+    assert "fold-json: its rows at" in out and "not what the ledger derives" in out  # ...verify names it
+    # a forged memo (a detectable effect kept by its inputs) too
+    _cli(built)
+    body = path.read_bytes()[:-32]
+    version, code, tip, state, memo = marshal.loads(body[len(derived.MAGIC):])
+    assert memo
+    memo = {k: 0.001 for k in memo}
+    body = derived.MAGIC + marshal.dumps((version, code, tip, state, memo))
+    path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+    assert "fold-json: its rows at" in _verify(built)
