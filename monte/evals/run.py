@@ -461,8 +461,9 @@ def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:
 def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Paired against the cohort's baseline on this exam and split (unpaired when a per-task
     file cannot be read or the tasks do not line up)."""
-    from monte.stats.paired import paired_delta, unpaired_delta, verdict
+    from monte.stats.paired import paired_delta, verdict
     from monte.stats.samples import sampled_delta, samples_of
+    from monte.stats.unpaired import unpaired_delta
 
     if row.plan.get("target", {}).get("kind") == "base":
         return None

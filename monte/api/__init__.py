@@ -11,13 +11,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from monte.api.boxes import box_down as box_down
+from monte.api.boxes import box_status as box_status
+from monte.api.boxes import box_up as box_up
+from monte.api.results import push as push
+from monte.api.results import sync as sync
+from monte.api.verify import hooks_install as hooks_install
+from monte.api.verify import hooks_uninstall as hooks_uninstall
+from monte.api.verify import ledger_verify as ledger_verify
+from monte.api.verify import ledger_verify_updates as ledger_verify_updates
 from monte.errors import MonteError, error
 from monte.githooks import HOOK_MARK, HOOKS  # noqa: F401  (re-exported)
 from monte.names import check_name
 from monte.workspace import CONFIG_FILE, Workspace, open_workspace
 
 if TYPE_CHECKING:  # the result models; their modules are imported when a verb runs
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from monte.evals import EvalPlan, EvalResult
     from monte.runs import Transition
@@ -524,193 +533,3 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
     from monte import report as rp
 
     return rp.write_report(out=out, experiment=experiment, ws=ws)
-
-
-# --- the ledger polices itself ---------------------------------------------------------------------
-
-
-def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
-                  ws: Workspace | None = None,
-                  views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str], Sequence[str]]] | None = None,
-                  ) -> dict[str, Any]:
-    """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation.
-    ``views``: mode -> (render, its files) of ``monte status``'s kept views, to derive each
-    again (:func:`status_view`); a view of a mode not given is not judged
-    (:func:`monte.ledger.verify.report.verify_repository`)."""
-    from monte.ledger.verify.report import verify_repository
-
-    ws = ws or _ledgers_workspace()
-    report = verify_repository(ws, experiment=experiment, all_=all_, from_rev=from_rev,
-                               derived=lambda: _derived_caches(ws, views or {}))
-    return report.to_dict()
-
-
-def _ledgers_workspace() -> Workspace:
-    """The repository whose ledgers to read: a monte repository, or any git repository holding
-    monte refs (a CI checkout of a ledger branch has no ``.monte.yaml``; a bare server
-    repository has no work tree)."""
-    from monte.workspace import find_bare_repo, open_git
-
-    if find_bare_repo() is not None:
-        return open_git()
-    try:
-        return open_workspace(require_data_root=False)
-    except MonteError as e:
-        if e.code != "E_NOT_INITIALIZED":
-            raise
-        return open_git()
-
-
-def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str],
-                                                               Sequence[str]]]) -> list[dict[str, str]]:
-    """Each derived cache entry (monte.ledger.derived) that its index does not derive, and each
-    kept status view that the current state does not make (``views``: the renderers): a forged
-    file that passed its MAC, or a torn or edited one (never used as it stands)."""
-    from monte import status as st
-    from monte.ledger import derived
-
-    def blob(sha: bytes) -> bytes | None:
-        try:
-            return bytes(ws.store.repo.object_store.get_raw(sha)[1])  # type: ignore[arg-type]
-        except KeyError:
-            return None
-
-    def rederive(exp: str, mode: str, stored: derived.View) -> derived.View | None:
-        if mode not in views:
-            return None
-        render, code = views[mode]
-        return st.rederive_view(ws, exp, mode, stored, render, code)
-
-    git_dir = ws.store.repo.commondir()
-    found = derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})
-    found += derived.check_views(git_dir, st.VIEW_VERSION, rederive)
-    return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
-             "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
-             "who wrote it"} for m in found]
-
-
-def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> dict[str, Any]:
-    """For git hooks: check proposed updates (``old new ref`` per line) before they happen, all
-    of them together (one push: the vault, base, lineage and ledger refs arriving at once).
-
-    Inside a hook the repository is the one git names (a bare one, with the pushed objects in
-    quarantine); ``full`` verifies each new tip's whole history (pre-push). ``$MONTE_HOOK``
-    names the hook that asks (:func:`monte.githooks.judge`)."""
-    import os
-
-    from monte import githooks
-    from monte.ledger.store import Store
-    from monte.workspace import find_repo_root
-
-    # never ``ws.store``: a hook runs while git holds the refs' locks, and must not move refs
-    store = Store.from_git_env() or Store(ws.repo_root if ws else find_repo_root())
-    violations = githooks.judge(lines, store, full=full, hook=os.environ.get("MONTE_HOOK"))
-    if violations:
-        lines_ = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
-        raise error("E_VERIFY", f"refused by monte: {lines_}",
-                    "this update would break the record's rules; set MONTE_HOOKS=off only to repair by hand",
-                    details=violations)
-    return {"ok": True, "updates": len(lines)}
-
-
-def _git_dir(ws: Workspace | None) -> Path:
-    """The repository whose hooks to manage: a bare (server) repository here or at ``$GIT_DIR``,
-    else the monte repository around the working directory (a linked worktree's hooks are the
-    main one's)."""
-    from monte.workspace import find_bare_repo
-
-    if ws is None:
-        bare = find_bare_repo()
-        if bare is not None:
-            return bare
-        ws = open_workspace(require_data_root=False)
-    return Path(ws.store.repo.commondir())
-
-
-def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> dict[str, Any]:
-    """Install monte's git hooks, in a monte repository or a bare server repository (run inside
-    it, or name it with ``$GIT_DIR``); an existing hook is kept as ``<name>.local`` and runs first."""
-    from monte import ci, githooks
-
-    where = git_dir or _git_dir(ws)
-    root = ws.repo_root if ws is not None else (where.parent if where.name == ".git" else None)
-    return {"installed": githooks.install(where, spec=ci.install_spec(root))}
-
-
-def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
-    from monte import githooks
-
-    return {"removed": githooks.uninstall(_git_dir(ws))}
-
-
-# --- the results bucket --------------------------------------------------------------------------
-
-
-def push(*, experiment: str | None = None, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
-    """Upload one experiment's ledger objects, refs and run files to the results bucket."""
-    from monte.runs import experiment_name
-    from monte.storage import results
-
-    ws = ws or open_workspace(require_data_root=False)
-    exp = experiment_name(ws, experiment)
-    if run is not None:
-        from monte.runs import parse_run_ref
-
-        r_exp, run, _ = parse_run_ref(run, exp)
-        if r_exp and r_exp != exp:
-            raise error("E_USAGE", f"--run {run} names experiment {r_exp}, not {exp}", "name one experiment")
-        check_name(run, "run id")
-    return results.push(ws, exp, run=run, bucket=bucket, key_file=key_file)
-
-
-def sync(*, experiments: list[str] | None = None, bucket: str | None = None, key_file: str | None = None,
-         ws: Workspace | None = None) -> dict[str, Any]:
-    """Pull the results bucket into mirror refs and run folders; merge each ledger (the union)."""
-    from monte.storage import results
-
-    ws = ws or open_workspace(require_data_root=False)
-    return results.sync(ws, experiments or None, bucket=bucket, key_file=key_file)
-
-
-# --- boxes ---------------------------------------------------------------------------------------
-
-
-def _box_workspace() -> Workspace | None:
-    """The workspace, when there is one: status and down work anywhere, and use it only to read
-    and remove identity files."""
-    try:
-        ws = open_workspace(require_data_root=False)
-    except MonteError:
-        return None
-    return ws if ws.data_root.is_dir() else None
-
-
-def box_up(*, type_: str | None = None, region: str | None = None, cold: bool = False,
-           keep_alive: bool = False, ssh_key: str | None = None, on_progress: Any = None,
-           ws: Workspace | None = None) -> dict[str, Any]:
-    """Launch a Lambda box (home region first, then anywhere), wait until it is active, write
-    ``<data root>/boxes/<id>.json`` (0600) and arm its watchdog. ``on_progress(line)`` hears each
-    step. A failure after the instance exists terminates it before refusing (``E_BOX``)."""
-    from monte.remote import boxes
-
-    ws = ws or open_workspace()
-    return boxes.up(ws, type_=type_, region=region, cold=cold, keep_alive=keep_alive,
-                    ssh_key=ssh_key, on_progress=on_progress)
-
-
-def box_status(*, ws: Workspace | None = None) -> dict[str, Any]:
-    """Every instance on the Lambda account: monte's own (``monte-*``) with ``age_hours`` and
-    ``over_ttl``, everything else as ``foreign``."""
-    from monte.remote import boxes
-
-    return boxes.status(ws or _box_workspace())
-
-
-def box_down(*, instance: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
-    """Terminate one of monte's boxes through Lambda's API (default: the only one running) and
-    remove its identity file. Refuses a foreign instance (``E_BOX``); several boxes and no
-    ``instance`` is ``E_USAGE``."""
-    from monte.remote import boxes
-
-    return boxes.down(ws or _box_workspace(), instance)
