@@ -36,11 +36,14 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte import __version__
 from monte.errors import MonteError, error
 from monte.ledger.predicates import is_admissible, is_test_read
+
+if TYPE_CHECKING:
+    from monte.ledger.verify.report import VerifiedLedgers
 
 NAMESPACE = "monte-claim"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -172,6 +175,16 @@ def _allowed_keys(allowed: Path, principal: str) -> list[str]:
 # --- export --------------------------------------------------------------------------------------
 
 
+class ExportedJson(TypedDict):
+    """:class:`Exported` as ``monte claim export --json`` prints it."""
+
+    out: str
+    statement_sha256: str
+    signer: str
+    files: dict[str, int]
+    card: str | None
+
+
 @dataclass
 class Exported:
     out: Path
@@ -180,7 +193,7 @@ class Exported:
     files: dict[str, int]  # name -> bytes
     card: Path | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ExportedJson:
         return {"out": str(self.out), "statement_sha256": self.statement_sha256, "signer": self.signer,
                 "files": self.files, "card": str(self.card) if self.card else None}
 
@@ -364,6 +377,20 @@ def _write_card(folder: Path, digest: str, bundle: str, who: str) -> None:
 # --- verify --------------------------------------------------------------------------------------
 
 
+class VerifiedJson(TypedDict):
+    """:class:`Verified` as ``monte claim verify --json`` prints it."""
+
+    statement_sha256: str
+    signer: str
+    experiment: str
+    checkpoint: str
+    delta: str
+    verdict: str
+    test_reads: int
+    records: int
+    weights: str
+
+
 @dataclass
 class Verified:
     statement_sha256: str
@@ -376,8 +403,10 @@ class Verified:
     records: int
     weights: str  # "checked (N files)" or "not given"
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> VerifiedJson:
+        return {"statement_sha256": self.statement_sha256, "signer": self.signer, "experiment": self.experiment,
+                "checkpoint": self.checkpoint, "delta": self.delta, "verdict": self.verdict,
+                "test_reads": self.test_reads, "records": self.records, "weights": self.weights}
 
 
 def _fail(what: str, fix: str = "the bundle was changed after it was signed, or was never a monte claim: "
@@ -385,7 +414,7 @@ def _fail(what: str, fix: str = "the bundle was changed after it was signed, or 
     return error(code, what, fix)  # type: ignore[arg-type]
 
 
-def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], dict[str, Any]],
+def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], VerifiedLedgers],
            weights: Path | None = None) -> Verified:
     """Check a claim bundle with nothing but its files (see the module's docstring).
     ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
@@ -522,7 +551,7 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
 
 
 def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]], base_tasks: bytes,
-            claim_tasks: bytes, verify_ledgers: Callable[[Any], dict[str, Any]]) -> int:
+            claim_tasks: bytes, verify_ledgers: Callable[[Any], VerifiedLedgers]) -> int:
     """The bundled ledger, fetched into an empty bare repository and verified there."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import read_checkpoint

@@ -34,7 +34,7 @@ import os
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
 
@@ -517,7 +517,20 @@ candidate <select id="cand"></select> <input id="search" type="search" placehold
     return page.encode()
 
 
-def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+class ReportWritten(TypedDict):
+    """What :func:`write_report` wrote: the page's path and size, and what it shows."""
+
+    path: str
+    bytes: int
+    experiment: str
+    runs: int
+    checkpoints: int
+    cycles: dict[str, int]
+    evals: int
+    claims: list[str]
+
+
+def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
     """Read the ledger tip, write the page to ``out`` atomically; what it shows, as a dict."""
     from monte.workspace import open_workspace
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from monte.api.boxes import box_down as box_down
 from monte.api.boxes import box_status as box_status
@@ -35,10 +35,17 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
+    from monte.api.shapes import Recovered, Rerun, RowDoc, StatusDoc, Submitted
+    from monte.claim import ExportedJson, VerifiedJson
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
+    from monte.evals.nominate import Nominated
     from monte.experiments import ExperimentInitResult, ExperimentSummary
+    from monte.models.tiny import TinyModel
+    from monte.plot import PlotWritten
+    from monte.report import ReportWritten
     from monte.repository import ConfigSetResult, ConfigShow, InitResult
+    from monte.runs.lifecycle import Stopped
     from monte.storage.vault import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
@@ -284,7 +291,7 @@ def eval_(*, experiment: str | None = None, model: str | None = None, split: str
     return run_eval(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
-def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Nominated:
     """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
     from monte import evals
 
@@ -295,15 +302,15 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
 
 
 def status(*, experiment: str | None = None, ws: Workspace | None = None, json_rows: bool = False,
-           table: bool = False) -> dict[str, Any]:
+           table: bool = False) -> StatusDoc:
     """Rows, delta lines, lineage, cycles and checkpoints, from the ledger tip (one tree).
     ``json_rows``: ``rows`` as one already-serialized JSON array (:class:`monte.jsonl.RawJson`,
     for ``monte status --json`` to write as it is) instead of a list of dicts. ``table``: the
     human status's row and delta lines already formatted (``_table``, ``rows`` empty)."""
     from monte import status as st
 
-    return st.experiment_status(ws or open_workspace(require_data_root=False), experiment, json_rows=json_rows,
-                                table=table)
+    return cast("StatusDoc", st.experiment_status(ws or open_workspace(require_data_root=False), experiment,
+                                                 json_rows=json_rows, table=table))
 
 
 def status_view(*, experiment: str | None = None, mode: str = "json", render: Callable[[dict[str, Any]], bytes | str],
@@ -316,7 +323,7 @@ def status_view(*, experiment: str | None = None, mode: str = "json", render: Ca
     return st.status_view(ws or open_workspace(require_data_root=False), experiment, mode, render, code)
 
 
-def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> RowDoc:
     """One full row, with every provenance field: its ``row.json`` at the tip (one blob; a
     started/running row whose process died reads ``abandoned``, as :func:`status` reads it)."""
     from monte.processes import is_dead_at
@@ -326,7 +333,7 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
         row = {**row, "status": "abandoned", "error": "the process died without finishing"}
     if row["kind"] == "train":  # how the chunk was launched (an older row: not recorded)
         row["launch"] = (row["plan"] or {}).get("launch")
-    return row
+    return cast("RowDoc", row)
 
 
 def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
@@ -350,7 +357,7 @@ def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dic
                 "list runs with `monte status`")
 
 
-def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Rerun:
     """The exact command and environment that would launch a train run's chunk again, from its
     launch record (:func:`monte.training.launch.rerun`); nothing runs."""
     from monte.runs import find_run, run_folder
@@ -363,7 +370,7 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
         raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
                     "name a train run (`monte status` lists them)")
     folder = run_folder(ws, ledger.experiment, row.run) / LAUNCH_DIR
-    return rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke)
+    return cast("Rerun", rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
@@ -380,7 +387,7 @@ def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
 
 def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
-         ws: Workspace | None = None) -> dict[str, Any]:
+         ws: Workspace | None = None) -> Stopped:
     """Terminate a running Run (on this host) and record it as abandoned (``reason``: why, for
     the row; a box's job wrapper says how its job ended)."""
     from monte.runs import stop as stop_run
@@ -388,7 +395,7 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
     return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
 
 
-def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[dict[str, Any]]:
+def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[Recovered]:
     """Record each finish an earlier process kept in its run folder but could not append."""
     from monte import evals
     from monte.ledger.experiment import Ledger
@@ -397,7 +404,7 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
     ws = ws or open_workspace()
     exp = experiment_name(ws, experiment)
     Ledger(ws.store, exp).measurement()  # an experiment that does not exist: E_NOT_FOUND, not "nothing to do"
-    return evals.recover(ws, exp)
+    return cast("list[Recovered]", evals.recover(ws, exp))
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -438,13 +445,13 @@ def remote_gate(*, ws: Workspace | None = None) -> str:
 
 
 def submit(*, kind: str, plan: EvalPlan | TrainPlan, box_args: list[str], provider: str = "lambda", host: str | None = None,
-           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> dict[str, Any]:
+           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> Submitted:
     """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
     launch the job there detached (see :mod:`monte.remote.submit`)."""
     from monte.remote import submit as remote
 
-    return remote.submit(ws or open_workspace(), kind=kind, plan=plan, box_args=box_args, provider=provider,
-                         host=host, ssh_key=ssh_key, on_step=on_step)
+    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan, box_args=box_args,
+                                           provider=provider, host=host, ssh_key=ssh_key, on_step=on_step))
 
 
 def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
@@ -467,7 +474,7 @@ def train(*, recipe: str, source: str, parent: str | None = None, from_base: boo
     return run_train(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
-def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, Any]:
+def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
     """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
     from monte.models.tiny import init_model
 
@@ -490,7 +497,7 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
 
 
 def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = None, identity: str | None = None,
-                 card: Path | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+                 card: Path | None = None, ws: Workspace | None = None) -> ExportedJson:
     """Write the signed, self-contained bundle of the final claim ``ref`` to ``out`` (see
     :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
     from monte import claim
@@ -499,7 +506,7 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
                         identity=identity, card=card).to_dict()
 
 
-def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> dict[str, Any]:
+def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> VerifiedJson:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
     replayed ledger and the seal. Needs no repository and no network."""
     from monte import claim
@@ -511,7 +518,7 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
 # --- plot ----------------------------------------------------------------------------------------
 
 
-def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> PlotWritten:
     """Draw each lineage path's dev delta against step (cycles, test reads) to ``out``.
 
     ``out`` must end in .png, .svg or .pdf (E_USAGE) and its folder must exist (E_NOT_FOUND).
@@ -525,7 +532,7 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
 # --- report --------------------------------------------------------------------------------------
 
 
-def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
     """Write one self-contained HTML page of the experiment to ``out`` (a view of :func:`status`
     and the evals' per-task results); what it shows, as a dict.
 

@@ -3,15 +3,18 @@ every experiment's back."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from monte.errors import error
 from monte.names import check_name
 from monte.workspace import Workspace, open_workspace
 
+if TYPE_CHECKING:
+    from monte.storage.results import Pushed, Synced
+
 
 def push(*, experiment: str | None = None, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+         key_file: str | None = None, ws: Workspace | None = None) -> Pushed:
     """Upload one experiment's ledger objects, refs and run files to the results bucket."""
     from monte.runs import experiment_name
     from monte.storage import results
@@ -29,7 +32,7 @@ def push(*, experiment: str | None = None, run: str | None = None, bucket: str |
 
 
 def sync(*, experiments: list[str] | None = None, bucket: str | None = None, key_file: str | None = None,
-         ws: Workspace | None = None) -> dict[str, Any]:
+         ws: Workspace | None = None) -> Synced:
     """Pull the results bucket into mirror refs and run folders; merge each ledger (the union)."""
     from monte.storage import results
 

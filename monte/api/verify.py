@@ -5,16 +5,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import MonteError, error
 from monte.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from monte.ledger.verify.report import VerifiedLedgers
+
+
+class UpdatesJudged(TypedDict):
+    """Proposed ref updates that break no rule (a refusal is E_VERIFY): how many."""
+
+    ok: bool
+    updates: int
+
+
+class HooksInstalled(TypedDict):
+    """The hook files written."""
+
+    installed: list[str]
+
+
+class HooksRemoved(TypedDict):
+    """The hook files removed."""
+
+    removed: list[str]
 
 
 def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
                   ws: Workspace | None = None,
                   views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str], Sequence[str]]] | None = None,
-                  ) -> dict[str, Any]:
+                  ) -> VerifiedLedgers:
     """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation.
     ``views``: mode -> (render, its files) of ``monte status``'s kept views, to derive each
     again (:func:`status_view`); a view of a mode not given is not judged
@@ -71,7 +93,7 @@ def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str,
              "who wrote it"} for m in found]
 
 
-def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> dict[str, Any]:
+def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> UpdatesJudged:
     """For git hooks: check proposed updates (``old new ref`` per line) before they happen, all
     of them together (one push: the vault, base, lineage and ledger refs arriving at once).
 
@@ -109,7 +131,7 @@ def _git_dir(ws: Workspace | None) -> Path:
     return Path(ws.store.repo.commondir())
 
 
-def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> dict[str, Any]:
+def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> HooksInstalled:
     """Install monte's git hooks, in a monte repository or a bare server repository (run inside
     it, or name it with ``$GIT_DIR``); an existing hook is kept as ``<name>.local`` and runs first."""
     from monte import ci, githooks
@@ -119,7 +141,7 @@ def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -
     return {"installed": githooks.install(where, spec=ci.install_spec(root))}
 
 
-def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
+def hooks_uninstall(*, ws: Workspace | None = None) -> HooksRemoved:
     from monte import githooks
 
     return {"removed": githooks.uninstall(_git_dir(ws))}

@@ -45,7 +45,7 @@ from monte.runs.lifecycle import (
     transitions,
     with_retries,
 )
-from monte.runs.liveness import is_dead, me
+from monte.runs.liveness import is_dead, this_process
 from monte.workspace import Workspace
 
 
@@ -263,7 +263,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
             and (r.plan.get("target") or {}).get("run") == plan.target.run
             and r.step == plan.target.step))
     run = new_run_id()
-    who = who or me()
+    who = who or this_process()
     code = ws.code_version() if ws is not None else {}  # the commit this eval runs at
 
     def make(snap: Snapshot, seq: int) -> RunRow:
