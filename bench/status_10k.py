@@ -309,7 +309,7 @@ def profile_status(repo: Path, top: int = 25) -> dict[str, Any]:
             callees.setdefault(caller, []).append((from_caller, key))
     rows.sort(key=lambda r: -r["tottime_s"])
 
-    node = next(k for k in table if k[2] == "status" and Path(k[0]).name == "api.py")
+    node = next(k for k in table if k[2] == "status" and Path(k[0]).as_posix().endswith("monte/api/__init__.py"))
     total = table[node][3]
     path = [_fn(node)]
     kids = sorted(callees.get(node, []), key=lambda c: -c[0])

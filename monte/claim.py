@@ -36,13 +36,23 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte import __version__
+from monte.claim_signature import NAMESPACE as NAMESPACE
+from monte.claim_signature import allowed_keys, armor, b64decode_exact, signers_of
+from monte.claim_signature import canonical as canonical
+from monte.claim_signature import fingerprint as fingerprint
+from monte.claim_signature import pae as pae
+from monte.claim_signature import public_key_line as public_key_line
+from monte.claim_signature import sign_bytes as sign_bytes
+from monte.claim_signature import unarmor as unarmor
 from monte.errors import MonteError, error
 from monte.ledger.predicates import is_admissible, is_test_read
 
-NAMESPACE = "monte-claim"
+if TYPE_CHECKING:
+    from monte.ledger.verify.report import VerifiedLedgers
+
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://monte.dev/claim/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -56,120 +66,21 @@ FILES = (STATEMENT, SIGNATURE, ENVELOPE, BUNDLE, BASELINE_TASKS, CLAIM_TASKS)
 _MONTE_REFS = "refs/heads/monte/"
 
 
-def canonical(obj: Any) -> bytes:
-    """The one serialization of a claim's JSON files (sorted keys, no spaces, a final newline):
-    verify re-serializes what it parsed and compares bytes, so no edit hides in whitespace."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
-
-
-def pae(payload_type: str, payload: bytes) -> bytes:
-    """DSSE's pre-authentication encoding of a payload: what a DSSE signature signs."""
-    t = payload_type.encode()
-    return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
-
-
-_ARMOR_BEGIN = b"-----BEGIN SSH SIGNATURE-----"
-_ARMOR_END = b"-----END SSH SIGNATURE-----"
-
-
-def unarmor(armored: bytes) -> bytes:
-    """The SSHSIG blob inside ssh-keygen's armor; refuses (ValueError) any armor that is not
-    byte for byte the one ssh-keygen writes, so no byte of a ``.sig`` file goes unchecked."""
-    lines = armored.split(b"\n")
-    if len(lines) < 4 or lines[0] != _ARMOR_BEGIN or lines[-2] != _ARMOR_END or lines[-1] != b"":
-        raise ValueError("not an SSH signature")
-    blob = base64.b64decode(b"".join(lines[1:-2]), validate=True)
-    if armor(blob) != armored:
-        raise ValueError("not an SSH signature as ssh-keygen writes it")
-    return blob
-
-
-def armor(blob: bytes) -> bytes:
-    """ssh-keygen's armor of an SSHSIG blob (base64 in lines of 70)."""
-    text = base64.b64encode(blob)
-    body = b"\n".join(text[i:i + 70] for i in range(0, len(text), 70))
-    return _ARMOR_BEGIN + b"\n" + body + b"\n" + _ARMOR_END + b"\n"
-
-
-def b64decode_exact(text: str) -> bytes:
-    """base64 that is the one encoding of its bytes (no spare bits or padding set another way)."""
-    data = base64.b64decode(text, validate=True)
-    if base64.b64encode(data).decode() != text:
-        raise ValueError("not canonical base64")
-    return data
-
-
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-# --- ssh-keygen ----------------------------------------------------------------------------------
-
-
-def _ssh_keygen() -> str:
-    from monte.ledger.signing import ssh_keygen
-
-    return ssh_keygen()
-
-
-def sign_bytes(key: Path, data: bytes) -> bytes:
-    """An SSH signature (armored SSHSIG) of ``data`` under :data:`NAMESPACE` by the private ``key``."""
-    from monte.ledger.signing import ssh_sign
-
-    return ssh_sign(key, data, NAMESPACE)
-
-
-def public_key_line(key: Path) -> str:
-    """The public half of ``key`` (``ssh-keygen -y``), as one ``TYPE BASE64`` line."""
-    r = subprocess.run([_ssh_keygen(), "-y", "-f", str(key)], capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL)
-    if r.returncode != 0:
-        raise error("E_USAGE", f"{key} is not a readable SSH private key: {r.stderr.strip()[-300:]}",
-                    "pass --key an SSH private key (ssh-keygen -t ed25519 -f KEY makes one)")
-    return " ".join(r.stdout.split()[:2])
-
-
-def fingerprint(public_key: str) -> str:
-    """``SHA256:...`` of an SSH public key line, as ``ssh-keygen -l`` prints it."""
-    kind, blob = public_key.split()[:2]
-    digest = hashlib.sha256(base64.b64decode(blob)).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
-
-
-def _principals(allowed: Path, sig: bytes, data: bytes) -> list[str]:
-    with tempfile.TemporaryDirectory(prefix="monte-verify-") as tmp:
-        s = Path(tmp) / "sig"
-        s.write_bytes(sig)
-        r = subprocess.run([_ssh_keygen(), "-Y", "find-principals", "-s", str(s), "-f", str(allowed)],
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if r.returncode != 0:
-            return []
-        found = [p for p in r.stdout.split() if p]
-        return [p for p in found if _verified(allowed, p, s, data)]
-
-
-def _verified(allowed: Path, principal: str, sig: Path, data: bytes) -> bool:
-    r = subprocess.run([_ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", principal, "-n", NAMESPACE,
-                        "-s", str(sig)], input=data, capture_output=True)
-    return r.returncode == 0
-
-
-def _allowed_keys(allowed: Path, principal: str) -> list[str]:
-    """The public keys ``allowed_signers`` lists for ``principal``."""
-    out = []
-    for line in allowed.read_text(encoding="utf-8", errors="replace").splitlines():
-        parts = line.split()
-        if not parts or parts[0].startswith("#"):
-            continue
-        if principal in parts[0].split(","):
-            for i in range(1, len(parts) - 1):  # options may stand between the principals and the key
-                if parts[i].startswith(("ssh-", "ecdsa-", "sk-")):
-                    out.append(f"{parts[i]} {parts[i + 1]}")
-                    break
-    return out
-
-
 # --- export --------------------------------------------------------------------------------------
+
+
+class ExportedJson(TypedDict):
+    """:class:`Exported` as ``monte claim export --json`` prints it."""
+
+    out: str
+    statement_sha256: str
+    signer: str
+    files: dict[str, int]
+    card: str | None
 
 
 @dataclass
@@ -180,7 +91,7 @@ class Exported:
     files: dict[str, int]  # name -> bytes
     card: Path | None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ExportedJson:
         return {"out": str(self.out), "statement_sha256": self.statement_sha256, "signer": self.signer,
                 "files": self.files, "card": str(self.card) if self.card else None}
 
@@ -364,6 +275,20 @@ def _write_card(folder: Path, digest: str, bundle: str, who: str) -> None:
 # --- verify --------------------------------------------------------------------------------------
 
 
+class VerifiedJson(TypedDict):
+    """:class:`Verified` as ``monte claim verify --json`` prints it."""
+
+    statement_sha256: str
+    signer: str
+    experiment: str
+    checkpoint: str
+    delta: str
+    verdict: str
+    test_reads: int
+    records: int
+    weights: str
+
+
 @dataclass
 class Verified:
     statement_sha256: str
@@ -376,8 +301,10 @@ class Verified:
     records: int
     weights: str  # "checked (N files)" or "not given"
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> VerifiedJson:
+        return {"statement_sha256": self.statement_sha256, "signer": self.signer, "experiment": self.experiment,
+                "checkpoint": self.checkpoint, "delta": self.delta, "verdict": self.verdict,
+                "test_reads": self.test_reads, "records": self.records, "weights": self.weights}
 
 
 def _fail(what: str, fix: str = "the bundle was changed after it was signed, or was never a monte claim: "
@@ -385,7 +312,7 @@ def _fail(what: str, fix: str = "the bundle was changed after it was signed, or 
     return error(code, what, fix)  # type: ignore[arg-type]
 
 
-def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], dict[str, Any]],
+def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], VerifiedLedgers],
            weights: Path | None = None) -> Verified:
     """Check a claim bundle with nothing but its files (see the module's docstring).
     ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
@@ -404,7 +331,7 @@ def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], dict[
         unarmor(sig)
     except ValueError:
         raise _fail(f"{SIGNATURE} is not an SSH signature as ssh-keygen writes it") from None
-    signers = _principals(allowed, sig, payload)
+    signers = signers_of(allowed, sig, payload)
     if not signers:
         raise _fail(f"{STATEMENT}'s signature is not by a key in {allowed} (or the file changed after signing)",
                     "check allowed_signers holds the signer's key; otherwise the bundle was changed: get it again")
@@ -453,9 +380,9 @@ def _check_envelope(envelope: Any, raw: bytes, payload: bytes, allowed: Path, si
         raise _fail(f"{ENVELOPE} is not a DSSE envelope") from None
     if body != payload:
         raise _fail(f"{ENVELOPE}'s payload is not {STATEMENT}")
-    if signer not in _principals(allowed, dsse_sig, pae(PAYLOAD_TYPE, payload)):
+    if signer not in signers_of(allowed, dsse_sig, pae(PAYLOAD_TYPE, payload)):
         raise _fail(f"{ENVELOPE}'s DSSE signature does not verify for {signer}")
-    if keyid not in {fingerprint(k) for k in _allowed_keys(allowed, signer)}:
+    if keyid not in {fingerprint(k) for k in allowed_keys(allowed, signer)}:
         raise _fail(f"{ENVELOPE}'s keyid {keyid} is not the fingerprint of {signer}'s key")
 
 
@@ -522,7 +449,7 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
 
 
 def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]], base_tasks: bytes,
-            claim_tasks: bytes, verify_ledgers: Callable[[Any], dict[str, Any]]) -> int:
+            claim_tasks: bytes, verify_ledgers: Callable[[Any], VerifiedLedgers]) -> int:
     """The bundled ledger, fetched into an empty bare repository and verified there."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import read_checkpoint

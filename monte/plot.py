@@ -28,7 +28,7 @@ import contextlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
 from monte.ledger.predicates import is_admissible
@@ -130,8 +130,24 @@ def collect(meas: Measurement, rows: Sequence[RunRow]) -> dict[str, Any]:
             "points": len(unique), "cycles": cycle_rows, "baselines": baselines, "test_reads": test_reads}
 
 
+class PlotWritten(TypedDict):
+    """What :func:`plot_experiment` drew: the file, its format, and what the figure shows."""
+
+    path: str
+    format: str
+    experiment: str
+    exams: list[str]
+    paths: int
+    points: int
+    lineage: list[str]
+    cycles: dict[str, int]
+    test_reads: int
+    claims: list[str]
+    note: str | None
+
+
 def plot_experiment(*, out: Path | str, experiment: str | None = None,
-                    ws: Workspace | None = None) -> dict[str, Any]:
+                    ws: Workspace | None = None) -> PlotWritten:
     """Read the ledger tip, draw the figure to ``out``; what was drawn, as a dict."""
     from monte.ledger.experiment import Ledger
     from monte.runs import experiment_name, read_rows

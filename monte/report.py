@@ -2,7 +2,8 @@
 already says (:func:`monte.status.experiment_status`), the rows' own fields (``monte show``) and
 each eval's per-task results (``tasks.jsonl``). Nothing here derives a statistic of its own.
 
-The page requests nothing when it is opened: its style and script are inline, it names no font,
+The page requests nothing when it is opened: its style and script are inline (kept beside this
+module as package data, ``monte/page/report.css`` and ``report.js``), it names no font,
 and its data is embedded. It is the same bytes each time it is made from the same ledger (no
 clock, no random, every list in record or sorted order).
 
@@ -26,13 +27,14 @@ Imports nothing heavy (no pydantic model is built either): a read-only command.
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import os
 import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
 
@@ -454,6 +456,14 @@ RUN_FIELDS = ("run", "kind", "what", "target", "status", "smoke", "role", "score
               "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at")
 
 
+@functools.cache
+def page_part(name: str) -> str:
+    """The page's style sheet or script, ``monte/page/<name>``: package data, shipped in the wheel."""
+    from importlib.resources import files
+
+    return (files("monte") / "page" / name).read_text(encoding="utf-8")
+
+
 def render(data: Mapping[str, Any]) -> bytes:
     """The page's bytes from :func:`collect`'s data (pure)."""
     status = data["status"]
@@ -502,12 +512,25 @@ candidate <select id="cand"></select> <input id="search" type="search" placehold
 <th>commit</th><th>host</th><th>created</th></tr></thead><tbody id="runrows"></tbody></table></div></section>"""
     page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>monte report: {_e(status['experiment'])}</title><style>{STYLE}</style></head><body>"
-            f"{body}{_json_script(page_data, 'data')}<script>{SCRIPT}</script></body></html>\n")
+            f"<title>monte report: {_e(status['experiment'])}</title><style>{page_part('report.css')}</style></head><body>"
+            f"{body}{_json_script(page_data, 'data')}<script>{page_part('report.js')}</script></body></html>\n")
     return page.encode()
 
 
-def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+class ReportWritten(TypedDict):
+    """What :func:`write_report` wrote: the page's path and size, and what it shows."""
+
+    path: str
+    bytes: int
+    experiment: str
+    runs: int
+    checkpoints: int
+    cycles: dict[str, int]
+    evals: int
+    claims: list[str]
+
+
+def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
     """Read the ledger tip, write the page to ``out`` atomically; what it shows, as a dict."""
     from monte.workspace import open_workspace
 
@@ -532,184 +555,3 @@ def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspac
             "checkpoints": len(status["checkpoints"]), "cycles": verdicts, "evals": len(data["evals"]),
             "claims": [d["target"] for d in status["deltas"] if d.get("role") == "claim"]}
 
-
-STYLE = """
-:root{--ok:#1a7f37;--strike:#cf222e;--unj:#6e7781;--ink:#1f2328;--mute:#59636e;--line:#d0d7de;--claim:#8250df}
-*{box-sizing:border-box}body{margin:0;padding:20px 28px;color:var(--ink);background:#fff;
-font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:26px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
-h3{font-size:14px;margin:16px 0 6px}.meta,.note,.legend{color:var(--mute);margin:4px 0 8px}
-.mono,td.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
-table{border-collapse:collapse;margin:6px 0;font-size:13px}th,td{border:1px solid var(--line);padding:3px 7px;
-text-align:left;vertical-align:top}th{background:#f6f8fa;font-weight:600}
-tr.cycle{cursor:pointer}tr.cycle:hover{background:#f6f8fa}tr.cycle.sel{background:#ddf4ff}
-.v-ok .verdict,.verdict.v-ok{color:var(--ok);font-weight:600}.v-STRIKE .verdict,.verdict.v-STRIKE{color:var(--strike);font-weight:600}
-.v-unjudged .verdict{color:var(--unj)}.claim{border:1px solid var(--claim);border-radius:6px;padding:8px 12px;margin:6px 0;
-background:#fbefff}.scroll{overflow:auto;max-height:560px;border:1px solid var(--line);border-radius:6px;background:#fafbfc}
-svg text{font-size:12px;fill:var(--ink)}svg text.sub{fill:var(--mute);font-size:11px}svg text.low{fill:var(--strike)}
-svg text.step{fill:var(--mute);font-size:11px}svg text.ref{font-weight:600}svg text.move{fill:#0550ae;font-size:11px}svg text.mark{fill:var(--claim);
-font-weight:600;font-size:11px}.hop{fill:none;stroke:#8c959f;stroke-width:1.6}.hop.boundary{stroke:#bc4c00;stroke-width:4;
-stroke-dasharray:7 4}.hop.boundary2{stroke:#fafbfc;stroke-width:1.4}
-g.ck rect{fill:#fff;stroke:#8c959f;stroke-width:1.5}g.ck.v-ok rect{stroke:var(--ok);stroke-width:2.5}
-g.ck.v-STRIKE rect{stroke:var(--strike);stroke-width:2.5}g.ck.v-unjudged rect{stroke:var(--unj);stroke-dasharray:4 2;stroke-width:2}
-g.ck.claim rect{fill:#fbefff}g.ck.sel rect{fill:#ddf4ff}g.ck[data-cycles]:not([data-cycles=""]){cursor:pointer}
-g.root rect{fill:#eaeef2;stroke:#57606a}g.unread rect{fill:#fff8c5;stroke:#9a6700;stroke-dasharray:5 3}
-.legend .k{display:inline-block;width:12px;height:12px;border:2.5px solid;border-radius:3px;vertical-align:-2px;margin:0 3px 0 10px}
-.k.ok{border-color:var(--ok)}.k.strike{border-color:var(--strike)}.k.unj{border-color:var(--unj);border-style:dashed}
-.k.none{border-color:#8c959f;border-width:1.5px}
-ul.paths{margin:6px 0;padding-left:18px}.pick select,.pick input,#runsearch{font:inherit;margin:0 8px 6px 2px}
-tr.fixed td.flip{color:var(--ok);font-weight:600}tr.broken td.flip{color:var(--strike);font-weight:600}
-.scroll.tall{max-height:420px;background:#fff}.scroll table{margin:0}
-thead th{position:sticky;top:0}table.flips td,table.runs td{max-width:340px;overflow-wrap:anywhere}
-"""
-
-SCRIPT = r"""
-"use strict";
-const D = JSON.parse(document.getElementById("data").textContent);
-const $ = (id) => document.getElementById(id);
-const cache = new Map();
-async function inflateText(b64) {
-  if (!b64) return "";
-  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  return await new Response(stream).text();
-}
-async function inflate(b64) {
-  if (!b64) return [];
-  if (cache.has(b64)) return cache.get(b64);
-  const out = JSON.parse(await inflateText(b64));
-  cache.set(b64, out);
-  return out;
-}
-// one eval's tasks.jsonl: id -> [score, answer] (a line that is not a task's JSON is left out)
-async function tasks(b64) {
-  if (cache.has("t" + b64)) return cache.get("t" + b64);
-  const out = new Map();
-  for (const line of (await inflateText(b64)).split("\n")) {
-    if (!line.trim()) continue;
-    try {
-      const t = JSON.parse(line);
-      const a = t.answer;
-      out.set(String(t.id), [t.score, typeof a === "string" ? a : JSON.stringify(a === undefined ? "" : a)]);
-    } catch (e) { /* not a task line: the page shows the rest */ }
-  }
-  cache.set("t" + b64, out);
-  return out;
-}
-function td(text, cls) {
-  const c = document.createElement("td");
-  c.textContent = text === null || text === undefined ? "-" : String(text);
-  if (cls) c.className = cls;
-  return c;
-}
-const fmt = (x) => (typeof x === "number" ? x.toFixed(3) : x === null || x === undefined ? "-" : String(x));
-const evalsOf = (key) => D.evals.filter((e) => e.key === key);
-const label = (e) => `${e.run} · ${e.target}${e.role ? " · " + e.role : ""} · ${fmt(e.score)}`;
-function fill(sel, items, value) {
-  sel.replaceChildren();
-  for (const [v, t] of items) {
-    const o = document.createElement("option");
-    o.value = v; o.textContent = t; sel.appendChild(o);
-  }
-  if (value !== undefined) sel.value = value;
-}
-let shown = [];
-async function showPair() {
-  const key = $("key").value, b = $("base").value, c = $("cand").value;
-  const eb = D.evals.find((e) => e.run === b), ec = D.evals.find((e) => e.run === c);
-  const body = $("fliprows");
-  body.replaceChildren();
-  if (!eb || !ec) { $("flipsum").textContent = "pick two evals of one exam split"; return; }
-  const S = D.splits[key];
-  const [known, tb, tc] = await Promise.all([inflate(S.items), tasks(eb.blob), tasks(ec.blob)]);
-  // the frozen split's items, or (not on this data root) the tasks' own ids, the baseline's first
-  const items = known.length ? known : [...new Set([...tb.keys(), ...tc.keys()])].map((id) => [id, null, null]);
-  let fixed = 0, broken = 0;
-  shown = [];
-  items.forEach(([id, prompt, expected], i) => {
-    const x = tb.get(id), y = tc.get(id);
-    if (!x || !y || x[0] === y[0]) return;
-    const kind = y[0] > x[0] ? "fixed" : "broken";
-    if (kind === "fixed") fixed++; else broken++;
-    const tr = document.createElement("tr");
-    tr.className = "flip-row " + kind;
-    tr.append(td(id, "mono"), td(kind, "flip"), td(prompt), td(expected),
-      td(`${x[1]}  (grade ${fmt(x[0])})`), td(`${y[1]}  (grade ${fmt(y[0])})`));
-    tr.dataset.text = [id, prompt, expected, x[1], y[1]].join("\n").toLowerCase();
-    shown.push(tr);
-    body.appendChild(tr);
-  });
-  const d = D.deltas[c];  // [delta, fixed, broken, verdict]
-  const paired = d && D.baselines[`${ec.cohort}|${key}`] === b && d[1] !== null && d[0] !== null;
-  const rec = paired ? ` (the recorded paired delta: ${d[0] >= 0 ? "+" : ""}${d[0].toFixed(3)}, fixed ${d[1]}, broken ${d[2]}${d[3] ? ", " + d[3] : ""})` : "";
-  const where = D.splits[key].on_data_root ? "" : " (prompts: the frozen split is not on this data root)";
-  $("flipsum").textContent = `${eb.run} → ${ec.run}: ${fixed} fixed, ${broken} broken of ${items.length} tasks${rec}${where}`;
-  filter();
-}
-function filter() {
-  const q = $("search").value.trim().toLowerCase();
-  for (const tr of shown) tr.hidden = q !== "" && !tr.dataset.text.includes(q);
-}
-function pickKey(key, b, c) {
-  const evs = evalsOf(key);
-  fill($("base"), evs.map((e) => [e.run, label(e)]), b !== undefined ? b : (evs[0] || {}).run);
-  fill($("cand"), evs.map((e) => [e.run, label(e)]), c !== undefined ? c : (evs[evs.length - 1] || {}).run);
-}
-function selectPair(b, c) {
-  const e = D.evals.find((x) => x.run === b);
-  if (!e) return;
-  $("key").value = e.key;
-  pickKey(e.key, b, c);
-  return showPair();
-}
-const keys = [...new Set(D.evals.map((e) => e.key))].sort();
-fill($("key"), keys.map((k) => [k, `${k} (${evalsOf(k).length} evals)`]));
-if (keys.length) pickKey(keys[0]);
-$("key").addEventListener("change", () => { pickKey($("key").value); showPair(); });
-$("base").addEventListener("change", showPair);
-$("cand").addEventListener("change", showPair);
-$("search").addEventListener("input", filter);
-function mark(i) {
-  document.querySelectorAll("tr.cycle.sel, g.ck.sel").forEach((n) => n.classList.remove("sel"));
-  const tr = document.querySelector(`tr.cycle[data-cycle="${i}"]`);
-  if (!tr) return;
-  tr.classList.add("sel");
-  const ck = tr.children[0].textContent;
-  document.querySelectorAll("g.ck").forEach((g) => { if (g.dataset.ref === ck) g.classList.add("sel"); });
-  if (tr.dataset.base) selectPair(tr.dataset.base, tr.dataset.cand);
-}
-document.querySelectorAll("tr.cycle").forEach((tr) => tr.addEventListener("click", () => mark(tr.dataset.cycle)));
-document.querySelectorAll("g.ck").forEach((g) => g.addEventListener("click", () => {
-  const first = (g.dataset.cycles || "").split(" ").filter(Boolean)[0];
-  if (first !== undefined) { mark(first); $("flips").scrollIntoView(); }
-}));
-const RUN_FIELDS = ["run", "kind", "what", "target", "status", "smoke", "role", "score", "n", "recipe", "recipe_sha256",
-  "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at"];
-const RUNCOLS = ["run", "kind", "what", "target", "status", "score", "n", "recipe", "recipe_sha256", "source",
-  "base_model", "cohort", "git", "host", "created_at"];
-let runRows = [];
-inflate(D.runs).then((rows) => {
-  runRows = rows.map((a) => {
-    const r = Object.fromEntries(RUN_FIELDS.map((k, i) => [k, a[i]]));
-    const tr = document.createElement("tr");
-    for (const k of RUNCOLS) {
-      let v = r[k];
-      if (k === "status") v = r.status + (r.smoke ? " smoke" : "") + (r.role ? " " + r.role : "");
-      if (k === "score") v = fmt(v);
-      if (k === "recipe_sha256" && v) v = v.slice(0, 12);
-      if (k === "cohort" && r.weights) v = `${r.cohort} (${r.weights.slice(0, 12)})`;
-      if (k === "git" && !v) v = r.box ? `box ${r.box}` : "not recorded";
-      tr.appendChild(td(v, k === "run" || k === "recipe_sha256" || k === "git" ? "mono" : ""));
-    }
-    tr.dataset.text = a.join(" ").toLowerCase();
-    return tr;
-  });
-  $("runrows").append(...runRows);
-  document.body.dataset.runs = "shown";
-});
-$("runsearch").addEventListener("input", () => {
-  const q = $("runsearch").value.trim().toLowerCase();
-  for (const tr of runRows) tr.hidden = q !== "" && !tr.dataset.text.includes(q);
-});
-showPair();
-"""

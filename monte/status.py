@@ -636,7 +636,8 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
 VIEW_VERSION = "status-view 1"
 #: monte's modules a status document is made by, beside this one (paths under ``monte/``)
 VIEW_CODE = ("ledger/views.py", "ledger/rules.py", "ledger/seal.py", "ledger/experiment.py",
-             "stats/power.py", "stats/paired.py", "jsonl.py")
+             "stats/power.py", "stats/paired.py", "stats/printing.py", "stats/inputs.py", "stats/unpaired.py",
+             "stats/t_intervals.py", "jsonl.py")
 #: renders a status document (``api.status``'s dict, ``json_rows`` for ``json``, ``table`` for
 #: ``text``) as the command prints it
 Render = Callable[[dict[str, Any]], "bytes | str"]

@@ -70,22 +70,22 @@ class Workspace:
     repo_root: Path
     data_root: Path
     config: dict[str, Any] = field(default_factory=dict)
-    #: what opening the store let in from remote-tracking refs (:class:`monte.ledger.remotes.Adoption`)
-    adoption: Any = None
+    #: what opening the store let in from remote-tracking refs (:class:`monte.ledger.remotes.RemotesLetIn`)
+    remotes_let_in: Any = None
 
     @cached_property
     def store(self) -> Store:
         """The repository's ledgers, with what ``git clone``/``git fetch`` brought under
-        ``refs/remotes/`` let in first (:func:`monte.ledger.remotes.adopt`). In a repository
+        ``refs/remotes/`` let in first (:func:`monte.ledger.remotes.let_in_remotes`). In a repository
         monte may not write, the remote copies it could not let in are read where they are."""
-        from monte.ledger.remotes import adopt
+        from monte.ledger.remotes import let_in_remotes
         from monte.ledger.store import Store
         from monte.ledger.transaction import Proposed
 
         store = Store(self.repo_root)
-        self.adoption = adopt(store)
-        if self.adoption.unwritable:
-            return Proposed(store, self.adoption.unwritable)
+        self.remotes_let_in = let_in_remotes(store)
+        if self.remotes_let_in.unwritable:
+            return Proposed(store, self.remotes_let_in.unwritable)
         return store
 
     def code_version(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from monte.cli import complete
-from monte.cli.output import experiment_option, handled, one_experiment
+from monte.cli.output import experiment_named, experiment_option, handled
 
 
 @click.group()
@@ -51,7 +51,7 @@ def verify(experiment: str | None, experiment_opt: str | None, all_: bool, from_
     # the status views it checks are rendered again as status renders them
     from monte.cli.runs import STATUS_RENDERERS
 
-    return api.ledger_verify(experiment=one_experiment(experiment, experiment_opt), all_=all_, from_rev=from_rev,
+    return api.ledger_verify(experiment=experiment_named(experiment, experiment_opt), all_=all_, from_rev=from_rev,
                              views=STATUS_RENDERERS)
 
 

@@ -348,7 +348,10 @@ def experiment_option(f: Callable[..., Any]) -> Callable[..., Any]:
                         help="The experiment (same as the EXPERIMENT argument).")(f)
 
 
-def one_experiment(positional: str | None, option: str | None) -> str | None:
+def experiment_named(positional: str | None, option: str | None) -> str | None:
+    """The experiment the command line names, as the EXPERIMENT argument or ``--experiment`` (both:
+    the same one, else E_USAGE), or None; which experiment None means is the ledger's to say
+    (:func:`monte.ledger.experiment.one_experiment`)."""
     if positional and option and positional != option:
         raise error("E_USAGE", f"two experiments named: {positional} and --experiment {option}", "name one")
     return positional or option

@@ -6,7 +6,7 @@ from typing import Any
 import click
 
 from monte.cli import complete
-from monte.cli.output import experiment_option, handled, one_experiment
+from monte.cli.output import experiment_named, experiment_option, handled
 
 
 def render_plot(r: dict[str, Any]) -> None:
@@ -39,4 +39,4 @@ def plot(experiment: str | None, experiment_opt: str | None, out: Path) -> Any:
     """
     from monte import api
 
-    return api.plot(experiment=one_experiment(experiment, experiment_opt), out=out)
+    return api.plot(experiment=experiment_named(experiment, experiment_opt), out=out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from monte.cli import complete
-from monte.cli.output import experiment_option, handled, one_experiment
+from monte.cli.output import experiment_named, experiment_option, handled
 
 
 def _pushed(r: dict) -> None:  # type: ignore[type-arg]
@@ -34,7 +34,7 @@ def push(experiment: str | None, experiment_opt: str | None, run: str | None, bu
     """
     from monte import api
 
-    return api.push(experiment=one_experiment(experiment, experiment_opt), run=run, bucket=bucket, key_file=key_file)
+    return api.push(experiment=experiment_named(experiment, experiment_opt), run=run, bucket=bucket, key_file=key_file)
 
 
 def _synced(r: dict) -> None:  # type: ignore[type-arg]

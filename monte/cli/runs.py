@@ -13,10 +13,10 @@ from monte.cli import complete, output
 from monte.cli.output import (
     Rendered,
     compact_json,
+    experiment_named,
     experiment_option,
     handled,
     is_tty,
-    one_experiment,
     table,
 )
 
@@ -89,7 +89,7 @@ def status(experiment: str | None, experiment_opt: str | None, as_json: bool) ->
     """
     from monte import api
 
-    name = one_experiment(experiment, experiment_opt)
+    name = experiment_named(experiment, experiment_opt)
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
         return api.status(experiment=name)
     # for a program (a pipe, a file): the output as printed, made once per state of the

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from monte.errors import error
 from monte.ledger import rules
@@ -14,7 +14,16 @@ from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
 
-def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | None) -> dict[str, Any]:
+class Nominated(TypedDict):
+    """The nomination recorded: the checkpoint the final claim of its cohort scores, and when."""
+
+    experiment: str
+    checkpoint: str
+    cohort: str
+    at: str
+
+
+def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | None) -> Nominated:
     exp0, run, step = parse_run_ref(ref, None)
     exp = experiment_name(ws, experiment or exp0)
     ledger = Ledger(ws.store, exp)
@@ -40,4 +49,4 @@ def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | No
                                 "Monte-Cohort": ck.cohort})
 
     ws.store.append(ledger.ref, build)
-    return {"experiment": exp, **result}
+    return {"experiment": exp, "checkpoint": result["checkpoint"], "cohort": result["cohort"], "at": result["at"]}

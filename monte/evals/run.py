@@ -45,7 +45,7 @@ from monte.runs.lifecycle import (
     transitions,
     with_retries,
 )
-from monte.runs.liveness import is_dead, me
+from monte.runs.liveness import is_dead, this_process
 from monte.workspace import Workspace
 
 
@@ -263,7 +263,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
             and (r.plan.get("target") or {}).get("run") == plan.target.run
             and r.step == plan.target.step))
     run = new_run_id()
-    who = who or me()
+    who = who or this_process()
     code = ws.code_version() if ws is not None else {}  # the commit this eval runs at
 
     def make(snap: Snapshot, seq: int) -> RunRow:
@@ -466,8 +466,9 @@ def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:
 def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Paired against the cohort's baseline on this exam and split (unpaired when a per-task
     file cannot be read or the tasks do not line up)."""
-    from monte.stats.paired import paired_delta, unpaired_delta, verdict
+    from monte.stats.paired import paired_delta, verdict
     from monte.stats.samples import sampled_delta, samples_of
+    from monte.stats.unpaired import unpaired_delta
 
     if row.plan.get("target", {}).get("kind") == "base":
         return None

@@ -26,6 +26,7 @@ from monte.ledger.rules import Checkpoint
 from monte.ledger.store import Snapshot, Store
 from monte.models import identity
 from monte.models.identity import TRAINER_STATE as TRAINER_STATE
+from monte.models.tensors import safetensors_tensors
 
 
 def servable_files(folder: Path) -> dict[str, str]:
@@ -74,7 +75,7 @@ def previous_weights_identity(folder: Path, files: dict[str, str]) -> str:
             continue
         if name.endswith(".safetensors"):
             try:
-                tensors = identity.safetensors_tensors(folder / name)
+                tensors = safetensors_tensors(folder / name)
             except MonteError:
                 return ""
             entries.extend(["tensor", t.name, t.dtype, list(t.shape), t.digest()] for t in tensors)

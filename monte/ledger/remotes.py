@@ -2,7 +2,7 @@
 
 After ``git clone`` (or a plain ``git fetch``) the records of another repository are at
 ``refs/remotes/<remote>/monte/...``, not at the ``refs/heads/monte/...`` refs monte reads. So
-before a command reads the ledgers, :func:`adopt` brings them in, remote by remote:
+before a command reads the ledgers, :func:`let_in_remotes` brings them in, remote by remote:
 
 - a monte ref missing here is created at the remote's tip;
 - a ref here that is an ancestor of the remote's tip is fast-forwarded to it (the remote holds
@@ -15,7 +15,7 @@ The moves from one remote are judged together before any is made, as a push into
 repository would be (:func:`monte.ledger.verify.verify_updates`): a forged record in a remote's
 copy is reported and never let in. Each ref moves by compare-and-swap and is remembered
 (:mod:`monte.ledger.tips`). The results bucket's mirror (``refs/remotes/results/...``) is
-``monte sync``'s to merge, not adopted here.
+``monte sync``'s to merge, not let in here.
 """
 
 from __future__ import annotations
@@ -38,12 +38,12 @@ _MIRROR_REMOTE = MIRROR[len(REMOTES):].split("/")[0]  # "results"
 
 
 @dataclass
-class Adoption:
-    """What :func:`adopt` did: refs created or fast-forwarded (``ref: remote ref``), copies that
+class RemotesLetIn:
+    """What :func:`let_in_remotes` did: refs created or fast-forwarded (``ref: remote ref``), copies that
     diverged from the local ref, copies whose records break a rule (with the violations), and
     copies it could not let in (a repository it may not write: read them directly)."""
 
-    adopted: dict[str, str] = field(default_factory=dict)
+    moved: dict[str, str] = field(default_factory=dict)
     diverged: dict[str, str] = field(default_factory=dict)
     refused: dict[str, list[Violation]] = field(default_factory=dict)
     unwritable: dict[str, ObjectID] = field(default_factory=dict)
@@ -60,9 +60,9 @@ def copies(store: Store) -> dict[str, dict[str, ObjectID]]:
     return out
 
 
-def adopt(store: Store) -> Adoption:
+def let_in_remotes(store: Store) -> RemotesLetIn:
     """Create or fast-forward the local monte refs from every remote's copy (see the module)."""
-    report = Adoption()
+    report = RemotesLetIn()
     for remote, refs in sorted(copies(store).items()):
         moves: dict[str, tuple[ObjectID | None, ObjectID]] = {}
         for ref, theirs in sorted(refs.items()):
@@ -95,7 +95,7 @@ def adopt(store: Store) -> Adoption:
             except (OSError, MonteError):  # a read-only repository; a ref rewound meanwhile
                 moved = False
             if moved:
-                report.adopted[ref] = _copy(remote, ref)
+                report.moved[ref] = _copy(remote, ref)
             elif store.tip(ref) == ours:
                 report.unwritable[ref] = theirs
     return report
@@ -106,7 +106,7 @@ def _copy(remote: str, ref: str) -> str:
     return f"{REMOTES}{remote}/{ref[len('refs/heads/'):]}"
 
 
-def refused_violations(report: Adoption | None) -> list[dict[str, Any]]:
+def refused_violations(report: RemotesLetIn | None) -> list[dict[str, Any]]:
     """The records of remote copies that were not let in because they break a rule, as
     ``monte ledger verify`` lists violations (the message names the copy)."""
     out = []
@@ -119,7 +119,7 @@ def refused_violations(report: Adoption | None) -> list[dict[str, Any]]:
     return out
 
 
-def unchecked(store: Store, report: Adoption | None) -> dict[str, str]:
+def unchecked(store: Store, report: RemotesLetIn | None) -> dict[str, str]:
     """Refs that hold monte records which verifying the ``refs/heads/monte/`` refs does not
     read, each with why: a remote's copy that diverged from the local ref (a ledger's is also a
     ``rewound`` finding), and monte-named refs outside both namespaces (``refs/original/``

@@ -11,7 +11,6 @@ No work tree is touched and no ``git`` binary is needed.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
@@ -24,14 +23,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.errors import NotGitRepository
-from dulwich.file import FileLocked, adjust_shared_perm
-from dulwich.object_store import PACK_MODE, BaseObjectStore, DiskObjectStore
-from dulwich.objects import Blob, Commit, ObjectID, RawObjectID, ShaFile, Tree
+from dulwich.file import FileLocked
+from dulwich.object_store import BaseObjectStore, DiskObjectStore
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
 from dulwich.reflog import format_reflog_line
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from monte.errors import IntegrityError, error
+from monte.errors import error
+from monte.ledger.commits import commit_identity, config_user, format_message, parse_trailers
+from monte.ledger.locks import STALE_LOCK_S, STALE_REF_LOCK_S, break_stale_lock, lock_wait
+from monte.ledger.objects import (
+    REMAKES,
+    MissingObject,
+    ObjectsBesideGit,
+    add_object,
+    beside_git,
+    missing_object,
+    present,
+    write_loose,
+)
 from monte.ledger.refs import PREFIX
 from monte.ledger.tips import REFLOG_MESSAGE, Ancestry, Tips, restore_fix, rewind_what
 
@@ -43,12 +54,10 @@ MODE_DIR = stat.S_IFDIR
 _GC_SAMPLE_DIR = "17"
 _GC_SAMPLE_LIMIT = 27
 _MAX_RETRIES = 200
-#: How often a folder that git removes under a write (a ref's, by ``pack-refs``; an object's
-#: fan-out folder, by ``prune-packed``) is made again before the write gives up.
-_REMAKES = 100
-#: How often an object that looks missing is looked up again (``git repack`` moves it from its
-#: loose file into a new pack between dulwich's look in the packs and its look for the file).
-_REREADS = 3
+
+__all__ = ["MODE_DIR", "MODE_FILE", "STALE_LOCK_S", "STALE_REF_LOCK_S", "Change", "MissingObject",
+           "ObjectsBesideGit", "Snapshot", "Store", "add_object", "break_stale_lock", "config_user",
+           "format_message", "missing_object", "parse_trailers", "write_loose"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,7 @@ class Store:
         self._user: tuple[str | None, str | None] | None = None
         self._signer: tuple[Path | None] | None = None
         self._written: list[ShaFile] = []
-        _beside_git(self.repo)
+        beside_git(self.repo)
         # Close pack files before interpreter teardown (dulwich's __del__ fails noisily then).
         weakref.finalize(self, self.repo.close)
 
@@ -162,7 +171,7 @@ class Store:
         store._user = None
         store._signer = None
         store._written = []
-        _beside_git(store.repo)
+        beside_git(store.repo)
         weakref.finalize(store, store.repo.close)
         return store
 
@@ -305,7 +314,7 @@ class Store:
                 # packed: dulwich made the folder, git removed it, and the lock could not be
                 # created in it. dulwich makes it again on the next try.
                 remade += 1
-                if remade > _REMAKES:
+                if remade > REMAKES:
                     raise
                 continue
             except FileLocked as e:
@@ -314,7 +323,7 @@ class Store:
                     continue
                 if give_up is None:  # a live writer's lock goes within milliseconds; one that
                     # nobody holds open may be a dead writer's: wait until it can be broken
-                    give_up = time.monotonic() + _lock_wait(lock, STALE_REF_LOCK_S)
+                    give_up = time.monotonic() + lock_wait(lock, STALE_REF_LOCK_S)
                 if time.monotonic() > give_up:
                     return False
                 time.sleep(0.005 + 0.02 * random.random())
@@ -361,7 +370,7 @@ class Store:
         objects = self.repo.object_store
         try:
             for obj in written:
-                if isinstance(objects, DiskObjectStore) and not _present(objects, obj.id):
+                if isinstance(objects, DiskObjectStore) and not present(objects, obj.id):
                     write_loose(objects, obj)
         except (OSError, FileLocked):
             pass  # the record landed; an object that cannot be written again refuses at its next read
@@ -376,11 +385,11 @@ class Store:
         return signer[0]
 
     def _identity(self) -> tuple[bytes, int, int]:
-        """:func:`_identity`, reading the repository's config once per Store, not per commit
+        """:func:`commit_identity`, reading the repository's config once per Store, not per commit
         (a read costs ~0.1 ms; an append writes a commit and a reflog line)."""
         if self._user is None and not (os.environ.get("GIT_COMMITTER_NAME") and os.environ.get("GIT_COMMITTER_EMAIL")):
             self._user = config_user(self.repo)
-        return _identity(self.repo, self._user or (None, None))
+        return commit_identity(self.repo, self._user or (None, None))
 
     def write_commit(self, tree_files: Mapping[str, bytes], summary: str, trailers: Mapping[str, str],
                      parents: list[ObjectID]) -> ObjectID:
@@ -509,330 +518,3 @@ def _write_tree(
     add_object(store, tree)
     written.append(tree)
     return tree.id, len(tree)
-
-
-def format_message(summary: str, trailers: Mapping[str, str]) -> str:
-    summary = " ".join(summary.split())  # one line, always
-    if not trailers:
-        return summary + "\n"
-    lines = [f"{k}: {' '.join(str(v).split())}" for k, v in trailers.items()]
-    return summary + "\n\n" + "\n".join(lines) + "\n"
-
-
-def parse_trailers(message: bytes | str) -> dict[str, str]:
-    text = message.decode() if isinstance(message, bytes) else message
-    paragraphs = text.strip().split("\n\n")
-    if len(paragraphs) < 2:
-        return {}
-    out = {}
-    for line in paragraphs[-1].splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key.startswith("Monte-"):
-            out[key] = value
-    return out
-
-
-def _identity(repo: Repo, user: tuple[str | None, str | None] | None = None) -> tuple[bytes, int, int]:
-    """Who and when. Honours GIT_COMMITTER_NAME/EMAIL/DATE (epoch seconds) like git does, so
-    tests can pin commit ids; else the repo's user.name/user.email (``user``, when the caller has
-    read them already: :func:`config_user`); else ``monte``."""
-    name = os.environ.get("GIT_COMMITTER_NAME")
-    email = os.environ.get("GIT_COMMITTER_EMAIL")
-    if not (name and email):
-        cfg_name, cfg_email = user if user is not None else config_user(repo)
-        name = name or cfg_name
-        email = email or cfg_email
-    who = f"{name or 'monte'} <{email or 'monte@localhost'}>".encode()
-    date = os.environ.get("GIT_COMMITTER_DATE", "")
-    when = int(time.time())
-    if date:
-        first = date.lstrip("@").split()[0]
-        if first.isdigit():
-            when = int(first)
-    return who, when, 0
-
-
-def config_user(repo: Repo) -> tuple[str | None, str | None]:
-    """The repository's ``user.name`` and ``user.email`` (git's config stack), or None each."""
-    cfg = repo.get_config_stack()
-    out: list[str | None] = []
-    for key in (b"name", b"email"):
-        try:
-            out.append(cfg.get((b"user",), key).decode())
-        except KeyError:
-            out.append(None)
-    return out[0], out[1]
-
-
-
-def add_object(store: BaseObjectStore, obj: ShaFile) -> None:
-    """Add an object, tolerating another process writing the very same object at once.
-
-    Objects are content-addressed, so two writers often produce identical blobs or trees
-    (``meta.json`` of racing appends, identical records under a pinned clock). dulwich writes a
-    loose object through an exclusive ``.lock`` file; the loser of that race gets
-    ``FileLocked`` although the object it wanted is (about to be) there.
-    """
-    give_up = time.monotonic() + STALE_LOCK_S + 4.0
-    while True:
-        try:
-            store.add_object(obj)
-            return
-        except (FileLocked, FileExistsError) as e:
-            if obj.id in store:
-                return
-            # A writer that died holding the object's lock (the same bytes under the same name:
-            # ``meta.json`` of the next record, say) would stop every later append: break it.
-            lock = getattr(e, "lockfilename", None)
-            path = getattr(store, "path", None)
-            if lock is not None and path is not None and break_stale_lock(os.path.dirname(path), os.fsdecode(lock)):
-                continue
-            if time.monotonic() > give_up:
-                raise OSError(f"could not write git object {obj.id.decode()}: a .lock file is in the way") from None
-            time.sleep(0.005)
-
-
-class MissingObject(IntegrityError, KeyError):
-    """A git object monte needs is not in the repository (``E_INTEGRITY``). Also a ``KeyError``,
-    which is how dulwich says "missing", so code that expects a miss (a shallow copy, a commit
-    another clone has not sent yet) still handles it; anywhere else it is a named refusal."""
-
-
-def missing_object(sha: bytes, *, shallow: bool = False) -> MissingObject:
-    short = sha.decode(errors="replace")[:12]
-    if shallow:  # a `git clone --depth N`: the history before its shallow commits was never sent
-        return MissingObject(
-            f"git object {short} is not in this repository: it is a shallow clone (`git clone --depth`), "
-            "which holds no history before its shallow commits, and monte's records need their whole history "
-            "(verify re-derives every rule from it)",
-            fix="fetch the whole history: `git fetch --unshallow` (or clone again without --depth), then run "
-                "the command again", code="E_INTEGRITY")
-    return MissingObject(
-        f"git object {short} is missing from this repository's .git/objects: something deleted it "
-        "after it was written, most likely `git prune --expire=now` or `git gc --prune=now` run "
-        "while monte was writing (git documents both as unsafe beside a running writer); "
-        "`git fsck` lists every missing object",
-        fix="bring it back from a copy that has it (`git fetch` from another clone, or `monte sync` "
-            "from the results bucket), then run the command again; if no copy has it, the records "
-            "that need it are lost (docs/reliability.md, git maintenance)",
-        code="E_INTEGRITY")
-
-
-class _Objects(DiskObjectStore):
-    """dulwich's object store, for use while git maintains the same repository.
-
-    ``git repack`` and ``gc`` move loose objects into a new pack and then delete the loose files;
-    dulwich looks in its packs first and for the loose file second, so an object moved between
-    the two looks missing: a miss is looked up again (the second look rescans the packs). A
-    real miss is :class:`MissingObject`. Loose objects are written by :func:`write_loose`.
-    """
-
-    def get_raw(self, name: RawObjectID | ObjectID) -> tuple[int, bytes]:
-        for _ in range(_REREADS - 1):
-            try:
-                return super().get_raw(name)
-            except KeyError:
-                pass
-        try:
-            return super().get_raw(name)
-        except KeyError:
-            shallow = os.path.exists(os.path.join(os.path.dirname(self.path), "shallow"))
-            raise missing_object(name if len(name) == 40 else name.hex().encode(), shallow=shallow) from None
-
-    def __contains__(self, sha: ObjectID) -> bool:
-        return super().__contains__(sha) or super().__contains__(sha)
-
-    def add_object(self, obj: ShaFile) -> None:
-        write_loose(self, obj)
-
-
-def _beside_git(repo: Repo) -> None:
-    """Give ``repo`` the object store above (dulwich builds its own from the repository's config,
-    alternates and permissions; this keeps all that and changes only the behaviour)."""
-    if type(repo.object_store) is DiskObjectStore:
-        repo.object_store.__class__ = _Objects
-
-
-def _loose_path(objects: DiskObjectStore, sha: ObjectID) -> str:
-    hexsha = sha.decode("ascii")
-    return os.path.join(objects.path, hexsha[:2], hexsha[2:])
-
-
-def _present(objects: DiskObjectStore, sha: ObjectID) -> bool:
-    return os.path.exists(_loose_path(objects, sha)) or sha in objects
-
-
-def write_loose(objects: DiskObjectStore, obj: ShaFile) -> None:
-    """Write ``obj`` as a loose object, as dulwich does (its ``<object>.lock`` created exclusively,
-    written, renamed into place; one already there is only freshened, so that an age-based prune
-    spares it), except in two ways:
-
-    - ``git prune-packed`` (run by ``repack -d`` and ``gc``) removes fan-out folders it leaves
-      empty, so the folder made for the object can be gone before its lock is created in it: it
-      is made again (dulwich raised ``FileNotFoundError``);
-    - when the write fails (a full disk, a file system gone read-only, an interrupt), the lock it
-      created is removed before the error goes on. On a full disk dulwich's own write failed when
-      it closed the file, left a 0-byte lock (``git fsck``: "bad sha1 file") and printed a second
-      error when the interpreter collected it.
-
-    A lock that exists already is another writer's: ``FileLocked``, as from dulwich.
-    """
-    path = _loose_path(objects, obj.id)
-    try:
-        os.utime(path)
-        return
-    except FileNotFoundError:
-        pass
-    except PermissionError:
-        pass  # another user's object in a shared repository: write it anew for a fresh mtime
-    data = obj.as_legacy_object(compression_level=objects.loose_compression_level)
-    folder, lock = os.path.dirname(path), path + ".lock"
-    for _ in range(_REMAKES):
-        try:
-            os.mkdir(folder)
-            adjust_shared_perm(folder, objects.shared_perm)
-        except FileExistsError:
-            pass
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PACK_MODE)
-            break
-        except FileExistsError:
-            raise FileLocked(path, lock) from None
-        except FileNotFoundError:
-            continue  # git removed the empty folder between the mkdir and the open
-    else:
-        raise FileNotFoundError(f"git keeps removing {folder} while monte writes an object in it")
-    placed = False
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if objects.fsync_object_files:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        adjust_shared_perm(lock, objects.shared_perm)
-        os.replace(lock, path)
-        placed = True
-    finally:
-        if not placed:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock)
-
-
-#: A git ``.lock`` file older than this, that no process holds open, was left by a writer that
-#: died between taking the lock and renaming it into place (SIGKILL, the OOM killer, a power
-#: cut). A loose object's lock is only ever dulwich's, open from its creation to its rename,
-#: held for microseconds.
-STALE_LOCK_S = 1.0
-#: The same for a ref's lock. git closes its ref lock files before it renames them and runs the
-#: ``reference-transaction`` hook in between (monte's hook verifies the update: a second or
-#: two), so a ref lock that nobody holds open may still be live for a while.
-STALE_REF_LOCK_S = 5.0
-
-
-def break_stale_lock(git_dir: str | os.PathLike[str], lock: str | os.PathLike[str],
-                     min_age: float = STALE_LOCK_S, *, git_may_hold: bool = False) -> bool:
-    """Remove ``lock`` if it is stale; True when it is gone (removed here or released).
-
-    Stale: older than ``min_age`` seconds and held open by no process (``/proc``; where that
-    cannot be read, older than a minute). Breakers take turns under ``flock(2)`` on
-    ``<git dir>/monte-stale.lock`` (released by the kernel if a breaker dies) and re-check under
-    it, so two processes never break one lock twice (the second would remove a fresh lock).
-
-    ``git_may_hold`` (a ref's lock): nor while a git process works in this repository. git holds
-    a ref's lock closed while its reference-transaction hook runs, however long that takes, and
-    then acts on what it locked: `git pack-refs` deletes the loose ref it has packed. A lock
-    broken under it let monte move the ref, git then deleted monte's record with the loose file,
-    and the ledger fell back to the packed tip.
-    """
-    import fcntl
-
-    try:
-        first = os.stat(lock)
-    except FileNotFoundError:
-        return True
-    if time.time() - first.st_mtime < min_age:
-        return False
-    try:
-        fd = os.open(os.path.join(git_dir, "monte-stale.lock"), os.O_CREAT | os.O_RDWR, 0o644)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            st = os.stat(lock)
-        except FileNotFoundError:
-            return True
-        age = time.time() - st.st_mtime
-        held = _held_open(lock, st)
-        if age < min_age or held or (held is None and age < max(60.0, min_age)):
-            return False
-        if git_may_hold and _git_works_in(git_dir):
-            return False
-        try:
-            os.unlink(lock)
-        except FileNotFoundError:
-            pass
-        return True
-    finally:
-        os.close(fd)
-
-
-def _lock_wait(lock: str, min_age: float) -> float:
-    """How long to wait on ``lock``: a second for one a live process holds open; for one that
-    nobody holds open (maybe a dead writer's), until it is ``min_age`` old and can be broken."""
-    try:
-        st = os.stat(lock)
-    except FileNotFoundError:
-        return 0.0
-    if _held_open(lock, st):
-        return 1.0
-    return max(1.0, min_age - (time.time() - st.st_mtime) + 0.2)
-
-
-def _git_works_in(git_dir: str | os.PathLike[str]) -> bool:
-    """Whether a ``git`` process runs in this repository: its current folder is in the work tree
-    or the git folder, or its command line names one of them (``git -C``, ``--git-dir``)."""
-    root = os.path.realpath(git_dir)
-    top = os.path.dirname(root) if os.path.basename(root) == ".git" else root
-    named = os.fsencode(top)
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return False
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/comm", "rb") as f:
-                if not f.read().startswith(b"git"):
-                    continue
-            cwd = os.readlink(f"/proc/{pid}/cwd")
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if cwd == top or cwd.startswith(top + os.sep) or any(named in arg for arg in argv):
-            return True
-    return False
-
-
-def _held_open(path: str | os.PathLike[str], st: os.stat_result) -> bool | None:
-    """Whether a process this user can see has ``path`` open (None: no ``/proc`` to ask)."""
-    if not os.path.isdir("/proc/self/fd"):
-        return None
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                other = os.stat(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if other.st_ino == st.st_ino and other.st_dev == st.st_dev:
-                return True
-    return False

@@ -38,16 +38,15 @@ import hashlib
 import json
 import math
 import os
-import pickle
 import random
 import struct
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from monte.errors import error
+from monte.models.tensors import DTYPES, Tensor, bad_file, safetensors_tensors, torch_tensors
 
 SAFE_WEIGHTS = "model.safetensors"
 SAFE_INDEX = "model.safetensors.index.json"
@@ -55,21 +54,7 @@ PT_WEIGHTS = "pytorch_model.bin"
 PT_INDEX = "pytorch_model.bin.index.json"
 #: Files a trainer writes beside the weights that are not part of the servable model.
 TRAINER_STATE = frozenset({"optimizer.pt", "scheduler.pt", "trainer_state.json", "training_args.bin", "scaler.pt"})
-MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 MAX_JSON = 64 << 20  # a config, an index, a tokenizer file
-
-#: safetensors dtype -> (bytes per element, struct code or None: compared by raw value)
-DTYPES: dict[str, tuple[int, str | None]] = {
-    "F64": (8, "<d"), "F32": (4, "<f"), "F16": (2, "<e"), "BF16": (2, None), "I64": (8, "<q"), "I32": (4, "<i"),
-    "I16": (2, "<h"), "I8": (1, "<b"), "U64": (8, "<Q"), "U32": (4, "<I"), "U16": (2, "<H"), "U8": (1, "<B"),
-    "BOOL": (1, "<B"), "F8_E4M3": (1, "<B"), "F8_E5M2": (1, "<B"),
-}
-#: a ``pytorch_model.bin`` storage class -> the safetensors dtype of its elements
-TORCH_STORAGES = {
-    "DoubleStorage": "F64", "FloatStorage": "F32", "HalfStorage": "F16", "BFloat16Storage": "BF16",
-    "LongStorage": "I64", "IntStorage": "I32", "ShortStorage": "I16", "CharStorage": "I8", "ByteStorage": "U8",
-    "BoolStorage": "BOOL",
-}
 
 #: config.json fields that say where the folder came from, not what it computes.
 CONFIG_METADATA = frozenset({"_name_or_path", "transformers_version", "_commit_hash", "use_cache",
@@ -100,21 +85,16 @@ NEAR = 0.25
 SKETCH_VERSION = 1
 
 
-def _bad(path: Path, why: str) -> Exception:
-    return error("E_BAD_INPUT", f"{path} is not a readable model file: {why}",
-                 "pass a model folder saved with save_pretrained (or `monte model init DIR`)")
-
-
 def read_json(path: Path) -> Any:
     """A JSON file of a model folder; anything unreadable (deep nesting, huge numbers) is E_BAD_INPUT."""
     try:
         if path.stat().st_size > MAX_JSON:
-            raise _bad(path, "larger than 64 MiB")
+            raise bad_file(path, "larger than 64 MiB")
         return json.loads(path.read_bytes().decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError, OverflowError) as e:
-        raise _bad(path, f"not JSON ({type(e).__name__})") from None
+        raise bad_file(path, f"not JSON ({type(e).__name__})") from None
     except OSError as e:
-        raise _bad(path, e.strerror or type(e).__name__) from None
+        raise bad_file(path, e.strerror or type(e).__name__) from None
 
 
 def kept_out(name: str) -> bool:
@@ -132,13 +112,13 @@ def config_of(folder: Path) -> dict[str, Any]:
                     "pass a folder saved with save_pretrained, or build one with `monte model init DIR`")
     config = read_json(path)
     if not isinstance(config, dict):
-        raise _bad(path, "not a JSON object")
+        raise bad_file(path, "not a JSON object")
     return config
 
 
 def _shard(folder: Path, name: Any, named_by: str) -> str:
     if not isinstance(name, str) or not name:
-        raise _bad(folder / named_by, "a weight file is not named by a string")
+        raise bad_file(folder / named_by, "a weight file is not named by a string")
     if name != os.path.basename(name) or name in (".", "..") or "\\" in name:
         raise error("E_UNSAFE_PATH", f"{folder / named_by} points at {name!r}, outside the model folder",
                     "a model's weights are files at the top of its folder; copy the shard in and name it there")
@@ -156,7 +136,7 @@ def _shard(folder: Path, name: Any, named_by: str) -> str:
 def _index_shards(folder: Path, index_name: str) -> list[str]:
     index = read_json(folder / index_name)
     if not isinstance(index, dict) or not isinstance(index.get("weight_map"), dict) or "metadata" not in index:
-        raise _bad(folder / index_name, "an index needs a weight_map object and metadata")
+        raise bad_file(folder / index_name, "an index needs a weight_map object and metadata")
     return sorted({_shard(folder, n, index_name) for n in index["weight_map"].values()})
 
 
@@ -171,7 +151,7 @@ def weight_files(folder: Path) -> list[str]:
     explicit = config.get("transformers_weights")
     if explicit is not None:
         if not isinstance(explicit, str) or not explicit.endswith((".safetensors", ".safetensors.index.json")):
-            raise _bad(folder / "config.json", "transformers_weights names neither a safetensors file nor its index")
+            raise bad_file(folder / "config.json", "transformers_weights names neither a safetensors file nor its index")
         name = _shard(folder, explicit, "config.json")
         return _index_shards(folder, name) if name.endswith(".index.json") else [name]
     for name, index in ((SAFE_WEIGHTS, False), (SAFE_INDEX, True), (PT_WEIGHTS, False), (PT_INDEX, True)):
@@ -179,212 +159,6 @@ def weight_files(folder: Path) -> list[str]:
             return _index_shards(folder, name) if index else [name]
     raise error("E_NOT_FOUND", f"{folder} holds no weights transformers would load ({SAFE_WEIGHTS}, {SAFE_INDEX}, "
                 f"{PT_WEIGHTS} or {PT_INDEX})", "pass a folder saved with save_pretrained")
-
-
-# --- tensors ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """One tensor as stored: where its elements are, and in what layout."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    path: Path
-    offset: int  # byte offset of element 0 in the file
-    strides: tuple[int, ...]  # in elements
-
-    @property
-    def itemsize(self) -> int:
-        return DTYPES[self.dtype][0]
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    def contiguous(self) -> bool:
-        expect, want = 1, []
-        for d in reversed(self.shape):
-            want.append(expect)
-            expect *= d
-        return self.numel <= 1 or all(s == w for s, w, d in zip(self.strides, reversed(want), self.shape, strict=True) if d > 1)
-
-    def element_offset(self, i: int) -> int:
-        """Byte offset (in the file) of the i-th element in C order."""
-        if self.contiguous():
-            return self.offset + i * self.itemsize
-        pos = 0
-        for d, s in zip(reversed(self.shape), reversed(self.strides), strict=True):
-            i, r = divmod(i, d)
-            pos += r * s
-        return self.offset + pos * self.itemsize
-
-    def digest(self) -> str:
-        h = hashlib.sha256()
-        with open(self.path, "rb") as f:
-            if self.contiguous():
-                f.seek(self.offset)
-                left = self.numel * self.itemsize
-                while left:
-                    chunk = f.read(min(left, 1 << 20))
-                    if not chunk:
-                        raise _bad(self.path, f"tensor {self.name} runs past the end of the file")
-                    h.update(chunk)
-                    left -= len(chunk)
-            else:  # a strided view (a .bin may hold one): its elements in C order
-                size = self.itemsize
-                for i in range(self.numel):
-                    f.seek(self.element_offset(i))
-                    h.update(f.read(size))
-        return h.hexdigest()
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def safetensors_tensors(path: Path) -> list[Tensor]:
-    """The tensors of a safetensors file, its header checked as safetensors checks it (a
-    hostile header, with ``1e999`` offsets or nesting 100,000 deep, is E_BAD_INPUT)."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(8)
-            if len(head) != 8:
-                raise _bad(path, "shorter than a safetensors header")
-            (n,) = struct.unpack("<Q", head)
-            if n > MAX_HEADER or 8 + n > size:
-                raise _bad(path, "its header length is out of range")
-            raw = f.read(n)
-    except OSError as e:
-        raise _bad(path, e.strerror or type(e).__name__) from None
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError, OverflowError) as e:
-        raise _bad(path, f"its header is not JSON ({type(e).__name__})") from None
-    if not isinstance(header, dict):
-        raise _bad(path, "its header is not a JSON object")
-    data = size - 8 - n
-    out: list[Tensor] = []
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        if not isinstance(meta, dict):
-            raise _bad(path, f"tensor {name!r} has no description")
-        dtype, shape, offsets = meta.get("dtype"), meta.get("shape"), meta.get("data_offsets")
-        if not isinstance(dtype, str) or dtype not in DTYPES:
-            raise _bad(path, f"tensor {name!r} has an unknown dtype")
-        if not isinstance(shape, list) or len(shape) > 64 or not all(_is_int(d) and 0 <= d < 1 << 62 for d in shape):
-            raise _bad(path, f"tensor {name!r} has no valid shape")
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(x) for x in offsets)
-                or not 0 <= offsets[0] <= offsets[1] <= data):
-            raise _bad(path, f"tensor {name!r} has data offsets outside the file")
-        if math.prod(shape) * DTYPES[dtype][0] != offsets[1] - offsets[0]:
-            raise _bad(path, f"tensor {name!r}: its shape does not fill its data offsets")
-        strides, s = [], 1
-        for d in reversed(shape):
-            strides.append(s)
-            s *= d
-        out.append(Tensor(name, dtype, tuple(shape), path, 8 + n + offsets[0], tuple(reversed(strides))))
-    return out
-
-
-@dataclass(frozen=True)
-class _Storage:
-    key: str
-    dtype: str
-    numel: int
-
-
-@dataclass(frozen=True)
-class _TensorRef:
-    storage: _Storage
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-
-def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_: Any) -> _TensorRef:
-    if (not isinstance(storage, _Storage) or not _is_int(offset) or not isinstance(size, tuple)
-            or not isinstance(stride, tuple) or len(size) != len(stride)
-            or not all(_is_int(x) and x >= 0 for x in (*size, *stride))):
-        raise ValueError("not a tensor")
-    return _TensorRef(storage, offset, size, stride)
-
-
-class _StateDict(dict):  # type: ignore[type-arg]
-    """A state dict's ``OrderedDict``; torch pickles its ``_metadata`` attribute too."""
-
-
-class _Unpickler(pickle.Unpickler):
-    """Reads a torch zip pickle of tensors, building nothing but descriptions: any other global
-    is refused (so a .bin cannot run code here, unlike ``torch.load`` without ``weights_only``)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "torch._utils" and name == "_rebuild_tensor_v2":
-            return _rebuild_tensor
-        if module == "collections" and name == "OrderedDict":
-            return _StateDict
-        if module == "torch" and name in TORCH_STORAGES:
-            return ("storage-class", TORCH_STORAGES[name])
-        raise pickle.UnpicklingError(f"{module}.{name} is not part of a tensor file")
-
-    def persistent_load(self, pid: Any) -> Any:
-        if (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], tuple)
-                and pid[1][:1] == ("storage-class",) and isinstance(pid[2], str) and _is_int(pid[4])):
-            return _Storage(pid[2], pid[1][1], pid[4])
-        raise pickle.UnpicklingError("not a tensor storage")
-
-
-def _stored_offset(path: Path, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
-    """Where an uncompressed zip member's bytes start in the file."""
-    if info.compress_type != zipfile.ZIP_STORED:
-        raise _bad(path, f"{info.filename} is compressed (torch writes storages uncompressed)")
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(30)
-    if len(local) != 30 or local[:4] != b"PK\x03\x04":
-        raise _bad(path, "a zip member has no local header")
-    name_len, extra_len = struct.unpack("<HH", local[26:30])
-    return int(info.header_offset + 30 + name_len + extra_len)
-
-
-def torch_tensors(path: Path) -> list[Tensor]:
-    """The tensors of a ``pytorch_model.bin`` (torch's zip format), read without torch."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
-            pkl = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
-            if len(pkl) != 1:
-                raise _bad(path, "not a torch zip file with one data.pkl (re-save it with torch >= 1.6)")
-            prefix = pkl[0][: -len("data.pkl")]
-            order = z.read(prefix + "byteorder").decode().strip() if prefix + "byteorder" in names else "little"
-            if order != "little":
-                raise _bad(path, "big-endian tensors")
-            obj = _Unpickler(z.open(pkl[0])).load()
-            if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, _TensorRef)
-                                                    for k, v in obj.items()):
-                raise _bad(path, "not a flat dictionary of tensors (a state dict)")
-            out: list[Tensor] = []
-            for name, ref in obj.items():
-                st = ref.storage
-                try:
-                    info = z.getinfo(f"{prefix}data/{st.key}")
-                except KeyError:
-                    raise _bad(path, f"tensor {name!r}: its storage {st.key} is missing") from None
-                item = DTYPES[st.dtype][0]
-                if info.file_size != st.numel * item:
-                    raise _bad(path, f"tensor {name!r}: its storage has the wrong size")
-                if ref.shape and math.prod(ref.shape) and (
-                        ref.offset + sum((d - 1) * s for d, s in zip(ref.shape, ref.strides, strict=True)) >= st.numel):
-                    raise _bad(path, f"tensor {name!r} reaches past its storage")
-                base = _stored_offset(path, z, info) + ref.offset * item
-                out.append(Tensor(name, st.dtype, ref.shape, path, base, ref.strides))
-            return out
-    except (zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError,
-            IndexError, KeyError, RecursionError, OverflowError, UnicodeDecodeError, MemoryError) as e:
-        raise _bad(path, f"not a torch tensor file ({type(e).__name__})") from None
 
 
 def tied(config: dict[str, Any]) -> bool:
@@ -427,7 +201,7 @@ def read_weights(folder: Path) -> Weights:
         found = torch_tensors(path) if name.endswith(".bin") else safetensors_tensors(path)
         for t in found:
             if t.name in tensors:
-                raise _bad(path, f"tensor {t.name!r} is in two weight files")
+                raise bad_file(path, f"tensor {t.name!r} is in two weight files")
             tensors[t.name] = t
     digests = {n: t.digest() for n, t in tensors.items()}
     dropped: list[str] = []

@@ -32,7 +32,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
 from monte.hashing import sha256_files
@@ -194,7 +194,23 @@ def _umask_modes(folder: Path) -> None:
         p.chmod(0o666 & ~mask)
 
 
-def init_model(out_dir: Path, size: str = "tiny", seed: int = 0) -> dict[str, Any]:
+class TinyModel(TypedDict):
+    """What :func:`init_model` wrote: the folder, its size and shape, tokens, files and bytes."""
+
+    path: str
+    size: str
+    seed: int
+    parameters: int
+    architecture: str
+    shape: dict[str, Any]
+    vocab_size: int
+    eos_token: str
+    pad_token: str
+    files: dict[str, str]
+    bytes: int
+
+
+def init_model(out_dir: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
     """Write a randomly initialised causal LM and its tokenizer into ``out_dir``.
 
     ``out_dir`` must be new or empty. The folder appears whole or not at all: it is written

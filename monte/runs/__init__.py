@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         stop,
         transitions,
     )
-    from monte.runs.liveness import is_dead, me, proc_start
+    from monte.runs.liveness import is_dead, proc_start, this_process
     from monte.runs.naming import parse_run_ref
 
 _HOME = {
@@ -43,14 +43,14 @@ _HOME = {
     **dict.fromkeys(("ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
                      "failure_reason", "find_run", "push_bucket", "read_rows", "read_tasks", "record_failure",
                      "stop", "transitions"), "lifecycle"),
-    **dict.fromkeys(("is_dead", "me", "proc_start"), "liveness"),
+    **dict.fromkeys(("is_dead", "this_process", "proc_start"), "liveness"),
     "parse_run_ref": "naming",
 }
 
 __all__ = [
     "ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
-    "failure_reason", "find_run", "is_dead", "log_event", "me", "parse_run_ref", "proc_start", "push_bucket",
-    "read_rows", "read_tasks", "record_failure", "run_folder", "stop", "transitions",
+    "failure_reason", "find_run", "is_dead", "log_event", "parse_run_ref", "proc_start", "push_bucket",
+    "read_rows", "read_tasks", "record_failure", "run_folder", "stop", "this_process", "transitions",
 ]
 
 

@@ -15,7 +15,7 @@ import signal
 import socket
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from monte import jsonl
 from monte.errors import MonteError, error
@@ -27,7 +27,7 @@ from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.names import check_name
 from monte.runs.folders import log_event, portable_text
-from monte.runs.liveness import is_dead, me, proc_start
+from monte.runs.liveness import is_dead, proc_start, this_process
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
@@ -207,7 +207,7 @@ def adopt_row(ledger: Ledger, run: str, *, kind: str, check: Callable[[RunRow], 
     """On a box: take over the run a laptop started for this job (``--remote``), moving it from
     ``started`` to ``running`` with this host and process. The laptop's ``started`` record already
     spent the touch and passed the rules; what this box is about to run must be that plan."""
-    who = me()
+    who = this_process()
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         row = ledger.row(run, snap)
@@ -253,7 +253,15 @@ def find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Ledger, R
                 "list runs with `monte status`")
 
 
-def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> dict[str, Any]:
+class Stopped(TypedDict):
+    """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled."""
+
+    run: str
+    status: str
+    signalled: bool
+
+
+def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> Stopped:
     """``monte stop``: terminate a running Run (on this host) and record it as abandoned
     (``reason``: why, for the row; a box's job wrapper says how its job ended)."""
     ledger, row = find_run(ws, ref, experiment)

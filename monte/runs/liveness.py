@@ -11,10 +11,12 @@ from monte.processes import is_dead_at, proc_start
 if TYPE_CHECKING:
     from monte.ledger.records import RunRow
 
-__all__ = ["is_dead", "is_dead_at", "me", "proc_start"]
+__all__ = ["is_dead", "is_dead_at", "this_process", "proc_start"]
 
 
-def me() -> dict[str, Any]:
+def this_process() -> dict[str, Any]:
+    """The process that writes a row, as the row records it: host, pid and the pid's start time
+    (so a later reader can tell it from another process that reuses the pid)."""
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "proc_start": proc_start(pid)}
 

@@ -9,9 +9,9 @@ from monte.stats.paired import (
     format_interval,
     mcnemar_cutoff,
     paired_delta,
-    unpaired_delta,
     verdict,
 )
+from monte.stats.unpaired import unpaired_delta
 
 __all__ = ["Z95", "Delta", "format_bound", "format_interval", "mcnemar_cutoff", "paired_delta",
            "unpaired_delta", "verdict"]

@@ -17,7 +17,8 @@ method, its figures and why it replaced monte's first (Bonett-Price-only) method
   studentized mean (:func:`skew_corrected_bounds`); never zero-width;
 - tasks that carry a cluster key: see :func:`paired_delta` for when the clustered standard error
   (Miller, "Adding Error Bars to Evals", 2024) widens the interval;
-- no per-task files (unpaired): Agresti-Caffo for pass/fail, Welch for fractional scores.
+- no per-task files (unpaired): Agresti-Caffo for pass/fail, Welch for fractional scores
+  (:mod:`monte.stats.unpaired`).
 
 The verdict is ``ok`` when the interval's lower end is above zero, otherwise ``STRIKE``; an
 unpaired delta is unjudged. :func:`format_bound` prints a bound so that a non-zero one never
@@ -40,11 +41,14 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from monte.stats.inputs import check_counts, clip, scores
+from monte.stats.printing import format_bound, format_interval
+from monte.stats.t_intervals import clustered_t_interval, paired_t_interval
+
 __all__ = [
     "ALPHA",
     "Z95",
     "Delta",
-    "agresti_caffo_interval",
     "augmented_interval",
     "binary_bounds",
     "binary_interval",
@@ -62,9 +66,7 @@ __all__ = [
     "score_bounds",
     "skew_corrected_bounds",
     "skew_corrected_interval",
-    "unpaired_delta",
     "verdict",
-    "welch_interval",
 ]
 
 #: The 0.975 quantile of the standard normal: the z of every two-sided 95% interval here.
@@ -77,11 +79,6 @@ ALPHA = 0.025
 EXACT_SCORE = "exact-mcnemar+score"
 SKEW_CORRECTED = "augmented-hall"
 CLUSTERED_SUFFIX = "+clustered"
-AGRESTI_CAFFO = "agresti-caffo"
-#: Fractional scores without standard deviations: the pass/fail interval, which is conservative
-#: because no score in [0, 1] with mean p varies more than a pass/fail score does (p(1 - p)).
-AGRESTI_CAFFO_BOUND = "agresti-caffo-bound (fractional, no sd)"
-WELCH = "welch"
 
 OK = "ok"
 STRIKE = "STRIKE"
@@ -364,9 +361,9 @@ def bonett_price_interval(fixed: int, broken: int, n: int) -> tuple[float, float
 
     ``fixed`` = #(a=0, b=1), ``broken`` = #(a=1, b=0), ``n`` = tasks scored.
     """
-    _check_counts(fixed, broken, n)
+    check_counts(fixed, broken, n)
     lower, upper = bonett_price_bounds(fixed, broken, n)
-    return _clip(float(lower), float(upper))
+    return clip(float(lower), float(upper))
 
 
 def _score(fixed: Any, broken: Any, n: int, d0: Any) -> Any:
@@ -433,9 +430,9 @@ def binary_bounds(fixed: Any, broken: Any, n: int, where: Where = _where) -> tup
 
 def binary_interval(fixed: int, broken: int, n: int) -> tuple[float, float]:
     """:func:`binary_bounds` for one outcome, clipped to [-1, 1]."""
-    _check_counts(fixed, broken, n)
+    check_counts(fixed, broken, n)
     lower, upper = binary_bounds(fixed, broken, n)
-    return _clip(float(lower), float(upper))
+    return clip(float(lower), float(upper))
 
 
 def _cbrt(x: Any) -> Any:
@@ -484,7 +481,7 @@ def skew_corrected_interval(d: Sequence[float]) -> tuple[float, float]:
         raise ValueError("no differences")
     lower, upper = skew_corrected_bounds(n, math.fsum(d), math.fsum(x * x for x in d),
                                          math.fsum(x * x * x for x in d))
-    return _clip(lower, upper)
+    return clip(lower, upper)
 
 
 def augmented_interval(d: Sequence[float]) -> tuple[float, float]:
@@ -500,79 +497,8 @@ def augmented_interval(d: Sequence[float]) -> tuple[float, float]:
     dbar = math.fsum(d) / m
     var = (math.fsum(x * x for x in d) + 2) / m - dbar * dbar
     se = math.sqrt(max(var, 0.0) / m)
-    return _clip(dbar - Z95 * se, dbar + Z95 * se)
+    return clip(dbar - Z95 * se, dbar + Z95 * se)
 
-
-def paired_t_interval(d: Sequence[float]) -> tuple[float, float]:
-    """``mean(d) ± t_{0.975, n-1} · sd(d) / sqrt(n)`` (no longer printed; kept for comparison)."""
-    n = len(d)
-    if n < 2:
-        raise ValueError("the t-interval needs at least 2 differences")
-    mean = math.fsum(d) / n
-    ss = math.fsum((x - mean) ** 2 for x in d)
-    se = math.sqrt(ss / (n - 1) / n)
-    half = _t975(n - 1) * se
-    return _clip(mean - half, mean + half)
-
-
-def clustered_t_interval(d: Sequence[float], clusters: Sequence[Hashable]) -> tuple[float, float]:
-    """The t-interval with Miller's (2024) clustered standard error of the mean difference.
-
-    ``SE^2 = s^2 / n + (1 / n^2) · Σ_c Σ_{i≠j in c} e_i e_j`` with ``e_i = d_i - mean(d)`` and
-    ``s^2`` the sample variance, i.e. ``s^2 / n + (Σ_c E_c^2 - Σ_i e_i^2) / n^2`` where ``E_c`` is
-    cluster c's sum of ``e_i``. The t quantile has C - 1 degrees of freedom (C clusters): the
-    clusters, not the tasks, are the independent units. With every task its own cluster this is
-    exactly :func:`paired_t_interval`.
-    """
-    n = len(d)
-    if len(clusters) != n:
-        raise ValueError(f"{len(clusters)} cluster keys for {n} differences")
-    sums: dict[Hashable, list[float]] = {}
-    mean = math.fsum(d) / n if n else 0.0
-    for x, key in zip(d, clusters, strict=True):
-        sums.setdefault(key, []).append(x - mean)
-    c = len(sums)
-    if c < 2:
-        raise ValueError("the clustered t-interval needs at least 2 clusters")
-    ss = math.fsum(e * e for e in (x - mean for x in d))
-    between = math.fsum(math.fsum(es) ** 2 for es in sums.values())
-    # Σe² / (n(n-1)) + (between - Σe²) / n² = Σe² / (n²(n-1)) + between / n²: never negative.
-    var = ss / (n * n * (n - 1)) + between / (n * n)
-    half = _t975(c - 1) * math.sqrt(var)
-    return _clip(mean - half, mean + half)
-
-
-def agresti_caffo_interval(
-    score_a: float, n_a: int, score_b: float, n_b: int
-) -> tuple[float, float]:
-    """Agresti-Caffo 95% interval for ``p_b - p_a`` from two independent evals, clipped.
-
-    One success and one failure are added to each eval (``p~ = (score·n + 1) / (n + 2)``), then
-    Wald: ``p~_b - p~_a ± z · sqrt(p~_a(1 - p~_a)/(n_a + 2) + p~_b(1 - p~_b)/(n_b + 2))``.
-    """
-    pa = (score_a * n_a + 1) / (n_a + 2)
-    pb = (score_b * n_b + 1) / (n_b + 2)
-    se = math.sqrt(pa * (1 - pa) / (n_a + 2) + pb * (1 - pb) / (n_b + 2))
-    centre = pb - pa
-    return _clip(centre - Z95 * se, centre + Z95 * se)
-
-
-def welch_interval(
-    score_a: float, sd_a: float, n_a: int, score_b: float, sd_b: float, n_b: int
-) -> tuple[float, float]:
-    """Welch's 95% interval for ``mean_b - mean_a`` (Welch-Satterthwaite degrees of freedom).
-
-    ``sd_a``/``sd_b`` are the per-task sample standard deviations. When both are 0 the interval
-    is the single point ``score_b - score_a``.
-    """
-    va = sd_a * sd_a / n_a
-    vb = sd_b * sd_b / n_b
-    centre = score_b - score_a
-    if va + vb == 0:
-        return _clip(centre, centre)
-    df = (va + vb) ** 2 / (va * va / (n_a - 1) + vb * vb / (n_b - 1))
-    half = _t975(df) * math.sqrt(va + vb)
-    return _clip(centre - half, centre + half)
 
 
 # --- the deltas --------------------------------------------------------------------------------
@@ -601,8 +527,8 @@ def paired_delta(
     ``fixed``/``broken`` are set in case 1 (also with clusters), ``None`` otherwise.
     Raises ValueError for empty or misaligned input, or a score that is NaN or outside [0, 1].
     """
-    xa = _scores(a, "a")
-    xb = _scores(b, "b")
+    xa = scores(a, "a")
+    xb = scores(b, "b")
     if len(xa) != len(xb):
         raise ValueError(f"a has {len(xa)} scores and b has {len(xb)}: pair them by task")
     n = len(xa)
@@ -654,143 +580,8 @@ def paired_delta(
     )
 
 
-def unpaired_delta(
-    score_a: float,
-    n_a: int,
-    score_b: float,
-    n_b: int,
-    binary: bool = True,
-    sd_a: float | None = None,
-    sd_b: float | None = None,
-) -> Delta:
-    """The delta ``score_b - score_a`` of two evals whose per-task scores cannot be paired.
-
-    ``binary=True`` (pass/fail scores): Agresti-Caffo (``method="agresti-caffo"``).
-    ``binary=False``: Welch's interval (``"welch"``) when both per-task sample standard deviations
-    are given and each eval has at least 2 tasks; otherwise the Agresti-Caffo interval as a
-    conservative bound (``"agresti-caffo-bound (fractional, no sd)"``: a score in [0, 1] with
-    mean p has variance at most p(1 - p), the pass/fail variance).
-
-    The result has ``paired=False``, ``fixed``/``broken`` ``None`` and ``n = min(n_a, n_b)``;
-    :func:`verdict` gives it no ok/STRIKE.
-    """
-    score_a = _number(score_a, "score_a")
-    score_b = _number(score_b, "score_b")
-    n_a = _count(n_a, "n_a")
-    n_b = _count(n_b, "n_b")
-    sd_a = None if sd_a is None else _number(sd_a, "sd_a")
-    sd_b = None if sd_b is None else _number(sd_b, "sd_b")
-
-    if not binary and sd_a is not None and sd_b is not None and n_a >= 2 and n_b >= 2:
-        lower, upper = welch_interval(score_a, sd_a, n_a, score_b, sd_b, n_b)
-        method = WELCH
-    else:
-        lower, upper = agresti_caffo_interval(score_a, n_a, score_b, n_b)
-        method = AGRESTI_CAFFO if binary else AGRESTI_CAFFO_BOUND
-    return Delta(
-        delta=score_b - score_a,
-        lower=lower,
-        upper=upper,
-        n=min(n_a, n_b),
-        paired=False,
-        fixed=None,
-        broken=None,
-        method=method,
-        score_a=score_a,
-        score_b=score_b,
-    )
-
-
-# --- printing ----------------------------------------------------------------------------------
-
-
-def format_bound(x: float, digits: int = 4) -> str:
-    """``x`` signed with ``digits`` decimals, or more where that would print a non-zero ``x`` as
-    zero: ``format_bound(1.7e-05)`` is ``"+0.00002"``, not ``"+0.0000"``, so an ``ok`` never sits
-    beside a lower end that reads 0 (and a regression beside an upper end that reads 0)."""
-    text = f"{x:+.{digits}f}"
-    if abs(x) >= 10.0 ** -digits:  # prints non-zero as it is (the check below, skipped: status formats ~20,000)
-        return text
-    while x != 0 and float(text) == 0:
-        if digits >= 9:  # beyond that a reader counts zeros: say it in powers of ten
-            return f"{x:+.1e}"
-        digits += 1
-        text = f"{x:+.{digits}f}"
-    return text
-
-
-def format_interval(lower: float, upper: float, digits: int = 4) -> str:
-    """``[lower, upper]`` with :func:`format_bound`."""
-    return f"[{format_bound(lower, digits)}, {format_bound(upper, digits)}]"
-
-
-# --- helpers -----------------------------------------------------------------------------------
-
-
-def _check_counts(fixed: int, broken: int, n: int) -> None:
-    if n < 1 or fixed < 0 or broken < 0 or fixed + broken > n:
-        raise ValueError(f"need 0 <= fixed + broken <= n, n >= 1 (got {fixed}, {broken}, {n})")
-
-
-def _scores(xs: Sequence[float], name: str) -> list[float]:
-    if isinstance(xs, str | bytes):
-        raise ValueError(f"{name} must be a sequence of scores, not a string")
-    out: list[float] = []
-    for i, x in enumerate(xs):
-        try:
-            v = float(x)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}[{i}] = {x!r} is not a number") from None
-        # NaN fails both comparisons, so it is refused here too.
-        if not 0.0 <= v <= 1.0:
-            raise ValueError(f"{name}[{i}] = {x!r}: scores must lie in [0, 1]")
-        out.append(v)
-    return out
-
-
-def _number(x: object, name: str) -> float:
-    """A float in [0, 1] (scores and per-task standard deviations both live there)."""
-    if isinstance(x, str | bytes | bool):
-        raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
-    try:
-        v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in [0, 1], got {x!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {x!r}")
-    return v
-
-
-def _count(k: object, name: str) -> int:
-    if isinstance(k, bool):
-        raise ValueError(f"{name} must be a positive int, got {k!r}")
-    try:
-        v = operator.index(k)  # type: ignore[arg-type]
-    except TypeError:
-        raise ValueError(f"{name} must be a positive int, got {k!r}") from None
-    if v < 1:
-        raise ValueError(f"{name} must be a positive int, got {k!r}")
-    return v
-
-
 def _clusters_apply(keys: Sequence[Hashable]) -> bool:
     """At least 2 clusters, and at least one holding 2 or more tasks."""
     distinct = len(set(keys))
     return 2 <= distinct < len(keys)
 
-
-def _clip(lower: float, upper: float) -> tuple[float, float]:
-    return max(-1.0, min(1.0, lower)), max(-1.0, min(1.0, upper))
-
-
-def _t975(df: float) -> float:
-    # scipy is heavy; import it only where a t quantile is actually needed. The light install
-    # has none (monte/extras.py): the same quantile in pure Python (agrees to ~1e-12).
-    try:
-        from scipy.stats import t
-    except ModuleNotFoundError:
-        from monte.stats.tdist import t975
-
-        return t975(df)
-
-    return float(t.ppf(0.975, df))

@@ -6,7 +6,7 @@ regularized incomplete beta function ``I_x(df/2, 1/2)`` with ``x = df / (df + t^
 and Stegun 26.7.1), evaluated by its continued fraction (modified Lentz; Press et al., Numerical
 Recipes, 3rd ed., 6.4). For ``df`` up to 1e6 (a Welch df is at most the two splits' sizes) it
 agrees with ``scipy.stats.t.ppf(0.975, df)`` to about 1e-10 (tests/stats/test_tdist.py);
-:mod:`monte.stats.paired` uses scipy where it is installed.
+:mod:`monte.stats.t_intervals` uses scipy where it is installed.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from monte.errors import MonteError, error
 from monte.ledger.refs import (
@@ -371,8 +371,30 @@ def _pull_files(ws: Any, store: ObjectStore, exp: str) -> tuple[int, int]:
 # --- push --------------------------------------------------------------------------------------
 
 
+class Pushed(TypedDict):
+    """What ``monte push`` sent: packs, refs and run files, their bytes, and the merges it made."""
+
+    experiment: str
+    bucket: str
+    run: str | None
+    packs: int
+    pack_bytes: int
+    refs: int
+    files: int
+    file_bytes: int
+    uploaded_bytes: int
+    merged: Any
+
+
+class Synced(TypedDict):
+    """What ``monte sync`` brought back, per experiment."""
+
+    bucket: str
+    experiments: list[dict[str, Any]]
+
+
 def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None) -> dict[str, Any]:
+         key_file: str | None = None) -> Pushed:
     from monte.ledger.experiment import Ledger
 
     if not Ledger(ws.store, experiment).exists():
@@ -451,7 +473,7 @@ def bucket_experiments(store: ObjectStore) -> list[str]:
 
 
 def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = None,
-         key_file: str | None = None) -> dict[str, Any]:
+         key_file: str | None = None) -> Synced:
     from monte.names import check_name
 
     store = open_bucket(ws, bucket=bucket, key_file=key_file, write=False)

@@ -26,7 +26,7 @@ from monte.manifest import now
 from monte.models import identity
 from monte.runs.folders import log_event, run_folder
 from monte.runs.lifecycle import require_live
-from monte.runs.liveness import me
+from monte.runs.liveness import this_process
 from monte.workspace import Workspace
 
 
@@ -37,7 +37,7 @@ def start_chunk(ws: Workspace, experiment: str, *, cohort: str, base_model: str,
     runs it (default this process; a ``--remote`` submission names the box)."""
     ledger = Ledger(ws.store, experiment)
     run = new_run_id()
-    who = who or me()
+    who = who or this_process()
     code = ws.code_version()  # the commit this chunk starts from (a box's checkout on a box)
 
     def make(snap: Snapshot, seq: int) -> RunRow:

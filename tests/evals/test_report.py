@@ -221,3 +221,15 @@ def test_tree_layout_draws_branches_boundaries_and_unread_parents() -> None:
     assert pos["b@100"][0] == pos["c@100"][0] == pos["a@50"][0] + 1 and pos["b@100"][1] != pos["c@100"][1]
     assert pos["a@50"][1] == pos["b@100"][1]  # a parent sits on its first child's row
     assert lay["rows"] == 3  # leaves: x@200, c@100, d@100
+
+
+def test_the_wheel_ships_the_pages_style_and_script(light_wheel: Path) -> None:
+    """The page's style sheet and script are package data: a wheel of this tree holds them, the
+    bytes the page inlines."""
+    import zipfile
+
+    from monte.report import page_part
+
+    with zipfile.ZipFile(light_wheel) as z:
+        shipped = {n: z.read(n).decode("utf-8") for n in z.namelist() if n.startswith("monte/page/")}
+    assert shipped == {"monte/page/report.css": page_part("report.css"), "monte/page/report.js": page_part("report.js")}

@@ -17,13 +17,14 @@ import pytest
 from helpers import git
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import ledger as shared
 
 from monte.errors import MonteError
 from monte.evals.run import _delta
 from monte.ledger import cohorts, rules
 from monte.ledger.experiment import Ledger, record_change
 from monte.ledger.merge import merge_into_ref, merge_ledgers
-from monte.ledger.records import ExamFreeze, Measurement, RunRow, SplitFreeze
+from monte.ledger.records import Measurement, RunRow, SplitFreeze
 from monte.ledger.store import Snapshot, Store
 from monte.ledger.verify import Verifier
 from monte.runs.lifecycle import CohortReads, read_rows
@@ -38,9 +39,7 @@ EXAMS = ("arith", "logic")
 
 def measurement() -> Measurement:
     splits = {s: SplitFreeze(path=f"x/{s}.jsonl", sha256=s[0] * 64, n=4) for s in ("dev", "test")}
-    return Measurement(experiment=EXP, created_at="2026-01-01T00:00:00Z", environment="arith",
-                       environment_fingerprint="sha256:" + "ab" * 32, grader={"name": "exact_match"},
-                       exams={e: ExamFreeze(benchmark=e, splits=splits) for e in EXAMS})
+    return shared.measurement(EXP, exams=EXAMS, splits=splits, created_at="2026-01-01T00:00:00Z")
 
 
 def tasks(scores: list[float]) -> bytes:
@@ -75,9 +74,7 @@ def finish(led: Ledger, run: str, status: str = "succeeded", scores: list[float]
 
 @pytest.fixture
 def store(repo: Path) -> Store:
-    s = Store(repo)
-    Ledger(s, EXP).create(measurement())
-    return s
+    return shared.ledger_store(repo, measurement())
 
 
 def index_at(repo: Path, rev: str, cohort: str) -> Any:

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 from helpers import git, snapshot_state
+from support import ledger as shared
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
-from monte.ledger.records import ExamFreeze, Measurement, RunRow, SplitFreeze
+from monte.ledger.records import Measurement, RunRow, SplitFreeze
 from monte.ledger.store import Snapshot, Store
 
 EXP = "arith-sft"
@@ -24,14 +25,9 @@ RUN_ID = re.compile(r"^[0-9a-hjkmnp-tv-z]{12}$")  # lowercase Crockford base32
 
 
 def measurement(env: str = "arith") -> Measurement:
-    return Measurement(
-        experiment=EXP, created_at="2025-11-29T00:00:00Z", environment=env,
-        environment_fingerprint="sha256:" + "ab" * 32,
-        grader={"name": "exact_match"},
-        exams={"arith": ExamFreeze(benchmark="arith", splits={
-            "dev": SplitFreeze(path="arith/dev.jsonl", sha256="cd" * 32, n=200),
-            "test": SplitFreeze(path="arith/test.jsonl", sha256="ef" * 32, n=200)})},
-    )
+    return shared.measurement(EXP, environment=env, splits={
+        "dev": SplitFreeze(path="arith/dev.jsonl", sha256="cd" * 32, n=200),
+        "test": SplitFreeze(path="arith/test.jsonl", sha256="ef" * 32, n=200)})
 
 
 def row(run: str, status: str = "succeeded", **kw: object) -> Callable[[Snapshot, int], RunRow]:

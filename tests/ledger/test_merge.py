@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 from helpers import git, snapshot_state
+from support import ledger as shared
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger, compact_json, dumps, meta_json
 from monte.ledger.merge import merge_bases, merge_into_ref, merge_ledgers
-from monte.ledger.records import ExamFreeze, Measurement, RunRow, bucket_index, run_dir
+from monte.ledger.records import Measurement, RunRow, bucket_index, run_dir
 from monte.ledger.store import Change, Snapshot, Store
 
 EXP = "arith-sft"
@@ -23,11 +24,7 @@ OTHER = "refs/heads/laptop-ledger"  # the other machine's copy, fetched next to 
 
 
 def measurement() -> Measurement:
-    return Measurement(
-        experiment=EXP, created_at="2025-11-29T00:00:00Z", environment="arith",
-        environment_fingerprint="sha256:" + "ab" * 32, grader={"name": "exact_match"},
-        exams={"arith": ExamFreeze(benchmark="arith", splits={})},
-    )
+    return shared.measurement(EXP)
 
 
 def row(run: str, status: str = "started", **kw: object) -> Callable[[Snapshot, int], RunRow]:
@@ -53,9 +50,7 @@ def show(repo: Path, rev: str, path: str) -> object:
 
 @pytest.fixture
 def store(repo: Path) -> Store:
-    s = Store(repo)
-    Ledger(s, EXP).create(measurement())
-    return s
+    return shared.ledger_store(repo, measurement())
 
 
 def fork(store: Store) -> tuple[Ledger, Ledger]:

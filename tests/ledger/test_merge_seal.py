@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 from helpers import git, snapshot_state
+from support import ledger as shared
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.merge import merge_into_ref, merge_ledgers, union_tree
-from monte.ledger.records import ExamFreeze, Measurement, RunRow
+from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import seal_conflicts
 from monte.ledger.store import Store, add_object
 
@@ -29,11 +30,7 @@ CKPT = {"target": {"kind": "checkpoint", "run": "tr0000000001", "step": 50}}
 
 
 def measurement() -> Measurement:
-    return Measurement(
-        experiment=EXP, created_at="2025-11-29T00:00:00Z", environment="arith",
-        environment_fingerprint="sha256:" + "ab" * 32, grader={"name": "exact_match"},
-        exams={"arith": ExamFreeze(benchmark="arith", splits={})},
-    )
+    return shared.measurement(EXP)
 
 
 def append(led: Ledger, run: str, **kw: object) -> RunRow:
@@ -100,9 +97,7 @@ def test_seal_conflicts_counts_a_third_read_and_roles_missing_from_old_rows() ->
 
 @pytest.fixture
 def store(repo: Path) -> Store:
-    s = Store(repo)
-    Ledger(s, EXP).create(measurement())
-    return s
+    return shared.ledger_store(repo, measurement())
 
 
 def _objects(repo: Path) -> set[str]:

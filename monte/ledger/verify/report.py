@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
 from monte.ledger.refs import ledger_ref
@@ -22,6 +22,17 @@ if TYPE_CHECKING:
     from monte.workspace import Workspace
 
 
+class VerifiedLedgers(TypedDict):
+    """:class:`VerifyReport` as ``monte ledger verify --json`` prints it."""
+
+    ok: bool
+    experiments: list[str]
+    records: int
+    warnings: list[Any]
+    adopted: dict[str, Any]
+    unchecked: dict[str, str]
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     """What a verify that found nothing says: the experiments and records checked, the warnings
@@ -30,12 +41,13 @@ class VerifyReport:
     experiments: list[str]
     records: int
     warnings: list[Any] = field(default_factory=list)
-    adopted: dict[str, Any] = field(default_factory=dict)
+    #: the remote copies let in (ref: remote ref); ``adopted`` in the JSON, as before
+    let_in: dict[str, Any] = field(default_factory=dict)
     unchecked: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> VerifiedLedgers:
         return {"ok": True, "experiments": self.experiments, "records": self.records, "warnings": self.warnings,
-                "adopted": self.adopted, "unchecked": self.unchecked}
+                "adopted": self.let_in, "unchecked": self.unchecked}
 
 
 def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: bool = False,
@@ -88,8 +100,8 @@ def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: boo
     from monte.ledger import remotes
 
     # what a clone's remote-tracking refs hold: let in when it could be; a forged copy is named
-    violations += remotes.refused_violations(ws.adoption)
-    unchecked = remotes.unchecked(ws.store, ws.adoption)
+    violations += remotes.refused_violations(ws.remotes_let_in)
+    unchecked = remotes.unchecked(ws.store, ws.remotes_let_in)
     if violations:
         lines = "; ".join(f"{x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
         own = [x["fix"] for x in violations if x.get("fix")]  # e.g. a rewound ref: the restore command
@@ -106,7 +118,7 @@ def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: boo
     # records an older monte wrote with a folder of its machine: they verify, and are named
     return VerifyReport(experiments=names, records=records,
                         warnings=scan(ws.store, names, rows=rows, only=only),
-                        adopted=dict(ws.adoption.adopted) if ws.adoption else {}, unchecked=unchecked)
+                        let_in=dict(ws.remotes_let_in.moved) if ws.remotes_let_in else {}, unchecked=unchecked)
 
 
 def lineage_matches_ledger(ws: Workspace, v: Verifier, name: str, only: set[str] | None = None) -> list[Violation]:

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from monte.api.boxes import box_down as box_down
+from monte.api.boxes import box_status as box_status
+from monte.api.boxes import box_up as box_up
+from monte.api.results import push as push
+from monte.api.results import sync as sync
+from monte.api.verify import hooks_install as hooks_install
+from monte.api.verify import hooks_uninstall as hooks_uninstall
+from monte.api.verify import ledger_verify as ledger_verify
+from monte.api.verify import ledger_verify_updates as ledger_verify_updates
 from monte.errors import MonteError, error
 from monte.githooks import HOOK_MARK, HOOKS  # noqa: F401  (re-exported)
 from monte.names import check_name
 from monte.workspace import CONFIG_FILE, Workspace, open_workspace
 
 if TYPE_CHECKING:  # the result models; their modules are imported when a verb runs
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from monte.evals import EvalPlan, EvalResult
     from monte.runs import Transition
@@ -26,11 +35,18 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
+    from monte.api.shapes import Recovered, Rerun, RowDoc, StatusDoc, Submitted
+    from monte.claim import ExportedJson, VerifiedJson
     from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
+    from monte.evals.nominate import Nominated
     from monte.experiments import ExperimentInitResult, ExperimentSummary
+    from monte.models.tiny import TinyModel
+    from monte.plot import PlotWritten
+    from monte.report import ReportWritten
     from monte.repository import ConfigSetResult, InitResult
+    from monte.runs.lifecycle import Stopped
     from monte.storage.vault import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
@@ -276,7 +292,7 @@ def eval_(*, experiment: str | None = None, model: str | None = None, split: str
     return run_eval(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
-def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Nominated:
     """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
     from monte import evals
 
@@ -287,15 +303,15 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
 
 
 def status(*, experiment: str | None = None, ws: Workspace | None = None, json_rows: bool = False,
-           table: bool = False) -> dict[str, Any]:
+           table: bool = False) -> StatusDoc:
     """Rows, delta lines, lineage, cycles and checkpoints, from the ledger tip (one tree).
     ``json_rows``: ``rows`` as one already-serialized JSON array (:class:`monte.jsonl.RawJson`,
     for ``monte status --json`` to write as it is) instead of a list of dicts. ``table``: the
     human status's row and delta lines already formatted (``_table``, ``rows`` empty)."""
     from monte import status as st
 
-    return st.experiment_status(ws or open_workspace(require_data_root=False), experiment, json_rows=json_rows,
-                                table=table)
+    return cast("StatusDoc", st.experiment_status(ws or open_workspace(require_data_root=False), experiment,
+                                                 json_rows=json_rows, table=table))
 
 
 def status_view(*, experiment: str | None = None, mode: str = "json", render: Callable[[dict[str, Any]], bytes | str],
@@ -308,7 +324,7 @@ def status_view(*, experiment: str | None = None, mode: str = "json", render: Ca
     return st.status_view(ws or open_workspace(require_data_root=False), experiment, mode, render, code)
 
 
-def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> RowDoc:
     """One full row, with every provenance field: its ``row.json`` at the tip (one blob; a
     started/running row whose process died reads ``abandoned``, as :func:`status` reads it)."""
     from monte.processes import is_dead_at
@@ -318,7 +334,7 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
         row = {**row, "status": "abandoned", "error": "the process died without finishing"}
     if row["kind"] == "train":  # how the chunk was launched (an older row: not recorded)
         row["launch"] = (row["plan"] or {}).get("launch")
-    return row
+    return cast("RowDoc", row)
 
 
 def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
@@ -342,7 +358,7 @@ def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dic
                 "list runs with `monte status`")
 
 
-def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Rerun:
     """The exact command and environment that would launch a train run's chunk again, from its
     launch record (:func:`monte.training.launch.rerun`); nothing runs."""
     from monte.runs import find_run, run_folder
@@ -355,7 +371,7 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
         raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
                     "name a train run (`monte status` lists them)")
     folder = run_folder(ws, ledger.experiment, row.run) / LAUNCH_DIR
-    return rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke)
+    return cast("Rerun", rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
@@ -372,7 +388,7 @@ def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
 
 def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
-         ws: Workspace | None = None) -> dict[str, Any]:
+         ws: Workspace | None = None) -> Stopped:
     """Terminate a running Run (on this host) and record it as abandoned (``reason``: why, for
     the row; a box's job wrapper says how its job ended)."""
     from monte.runs import stop as stop_run
@@ -380,7 +396,7 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
     return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
 
 
-def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[dict[str, Any]]:
+def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[Recovered]:
     """Record each finish an earlier process kept in its run folder but could not append."""
     from monte import evals
     from monte.ledger.experiment import Ledger
@@ -389,7 +405,7 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
     ws = ws or open_workspace()
     exp = experiment_name(ws, experiment)
     Ledger(ws.store, exp).measurement()  # an experiment that does not exist: E_NOT_FOUND, not "nothing to do"
-    return evals.recover(ws, exp)
+    return cast("list[Recovered]", evals.recover(ws, exp))
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -436,13 +452,13 @@ def remote_gate(*, ws: Workspace | None = None) -> str:
 
 
 def submit(*, kind: str, plan: EvalPlan | TrainPlan, box_args: list[str], provider: str = "lambda", host: str | None = None,
-           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> dict[str, Any]:
+           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> Submitted:
     """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
     launch the job there detached (see :mod:`monte.remote.submit`)."""
     from monte.remote import submit as remote
 
-    return remote.submit(ws or open_workspace(), kind=kind, plan=plan, box_args=box_args, provider=provider,
-                         host=host, ssh_key=ssh_key, on_step=on_step)
+    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan, box_args=box_args,
+                                           provider=provider, host=host, ssh_key=ssh_key, on_step=on_step))
 
 
 def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
@@ -471,7 +487,7 @@ def train(*, recipe: str, source: str, parent: str | None = None, from_base: boo
     return run_train(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
-def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> dict[str, Any]:
+def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
     """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
     from monte.models.tiny import init_model
 
@@ -494,7 +510,7 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
 
 
 def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = None, identity: str | None = None,
-                 card: Path | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+                 card: Path | None = None, ws: Workspace | None = None) -> ExportedJson:
     """Write the signed, self-contained bundle of the final claim ``ref`` to ``out`` (see
     :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
     from monte import claim
@@ -503,7 +519,7 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
                         identity=identity, card=card).to_dict()
 
 
-def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> dict[str, Any]:
+def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> VerifiedJson:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
     replayed ledger and the seal. Needs no repository and no network."""
     from monte import claim
@@ -515,7 +531,7 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
 # --- plot ----------------------------------------------------------------------------------------
 
 
-def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> PlotWritten:
     """Draw each lineage path's dev delta against step (cycles, test reads) to ``out``.
 
     ``out`` must end in .png, .svg or .pdf (E_USAGE) and its folder must exist (E_NOT_FOUND).
@@ -529,7 +545,7 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
 # --- report --------------------------------------------------------------------------------------
 
 
-def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
     """Write one self-contained HTML page of the experiment to ``out`` (a view of :func:`status`
     and the evals' per-task results); what it shows, as a dict.
 
@@ -537,195 +553,3 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
     from monte import report as rp
 
     return rp.write_report(out=out, experiment=experiment, ws=ws)
-
-
-# --- the ledger polices itself ---------------------------------------------------------------------
-
-
-def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
-                  ws: Workspace | None = None,
-                  views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str], Sequence[str]]] | None = None,
-                  ) -> dict[str, Any]:
-    """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation.
-    ``views``: mode -> (render, its files) of ``monte status``'s kept views, to derive each
-    again (:func:`status_view`); a view of a mode not given is not judged
-    (:func:`monte.ledger.verify.report.verify_repository`)."""
-    from monte.ledger.verify.report import verify_repository
-
-    ws = ws or _ledgers_workspace()
-    report = verify_repository(ws, experiment=experiment, all_=all_, from_rev=from_rev,
-                               derived=lambda: _derived_caches(ws, views or {}))
-    return report.to_dict()
-
-
-def _ledgers_workspace() -> Workspace:
-    """The repository whose ledgers to read: a monte repository, or any git repository holding
-    monte refs (a CI checkout of a ledger branch has no ``.monte.yaml``; a bare server
-    repository has no work tree)."""
-    from monte.workspace import find_bare_repo, open_git
-
-    if find_bare_repo() is not None:
-        return open_git()
-    try:
-        return open_workspace(require_data_root=False)
-    except MonteError as e:
-        if e.code != "E_NOT_INITIALIZED":
-            raise
-        return open_git()
-
-
-def _derived_caches(ws: Workspace, views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str],
-                                                               Sequence[str]]]) -> list[dict[str, str]]:
-    """Each derived cache entry (monte.ledger.derived) that its index does not derive, and each
-    kept status view that the current state does not make (``views``: the renderers): a forged
-    file that passed its MAC, or a torn or edited one (never used as it stands)."""
-    from monte import status as st
-    from monte.ledger import derived
-
-    def blob(sha: bytes) -> bytes | None:
-        try:
-            return bytes(ws.store.repo.object_store.get_raw(sha)[1])  # type: ignore[arg-type]
-        except KeyError:
-            return None
-
-    def rederive(exp: str, mode: str, stored: derived.View) -> derived.View | None:
-        if mode not in views:
-            return None
-        render, code = views[mode]
-        return st.rederive_view(ws, exp, mode, stored, render, code)
-
-    git_dir = ws.store.repo.commondir()
-    found = derived.check(git_dir, blob, {"status": (st.facts_version(), st.derive_facts)})
-    found += derived.check_views(git_dir, st.VIEW_VERSION, rederive)
-    found += derived.check_folds(git_dir, st.VIEW_VERSION, lambda exp, mode, stored: st.refold(
-        ws, exp, mode, stored, views[mode][1]) if mode in views else None)
-    return [{"experiment": "", "commit": "-", "rule": "cache", "message": m,
-             "fix": f"remove {derived.cache_path(git_dir, '*', '*')} (derived again on the next read), then find "
-             "who wrote it"} for m in found]
-
-
-def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace | None = None) -> dict[str, Any]:
-    """For git hooks: check proposed updates (``old new ref`` per line) before they happen, all
-    of them together (one push: the vault, base, lineage and ledger refs arriving at once).
-
-    Inside a hook the repository is the one git names (a bare one, with the pushed objects in
-    quarantine); ``full`` verifies each new tip's whole history (pre-push). ``$MONTE_HOOK``
-    names the hook that asks (:func:`monte.githooks.judge`)."""
-    import os
-
-    from monte import githooks
-    from monte.ledger.store import Store
-    from monte.workspace import find_repo_root
-
-    # never ``ws.store``: a hook runs while git holds the refs' locks, and must not move refs
-    store = Store.from_git_env() or Store(ws.repo_root if ws else find_repo_root())
-    violations = githooks.judge(lines, store, full=full, hook=os.environ.get("MONTE_HOOK"))
-    if violations:
-        lines_ = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
-        raise error("E_VERIFY", f"refused by monte: {lines_}",
-                    "this update would break the record's rules; set MONTE_HOOKS=off only to repair by hand",
-                    details=violations)
-    return {"ok": True, "updates": len(lines)}
-
-
-def _git_dir(ws: Workspace | None) -> Path:
-    """The repository whose hooks to manage: a bare (server) repository here or at ``$GIT_DIR``,
-    else the monte repository around the working directory (a linked worktree's hooks are the
-    main one's)."""
-    from monte.workspace import find_bare_repo
-
-    if ws is None:
-        bare = find_bare_repo()
-        if bare is not None:
-            return bare
-        ws = open_workspace(require_data_root=False)
-    return Path(ws.store.repo.commondir())
-
-
-def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -> dict[str, Any]:
-    """Install monte's git hooks, in a monte repository or a bare server repository (run inside
-    it, or name it with ``$GIT_DIR``); an existing hook is kept as ``<name>.local`` and runs first."""
-    from monte import ci, githooks
-
-    where = git_dir or _git_dir(ws)
-    root = ws.repo_root if ws is not None else (where.parent if where.name == ".git" else None)
-    return {"installed": githooks.install(where, spec=ci.install_spec(root))}
-
-
-def hooks_uninstall(*, ws: Workspace | None = None) -> dict[str, Any]:
-    from monte import githooks
-
-    return {"removed": githooks.uninstall(_git_dir(ws))}
-
-
-# --- the results bucket --------------------------------------------------------------------------
-
-
-def push(*, experiment: str | None = None, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
-    """Upload one experiment's ledger objects, refs and run files to the results bucket."""
-    from monte.runs import experiment_name
-    from monte.storage import results
-
-    ws = ws or open_workspace(require_data_root=False)
-    exp = experiment_name(ws, experiment)
-    if run is not None:
-        from monte.runs import parse_run_ref
-
-        r_exp, run, _ = parse_run_ref(run, exp)
-        if r_exp and r_exp != exp:
-            raise error("E_USAGE", f"--run {run} names experiment {r_exp}, not {exp}", "name one experiment")
-        check_name(run, "run id")
-    return results.push(ws, exp, run=run, bucket=bucket, key_file=key_file)
-
-
-def sync(*, experiments: list[str] | None = None, bucket: str | None = None, key_file: str | None = None,
-         ws: Workspace | None = None) -> dict[str, Any]:
-    """Pull the results bucket into mirror refs and run folders; merge each ledger (the union)."""
-    from monte.storage import results
-
-    ws = ws or open_workspace(require_data_root=False)
-    return results.sync(ws, experiments or None, bucket=bucket, key_file=key_file)
-
-
-# --- boxes ---------------------------------------------------------------------------------------
-
-
-def _box_workspace() -> Workspace | None:
-    """The workspace, when there is one: status and down work anywhere, and use it only to read
-    and remove identity files."""
-    try:
-        ws = open_workspace(require_data_root=False)
-    except MonteError:
-        return None
-    return ws if ws.data_root.is_dir() else None
-
-
-def box_up(*, type_: str | None = None, region: str | None = None, cold: bool = False,
-           keep_alive: bool = False, ssh_key: str | None = None, on_progress: Any = None,
-           ws: Workspace | None = None) -> dict[str, Any]:
-    """Launch a Lambda box (home region first, then anywhere), wait until it is active, write
-    ``<data root>/boxes/<id>.json`` (0600) and arm its watchdog. ``on_progress(line)`` hears each
-    step. A failure after the instance exists terminates it before refusing (``E_BOX``)."""
-    from monte.remote import boxes
-
-    ws = ws or open_workspace()
-    return boxes.up(ws, type_=type_, region=region, cold=cold, keep_alive=keep_alive,
-                    ssh_key=ssh_key, on_progress=on_progress)
-
-
-def box_status(*, ws: Workspace | None = None) -> dict[str, Any]:
-    """Every instance on the Lambda account: monte's own (``monte-*``) with ``age_hours`` and
-    ``over_ttl``, everything else as ``foreign``."""
-    from monte.remote import boxes
-
-    return boxes.status(ws or _box_workspace())
-
-
-def box_down(*, instance: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
-    """Terminate one of monte's boxes through Lambda's API (default: the only one running) and
-    remove its identity file. Refuses a foreign instance (``E_BOX``); several boxes and no
-    ``instance`` is ``E_USAGE``."""
-    from monte.remote import boxes
-
-    return boxes.down(ws or _box_workspace(), instance)
