@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+# re-exported: one quoting of answers for every grader
+from monte.envs.answers import ANSWER_KEEP as ANSWER_KEEP
+from monte.envs.answers import answer_fields as answer_fields
 from monte.envs.nemo.rows import is_gym_row, messages
 from monte.errors import error
 
@@ -60,23 +63,6 @@ def task_id(row: dict[str, Any], prefix: str, index: int) -> str:
     return f"{prefix}/{index:06d}" if prefix == "curriculum" else f"{prefix}/{index:05d}"
 
 
-
-#: how much of an answer ``tasks.jsonl`` (a git blob of the ledger) keeps. A model can output any
-#: length; 200 answers of a megabyte each would make a blob git and dulwich refuse to read back
-#: (their loose-object limit is 512 MiB). A longer answer is kept as its first ANSWER_KEEP
-#: characters, marked with its whole length and the sha256 of its UTF-8 bytes; the whole text is
-#: in the run folder's result file, which is what ``monte recover`` grades again.
-ANSWER_KEEP = 4096
-
-
-def answer_fields(answer: str) -> dict[str, Any]:
-    """What ``tasks.jsonl`` records of one answer: the whole of it, or its head, length and hash."""
-    if len(answer) <= ANSWER_KEEP:
-        return {"answer": answer}
-    import hashlib
-
-    digest = hashlib.sha256(answer.encode("utf-8", "surrogatepass")).hexdigest()
-    return {"answer": answer[:ANSWER_KEEP], "answer_chars": len(answer), "answer_sha256": digest}
 
 class ExamGrader:
     """One exam's grader for one eval: the catalog's benchmark, or a NeMo Gym server started

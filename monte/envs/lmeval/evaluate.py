@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
-from monte.envs.grading import answer_fields
+from monte.envs.answers import answer_fields
 from monte.envs.lmeval import freeze
 from monte.errors import error
 from monte.hashing import sha256_bytes
