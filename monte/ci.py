@@ -215,10 +215,10 @@ def _install_steps(spec: str) -> str:
     return (f"      - uses: {SETUP_PYTHON}\n"
             f"        with:\n"
             f"          python-version: \"{PYTHON}\"\n"
-            f"      - name: install monte, light and pinned (no torch, transformers or DVC), compiled\n"
-            f"        run: |\n"
-            f"          python -m pip install {json.dumps(spec)}\n"
-            f"          {PRECOMPILE}\n")
+            f"      - name: install monte, light and pinned (no torch, transformers or DVC)\n"
+            f"        run: python -m pip install {json.dumps(spec)}\n"
+            f"      - name: compile monte once (a runner may keep no bytecode)\n"
+            f"        run: {PRECOMPILE}\n")
 
 
 def ledger_workflow(spec: str | None = None, root: Path | None = None) -> bytes | None:

@@ -15,8 +15,11 @@ from monte.cli.commands import COMMANDS, EXAMPLES, EXIT_CODES, SHORT_HELP, SUB_E
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args in (["--help"], ["-h"]) and _help_width() == helptext.WIDTH:
-        sys.stdout.write(helptext.TEXT)  # click's own text, kept (tests/cli/test_help.py compares them)
-        _flush_stdout(0)
+        try:
+            sys.stdout.write(helptext.TEXT)  # click's own text, kept (tests/cli/test_help.py compares them)
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader went away (`monte --help | head -0`): a normal end, exit 0
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     try:
         _main(args)
