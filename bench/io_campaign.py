@@ -311,7 +311,7 @@ def op_args(op: str, run: str, trial: Path) -> list[str]:
     if op == "train":
         return ["train", "-e", "trn", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes",
                 "--json"]
-    return ["promote", f"{run}@50", "--dest", str(trial / "promoted"), "--confirm", "--json"]
+    return ["promote", f"{run}@50", "--dest", str(trial / "promoted"), "--confirm", f"{run}@50", "--json"]
 
 
 def git_out(repo: Path, *args: str) -> str:
