@@ -311,7 +311,8 @@ def op_args(op: str, run: str, trial: Path) -> list[str]:
     if op == "train":
         return ["train", "-e", "trn", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes",
                 "--json"]
-    return ["promote", f"{run}@50", "--dest", str(trial / "promoted"), "--confirm", "--json"]
+    return ["promote", f"{run}@50", "-e", "exp", "--dest", str(trial / "promoted"), "--confirm", f"{run}@50",
+            "--json"]
 
 
 def git_out(repo: Path, *args: str) -> str:
@@ -406,7 +407,9 @@ def main() -> None:
         for op in ops:
             base = trial(template, op, "", 0, tmp, env)  # nothing injected: count the calls
             points[op] = base["counts"]
-            if base["problems"] or base["exit"]:
+            if base["exit"]:  # nothing injected, and it fails: the campaign measures nothing
+                base["problems"].append(f"with nothing injected it exits {base['exit']} {base.get('code')}")
+            if base["problems"]:
                 results.append(base)
             for kind in kinds:
                 n = base["counts"].get(kind, 0)
