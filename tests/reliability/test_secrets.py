@@ -39,7 +39,7 @@ from helpers import append_evals, push_to_new_origin
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
 
-from sshd import SSHD, SSHD_MISSING, Keys, Sshd  # noqa: E402
+from sshd import Sshd, module_sshd  # noqa: E402
 
 HF_TOKEN = "hf_MONTEFAKETOKEN9d2e41"
 LAMBDA_KEY = "secret_monte-fake-lambda_4b1f0c"
@@ -202,12 +202,7 @@ def test_storage_flows_leak_no_secret(repo: Path, monte: Any, secrets_env: dict[
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD):
-        pytest.skip(SSHD_MISSING)
-    server = Sshd(tmp_path_factory.mktemp("sshd"), Keys.make(tmp_path_factory.mktemp("ssh-keys")))
-    server.start()
-    yield server
-    server.stop()
+    yield from module_sshd(tmp_path_factory)
 
 
 def test_remote_eval_leaks_no_secret(repo: Path, monte: Any, base_model: Path, secrets_env: dict[str, str],

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,3 +194,16 @@ class Sshd:
 
     def __repr__(self) -> str:
         return f"Sshd({self.user}@{self.host}:{self.port})"
+
+
+def module_sshd(tmp_path_factory: Any) -> Iterator[Sshd]:
+    """The body of a module-scoped fixture: a real sshd on loopback with keys of its own, started
+    for the module's tests and stopped after them; skips where openssh-server is missing."""
+    import pytest
+
+    if not os.path.exists(SSHD):
+        pytest.skip(SSHD_MISSING)
+    server = Sshd(tmp_path_factory.mktemp("sshd"), Keys.make(tmp_path_factory.mktemp("ssh-keys")))
+    server.start()
+    yield server
+    server.stop()

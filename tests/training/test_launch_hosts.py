@@ -20,17 +20,12 @@ import pytest
 from trainhelp import refused, train, trained
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-from sshd import SSHD, SSHD_MISSING, Keys, Sshd  # noqa: E402
+from sshd import Sshd, module_sshd  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
-    if not os.path.exists(SSHD):
-        pytest.skip(SSHD_MISSING)
-    s = Sshd(tmp_path_factory.mktemp("sshd"), Keys.make(tmp_path_factory.mktemp("ssh-keys")))
-    s.start()
-    yield s
-    s.stop()
+    yield from module_sshd(tmp_path_factory)
 
 
 def _alive(pid: int) -> bool:
