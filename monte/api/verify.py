@@ -116,7 +116,7 @@ def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace
         raise error("E_VERIFY", f"refused by monte: {lines_}",
                     "this update would break the record's rules; set MONTE_HOOKS=off only to repair by hand",
                     details=violations)
-    return {"ok": True, "updates": len(lines)}
+    return {"ok": True, "updates": sum(1 for line in lines if line.strip())}
 
 
 def _git_dir(ws: Workspace | None) -> Path:

@@ -59,13 +59,27 @@ class Proposed(Store):
 
 
 def parse_updates(lines: Iterable[str]) -> list[tuple[str, bytes, bytes]]:
-    """``old new ref`` lines (git's hook input) as (ref, old, new); anything else is skipped."""
+    """``old new ref`` lines (git's hook input) as (ref, old, new); blank lines are skipped.
+
+    A line that is not two object ids and a ref (typed by hand, or a hook's input fed in another
+    order) refuses: skipping it would let its update through unjudged."""
+    from monte.errors import UsageError
+
     out = []
     for line in lines:
         parts = line.split()
-        if len(parts) >= 3:
-            out.append((parts[2], parts[0].encode(), parts[1].encode()))
+        if not parts:
+            continue
+        if len(parts) < 3 or not all(_is_object_id(p) for p in parts[:2]):
+            raise UsageError(f"not an update line: {line.strip()[:200]!r}",
+                             fix="give each update as `OLD NEW REF` (two full object ids, then the ref), "
+                                 "as git gives a pre-receive hook")
+        out.append((parts[2], parts[0].encode(), parts[1].encode()))
     return out
+
+
+def _is_object_id(word: str) -> bool:
+    return len(word) in (40, 64) and all(c in "0123456789abcdef" for c in word)
 
 
 def proposed(store: Store, updates: Iterable[tuple[str, bytes, bytes]]) -> Proposed:
