@@ -342,6 +342,7 @@ def trial(template: dict[str, Any], op: str, kind: str, k: int, tmp: Path, env: 
     except (ValueError, KeyError, TypeError):
         code = "unparsed"
     out["code"] = code
+    out["stderr_tail"] = r.stderr[-1000:]
     if code in ("E_INTERNAL", "unparsed") or "Traceback" in r.stderr:
         problems.append(f"{code}: {(r.stdout + r.stderr)[-400:]}")
     for _ in range(2):
@@ -392,6 +393,8 @@ def main() -> None:
     ap.add_argument("--k", type=int, help="only the k-th call of each kind (to look again at one trial)")
     ap.add_argument("--keep", action="store_true", help="keep each trial's folder (printed) for a look")
     ap.add_argument("--no-fork", action="store_true", help="each operation a fresh `python -c` (slower)")
+    ap.add_argument("--trace-out", type=Path, help="write each operation's counted calls, in order "
+                    "(`kind path`, k-th of its kind), as JSON: which file the k-th call of a trial is")
     a = ap.parse_args()
     ops = ["claim"] if a.quick else a.ops.split(",")
     kinds = ["rename", "ref"] if a.quick else a.kinds.split(",")
@@ -404,9 +407,11 @@ def main() -> None:
             ZYGOTES.append(Zygote(env))
         results: list[dict[str, Any]] = []
         points: dict[str, dict[str, int]] = {}
+        traces: dict[str, list[str]] = {}
         for op in ops:
             base = trial(template, op, "", 0, tmp, env)  # nothing injected: count the calls
             points[op] = base["counts"]
+            traces[op] = base.get("trace", [])
             if base["exit"]:  # nothing injected, and it fails: the campaign measures nothing
                 base["problems"].append(f"with nothing injected it exits {base['exit']} {base.get('code')}")
             if base["problems"]:
@@ -426,20 +431,27 @@ def main() -> None:
             z.close()
     failed = [r for r in results if r["problems"]]
     outcomes: dict[str, dict[str, int]] = {}
+    completed_after: dict[str, list[str]] = {}
     for r in results:
         key = f"{r['op']}/{r['kind'] or 'none'}"
         outcomes.setdefault(key, {})
         label = "completed" if r["exit"] == 0 else r["code"] or f"exit {r['exit']}"
         outcomes[key][label] = outcomes[key].get(label, 0) + 1
+        if r["exit"] == 0 and r["fired"]:  # the call that failed and the operation did without
+            completed_after.setdefault(key, []).append(r["fired"][0].replace(str(tmp) + os.sep, ""))
     summary = {"bench": "io_campaign", "quick": a.quick, "python": platform.python_version(),
                "injection_points": points, "trials": len(results), "failed_trials": len(failed),
-               "outcomes": outcomes, "failures": failed[:20], "forked": not a.no_fork,
+               "outcomes": outcomes, "completed_after": completed_after, "failures": failed[:20],
+               "forked": not a.no_fork,
                "seconds": round(time.time() - t0, 1)}
-    print(json.dumps({k: v for k, v in summary.items() if k != "failures"}, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "completed_after")}, indent=2))
     for f in failed[:10]:
         print("FAILED", f["op"], f["kind"], f["k"], f["problems"])
     if a.json_out:
         a.json_out.write_text(json.dumps(summary, indent=2))
+    if a.trace_out:
+        a.trace_out.write_text(json.dumps({op: [line.replace(str(tmp) + os.sep, "") for line in t]
+                                           for op, t in traces.items()}, indent=1))
     sys.exit(1 if failed else 0)
 
 

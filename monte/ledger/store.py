@@ -16,6 +16,7 @@ import random
 import shutil
 import stat
 import subprocess
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -330,14 +331,19 @@ class Store:
                 continue
             if done:
                 self._still_there(new)
+                # the record landed: a memory that cannot be written is a weaker check, not a
+                # failure (said, so that a full disk is not found later as a missing line)
                 try:
                     self.tips.record(ref, old, new)
-                    if ours:
+                except OSError as e:
+                    _missed_memory(ref, new, self.tips.log, e)
+                if ours:
+                    try:
                         who, when, tz = self._identity()
                         self.tips.reflog(ref, format_reflog_line(
                             old, new, who, when, tz, f"{REFLOG_MESSAGE}{message or 'update'}".encode()))
-                except OSError:
-                    pass  # the record landed; a memory we could not write is a weaker check, not a failure
+                    except OSError as e:
+                        _missed_memory(ref, new, Path(self.tips.git_dir) / "logs" / ref, e)
             return done
 
     def _keeps_newest_tip(self, ref: str, old: ObjectID | None, new: ObjectID) -> bool:
@@ -518,3 +524,9 @@ def _write_tree(
     add_object(store, tree)
     written.append(tree)
     return tree.id, len(tree)
+
+
+def _missed_memory(ref: str, new: ObjectID, log: Path, e: OSError) -> None:
+    print(f"monte: note: {ref} moved to {new.decode()[:12]}, but {log} could not remember it "
+          f"({e.strerror or e}): a later rewind past it is caught by the other log (monte's tips or git's reflog)",
+          file=sys.stderr)

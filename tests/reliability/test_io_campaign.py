@@ -37,3 +37,11 @@ def test_the_claims_last_ref_update_or_its_event_log_failing_loses_nothing(tmp_p
     assert res["fired"] and "events.jsonl" in res["fired"][0], res
     assert not res["problems"], res
     assert res["exit"] == 0 and res["claim"] == "succeeded", res
+    # monte's memory of the tips (.git/monte/tips.log) failing to open after the claim's record
+    # landed: the claim is recorded and scored, and the missed line is said (before, silently)
+    k = next(i for i, path in enumerate(opens, 1) if path.endswith("tips.log"))
+    res = bench.trial(template, "claim", "open", k, tmp_path, env)
+    assert res["fired"] and "tips.log" in res["fired"][0], res
+    assert not res["problems"], res
+    assert res["exit"] == 0 and res["claim"] == "succeeded", res
+    assert "could not remember it" in res["stderr_tail"], res["stderr_tail"]
