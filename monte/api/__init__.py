@@ -144,6 +144,14 @@ def env_list(
     return manage.list_envs(available=available, vault=vault, ws=ws)
 
 
+def env_list_local(*, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    """What bare ``monte env list`` prints of each environment on this data root: name, kind,
+    exams, benchmarks, files (:func:`env_list`'s rows in those columns, read without pydantic)."""
+    from monte.envs.listing import local_envs
+
+    return local_envs((ws or open_workspace()).data_root)
+
+
 def env_install(*, name: str | None = None, all_: bool = False,
                 ws: Workspace | None = None) -> list[EnvInstallResult]:
     """Verify (or restore) frozen environments on this data root.
