@@ -30,7 +30,6 @@ import hashlib
 import hmac
 import marshal
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +58,8 @@ def _key(folder: Path, *, create: bool) -> bytes | None:
         pass
     if not create:
         return None
+    import secrets
+
     key = secrets.token_bytes(32)
     tmp = folder / f".key.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
