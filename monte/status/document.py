@@ -9,6 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from monte.jsonl import RawJson
 from monte.ledger.views import MeasurementLike
 from monte.status.facts import JSON_ROW, SEQ, by_seq, derive_facts, facts_version, row_fact
 from monte.status.fold import Dead, finish, fold, lineage_section, new_fold
@@ -50,12 +51,15 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
     collecting = gc.isenabled()
     gc.disable()  # ~10 objects a row, none of them garbage: the collector's scans would be most of the time
     try:
-        acc = _continued(ledger, snap, kept, dead) if kept is not None else None
+        floors, source = floors_and_source(ws, meas.environment)
+        floor = {f"{exam}/{split}": float(f["score"] if isinstance(f, Mapping) else f.score)
+                 for exam, splits in floors.items() for split, f in splits.items()}
+        acc = _continued(ledger, snap, kept, dead, floor if json_rows else None) if kept is not None else None
         if acc is None:
             facts = (ledger.derived(snap, "status", facts_version(), derive_facts) if at is None
                      else [row_fact(entry) for entry in ledger.entries(snap)])
             facts.sort(key=by_seq)
-            acc = new_fold(facts, json_rows=json_rows, table=table)
+            acc = new_fold(facts, json_rows=json_rows, table=table, floors=floor if json_rows else None)
             fold(acc, facts, dead=dead)
         memo: dict[Any, Any] = dict(kept.memo) if kept is not None else {}
         lineage_section(meas, acc)  # (kept with the fold)
@@ -74,7 +78,6 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
         out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
                          **_renamed(seal.disclosure(x.splits["test"].sha256))}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
-        floors, source = floors_and_source(ws, meas.environment)
         add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"), memo=memo,
                              summaries=out.pop("_dev_summary"))
         if made is not None:
@@ -87,7 +90,8 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
     return out
 
 
-def _continued(ledger: Ledger, snap: Snapshot, kept: Fold, dead: Dead | None) -> dict[str, Any] | None:
+def _continued(ledger: Ledger, snap: Snapshot, kept: Fold, dead: Dead | None,
+               floor: dict[str, float] | None = None) -> dict[str, Any] | None:
     """``kept``'s accumulators with the rows appended since its tip folded in, or None when the
     ledger did more than append rows (:meth:`monte.ledger.experiment.Ledger.appended`), a run
     it judged is judged otherwise now, or an appended row cannot follow (a record number not
@@ -106,6 +110,8 @@ def _continued(ledger: Ledger, snap: Snapshot, kept: Fold, dead: Dead | None) ->
     except (ValueError, EOFError, TypeError):
         return None
     if any(dead(recorded, *who) != gone for recorded, who, gone in acc["judged"]):
+        return None
+    if acc.get("floor") is not None and acc["floor"] != floor:  # its delta lines hold other floors
         return None
     facts = derive_facts({str(i): e for i, e in enumerate(entries)})
     facts.sort(key=by_seq)
@@ -174,7 +180,7 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
         scores = {r["run"]: r["score"] for r in out["rows"]}
     dev: dict[str, list[dict[str, Any]]] = {}
     keys: dict[tuple[str, str], tuple[Any, list[dict[str, Any]] | None]] = {}
-    for d in out["deltas"]:
+    for d in () if isinstance(out["deltas"], RawJson) else out["deltas"]:  # (serialized: noted by fold)
         exam, split = d["exam"], d["split"]
         found = keys.get((exam, split))
         if found is None:

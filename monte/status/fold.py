@@ -4,7 +4,7 @@ and the document made of it (:func:`finish`). Pure: no I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from monte.jsonl import RawJson
@@ -46,14 +46,30 @@ def from_facts(meas: MeasurementLike, facts: Sequence[tuple[Any, ...]], nominati
     return finish(meas, acc, nominations)
 
 
-def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table: bool = False) -> dict[str, Any]:
+def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table: bool = False,
+             floors: Mapping[str, float] | None = None) -> dict[str, Any]:
     """What :func:`fold` gathers, empty: plain containers only (``marshal`` keeps them, see
     :class:`monte.ledger.derived.FoldCache`). ``facts``: the rows it will be given first (the
-    compact rows are kept serialized when each has its serialized form)."""
-    return {"table": table, "serialized": json_rows and all(f[JSON_ROW] is not None for f in facts),
+    compact rows are kept serialized when each has its serialized form). ``floors``: each
+    ``exam/split``'s constant-answer floor score; given with serialized rows, each delta line is
+    kept serialized too, its ``floor`` and ``at_floor`` in it (:func:`add_floors_and_reach`'s), in
+    ``deltas_json`` (a kept fold is continued only under the same floors)."""
+    serialized = json_rows and all(f[JSON_ROW] is not None for f in facts)
+    return {"table": table, "serialized": serialized,
             "max_seq": None, "judged": [], "deltas": [], "cohorts": {}, "dev_scores": {}, "first": {},
             "trains": [], "test_reads": [], "out_rows": [], "out_json": [], "scores": {}, "table_lines": [],
-            "heads": [], "dev_summary": {}, "epoch": 0, "lineage": None}
+            "heads": [], "dev_summary": {}, "epoch": 0, "lineage": None,
+            "floor": dict(floors) if floors is not None and serialized else None,
+            "deltas_json": [] if floors is not None and serialized else None}
+
+
+def _unserialized(acc: dict[str, Any]) -> None:
+    """A delta orjson refuses: the kept delta lines become dicts again (sorted keys: the JSON
+    output sorts them anyway), and the fold goes on as one without ``floors``."""
+    import json
+
+    acc["deltas"][:0] = [json.loads(b) for b in acc["deltas_json"]]
+    acc["deltas_json"] = acc["floor"] = None
 
 
 def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | None = None) -> None:
@@ -73,6 +89,7 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
                                                       acc["out_json"], acc["scores"])
     table_lines, heads, dev_summary = acc["table_lines"], acc["heads"], acc["dev_summary"]
     epoch = acc["epoch"]
+    deltas_json, floor = acc.get("deltas_json"), acc.get("floor")
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
          tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
@@ -107,7 +124,17 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
         if status != "succeeded":
             continue
         if delta is not None:
-            deltas.append(delta)
+            if deltas_json is not None:
+                at = floor.get(f"{exam}/{split}")  # type: ignore[union-attr]
+                line = dump_row({**delta, "floor": at, "at_floor": at is not None and score is not None and score <= at})
+                if line is not None:
+                    deltas_json.append(line)
+                else:
+                    _unserialized(acc)
+                    deltas_json = None
+                    deltas.append(delta)
+            else:
+                deltas.append(delta)
             if table:  # (the compact JSON prints no delta line)
                 heads.append(head)
             scores[run] = score
@@ -172,7 +199,8 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
         "environment": meas.environment,
         "rows": rows_out,
         "cohorts": list(cohorts.values()),
-        "deltas": acc["deltas"],
+        "deltas": (RawJson(b"[" + b",".join(acc["deltas_json"]) + b"]") if acc.get("deltas_json") is not None
+                   else acc["deltas"]),
         **section,
         "_test_reads": acc["test_reads"],
         "_scores": acc["scores"],

@@ -163,9 +163,9 @@ def refold(ws: Workspace, experiment: str, mode: str, stored: Fold,
         return None
     try:
         acc: dict[str, Any] = marshal.loads(stored.state)
-        live = acc["judged"]
-    except (ValueError, EOFError, TypeError, KeyError):
-        live = []
+        live, floor = acc["judged"], acc.get("floor")
+    except (ValueError, EOFError, TypeError, KeyError, AttributeError):
+        live, floor = [], None
     made: dict[str, Any] = {}
     experiment_status(ws, experiment, json_rows=mode == "json", table=mode == "text", dead=_replay(live),
                       made=made, at=stored.tip)
@@ -175,4 +175,7 @@ def refold(ws: Workspace, experiment: str, mode: str, stored: Fold,
             memo[k] = recompute_memo(k)
         except (ValueError, TypeError):
             memo[k] = ("not a figure", k)
-    return marshal.loads(made["fold"].state), memo
+    again = marshal.loads(made["fold"].state)
+    if floor is not None and again.get("floor") != floor:  # made under other floors: never continued now
+        return None
+    return again, memo
