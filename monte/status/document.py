@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from monte.jsonl import RawJson
 from monte.ledger.views import MeasurementLike
 from monte.status.facts import JSON_ROW, SEQ, by_seq, derive_facts, facts_version, row_fact
-from monte.status.fold import Dead, finish, fold, lineage_section, new_fold
+from monte.status.fold import Dead, Unserialized, finish, fold, lineage_section, new_fold
 from monte.workspace import Workspace
 
 if TYPE_CHECKING:  # annotations only: a status reads no model object (pydantic costs ~50 ms to import)
@@ -54,13 +54,20 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
         floors, source = floors_and_source(ws, meas.environment)
         floor = {f"{exam}/{split}": float(f["score"] if isinstance(f, Mapping) else f.score)
                  for exam, splits in floors.items() for split, f in splits.items()}
-        acc = _continued(ledger, snap, kept, dead, floor if json_rows else None) if kept is not None else None
+        try:
+            acc = _continued(ledger, snap, kept, dead, floor if json_rows else None) if kept is not None else None
+        except Unserialized:
+            acc = None
         if acc is None:
             facts = (ledger.derived(snap, "status", facts_version(), derive_facts) if at is None
                      else [row_fact(entry) for entry in ledger.entries(snap)])
             facts.sort(key=by_seq)
-            acc = new_fold(facts, json_rows=json_rows, table=table, floors=floor if json_rows else None)
-            fold(acc, facts, dead=dead)
+            try:
+                acc = new_fold(facts, json_rows=json_rows, table=table, floors=floor if json_rows else None)
+                fold(acc, facts, dead=dead)
+            except Unserialized:  # a delta line orjson refuses: the deltas as dicts, floors noted after
+                acc = new_fold(facts, json_rows=json_rows, table=table)
+                fold(acc, facts, dead=dead)
         memo: dict[Any, Any] = dict(kept.memo) if kept is not None else {}
         lineage_section(meas, acc)  # (kept with the fold)
         state = marshal.dumps(acc) if made is not None else b""

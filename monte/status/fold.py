@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from monte.jsonl import RawJson
-from monte.ledger.rules import row_checkpoints
+from monte.ledger.rules import Checkpoint, row_checkpoints
 from monte.ledger.views import MeasurementLike
 from monte.status.facts import JSON_ROW, SEQ, dump_row, out_row, table_line, target_of
 from monte.status.lineage import LEGEND, FirstEval, cycles, descent_paths, lineage_lines
@@ -63,13 +63,8 @@ def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table
             "deltas_json": [] if floors is not None and serialized else None}
 
 
-def _unserialized(acc: dict[str, Any]) -> None:
-    """A delta orjson refuses: the kept delta lines become dicts again (sorted keys: the JSON
-    output sorts them anyway), and the fold goes on as one without ``floors``."""
-    import json
-
-    acc["deltas"][:0] = [json.loads(b) for b in acc["deltas_json"]]
-    acc["deltas_json"] = acc["floor"] = None
+class Unserialized(ValueError):
+    """A delta line orjson refuses (:func:`fold` with ``floors``): fold the rows again without."""
 
 
 def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | None = None) -> None:
@@ -107,12 +102,15 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
             out_json.append(row_json)
         else:
             out_json.append(dump_row(out_row(f, status)) or b"null")
-        if full is not None:
-            if kind == "train":
-                epoch += 1  # the lineage section is made again (:func:`lineage_section`)
-            (trains if kind == "train" else test_reads).append(
-                full if status == recorded else {**full, "status": status,
-                                                 "error": "the process died without finishing"})
+        if full is not None and kind == "train":
+            epoch += 1  # the lineage section is made again (:func:`lineage_section`)
+            if not smoke:  # its checkpoints, as plain tuples (the fields of Checkpoint, in order)
+                trains.append([(c.run, c.step, c.seq, c.cohort, c.label, c.recipe, c.parent, c.start_step, c.boundary,
+                                c.commit) for c in row_checkpoints(full["run"], full["seq"], full["cohort"],
+                                                                   full["plan"], full["checkpoints"])])
+        elif full is not None:
+            test_reads.append(full if status == recorded else {**full, "status": status,
+                                                               "error": "the process died without finishing"})
         c = cohorts.get(cohort or "-")
         if c is None:
             c = cohorts[cohort or "-"] = {"cohort": cohort, "model": base_model,
@@ -127,17 +125,14 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
             if deltas_json is not None:
                 at = floor.get(f"{exam}/{split}")  # type: ignore[union-attr]
                 line = dump_row({**delta, "floor": at, "at_floor": at is not None and score is not None and score <= at})
-                if line is not None:
-                    deltas_json.append(line)
-                else:
-                    _unserialized(acc)
-                    deltas_json = None
-                    deltas.append(delta)
+                if line is None:
+                    raise Unserialized(run)
+                deltas_json.append(line)
             else:
                 deltas.append(delta)
+                scores[run] = score  # (for add_floors_and_reach: a serialized line holds its at_floor)
             if table:  # (the compact JSON prints no delta line)
                 heads.append(head)
-            scores[run] = score
             if split == "dev" and delta.get("paired"):  # what a test read of the exam can show
                 summary = dev_summary.get(exam)
                 if summary is None:
@@ -169,8 +164,7 @@ def lineage_section(meas: MeasurementLike, acc: dict[str, Any]) -> dict[str, Any
     if kept is not None and kept[0] == key:
         section: dict[str, Any] = kept[1]
         return section
-    cks = [c for r in acc["trains"] if not r["smoke"]
-           for c in row_checkpoints(r["run"], r["seq"], r["cohort"], r["plan"], r["checkpoints"])]
+    cks = [Checkpoint(*c) for saved in acc["trains"] for c in saved]
     paths = descent_paths(cks)
     first = {k: FirstEval(*v) for k, v in acc["first"].items()}
     dev_scores = acc["dev_scores"]
