@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from monte.errors import MonteError, error
 from monte.hashing import sha256_bytes, sha256_files
+from monte.names import is_relpath
 
 MANIFEST = "manifest.json"
 
@@ -26,14 +27,7 @@ def now() -> str:
 
 def check_relpath(path: str) -> str:
     """A path inside a frozen folder: relative, POSIX, no ``..``, nothing odd."""
-    p = PurePosixPath(path)
-    if (
-        not path
-        or "\\" in path
-        or "\x00" in path
-        or p.is_absolute()
-        or any(part in ("", ".", "..") for part in path.split("/"))
-    ):
+    if not is_relpath(path):
         raise error(
             "E_UNSAFE_PATH",
             f"the manifest lists {path!r}, which escapes its folder",

@@ -31,3 +31,10 @@ def check_name(name: str, what: str = "name") -> str:
     ):
         raise error("E_INVALID_NAME", f"the {what} {name!r} is not a valid name", fix)
     return name
+
+
+def is_relpath(path: str) -> bool:
+    """A path inside a frozen folder: relative, POSIX, no ``..``, nothing odd
+    (:func:`monte.manifest.check_relpath` refuses any other)."""
+    return not (not path or "\\" in path or "\x00" in path or path.startswith("/")
+                or any(part in ("", ".", "..") for part in path.split("/")))

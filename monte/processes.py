@@ -4,7 +4,6 @@ imports: the liveness probe of a read-only view costs nothing to import)."""
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,11 @@ def proc_start(pid: int) -> str | None:
 def is_dead_at(status: str, host: str, pid: int | None, started: str | None) -> bool:
     """A started/running row's process, on this host, is gone (or is another process now);
     ``started``: the row's ``proc_start``."""
-    if status not in ("started", "running") or host != socket.gethostname() or not pid:
+    if status not in ("started", "running") or not pid:
+        return False
+    import socket  # (only for a live-looking row: ~3 ms to import)
+
+    if host != socket.gethostname():
         return False
     try:
         os.kill(pid, 0)

@@ -211,6 +211,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),
     3: ("monte.runs",),
     4: ("monte.evals", "monte.training", "monte.experiments", "monte.repository", "monte.configshow", "monte.status",
+        "monte.reads",
         "monte.plot", "monte.claim", "monte.claim_signature", "monte.report"),
     5: ("monte.remote",),
     6: ("monte.api", "monte.quickstart"),

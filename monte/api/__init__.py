@@ -144,6 +144,14 @@ def env_list(
     return manage.list_envs(available=available, vault=vault, ws=ws)
 
 
+def env_list_local(*, ws: Workspace | None = None) -> list[dict[str, Any]]:
+    """What bare ``monte env list`` prints of each environment on this data root: name, kind,
+    exams, benchmarks, files (:func:`env_list`'s rows in those columns, read without pydantic)."""
+    from monte.envs.listing import local_envs
+
+    return local_envs((ws or open_workspace()).data_root)
+
+
 def env_install(*, name: str | None = None, all_: bool = False,
                 ws: Workspace | None = None) -> list[EnvInstallResult]:
     """Verify (or restore) frozen environments on this data root.
@@ -325,37 +333,17 @@ def status_view(*, experiment: str | None = None, mode: str = "json", render: Ca
 
 
 def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> RowDoc:
-    """One full row, with every provenance field: its ``row.json`` at the tip (one blob; a
-    started/running row whose process died reads ``abandoned``, as :func:`status` reads it)."""
-    from monte.processes import is_dead_at
+    """One full row, with every provenance field (:func:`monte.reads.show`)."""
+    from monte import reads
 
-    _, row = _row_json(ws or open_workspace(require_data_root=False), ref, experiment)
-    if is_dead_at(row["status"], row["host"], row["pid"], row["proc_start"]):
-        row = {**row, "status": "abandoned", "error": "the process died without finishing"}
-    if row["kind"] == "train":  # how the chunk was launched (an older row: not recorded)
-        row["launch"] = (row["plan"] or {}).get("launch")
-    return cast("RowDoc", row)
+    return reads.show(ref=ref, experiment=experiment, ws=ws)
 
 
 def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
-    """The experiment and the row (its fields, defaults filled in, not validated: a read-only
-    view, as status reads the rows; ``monte ledger verify`` checks every ``row.json``) that
-    ``ref`` names, as :func:`monte.runs.find_run` finds it, without reading any other row."""
-    import json
+    """The experiment and the row ``ref`` names (:func:`monte.reads.row_json`)."""
+    from monte import reads
 
-    from monte.ledger.experiment import Ledger, experiment_names
-    from monte.ledger.views import run_dir, with_row_defaults
-    from monte.runs.naming import parse_run_ref
-
-    exp0, run, _ = parse_run_ref(ref, None)
-    exps = [experiment or exp0] if (experiment or exp0) else experiment_names(ws.store)
-    for exp in exps:
-        snap = Ledger(ws.store, check_name(exp or "", "experiment name")).snapshot()
-        raw = snap.read(f"{run_dir(run)}/row.json") if len(run) >= 2 else None
-        if raw:
-            return str(exp), with_row_defaults(json.loads(raw))
-    raise error("E_NOT_FOUND", f"no run {run!r}" + (f" in experiment {exps[0]}" if len(exps) == 1 else ""),
-                "list runs with `monte status`")
+    return reads.row_json(ws, ref, experiment)
 
 
 def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Rerun:
@@ -375,16 +363,10 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
-    """The run's event file (JSON lines)."""
-    from monte.runs.folders import run_folder
+    """The run's event file (JSON lines; :func:`monte.reads.logs`)."""
+    from monte import reads
 
-    ws = ws or open_workspace()
-    exp, row = _row_json(ws, ref, experiment)
-    path = run_folder(ws, exp, row["run"]) / "events.jsonl"
-    if not path.exists():
-        raise error("E_NOT_FOUND", f"run {row['run']} has no event file on this data root ({path})",
-                    "its events live where it ran; `monte sync` brings the bucket's copy")
-    return path
+    return reads.logs(ref=ref, experiment=experiment, ws=ws)
 
 
 def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,

@@ -3,6 +3,8 @@ read by the click group (:mod:`monte.cli.app`) and checked by tests/cli/test_hel
 
 from __future__ import annotations
 
+import os
+
 # name -> "module:attribute"; each module imports only click and monte's light modules at import.
 COMMANDS = {
     "init": "monte.cli.init:init",
@@ -123,3 +125,12 @@ Exit codes:
   9 an environment's grader      10 a launch past one process (a rank died)
   130 interrupted (Ctrl-C)       143 stopped (SIGTERM)
   (a reader of stdout that goes away, `| head -1`, is a normal end: 0)"""
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: the files that render each view of ``monte status`` (part of its key; what
+#: :data:`monte.cli.runs.STATUS_RENDERERS` names; :mod:`monte.cli.reads` reads them too)
+STATUS_CODE: dict[str, tuple[str, ...]] = {
+    "json": (os.path.join(_HERE, "output.py"),),
+    "text": (os.path.join(_HERE, "runs.py"), os.path.join(_HERE, "output.py"),
+             os.path.join(_HERE, "..", "stats", "power.py")),
+}

@@ -80,6 +80,8 @@ def list_(available: bool, vault: bool) -> object:
     """What is usable here, now (local disk, no network)."""
     from monte import api
 
+    if not available and not vault:  # the columns that fit a screen (`env install` shows folders)
+        return api.env_list_local()
     rows = [r.model_dump(mode="json") for r in api.env_list(available=available, vault=vault)]
     if available:
         from monte.envs.manage import gym_missing_note
@@ -87,8 +89,6 @@ def list_(available: bool, vault: bool) -> object:
         note = gym_missing_note()
         if note:  # on stderr: stdout stays the list (and --json one document)
             click.echo(f"note: {note}", err=True)
-    if not available and not vault:  # the columns that fit a screen (`env install` shows folders)
-        rows = [{k: r[k] for k in ("name", "kind", "exams", "benchmarks", "files")} for r in rows]
     return rows
 
 

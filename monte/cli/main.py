@@ -22,7 +22,10 @@ def main(argv: list[str] | None = None) -> None:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     try:
-        _main(args)
+        from monte.cli import reads
+
+        if not reads.run(args):  # status, show RUN, logs RUN: without click where it can
+            _main(args)
     except SystemExit as e:  # the interpreter's last flush must not meet a closed pipe either
         if e.code == 1 and type(sys.stdout).__name__.lstrip("_") == "PacifyFlushWrapper":  # click's own EPIPE exit
             from monte.cli.output import closed_pipe

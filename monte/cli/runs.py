@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -9,7 +8,8 @@ from typing import Any
 
 import click
 
-from monte.cli import complete, output
+from monte.cli import complete
+from monte.cli.commands import STATUS_CODE
 from monte.cli.output import (
     Rendered,
     compact_json,
@@ -113,9 +113,8 @@ def _status_text(r: dict[str, Any]) -> str:
 #: how each view of ``monte status`` is rendered, and the files that render it (its cache key;
 #: ``monte ledger verify`` renders the views again with these)
 STATUS_RENDERERS: dict[str, tuple[Callable[[dict[str, Any]], bytes | str], tuple[str, ...]]] = {
-    "json": (compact_json, (output.__file__,)),
-    "text": (_status_text, (__file__, output.__file__, os.path.join(os.path.dirname(output.__file__), "..", "stats",
-                                                                    "power.py"))),
+    "json": (compact_json, STATUS_CODE["json"]),
+    "text": (_status_text, STATUS_CODE["text"]),
 }
 
 

@@ -30,7 +30,6 @@ import hashlib
 import hmac
 import marshal
 import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +58,8 @@ def _key(folder: Path, *, create: bool) -> bytes | None:
         pass
     if not create:
         return None
+    import secrets
+
     key = secrets.token_bytes(32)
     tmp = folder / f".key.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
@@ -93,7 +94,8 @@ def _load(path: Path) -> tuple[bool, Any]:
         return False, None
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _MAC:
         return True, None
-    body, mac = raw[:-_MAC], raw[-_MAC:]
+    view = memoryview(raw)  # (no copy of a payload of megabytes: slicing one costs as much as reading it)
+    body, mac = view[:-_MAC], raw[-_MAC:]
     if not hmac.compare_digest(hmac.new(key, body, hashlib.sha256).digest(), mac):
         return True, None
     try:
@@ -108,13 +110,18 @@ def _save(path: Path, payload: Any) -> None:
     key = _key(folder, create=True)
     if key is None:
         return
-    body = MAGIC + marshal.dumps(payload)
+    dumped = marshal.dumps(payload)
+    mac = hmac.new(key, MAGIC, hashlib.sha256)
+    mac.update(dumped)  # (the file is written in parts: no copy of the payload)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         for old in folder.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write
             if time.time() - old.stat().st_mtime > _STALE_TMP_S:
                 old.unlink(missing_ok=True)
-        tmp.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
+        with open(tmp, "wb") as f:
+            f.write(MAGIC)
+            f.write(dumped)
+            f.write(mac.digest())
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):

@@ -72,19 +72,24 @@ def compact_json(obj: object) -> bytes:
             + "\n").encode()
 
 
-_orjson_loads: Callable[[bytes], Any] | None
-try:  # a C JSON parser, 3-4x faster on the fan-out indexes, when installed (optional)
-    from orjson import loads as _orjson_loads
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson_loads = None
+#: orjson's ``loads`` (a C JSON parser, 3-4x faster on the fan-out indexes), when installed
+#: (optional); looked for at the first parse (a read served from a kept view parses none)
+_orjson_loads: list[Callable[[bytes], Any] | None] = []
 
 
 def _loads(raw: bytes) -> Any:
     """``json.loads``, through orjson when it is there; what orjson refuses and json reads (an
     integer beyond 64 bits, an escaped lone surrogate) falls back to json, so both agree."""
-    if _orjson_loads is not None:
+    if not _orjson_loads:
         try:
-            return _orjson_loads(raw)
+            from orjson import loads
+        except ImportError:  # pragma: no cover - depends on the environment
+            loads = None  # type: ignore[assignment]
+        _orjson_loads.append(loads)
+    fast = _orjson_loads[0]
+    if fast is not None:
+        try:
+            return fast(raw)
         except ValueError:
             pass
     return json.loads(raw)
