@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from monte.cli.commands import STATUS_CODE
 
 
 def run(args: list[str]) -> bool:
     """``args`` run and printed here (True), or left to click (False: nothing printed)."""
+    if args in HOOK_ARGS:
+        return _hook_updates(args)
     if len(args) == 2 and args[0] in ("show", "logs") and not args[1].startswith("-"):
         out: Callable[[], bytes | str | None] = (lambda: _show(args[1])) if args[0] == "show" else lambda: _logs(args[1])
         as_json = False
@@ -27,12 +29,7 @@ def run(args: list[str]) -> bool:
     try:
         data = out()
     except KeyboardInterrupt:
-        from monte.cli.output import report_error
-        from monte.errors import error
-
-        stopped = error("E_INTERRUPTED", "interrupted", "run the command again")
-        report_error(stopped, as_json)
-        sys.exit(int(stopped.exit_code))
+        _interrupted(as_json)
     except Exception:  # noqa: BLE001 - click's command reports it (and exits) as it always did
         return False
     if data is None:
@@ -49,6 +46,40 @@ def run(args: list[str]) -> bool:
         from monte.cli.output import closed_pipe
 
         closed_pipe()
+    return True
+
+
+def _interrupted(as_json: bool) -> NoReturn:
+    from monte.cli.output import report_error
+    from monte.errors import error
+
+    stopped = error("E_INTERRUPTED", "interrupted", "run the command again")
+    report_error(stopped, as_json)
+    sys.exit(int(stopped.exit_code))
+
+
+# what monte's git hooks run (monte/githooks/): every push and every ref update of a repository
+# with the hooks pays for this process's start, so it starts without click
+HOOK_ARGS = (["ledger", "verify", "--updates"], ["ledger", "verify", "--updates", "--local"])
+
+
+def _hook_updates(args: list[str]) -> bool:
+    """``monte ledger verify --updates [--local]``, as a hook runs it: the ``old new ref`` lines on
+    stdin judged together; nothing printed when they pass. Anything else (a refusal, an error) goes
+    to click's command, with the same stdin, which reports it as it always did (and judges again:
+    a refusal is rare, a pass is every push)."""
+    import io
+
+    from monte.api.verify import ledger_verify_updates
+
+    data = sys.stdin.read()
+    try:
+        ledger_verify_updates([line for line in data.splitlines() if line.strip()], full="--local" in args)
+    except KeyboardInterrupt:
+        _interrupted(False)
+    except Exception:  # noqa: BLE001 - click's command reports it (and exits) as it always did
+        sys.stdin = io.StringIO(data)
+        return False
     return True
 
 
