@@ -49,6 +49,7 @@ LOG = "monte/tips.log"
 _TAIL = 8192
 #: The message prefix of the git reflog lines monte writes (skipped when reading reflogs).
 REFLOG_MESSAGE = "monte: "
+_MINE = REFLOG_MESSAGE.encode()
 _HEX = frozenset(b"0123456789abcdef")
 
 
@@ -218,10 +219,14 @@ class Tips:
                     data = f.read()
             except OSError:
                 continue
+            if data.count(b"\t" + _MINE) >= data.count(b"\n") + (not data.endswith(b"\n")):
+                # every line monte's own (a ledger's every record): none to read, counted in C (a hand-edited
+                # reflog could hide a line from this count, as it could delete it: tips.log is the memory)
+                continue
             for line in data.split(b"\n"):
                 head, _, message = line.partition(b"\t")
                 parts = head.split(b" ")
-                if message.startswith(REFLOG_MESSAGE.encode()) or len(parts) < 4:
+                if message.startswith(_MINE) or len(parts) < 4:
                     continue
                 old, new = _sha(parts[0]), _sha(parts[1])
                 when = int(parts[-2]) if parts[-2].isdigit() else 0

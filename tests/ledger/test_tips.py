@@ -161,3 +161,17 @@ def test_git_reflog_entries_are_remembered_and_monte_lines_are_not_read_back(rep
     heads = {h.sha: h.source for h in Tips(repo / ".git").heads(REF)[REF]}
     # tips[0] needs no walk of its own: monte's log proves it an ancestor of tips[1]
     assert heads == {tips[1]: "tips.log", ahead: "git reflog"}
+
+
+@pytest.mark.parametrize("line", [b"%s %s A U Thor <a@b> 1700000000 +0000\tforeign\n",
+                                  b"%s %s A U Thor <a@b> 1700000000 +0000\n",  # no message at all
+                                  b"%s %s A U Thor <a@b> 1700000000 +0000\tsaid: monte: "])  # the last line, unended
+def test_one_foreign_reflog_line_among_montes_own_is_read(repo: Path, line: bytes) -> None:
+    store = Store(repo)
+    tips = appended(store, 3)  # three lines of monte's own: a reflog that needs no reading
+    assert {h.source for h in Tips(repo / ".git").heads(REF)[REF]} == {"tips.log"}
+    ahead = store.write_commit({"n": b"y"}, "by hand", {"Monte-Event": "bump"}, [tips[2]])
+    with open(repo / ".git" / "logs" / REF, "ab") as f:
+        f.write(line % (tips[2], ahead))
+    heads = {h.sha: h.source for h in Tips(repo / ".git").heads(REF)[REF]}
+    assert heads[ahead] == "git reflog"
