@@ -200,6 +200,43 @@ def test_the_check_catches_a_planted_copy_of_the_test_read_predicate(tmp_path: P
                                                 "monte/evals/sneaky.py: is_admissible"]
 
 
+# --- one home per concept: a value or a path that has one home is built there, used everywhere --
+
+#: concept -> (its home, what a copy of it spelled out by hand looks like)
+ONE_HOME: dict[str, tuple[str, re.Pattern[str]]] = {
+    "the zero object id": ("monte/ledger/refs.py", re.compile(r"""["']0["']\s*\*\s*40\b|\b0{40}\b""")),
+    "a run folder": ("monte/workspace.py", re.compile(r"""/\s*["']runs["']\s*/|joinpath\(\s*["']runs["']""")),
+}
+
+
+def spelled_out_homes(root: Path) -> list[str]:
+    out = []
+    for path in sorted((root / "monte").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        out += [f"{rel}: {concept}" for concept, (home, pattern) in ONE_HOME.items()
+                if rel != home and pattern.search(text)]
+    return out
+
+
+def test_each_concept_with_one_home_is_built_only_there() -> None:
+    """The zero id is ``refs.ZERO``; a run folder is ``Workspace.run_folder`` (or ``runs_folder``)."""
+    assert spelled_out_homes(ROOT.parent) == []
+
+
+def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
+    planted = tmp_path / "monte" / "storage" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('NULL = b"0" * 40\n'
+                       'def folder(ws, exp, run):\n    return ws.data_root / "runs" / exp / run\n')
+    assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: the zero object id",
+                                           "monte/storage/sneaky.py: a run folder"]
+    planted.write_text('NULL = "0000000000000000000000000000000000000000"\n'
+                       'def folder(root, exp):\n    return root.joinpath("runs", exp)\n')
+    assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: the zero object id",
+                                           "monte/storage/sneaky.py: a run folder"]
+
+
 # --- the layers of docs/architecture.md: imports go downward --------------------------------------
 
 #: layer -> the packages and modules in it (docs/architecture.md's table); the longest prefix decides

@@ -139,7 +139,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                     answers = shards.generate(Path(plan.target.folder or plan.target.model),
                                               [grading.prompt_of(i) for i in items],
                                               {**plan.settings, "batch_size": _batch_size(plan)}, plan.processes,
-                                              ws.data_root / "runs" / plan.experiment / row.run / "shards",
+                                              ws.run_folder(plan.experiment, row.run) / "shards",
                                               cwd=ws.repo_root)
                     if on_progress:
                         on_progress(len(items), len(items))
@@ -342,7 +342,7 @@ def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[di
                         "before the next run") from None
         raise error("E_STORAGE", f"run {row.run} finished, but its result could not be recorded in the ledger "
                     f"({os_reason(e)}); the result is kept in its run folder "
-                    f"({ws.data_root / 'runs' / ledger.experiment / row.run / PENDING})",
+                    f"({ws.run_folder(ledger.experiment, row.run) / PENDING})",
                     f"free space or make the repository writable, then `monte recover {ledger.experiment}` "
                     "records it (so does the next `monte eval` in this experiment)") from None
     if kept:
@@ -356,7 +356,7 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
     its kept result is reported, not recorded."""
     ledger = Ledger(ws.store, experiment)
     out: list[dict[str, Any]] = []
-    for path in sorted((ws.data_root / "runs" / experiment).glob(f"*/{PENDING}")):
+    for path in sorted(ws.runs_folder(experiment).glob(f"*/{PENDING}")):
         row = ledger.row(path.parent.name)
         if row is None or row.kind != "eval" or row.status not in ("started", "running"):
             continue

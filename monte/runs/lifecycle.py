@@ -356,7 +356,7 @@ def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
 
     git_dir = Path(ws.store.repo.commondir())  # refs and objects: a linked worktree's live in the main one's
     need = max(int(need), _PROBE_FLOOR)
-    for folder, what in ((ws.data_root / "runs" / experiment, "the data root"),
+    for folder, what in ((ws.runs_folder(experiment), "the data root"),
                          (git_dir / "objects", "the repository's object store")):
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -395,7 +395,7 @@ def os_reason(e: OSError) -> str:
 
 def save_pending(ws: Workspace, experiment: str, run: str, result: dict[str, Any]) -> None:
     """Keep the run's result durable in its folder (write, fsync, rename) before it is recorded."""
-    folder = ws.data_root / "runs" / experiment / run
+    folder = ws.run_folder(experiment, run)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{PENDING}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -406,7 +406,7 @@ def save_pending(ws: Workspace, experiment: str, run: str, result: dict[str, Any
 
 
 def read_pending(ws: Workspace, experiment: str, run: str) -> dict[str, Any] | None:
-    path = ws.data_root / "runs" / experiment / run / PENDING
+    path = ws.run_folder(experiment, run) / PENDING
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -416,7 +416,7 @@ def read_pending(ws: Workspace, experiment: str, run: str) -> dict[str, Any] | N
 
 def clear_pending(ws: Workspace, experiment: str, run: str) -> None:
     try:
-        (ws.data_root / "runs" / experiment / run / PENDING).unlink()
+        (ws.run_folder(experiment, run) / PENDING).unlink()
     except OSError:
         pass
 

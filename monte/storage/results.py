@@ -304,7 +304,7 @@ def _run_files(ws: Any, exp: str, run: str | None) -> dict[str, Path]:
     """``runs/<exp>/<run>/<rel>`` -> local path, for the files push may send. Weights in the
     trainer's folder and the servable ``checkpoints/`` are skipped (they go to the hub); a
     weight file anywhere else in a run folder is refused, as push never uploads weights."""
-    root = ws.data_root / "runs" / exp
+    root = ws.runs_folder(exp)
     out: dict[str, Path] = {}
     folders = [root / run] if run else (sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
     for folder in folders:
@@ -329,10 +329,16 @@ def _run_files(ws: Any, exp: str, run: str | None) -> dict[str, Path]:
     return out
 
 
+def _bucket_prefix(ws: Any, exp: str, run: str | None) -> str:
+    """The bucket's keys of a run folder (of every run folder of the experiment, with no run): a
+    run file's key is its path under the data root."""
+    folder = ws.run_folder(exp, run) if run else ws.runs_folder(exp)
+    return f"{folder.relative_to(ws.data_root).as_posix()}/"
+
+
 def _push_files(ws: Any, store: ObjectStore, exp: str, run: str | None) -> tuple[int, int]:
     local = _run_files(ws, exp, run)
-    prefix = f"runs/{exp}/{run}/" if run else f"runs/{exp}/"
-    remote = store.list(prefix) if local else {}
+    remote = store.list(_bucket_prefix(ws, exp, run)) if local else {}
     sent = nbytes = 0
     for rel, path in local.items():
         st = remote.get(rel)
@@ -347,7 +353,7 @@ def _push_files(ws: Any, store: ObjectStore, exp: str, run: str | None) -> tuple
 
 def _pull_files(ws: Any, store: ObjectStore, exp: str) -> tuple[int, int]:
     got = skipped = 0
-    for rel, st in store.list(f"runs/{exp}/").items():
+    for rel, st in store.list(_bucket_prefix(ws, exp, None)).items():
         if is_weight(rel):
             skipped += 1
             continue
@@ -400,7 +406,7 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
     if not Ledger(ws.store, experiment).exists():
         raise error("E_NOT_FOUND", f"no experiment named {experiment!r} here",
                     "list experiments with `monte status`, or sync it first with `monte sync`")
-    if run is not None and not (ws.data_root / "runs" / experiment / run).is_dir() and \
+    if run is not None and not ws.run_folder(experiment, run).is_dir() and \
             Ledger(ws.store, experiment).row(run) is None:
         raise error("E_NOT_FOUND", f"experiment {experiment!r} has no run {run!r}",
                     "name a run of it (`monte status`)")

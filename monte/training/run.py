@@ -20,7 +20,7 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
 from monte.models import locate
-from monte.runs.folders import log_event, run_folder
+from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     adopt_row,
     read_rows,
@@ -60,7 +60,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         if not plan.adopt:
             raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
                         "run the chunk in one process, or submit it with --remote")
-        train_chunk(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
+        train_chunk(ws, plan, ws.run_folder(plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
         return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     preflight_train(plan)  # everything the chunk needs, proven before its row is started
@@ -82,7 +82,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                           smoke=plan.smoke, plan=row_plan(plan))
     transition(row, "started")
     with sigterm_stops():
-        folder = run_folder(ws, plan.experiment, row.run)
+        folder = ws.run_folder(plan.experiment, row.run)
         try:
             if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
                 trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run, nodes)
@@ -205,7 +205,7 @@ def train_ranks(ws: Workspace, plan: TrainPlan, out: Path, run: str,
     runs :func:`train_chunk`; this process records. Returns (trainer checkpoint, step)."""
     assert plan.launch is not None
     job = {"repo_root": str(ws.repo_root), "plan": plan.model_dump(mode="json"), "run": run, "out": str(out)}
-    done = launch.run_ranks(plan.launch, job, run_folder(ws, plan.experiment, run) / launch.LAUNCH_DIR,
+    done = launch.run_ranks(plan.launch, job, ws.run_folder(plan.experiment, run) / launch.LAUNCH_DIR,
                             cwd=ws.repo_root, nodes=nodes)
     log_event(ws, plan.experiment, run, "ranks-finished", world_size=plan.launch.world_size, step=done.step)
     return Path(done.checkpoint), done.step
@@ -258,7 +258,7 @@ def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
 
     with ExitStack() as cleanup:  # a NeMo Gym reward server lives exactly as long as the training
         reward = reward_function(plan, r.reward_threshold, rows, cleanup, config=ws.config,
-                         log=run_folder(ws, plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
+                         log=ws.run_folder(plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
         trainer = build(plan, r, common, tok, rows, [Progress(), StopAt()], reward)
         for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
             trainer.remove_callback(cb)
