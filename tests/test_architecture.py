@@ -168,9 +168,18 @@ def test_the_checks_catch_a_planted_cycle_and_private_import(planted: Path) -> N
 # --- one home per concept: what a row is, for the seal, is written once ---------------------------
 
 PREDICATE_HOME = "monte/ledger/predicates.py"
+#: a split or a smoke flag, however it is reached: ``split``, ``plan.smoke``, ``r["split"]``
+_SPLIT = r"""(?:[\w.]*\bsplit|\w+\[["']split["']\])"""
+_SMOKE = r"""(?:[\w.]*\bsmoke|\w+\[["']smoke["']\])"""
+_TEST = r"""\s*==\s*["']test["']"""
 SPELLED_OUT = {  # the predicates of monte/ledger/predicates.py, written out by hand
-    "is_test_read": re.compile(r"""\bkind\W{1,3}\s*==\s*["']eval["']\s+and\s+\w+(\.|\[["'])split\W{0,2}\s*==\s*["']test["']"""),
+    "is_test_read": re.compile(r"""\bkind\W{1,3}\s*==\s*["']eval["']\s+and\s+\w+(\.|\[["'])split\W{0,2}\s*==\s*["']test["']"""
+                               r"""|\bkind\W{1,3}\s*!=\s*["']eval["']\s+or\s+\w+(\.|\[["'])split\W{0,2}\s*!=\s*["']test["']"""),
     "is_admissible": re.compile(r"""status\W{0,2}\s*==\s*["']succeeded["']\s+and\s+not\s+\w+(\.|\[["'])smoke"""),
+    "spends_test_read": re.compile(rf"""{_SPLIT}{_TEST}\s+and\s+not\s+{_SMOKE}"""
+                                   rf"""|\bnot\s+{_SMOKE}\s+and\s+{_SPLIT}{_TEST}"""
+                                   rf"""|{_SPLIT}\s*!=\s*["']test["']\s+or\s+{_SMOKE}"""),
+    "is_test_smoke": re.compile(rf"""(?<![\w.])(?<!not ){_SMOKE}\s+and\s+{_SPLIT}{_TEST}|{_SPLIT}{_TEST}\s+and\s+{_SMOKE}"""),
 }
 
 
@@ -196,8 +205,28 @@ def test_the_check_catches_a_planted_copy_of_the_test_read_predicate(tmp_path: P
     planted.write_text('def reads(rows):\n    return [r for r in rows if r.kind == "eval"\n'
                        '            and r.split == "test" and not r.smoke]\n'
                        'def ok(r):\n    return r["status"] == "succeeded" and not r["smoke"]\n')
+    assert spelled_out_predicates(tmp_path) == ["monte/evals/sneaky.py: is_test_read",  # a plan's, too
+                                                "monte/evals/sneaky.py: is_admissible",
+                                                "monte/evals/sneaky.py: spends_test_read"]
+    planted.write_text('def skip(r):\n    return r.kind != "eval" or r.split != "test" or r.smoke\n')
     assert spelled_out_predicates(tmp_path) == ["monte/evals/sneaky.py: is_test_read",
-                                                "monte/evals/sneaky.py: is_admissible"]
+                                                "monte/evals/sneaky.py: spends_test_read"]
+
+
+@pytest.mark.parametrize("body, predicate", [
+    ('split == "test" and not smoke', "spends_test_read"),
+    ('e.split == "test" and not plan.smoke', "spends_test_read"),
+    ('not plan.smoke and e.split == "test"', "spends_test_read"),
+    ('e.split != "test" or plan.smoke', "spends_test_read"),
+    ('plan.smoke and e.split == "test"', "is_test_smoke"),
+    ('row["split"] == "test" and row["smoke"]', "is_test_smoke"),
+])
+def test_the_check_catches_a_planted_copy_of_a_plans_test_read(tmp_path: Path, body: str, predicate: str) -> None:
+    """What a plan (a split and a smoke flag, no row yet) spends of the seal is written once too."""
+    planted = tmp_path / "monte" / "evals" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f"def reads(e, plan, row, split, smoke):\n    return {body}\n")
+    assert spelled_out_predicates(tmp_path) == [f"monte/evals/sneaky.py: {predicate}"]
 
 
 # --- one home per concept: a value or a path that has one home is built there, used everywhere --

@@ -336,7 +336,7 @@ def interrupted_message(ledger: Ledger, run: str) -> MonteError:
 def spent_words(row: RunRow | None) -> tuple[str, str]:
     """(what was spent, what to do) for a run that ended without a score: a test read's
     ``started`` record spent the touch, and running the command again is refused E_SEALED."""
-    if row is None or row.kind != "eval" or row.split != "test" or row.smoke or row.role not in ("baseline", "claim"):
+    if row is None or not is_test_read(row) or row.role not in ("baseline", "claim"):
         return "", ""
     what = "test@0 (the baseline read)" if row.role == "baseline" else "the final claim (the second test read)"
     spent = (f"; its started record spent {what} of exam {row.exam} in cohort {row.cohort}: the read is gone, "
