@@ -235,6 +235,10 @@ def test_the_check_catches_a_planted_copy_of_a_plans_test_read(tmp_path: Path, b
 ONE_HOME: dict[str, tuple[str, re.Pattern[str]]] = {
     "the zero object id": ("monte/ledger/refs.py", re.compile(r"""["']0["']\s*\*\s*40\b|\b0{40}\b""")),
     "a run folder": ("monte/workspace.py", re.compile(r"""/\s*["']runs["']\s*/|joinpath\(\s*["']runs["']""")),
+    # a path in a ledger's tree (``runs/…``, ``cohorts/…``) or the vault's (``<folder>/<name>/manifest.json``)
+    "a ledger tree path": ("monte/ledger/views.py", re.compile(
+        r"""(?<![\w])[fb]?["'](?:runs|cohorts)/|listdir\(\s*["'](?:runs|cohorts)["']|\bb["'](?:runs|cohorts)["']"""
+        r"""|\}/manifest\.json["']""")),
 }
 
 
@@ -249,7 +253,8 @@ def spelled_out_homes(root: Path) -> list[str]:
 
 
 def test_each_concept_with_one_home_is_built_only_there() -> None:
-    """The zero id is ``refs.ZERO``; a run folder is ``Workspace.run_folder`` (or ``runs_folder``)."""
+    """The zero id is ``refs.ZERO``; a run folder is ``Workspace.run_folder`` (or ``runs_folder``);
+    a path in a ledger's tree or the vault's is built by ``ledger/views.py``."""
     assert spelled_out_homes(ROOT.parent) == []
 
 
@@ -264,6 +269,13 @@ def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
                        'def folder(root, exp):\n    return root.joinpath("runs", exp)\n')
     assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: the zero object id",
                                            "monte/storage/sneaky.py: a run folder"]
+
+    for path in ('f"runs/{run[0]}/{run[1]}/index.json"', '"cohorts/" + cohort + "/nomination.json"',
+                 'f"environments/{env}/manifest.json"'):
+        planted.write_text(f"def read(snap, run, cohort, env):\n    return snap.read({path})\n")
+        assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"], path
+    planted.write_text('def first(snap, tree):\n    return snap.listdir("cohorts"), tree.get(b"runs")\n')
+    assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"]
 
 
 # --- the layers of docs/architecture.md: imports go downward --------------------------------------

@@ -21,6 +21,7 @@ from monte.ledger.records import Measurement, RunRow
 from monte.ledger.seal import Seal, SealKey, overlap_note, settings_key
 from monte.ledger.store import Snapshot
 from monte.ledger.verify import verify_before_spend
+from monte.ledger.views import nomination_path
 from monte.models import locate
 from monte.runs.lifecycle import experiment_name, push_bucket, read_rows
 from monte.runs.naming import parse_run_ref
@@ -207,7 +208,7 @@ def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str
         if rules.checkpoints(rows, cohort):
             meas = Ledger(ws.store, exp).measurement(snap)
             dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
-            nom = snap.read(f"cohorts/{cohort}/nomination.json")
+            nom = snap.read(nomination_path(cohort))
             nominated = json.loads(nom)["checkpoint"] if nom else None
             ck = rules.select_for_claim(rows, cohort, dev_exams, nominated)
             why = _why_chosen(rows, cohort, ck, nominated)
