@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from monte.runs.folders import log_event
     from monte.runs.lifecycle import (
         ENDED,
-        TRANSITIONS,
+        PUSH_POINTS,
         Pusher,
         Transition,
         abandon,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 _HOME = {
     "log_event": "folders",
-    **dict.fromkeys(("ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
+    **dict.fromkeys(("ENDED", "PUSH_POINTS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
                      "failure_reason", "find_run", "push_bucket", "read_rows", "read_tasks", "record_failure",
                      "stop", "transitions"), "lifecycle"),
     **dict.fromkeys(("is_dead", "this_process", "proc_start"), "liveness"),
@@ -48,7 +48,7 @@ _HOME = {
 }
 
 __all__ = [
-    "ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
+    "ENDED", "PUSH_POINTS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
     "failure_reason", "find_run", "is_dead", "log_event", "parse_run_ref", "proc_start", "push_bucket",
     "read_rows", "read_tasks", "record_failure", "stop", "this_process", "transitions",
 ]

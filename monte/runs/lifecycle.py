@@ -15,7 +15,7 @@ import signal
 import socket
 import traceback
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 from monte import jsonl
 from monte.errors import MonteError, error
@@ -31,12 +31,15 @@ from monte.runs.liveness import is_dead, proc_start, this_process
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
-#: The transitions of a run (seeds, "Remote runs"): after each one, --push uploads its results.
-TRANSITIONS = ("started", "checkpoint", "scored", "weights-uploaded", "finished")
+#: The moments of a run (seeds, "Remote runs") whose record, once it lands, calls ``on_transition``:
+#: after each one, --push uploads its results. Record events, not a row's status moves
+#: (``monte.ledger.verify.ROW_STATUS_MOVES``).
+PushPoint = Literal["started", "checkpoint", "scored", "weights-uploaded", "finished"]
+PUSH_POINTS: tuple[PushPoint, ...] = get_args(PushPoint)
 ENDED = ("succeeded", "failed", "abandoned")
 
-#: ``on_transition(row, transition)``: called right after a transition's record lands.
-Transition = Callable[[RunRow, str], None]
+#: ``on_transition(row, moment)``: called right after a moment's record lands.
+Transition = Callable[[RunRow, PushPoint], None]
 
 
 def experiment_name(ws: Workspace, given: str | None) -> str:

@@ -257,7 +257,7 @@ def _check_repository_seal(ws: Any, store: ObjectStore, state: _State, exp: str,
         raise error("E_SEALED", "; ".join(v.message for _, v in found), SEAL_FIX)
 
 
-def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:
+def _let_in(ws: Any, exp: str, ref: str, sha: bytes) -> str:
     """Bring one bucket ref into the local refs: the ledger by union merge, any other ref only
     when it is new here (base and lineage refs are written once by the run that owns them)."""
     from monte.ledger.merge import merge_into_ref
@@ -425,7 +425,7 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, experiment, ref, sha)
             state.gens[f"{experiment}/{ref}"] = gen
-            kind = _adopt(ws, experiment, ref, sha)
+            kind = _let_in(ws, experiment, ref, sha)
             if kind == "merged":
                 merges.append(ref)
         local = _local_refs(ws, experiment)
@@ -501,18 +501,18 @@ def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = 
                         "its packs do not hold", "push again from the machine that holds the runs")
         _check_seal(ws, exp, remote)
         _check_repository_seal(ws, store, state, exp, remote)
-        adopted: dict[str, str] = {}
+        outcome: dict[str, str] = {}
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, exp, ref, sha)
             state.gens[f"{exp}/{ref}"] = gen
             try:
-                adopted[ref] = _adopt(ws, exp, ref, sha)
+                outcome[ref] = _let_in(ws, exp, ref, sha)
             except MonteError:
                 state.save()
                 raise
         state.save()
         files, skipped = _pull_files(ws, store, exp)
-        out.append({"experiment": exp, "packs": packs, "ledger": adopted.get("ledger", "up-to-date"),
+        out.append({"experiment": exp, "packs": packs, "ledger": outcome.get("ledger", "up-to-date"),
                     "refs": len(remote), "files": files, "skipped_weights": skipped,
-                    "conflicts": sorted(r for r, k in adopted.items() if k == "conflict")})
+                    "conflicts": sorted(r for r, k in outcome.items() if k == "conflict")})
     return {"bucket": store.url, "experiments": out}

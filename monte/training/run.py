@@ -22,6 +22,7 @@ from monte.ledger.records import RunRow
 from monte.models import locate
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
+    Transition,
     adopt_row,
     read_rows,
     record_failure,
@@ -43,7 +44,7 @@ class TrainResult(BaseModel):
 
 
 def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None,
-              on_transition: Callable[[RunRow, str], None] | None = None,
+              on_transition: Transition | None = None,
               nodes: launch.NodeRunner | None = None) -> TrainResult:
     """Train the chunk and record it. ``on_transition(row, transition)`` is called right after
     each transition lands (started, weights-uploaded, checkpoint, finished); with ``plan.push``
@@ -123,7 +124,7 @@ def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pus
         raise error("E_STORAGE", "; and ".join(p.message for p in problems), "; ".join(p.fix for p in problems if p.fix))
 
 
-def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callable[[RunRow, str], None],
+def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Transition,
                 failures: list[MonteError]) -> Callable[[Path, dict[str, str], Any], dict[str, Any]]:
     """``before_commit`` for a real --push chunk: the checkpoint's servable files and a model card
     go to a hub branch of their own (``<exp>--<run>--step<N>``); the lineage commit then records
