@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
-from monte.ledger.predicates import is_admissible
+from monte.ledger.predicates import is_admissible, is_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import baseline, checkpoints
 from monte.stats.paired import format_interval
@@ -114,7 +114,7 @@ def collect(meas: Measurement, rows: Sequence[RunRow]) -> dict[str, Any]:
                 baselines.append({"cohort": cohort, "exam": exam, "run": b.run, "score": b.score})
     test_reads = []
     for r in rows:  # every non-smoke test eval spent a touch, whatever became of it
-        if r.kind != "eval" or r.split != "test" or r.smoke:
+        if not is_test_read(r):
             continue
         t = r.plan.get("target", {})
         d = (r.delta or {}) if is_admissible(r) else {}

@@ -50,11 +50,9 @@ def row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
     """The run's event file (JSON lines)."""
-    from monte.runs.folders import run_folder
-
     ws = ws or open_workspace()
     exp, row = row_json(ws, ref, experiment)
-    path = run_folder(ws, exp, row["run"]) / "events.jsonl"
+    path = ws.run_folder(exp, row["run"]) / "events.jsonl"
     if not path.exists():
         raise error("E_NOT_FOUND", f"run {row['run']} has no event file on this data root ({path})",
                     "its events live where it ran; `monte sync` brings the bucket's copy")

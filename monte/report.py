@@ -120,11 +120,12 @@ def _tasks(ws: Workspace, commit: bytes | None) -> dict[str, bytes]:
     """Every run's ``tasks.jsonl`` at the ledger tip, run -> bytes: one ``git ls-tree`` and one
     ``git cat-file --batch`` (a blob at a time through dulwich's packs is ~30 ms under load)."""
     from monte.ledger.gitread import Git
+    from monte.ledger.views import RUNS
 
     if commit is None:
         return {}
     git = Git(ws.store.repo.commondir())
-    listing = git.run(["ls-tree", "-r", "-z", commit.decode(), "--", "runs/"])
+    listing = git.run(["ls-tree", "-r", "-z", commit.decode(), "--", f"{RUNS}/"])
     wanted: dict[bytes, list[str]] = {}  # two evals that graded alike hold one blob
     for entry in listing.split(b"\0"):
         head, _, path = entry.partition(b"\t")

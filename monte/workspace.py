@@ -120,6 +120,14 @@ class Workspace:
     def dataset_dir(self, name: str) -> Path:
         return self.data_root / "datasets" / name
 
+    def runs_folder(self, experiment: str) -> Path:
+        """The experiment's run folders are in here (the results bucket keeps the same paths)."""
+        return self.data_root / "runs" / experiment
+
+    def run_folder(self, experiment: str, run: str) -> Path:
+        """A run's folder on the data root: its event file, kept result, checkpoints, logs."""
+        return self.runs_folder(experiment) / run
+
     @property
     def recipes_dir(self) -> Path:
         return self.repo_root / "recipes"

@@ -168,9 +168,18 @@ def test_the_checks_catch_a_planted_cycle_and_private_import(planted: Path) -> N
 # --- one home per concept: what a row is, for the seal, is written once ---------------------------
 
 PREDICATE_HOME = "monte/ledger/predicates.py"
+#: a split or a smoke flag, however it is reached: ``split``, ``plan.smoke``, ``r["split"]``
+_SPLIT = r"""(?:[\w.]*\bsplit|\w+\[["']split["']\])"""
+_SMOKE = r"""(?:[\w.]*\bsmoke|\w+\[["']smoke["']\])"""
+_TEST = r"""\s*==\s*["']test["']"""
 SPELLED_OUT = {  # the predicates of monte/ledger/predicates.py, written out by hand
-    "is_test_read": re.compile(r"""\bkind\W{1,3}\s*==\s*["']eval["']\s+and\s+\w+(\.|\[["'])split\W{0,2}\s*==\s*["']test["']"""),
+    "is_test_read": re.compile(r"""\bkind\W{1,3}\s*==\s*["']eval["']\s+and\s+\w+(\.|\[["'])split\W{0,2}\s*==\s*["']test["']"""
+                               r"""|\bkind\W{1,3}\s*!=\s*["']eval["']\s+or\s+\w+(\.|\[["'])split\W{0,2}\s*!=\s*["']test["']"""),
     "is_admissible": re.compile(r"""status\W{0,2}\s*==\s*["']succeeded["']\s+and\s+not\s+\w+(\.|\[["'])smoke"""),
+    "spends_test_read": re.compile(rf"""{_SPLIT}{_TEST}\s+and\s+not\s+{_SMOKE}"""
+                                   rf"""|\bnot\s+{_SMOKE}\s+and\s+{_SPLIT}{_TEST}"""
+                                   rf"""|{_SPLIT}\s*!=\s*["']test["']\s+or\s+{_SMOKE}"""),
+    "is_test_smoke": re.compile(rf"""(?<![\w.])(?<!not ){_SMOKE}\s+and\s+{_SPLIT}{_TEST}|{_SPLIT}{_TEST}\s+and\s+{_SMOKE}"""),
 }
 
 
@@ -196,8 +205,77 @@ def test_the_check_catches_a_planted_copy_of_the_test_read_predicate(tmp_path: P
     planted.write_text('def reads(rows):\n    return [r for r in rows if r.kind == "eval"\n'
                        '            and r.split == "test" and not r.smoke]\n'
                        'def ok(r):\n    return r["status"] == "succeeded" and not r["smoke"]\n')
+    assert spelled_out_predicates(tmp_path) == ["monte/evals/sneaky.py: is_test_read",  # a plan's, too
+                                                "monte/evals/sneaky.py: is_admissible",
+                                                "monte/evals/sneaky.py: spends_test_read"]
+    planted.write_text('def skip(r):\n    return r.kind != "eval" or r.split != "test" or r.smoke\n')
     assert spelled_out_predicates(tmp_path) == ["monte/evals/sneaky.py: is_test_read",
-                                                "monte/evals/sneaky.py: is_admissible"]
+                                                "monte/evals/sneaky.py: spends_test_read"]
+
+
+@pytest.mark.parametrize("body, predicate", [
+    ('split == "test" and not smoke', "spends_test_read"),
+    ('e.split == "test" and not plan.smoke', "spends_test_read"),
+    ('not plan.smoke and e.split == "test"', "spends_test_read"),
+    ('e.split != "test" or plan.smoke', "spends_test_read"),
+    ('plan.smoke and e.split == "test"', "is_test_smoke"),
+    ('row["split"] == "test" and row["smoke"]', "is_test_smoke"),
+])
+def test_the_check_catches_a_planted_copy_of_a_plans_test_read(tmp_path: Path, body: str, predicate: str) -> None:
+    """What a plan (a split and a smoke flag, no row yet) spends of the seal is written once too."""
+    planted = tmp_path / "monte" / "evals" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(f"def reads(e, plan, row, split, smoke):\n    return {body}\n")
+    assert spelled_out_predicates(tmp_path) == [f"monte/evals/sneaky.py: {predicate}"]
+
+
+# --- one home per concept: a value or a path that has one home is built there, used everywhere --
+
+#: concept -> (its home, what a copy of it spelled out by hand looks like)
+ONE_HOME: dict[str, tuple[str, re.Pattern[str]]] = {
+    "the zero object id": ("monte/ledger/refs.py", re.compile(r"""["']0["']\s*\*\s*40\b|\b0{40}\b""")),
+    "a run folder": ("monte/workspace.py", re.compile(r"""/\s*["']runs["']\s*/|joinpath\(\s*["']runs["']""")),
+    # a path in a ledger's tree (``runs/…``, ``cohorts/…``) or the vault's (``<folder>/<name>/manifest.json``)
+    "a ledger tree path": ("monte/ledger/views.py", re.compile(
+        r"""(?<![\w])[fb]?["'](?:runs|cohorts)/|listdir\(\s*["'](?:runs|cohorts)["']|\bb["'](?:runs|cohorts)["']"""
+        r"""|\}/manifest\.json["']""")),
+}
+
+
+def spelled_out_homes(root: Path) -> list[str]:
+    out = []
+    for path in sorted((root / "monte").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text()
+        out += [f"{rel}: {concept}" for concept, (home, pattern) in ONE_HOME.items()
+                if rel != home and pattern.search(text)]
+    return out
+
+
+def test_each_concept_with_one_home_is_built_only_there() -> None:
+    """The zero id is ``refs.ZERO``; a run folder is ``Workspace.run_folder`` (or ``runs_folder``);
+    a path in a ledger's tree or the vault's is built by ``ledger/views.py``."""
+    assert spelled_out_homes(ROOT.parent) == []
+
+
+def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
+    planted = tmp_path / "monte" / "storage" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('NULL = b"0" * 40\n'
+                       'def folder(ws, exp, run):\n    return ws.data_root / "runs" / exp / run\n')
+    assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: the zero object id",
+                                           "monte/storage/sneaky.py: a run folder"]
+    planted.write_text('NULL = "0000000000000000000000000000000000000000"\n'
+                       'def folder(root, exp):\n    return root.joinpath("runs", exp)\n')
+    assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: the zero object id",
+                                           "monte/storage/sneaky.py: a run folder"]
+
+    for path in ('f"runs/{run[0]}/{run[1]}/index.json"', '"cohorts/" + cohort + "/nomination.json"',
+                 'f"environments/{env}/manifest.json"'):
+        planted.write_text(f"def read(snap, run, cohort, env):\n    return snap.read({path})\n")
+        assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"], path
+    planted.write_text('def first(snap, tree):\n    return snap.listdir("cohorts"), tree.get(b"runs")\n')
+    assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"]
 
 
 # --- the layers of docs/architecture.md: imports go downward --------------------------------------

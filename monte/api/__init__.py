@@ -349,7 +349,7 @@ def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dic
 def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Rerun:
     """The exact command and environment that would launch a train run's chunk again, from its
     launch record (:func:`monte.training.launch.rerun`); nothing runs."""
-    from monte.runs import find_run, run_folder
+    from monte.runs import find_run
     from monte.training.launch import LAUNCH_DIR
     from monte.training.launch import rerun as rerun_of
 
@@ -358,7 +358,7 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
     if row.kind != "train":
         raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
                     "name a train run (`monte status` lists them)")
-    folder = run_folder(ws, ledger.experiment, row.run) / LAUNCH_DIR
+    folder = ws.run_folder(ledger.experiment, row.run) / LAUNCH_DIR
     return cast("Rerun", rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
 
 

@@ -8,6 +8,7 @@ from monte.errors import error
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger, dumps
 from monte.ledger.store import Change, Snapshot
+from monte.ledger.views import nomination_path
 from monte.manifest import now
 from monte.runs.lifecycle import experiment_name, read_rows
 from monte.runs.naming import parse_run_ref
@@ -44,7 +45,7 @@ def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | No
         body = {"checkpoint": ck.ref, "cohort": ck.cohort, "at": now()}
         result.update(body)
         return Change(summary=f"nominate {ck.ref} for the final claim of cohort {ck.cohort}",
-                      writes={f"cohorts/{ck.cohort}/nomination.json": dumps(body)},
+                      writes={nomination_path(ck.cohort): dumps(body)},
                       trailers={"Monte-Event": "nominate", "Monte-Run": ck.run, "Monte-Step": str(ck.step),
                                 "Monte-Cohort": ck.cohort})
 

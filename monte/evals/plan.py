@@ -16,11 +16,12 @@ from monte.hashing import sha256_file
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
-from monte.ledger.predicates import is_admissible
+from monte.ledger.predicates import is_admissible, spends_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.seal import Seal, SealKey, overlap_note, settings_key
 from monte.ledger.store import Snapshot
 from monte.ledger.verify import verify_before_spend
+from monte.ledger.views import nomination_path
 from monte.models import locate
 from monte.runs.lifecycle import experiment_name, push_bucket, read_rows
 from monte.runs.naming import parse_run_ref
@@ -129,7 +130,8 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     rows = read_rows(ledger, snap)
     if step is not None and checkpoint:
         raise error("E_USAGE", "--step and --checkpoint refuse together", "state one of them")
-    if split == "test" and (checkpoint or step is not None) and not smoke:
+    test_read = spends_test_read(split, smoke)
+    if test_read and (checkpoint or step is not None):
         raise error("E_REFUSED", "the final claim's checkpoint is chosen by monte, not by a flag",
                     "drop --checkpoint/--step: the test eval scores the nomination "
                     "(`monte nominate RUN@STEP`) or the best paired dev delta")
@@ -150,21 +152,21 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
     seal = Seal(ws.store, exam_of=exam_of(ws))
     keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort,
                             exam=e.exam_id) for e in exams}
-    if split == "test" and not smoke:  # the seal first: no selection can make up for a missing test@0
+    if test_read:  # the seal first: no selection can make up for a missing test@0
         has_checkpoints = bool(rules.checkpoints(rows, cohort))
         for e in exams:
             touches = seal.touches(keys[e.exam], own=(exp, rows))
             rules.check_test_read(rows, cohort, e.exam, on_checkpoint=has_checkpoints, experiment=exp,
                                   touches=touches, note=overlap_note(seal, touches))
-    if split == "test" and not smoke:  # the history verified before a read is planned (--dry-run says so too)
+    if test_read:  # the history verified before a read is planned (--dry-run says so too)
         verify_before_spend(ws.store)
     target = _resolve_target(ws, exp, rows, cohort, where, split, step, checkpoint, smoke, snap)
-    if split == "test" and not smoke:
+    if test_read:
         for e in exams:
             touches = seal.touches(keys[e.exam], own=(exp, rows))
             e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint",
                                            experiment=exp, touches=touches, note=overlap_note(seal, touches))
-    _advise(ws, meas, rows, cohort, exams, test_read=split == "test" and not smoke)
+    _advise(ws, meas, rows, cohort, exams, test_read=test_read)
     bucket = push_bucket(ws) if push else None
     return EvalPlan(experiment=exp, cohort=cohort, weights=base.weights, legacy_cohort=base.legacy_cohort,
                     base_model=where.ref, base_folder=str(where.folder), base_register=where.register,
@@ -201,12 +203,12 @@ def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str
                         "(another base model)", "pass the --model that checkpoint was trained from")
     elif step is not None:
         ck = None if step == 0 else rules.checkpoint_at_step(rows, cohort, step)
-    elif split == "test" and not smoke:
+    elif spends_test_read(split, smoke):
         ck = None
         if rules.checkpoints(rows, cohort):
             meas = Ledger(ws.store, exp).measurement(snap)
             dev_exams = sorted(e for e, x in meas.exams.items() if "dev" in x.splits)
-            nom = snap.read(f"cohorts/{cohort}/nomination.json")
+            nom = snap.read(nomination_path(cohort))
             nominated = json.loads(nom)["checkpoint"] if nom else None
             ck = rules.select_for_claim(rows, cohort, dev_exams, nominated)
             why = _why_chosen(rows, cohort, ck, nominated)

@@ -18,6 +18,7 @@ from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base
+from monte.ledger.predicates import is_test_smoke, spends_test_read
 from monte.ledger.records import RunRow
 from monte.ledger.seal import Seal, SealKey, overlap_note, seal_lock, settings_key
 from monte.ledger.store import Snapshot
@@ -92,7 +93,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
 
     def exam_grader(e: ExamPlan) -> grading.ExamGrader:
         items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
-        return grading.ExamGrader(grader, e.benchmark, e.exam, needed=not (plan.smoke and e.split == "test"),
+        return grading.ExamGrader(grader, e.benchmark, e.exam, needed=not is_test_smoke(e.split, plan.smoke),
                                   config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log",
                                   folder=env_folder, split=e.split, items=items)
 
@@ -133,13 +134,13 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                        stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                        on_batch=on_progress)
                     answers = [a for per_item in drawn for a in per_item]
-                    if not (plan.smoke and e.split == "test"):  # smoke on test: nothing graded, as at K = 1
+                    if not is_test_smoke(e.split, plan.smoke):  # smoke on test: nothing graded, as at K = 1
                         tasks = _graded_samples(grades, items, ids, seeds, drawn)
                 elif plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
                     answers = shards.generate(Path(plan.target.folder or plan.target.model),
                                               [grading.prompt_of(i) for i in items],
                                               {**plan.settings, "batch_size": _batch_size(plan)}, plan.processes,
-                                              ws.data_root / "runs" / plan.experiment / row.run / "shards",
+                                              ws.run_folder(plan.experiment, row.run) / "shards",
                                               cwd=ws.repo_root)
                     if on_progress:
                         on_progress(len(items), len(items))
@@ -150,7 +151,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                            temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
                                            stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                            on_batch=on_progress)
-                if tasks is None and not (plan.smoke and e.split == "test"):
+                if tasks is None and not is_test_smoke(e.split, plan.smoke):
                     # (a sealed item is never graded, scored or recorded: smoke on test proves that
                     # generation runs on the test split's format, and reveals nothing of it)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
@@ -268,7 +269,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
 
     def make(snap: Snapshot, seq: int) -> RunRow:
         role = None
-        if e.split == "test" and not plan.smoke:  # re-checked on the tip: racing claims, one wins
+        if spends_test_read(e.split, plan.smoke):  # re-checked on the tip: racing claims, one wins
             rows = read_rows(ledger, snap)  # only a test read needs them: a dev start reads no rows
             key = SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort, exam=e.exam_id)
             seal = Seal(ledger.store, exam_of=exam_of(ws)) if ws is not None else Seal(ledger.store)
@@ -292,7 +293,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
                                  trailers=lambda r: {"Monte-Exam": r.exam or "",
                                                      **({"Monte-Role": r.role} if r.role else {})})
 
-    if e.split != "test" or plan.smoke:
+    if not spends_test_read(e.split, plan.smoke):
         return append()
     # one writer per seal key across the repository; the ledgers verified before the read is spent
     with seal_lock(ledger.store, SealKey(e.sha256, settings_key(plan.settings), plan.weights, plan.legacy_cohort)):
@@ -342,7 +343,7 @@ def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[di
                         "before the next run") from None
         raise error("E_STORAGE", f"run {row.run} finished, but its result could not be recorded in the ledger "
                     f"({os_reason(e)}); the result is kept in its run folder "
-                    f"({ws.data_root / 'runs' / ledger.experiment / row.run / PENDING})",
+                    f"({ws.run_folder(ledger.experiment, row.run) / PENDING})",
                     f"free space or make the repository writable, then `monte recover {ledger.experiment}` "
                     "records it (so does the next `monte eval` in this experiment)") from None
     if kept:
@@ -356,7 +357,7 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
     its kept result is reported, not recorded."""
     ledger = Ledger(ws.store, experiment)
     out: list[dict[str, Any]] = []
-    for path in sorted((ws.data_root / "runs" / experiment).glob(f"*/{PENDING}")):
+    for path in sorted(ws.runs_folder(experiment).glob(f"*/{PENDING}")):
         row = ledger.row(path.parent.name)
         if row is None or row.kind != "eval" or row.status not in ("started", "running"):
             continue
@@ -400,7 +401,7 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if pending.get("n") != len(items):
         raise forged(f"it counts {pending.get('n')} answers, the split holds {len(items)} items")
     if tasks is None:
-        if smoke and row.split == "test":
+        if is_test_smoke(row.split, smoke):
             return None
         raise forged("it holds no per-task results")
     if not isinstance(tasks, list) or not all(isinstance(t, dict) for t in tasks):

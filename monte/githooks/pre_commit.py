@@ -20,11 +20,11 @@ import os
 import sys
 
 PREFIX = "refs/heads/monte/"
-ZERO = "0" * 40
 
 
 def updates(remote: str) -> list[str]:
     """``old new ref`` for every local monte ref whose value the remote's copy does not have."""
+    from monte.ledger.refs import ZERO
     from monte.ledger.store import Store
     from monte.workspace import find_repo_root
 
@@ -35,7 +35,7 @@ def updates(remote: str) -> list[str]:
     for ref, sha in sorted(store.refs_under(PREFIX).items()):
         old = theirs.get(ref)
         if old != sha:
-            out.append(f"{(old or ZERO.encode()).decode()} {sha.decode()} {ref}")
+            out.append(f"{(old or ZERO).decode()} {sha.decode()} {ref}")
     return out
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from monte.ledger.predicates import is_base_eval, is_test_read
+from monte.ledger.views import cohort_index_path
 
 if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow
@@ -46,7 +47,7 @@ def index_path(cohort: str) -> str | None:
     readers scan the rows)."""
     if not cohort or cohort in (".", "..") or not NAME.match(cohort):
         return None
-    return f"cohorts/{cohort}/index.json"
+    return cohort_index_path(cohort)
 
 
 def empty() -> Index:

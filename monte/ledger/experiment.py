@@ -18,7 +18,7 @@ from monte.ledger import cohorts
 from monte.ledger.objcache import ObjectCache, cache_path
 from monte.ledger.refs import PREFIX, experiment_of_ledger, ledger_ref
 from monte.ledger.store import Change, Snapshot, Store
-from monte.ledger.views import MeasurementView, bucket_index, run_dir
+from monte.ledger.views import RUNS, MeasurementView, bucket_index, fanout_index, run_dir
 
 if TYPE_CHECKING:  # the models: imported where a record is validated or built (pydantic, ~50 ms)
     from monte.ledger.derived import Derive
@@ -202,7 +202,7 @@ def _scan(read: Callable[[str], bytes | None]) -> list[RunRow]:
     rows: list[RunRow] = []
     for a in _FANOUT:
         for b in _FANOUT:
-            raw = read(f"runs/{a}/{b}/index.json")
+            raw = read(fanout_index(a, b))
             if raw:
                 rows.extend(row_from_index(r) for r in _loads(raw).values())
     return rows
@@ -302,7 +302,7 @@ class Ledger:
             return None
         commit = self.store.repo.object_store[snap.commit_id]
         assert isinstance(commit, Commit)
-        return self._entry(snap, commit.tree, b"runs", None)
+        return self._entry(snap, commit.tree, RUNS.encode(), None)
 
     def _indexes(self, snap: Snapshot, cache: ObjectCache, top: bytes | None = None) -> Iterator[tuple[bytes, bytes]]:
         """(folder tree id, ``index.json`` blob id) of each fan-out folder ``runs/<c0>/<c1>/``
@@ -366,7 +366,7 @@ class Ledger:
         old = objects[ObjectID(since)]
         if not isinstance(old, Commit):
             return None
-        old_runs = self._entry(snap, old.tree, b"runs", None)
+        old_runs = self._entry(snap, old.tree, RUNS.encode(), None)
         new_runs = self._runs_tree(snap)
         if old_runs == new_runs:
             return []

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dulwich.objects import Commit, ObjectID
 
 from monte.errors import error
+from monte.ledger.refs import ZERO
 
 EMPTY_TREE = ObjectID(b"4b825dc642cb6eb9a060e54bf8d69288fbee4904")
-ZERO = b"0" * 40
 
 #: (path, old blob or None, new blob or None) for each file that differs between two trees
 Change = tuple[str, ObjectID | None, ObjectID | None]

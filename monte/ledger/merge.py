@@ -47,6 +47,7 @@ from monte.ledger.predicates import is_test_read
 from monte.ledger.records import RunRow
 from monte.ledger.rules import SealConflict, read_role, seal_conflicts
 from monte.ledger.store import MODE_DIR, MODE_FILE, Snapshot, Store, add_object
+from monte.ledger.views import RUNS, fanout_index
 
 MERGE_EVENT = "merge"
 _BUCKET = re.compile(r"^runs/[^/]+/[^/]+/$")
@@ -360,7 +361,7 @@ def _one_sided_runs(objects: BaseObjectStore, ours: ObjectID, theirs: ObjectID) 
             elif y is None and x is not None and x[0] == MODE_DIR:
                 found[0][name.decode()] = x[1]
 
-    a, b = (_entries(objects, _commit(objects, c).tree).get(b"runs") for c in (ours, theirs))
+    a, b = (_entries(objects, _commit(objects, c).tree).get(RUNS.encode()) for c in (ours, theirs))
     walk(a[1] if a and a[0] == MODE_DIR else None, b[1] if b and b[0] == MODE_DIR else None, 0)
     return found
 
@@ -387,9 +388,9 @@ def _rows(store: Store, commit: ObjectID) -> dict[str, RunRow]:
     """Every row of a ledger commit, from its fan-out indexes (as ``Ledger.rows`` reads them)."""
     snap = Snapshot(store.repo, commit)
     out: dict[str, RunRow] = {}
-    for first in snap.listdir("runs"):
-        for second in snap.listdir(f"runs/{first}"):
-            raw = snap.read(f"runs/{first}/{second}/index.json")
+    for first in snap.listdir(RUNS):
+        for second in snap.listdir(f"{RUNS}/{first}"):
+            raw = snap.read(fanout_index(first, second))
             for run, row in (json.loads(raw).items() if raw else ()):
                 out[run] = RunRow.model_construct(**row)
     return out

@@ -20,6 +20,7 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.records import RunRow
 from monte.ledger.refs import VAULT_REF, experiment_prefix, experiment_ref, lineage_ref
 from monte.ledger.store import Snapshot, Store
+from monte.ledger.views import VAULT_FOLDERS, manifest_path
 
 #: an absolute folder of some machine: /x/y, ~/x, C:\x or C:/x (a lone "/" is not a folder)
 _LOCAL = re.compile(r"(/[^/\s]+/|/[^/\s]+$|~/|[A-Za-z]:[\\/])")
@@ -100,8 +101,8 @@ def scan(store: Store, experiments: list[str], *, rows: Mapping[str, Iterable[Ru
                     warn(exp, f"checkpoint {info.get('run')}@{info.get('step')}", local_values(info))
     if store.tip(VAULT_REF) is not None:
         vault = store.snapshot(VAULT_REF)
-        for kind in ("environments", "datasets"):
-            for name in vault.listdir(kind):
-                manifest = _json(vault.read(f"{kind}/{name}/manifest.json"))
-                warn("", f"vault {kind[:-1]} {name}", local_values(manifest))
+        for kind, folder in VAULT_FOLDERS.items():
+            for name in vault.listdir(folder):
+                manifest = _json(vault.read(manifest_path(kind, name)))
+                warn("", f"vault {kind} {name}", local_values(manifest))
     return out

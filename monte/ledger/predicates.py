@@ -1,6 +1,8 @@
 """What a row is, for the rules: one definition each, used everywhere.
 
-The seal counts test reads with :func:`is_test_read`; pairing and selection read only
+An eval planned before its row exists spends a touch of the sealed split where
+:func:`spends_test_read` says so (:func:`is_test_smoke`: one that reads the test split and spends
+nothing, so nothing of it is graded). The seal counts test reads with :func:`is_test_read`; pairing and selection read only
 :func:`is_admissible` evals; a baseline is :func:`is_base_eval`. Each is written here once, so
 that no two places can drift apart (one copy that drifts is a seal bypass):
 ``tests/test_architecture.py`` refuses the same test spelled out anywhere else in ``monte/``.
@@ -15,15 +17,27 @@ if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow as _Row
 
 
+def spends_test_read(split: str | None, smoke: bool) -> bool:
+    """An eval of ``split`` spends a touch of the sealed test split: a test eval that is no smoke
+    run (what a plan asks before its row exists; :func:`is_test_read` asks it of a row)."""
+    return split == "test" and not smoke
+
+
+def is_test_smoke(split: str | None, smoke: bool) -> bool:
+    """A smoke eval of the test split: it spends no touch, so none of its items is graded, scored
+    or recorded (it proves that generation runs on the split's format, and reveals nothing)."""
+    return split == "test" and smoke
+
+
 def is_test_read(r: _Row) -> bool:
     """A spent touch of the sealed test split: every non-smoke test eval row, whatever became of
     it (a crash still spent its touch)."""
-    return r.kind == "eval" and r.split == "test" and not r.smoke
+    return r.kind == "eval" and spends_test_read(r.split, r.smoke)
 
 
 def is_test_read_dict(r: Mapping[str, Any]) -> bool:
     """:func:`is_test_read` of a row as an index holds it (a dict)."""
-    return r["kind"] == "eval" and r["split"] == "test" and not r["smoke"]
+    return r["kind"] == "eval" and spends_test_read(r["split"], r["smoke"])
 
 
 def is_admissible(r: _Row) -> bool:

@@ -19,6 +19,9 @@ PREFIX = "refs/heads/monte/"
 VAULT_REF = PREFIX + "vault"
 #: Mirrors of the results bucket's refs, written by ``monte sync``.
 MIRROR = "refs/remotes/results/monte"
+#: The object id git writes for a ref that is not there (the old value of a ref a push creates,
+#: the new value of one it deletes; a reflog line's old value of a new ref).
+ZERO = b"0" * 40
 
 
 def experiment_prefix(experiment: str) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dulwich.objects import ObjectID
 
 from monte.errors import MonteError
-from monte.ledger.refs import MIRROR, PREFIX
+from monte.ledger.refs import MIRROR, PREFIX, ZERO
 from monte.ledger.store import Store
 from monte.ledger.tips import Ancestry
 
@@ -81,7 +81,7 @@ def let_in_remotes(store: Store) -> RemotesLetIn:
         if not moves:
             continue
         # imported only when there is something to judge: most commands have nothing to let in
-        from monte.ledger.verify import ZERO, verify_updates
+        from monte.ledger.verify import verify_updates
 
         updates = [(ref, ours or ZERO, theirs) for ref, (ours, theirs) in moves.items()]
         found = verify_updates(store, updates)

@@ -42,9 +42,8 @@ from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, ObjectID
 
 from monte.errors import MonteError, error
-from monte.ledger.refs import PREFIX
+from monte.ledger.refs import PREFIX, ZERO
 
-ZERO = b"0" * 40
 LOG = "monte/tips.log"
 _TAIL = 8192
 #: The message prefix of the git reflog lines monte writes (skipped when reading reflogs).

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from dulwich.objects import ObjectID
 
+from monte.ledger.refs import ZERO
 from monte.ledger.store import Store
 
-ZERO = b"0" * 40
 ACCEPTED = "monte/accepted.log"
 _ACCEPTED_MAX = 1 << 20  # past this the log is cut to its newer half (a push's updates are a few lines)
 

@@ -27,12 +27,33 @@ ROW_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The ledger tree's folders: the runs, fanned out by their ids' first two characters, and what
+#: each cohort derives or is told (its index, its nomination). Nothing else spells a tree path.
+RUNS = "runs"
+COHORTS = "cohorts"
+
+
 def run_dir(run_id: str) -> str:
-    return f"runs/{run_id[0]}/{run_id[1]}/{run_id}"
+    return f"{RUNS}/{run_id[0]}/{run_id[1]}/{run_id}"
+
+
+def fanout_index(first: str, second: str) -> str:
+    """The index of the rows in the fan-out folder ``runs/<first>/<second>/``."""
+    return f"{RUNS}/{first}/{second}/index.json"
 
 
 def bucket_index(run_id: str) -> str:
-    return f"runs/{run_id[0]}/{run_id[1]}/index.json"
+    return fanout_index(run_id[0], run_id[1])
+
+
+def cohort_index_path(cohort: str) -> str:
+    """The cohort's derived index (``monte.ledger.cohorts``: its baselines and test reads)."""
+    return f"{COHORTS}/{cohort}/index.json"
+
+
+def nomination_path(cohort: str) -> str:
+    """The checkpoint ``monte nominate`` names for the cohort's final claim."""
+    return f"{COHORTS}/{cohort}/nomination.json"
 
 
 #: Eval settings that change how an eval runs, never what it generates or how it is graded: they

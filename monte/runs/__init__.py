@@ -1,6 +1,6 @@
 """A run's life, below both evaluation and training (see ``docs/architecture.md``).
 
-- :mod:`monte.runs.folders`: the run's folder on the data root and its event file;
+- :mod:`monte.runs.folders`: the run's event file (its folder is ``Workspace.run_folder``);
 - :mod:`monte.runs.liveness`: who runs it, and whether a live-looking run still lives;
 - :mod:`monte.runs.naming`: run references as users type them;
 - :mod:`monte.runs.lifecycle`: reading rows, adopting, transitions and pushes, failure, abandon.
@@ -17,10 +17,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from monte.runs.folders import log_event, run_folder
+    from monte.runs.folders import log_event
     from monte.runs.lifecycle import (
         ENDED,
-        TRANSITIONS,
+        PUSH_POINTS,
         Pusher,
         Transition,
         abandon,
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from monte.runs.naming import parse_run_ref
 
 _HOME = {
-    **dict.fromkeys(("log_event", "run_folder"), "folders"),
-    **dict.fromkeys(("ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
+    "log_event": "folders",
+    **dict.fromkeys(("ENDED", "PUSH_POINTS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
                      "failure_reason", "find_run", "push_bucket", "read_rows", "read_tasks", "record_failure",
                      "stop", "transitions"), "lifecycle"),
     **dict.fromkeys(("is_dead", "this_process", "proc_start"), "liveness"),
@@ -48,9 +48,9 @@ _HOME = {
 }
 
 __all__ = [
-    "ENDED", "TRANSITIONS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
+    "ENDED", "PUSH_POINTS", "Pusher", "Transition", "abandon", "adopt_row", "experiment_name",
     "failure_reason", "find_run", "is_dead", "log_event", "parse_run_ref", "proc_start", "push_bucket",
-    "read_rows", "read_tasks", "record_failure", "run_folder", "stop", "this_process", "transitions",
+    "read_rows", "read_tasks", "record_failure", "stop", "this_process", "transitions",
 ]
 
 

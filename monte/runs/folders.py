@@ -1,18 +1,13 @@
-"""A run's folder on the data root and its event file (``monte logs`` prints it)."""
+"""A run's event file, in its folder on the data root (``Workspace.run_folder``; ``monte logs`` prints it)."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from monte.workspace import Workspace
-
-
-def run_folder(ws: Workspace, experiment: str, run: str) -> Path:
-    return ws.data_root / "runs" / experiment / run
 
 
 def log_event(ws: Workspace, experiment: str, run: str, event: str, **fields: Any) -> None:
@@ -21,7 +16,7 @@ def log_event(ws: Workspace, experiment: str, run: str, event: str, **fields: An
     The event file is a log beside the record, never the record: a line that cannot be written
     (a full or failing disk) is said on stderr and the run goes on, so a spent test read is not
     lost for its log. What must hold (the ledger's rows, a kept result) refuses on its own."""
-    folder = run_folder(ws, experiment, run)
+    folder = ws.run_folder(experiment, run)
     line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "event": event,
                        "run": run, **_portable(ws, fields)}, sort_keys=True)
     try:

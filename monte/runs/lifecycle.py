@@ -15,7 +15,7 @@ import signal
 import socket
 import traceback
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 from monte import jsonl
 from monte.errors import MonteError, error
@@ -31,12 +31,15 @@ from monte.runs.liveness import is_dead, proc_start, this_process
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
-#: The transitions of a run (seeds, "Remote runs"): after each one, --push uploads its results.
-TRANSITIONS = ("started", "checkpoint", "scored", "weights-uploaded", "finished")
+#: The moments of a run (seeds, "Remote runs") whose record, once it lands, calls ``on_transition``:
+#: after each one, --push uploads its results. Record events, not a row's status moves
+#: (``monte.ledger.verify.ROW_STATUS_MOVES``).
+PushPoint = Literal["started", "checkpoint", "scored", "weights-uploaded", "finished"]
+PUSH_POINTS: tuple[PushPoint, ...] = get_args(PushPoint)
 ENDED = ("succeeded", "failed", "abandoned")
 
-#: ``on_transition(row, transition)``: called right after a transition's record lands.
-Transition = Callable[[RunRow, str], None]
+#: ``on_transition(row, moment)``: called right after a moment's record lands.
+Transition = Callable[[RunRow, PushPoint], None]
 
 
 def experiment_name(ws: Workspace, given: str | None) -> str:
@@ -336,7 +339,7 @@ def interrupted_message(ledger: Ledger, run: str) -> MonteError:
 def spent_words(row: RunRow | None) -> tuple[str, str]:
     """(what was spent, what to do) for a run that ended without a score: a test read's
     ``started`` record spent the touch, and running the command again is refused E_SEALED."""
-    if row is None or row.kind != "eval" or row.split != "test" or row.smoke or row.role not in ("baseline", "claim"):
+    if row is None or not is_test_read(row) or row.role not in ("baseline", "claim"):
         return "", ""
     what = "test@0 (the baseline read)" if row.role == "baseline" else "the final claim (the second test read)"
     spent = (f"; its started record spent {what} of exam {row.exam} in cohort {row.cohort}: the read is gone, "
@@ -356,7 +359,7 @@ def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
 
     git_dir = Path(ws.store.repo.commondir())  # refs and objects: a linked worktree's live in the main one's
     need = max(int(need), _PROBE_FLOOR)
-    for folder, what in ((ws.data_root / "runs" / experiment, "the data root"),
+    for folder, what in ((ws.runs_folder(experiment), "the data root"),
                          (git_dir / "objects", "the repository's object store")):
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -395,7 +398,7 @@ def os_reason(e: OSError) -> str:
 
 def save_pending(ws: Workspace, experiment: str, run: str, result: dict[str, Any]) -> None:
     """Keep the run's result durable in its folder (write, fsync, rename) before it is recorded."""
-    folder = ws.data_root / "runs" / experiment / run
+    folder = ws.run_folder(experiment, run)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{PENDING}.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -406,7 +409,7 @@ def save_pending(ws: Workspace, experiment: str, run: str, result: dict[str, Any
 
 
 def read_pending(ws: Workspace, experiment: str, run: str) -> dict[str, Any] | None:
-    path = ws.data_root / "runs" / experiment / run / PENDING
+    path = ws.run_folder(experiment, run) / PENDING
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -416,7 +419,7 @@ def read_pending(ws: Workspace, experiment: str, run: str) -> dict[str, Any] | N
 
 def clear_pending(ws: Workspace, experiment: str, run: str) -> None:
     try:
-        (ws.data_root / "runs" / experiment / run / PENDING).unlink()
+        (ws.run_folder(experiment, run) / PENDING).unlink()
     except OSError:
         pass
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from monte.jsonl import RawJson
-from monte.ledger.views import MeasurementLike
+from monte.ledger.views import COHORTS, MeasurementLike, nomination_path
 from monte.status.facts import JSON_ROW, SEQ, by_seq, derive_facts, facts_version, row_fact
 from monte.status.fold import Dead, Unserialized, finish, fold, lineage_section, new_fold
 from monte.workspace import Workspace
@@ -72,8 +72,8 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
         lineage_section(meas, acc)  # (kept with the fold)
         state = marshal.dumps(acc) if made is not None else b""
         noms = {}
-        for cohort in snap.listdir("cohorts"):
-            raw = snap.read(f"cohorts/{cohort}/nomination.json")
+        for cohort in snap.listdir(COHORTS):
+            raw = snap.read(nomination_path(cohort))
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
         judged = list(acc["judged"])

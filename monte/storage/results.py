@@ -257,7 +257,7 @@ def _check_repository_seal(ws: Any, store: ObjectStore, state: _State, exp: str,
         raise error("E_SEALED", "; ".join(v.message for _, v in found), SEAL_FIX)
 
 
-def _adopt(ws: Any, exp: str, ref: str, sha: bytes) -> str:
+def _let_in(ws: Any, exp: str, ref: str, sha: bytes) -> str:
     """Bring one bucket ref into the local refs: the ledger by union merge, any other ref only
     when it is new here (base and lineage refs are written once by the run that owns them)."""
     from monte.ledger.merge import merge_into_ref
@@ -304,7 +304,7 @@ def _run_files(ws: Any, exp: str, run: str | None) -> dict[str, Path]:
     """``runs/<exp>/<run>/<rel>`` -> local path, for the files push may send. Weights in the
     trainer's folder and the servable ``checkpoints/`` are skipped (they go to the hub); a
     weight file anywhere else in a run folder is refused, as push never uploads weights."""
-    root = ws.data_root / "runs" / exp
+    root = ws.runs_folder(exp)
     out: dict[str, Path] = {}
     folders = [root / run] if run else (sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
     for folder in folders:
@@ -329,10 +329,16 @@ def _run_files(ws: Any, exp: str, run: str | None) -> dict[str, Path]:
     return out
 
 
+def _bucket_prefix(ws: Any, exp: str, run: str | None) -> str:
+    """The bucket's keys of a run folder (of every run folder of the experiment, with no run): a
+    run file's key is its path under the data root."""
+    folder = ws.run_folder(exp, run) if run else ws.runs_folder(exp)
+    return f"{folder.relative_to(ws.data_root).as_posix()}/"
+
+
 def _push_files(ws: Any, store: ObjectStore, exp: str, run: str | None) -> tuple[int, int]:
     local = _run_files(ws, exp, run)
-    prefix = f"runs/{exp}/{run}/" if run else f"runs/{exp}/"
-    remote = store.list(prefix) if local else {}
+    remote = store.list(_bucket_prefix(ws, exp, run)) if local else {}
     sent = nbytes = 0
     for rel, path in local.items():
         st = remote.get(rel)
@@ -347,7 +353,7 @@ def _push_files(ws: Any, store: ObjectStore, exp: str, run: str | None) -> tuple
 
 def _pull_files(ws: Any, store: ObjectStore, exp: str) -> tuple[int, int]:
     got = skipped = 0
-    for rel, st in store.list(f"runs/{exp}/").items():
+    for rel, st in store.list(_bucket_prefix(ws, exp, None)).items():
         if is_weight(rel):
             skipped += 1
             continue
@@ -400,7 +406,7 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
     if not Ledger(ws.store, experiment).exists():
         raise error("E_NOT_FOUND", f"no experiment named {experiment!r} here",
                     "list experiments with `monte status`, or sync it first with `monte sync`")
-    if run is not None and not (ws.data_root / "runs" / experiment / run).is_dir() and \
+    if run is not None and not ws.run_folder(experiment, run).is_dir() and \
             Ledger(ws.store, experiment).row(run) is None:
         raise error("E_NOT_FOUND", f"experiment {experiment!r} has no run {run!r}",
                     "name a run of it (`monte status`)")
@@ -419,7 +425,7 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, experiment, ref, sha)
             state.gens[f"{experiment}/{ref}"] = gen
-            kind = _adopt(ws, experiment, ref, sha)
+            kind = _let_in(ws, experiment, ref, sha)
             if kind == "merged":
                 merges.append(ref)
         local = _local_refs(ws, experiment)
@@ -495,18 +501,18 @@ def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = 
                         "its packs do not hold", "push again from the machine that holds the runs")
         _check_seal(ws, exp, remote)
         _check_repository_seal(ws, store, state, exp, remote)
-        adopted: dict[str, str] = {}
+        outcome: dict[str, str] = {}
         for ref, (sha, gen) in remote.items():
             _set_mirror(ws, exp, ref, sha)
             state.gens[f"{exp}/{ref}"] = gen
             try:
-                adopted[ref] = _adopt(ws, exp, ref, sha)
+                outcome[ref] = _let_in(ws, exp, ref, sha)
             except MonteError:
                 state.save()
                 raise
         state.save()
         files, skipped = _pull_files(ws, store, exp)
-        out.append({"experiment": exp, "packs": packs, "ledger": adopted.get("ledger", "up-to-date"),
+        out.append({"experiment": exp, "packs": packs, "ledger": outcome.get("ledger", "up-to-date"),
                     "refs": len(remote), "files": files, "skipped_weights": skipped,
-                    "conflicts": sorted(r for r, k in adopted.items() if k == "conflict")})
+                    "conflicts": sorted(r for r, k in outcome.items() if k == "conflict")})
     return {"bucket": store.url, "experiments": out}

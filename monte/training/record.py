@@ -24,7 +24,7 @@ from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.models import identity
-from monte.runs.folders import log_event, run_folder
+from monte.runs.folders import log_event
 from monte.runs.lifecycle import require_live
 from monte.runs.liveness import this_process
 from monte.workspace import Workspace
@@ -71,7 +71,7 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
     if row.smoke:
         raise error("E_NOT_EVIDENCE", "a smoke chunk saves no checkpoint", "run a real chunk")
     ledger = Ledger(ws.store, experiment)
-    dest = run_folder(ws, experiment, row.run) / "checkpoints" / f"step-{step}"
+    dest = ws.run_folder(experiment, row.run) / "checkpoints" / f"step-{step}"
     dest.parent.mkdir(parents=True, exist_ok=True)
     if servable.resolve() != dest.resolve():
         dest.mkdir()

@@ -20,8 +20,9 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
 from monte.models import locate
-from monte.runs.folders import log_event, run_folder
+from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
+    Transition,
     adopt_row,
     read_rows,
     record_failure,
@@ -43,7 +44,7 @@ class TrainResult(BaseModel):
 
 
 def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None,
-              on_transition: Callable[[RunRow, str], None] | None = None,
+              on_transition: Transition | None = None,
               nodes: launch.NodeRunner | None = None) -> TrainResult:
     """Train the chunk and record it. ``on_transition(row, transition)`` is called right after
     each transition lands (started, weights-uploaded, checkpoint, finished); with ``plan.push``
@@ -60,7 +61,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         if not plan.adopt:
             raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
                         "run the chunk in one process, or submit it with --remote")
-        train_chunk(ws, plan, run_folder(ws, plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
+        train_chunk(ws, plan, ws.run_folder(plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
         return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     preflight_train(plan)  # everything the chunk needs, proven before its row is started
@@ -82,7 +83,7 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
                           smoke=plan.smoke, plan=row_plan(plan))
     transition(row, "started")
     with sigterm_stops():
-        folder = run_folder(ws, plan.experiment, row.run)
+        folder = ws.run_folder(plan.experiment, row.run)
         try:
             if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
                 trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run, nodes)
@@ -123,7 +124,7 @@ def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pus
         raise error("E_STORAGE", "; and ".join(p.message for p in problems), "; ".join(p.fix for p in problems if p.fix))
 
 
-def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Callable[[RunRow, str], None],
+def _hub_upload(ws: Workspace, plan: TrainPlan, row: RunRow, transition: Transition,
                 failures: list[MonteError]) -> Callable[[Path, dict[str, str], Any], dict[str, Any]]:
     """``before_commit`` for a real --push chunk: the checkpoint's servable files and a model card
     go to a hub branch of their own (``<exp>--<run>--step<N>``); the lineage commit then records
@@ -205,7 +206,7 @@ def train_ranks(ws: Workspace, plan: TrainPlan, out: Path, run: str,
     runs :func:`train_chunk`; this process records. Returns (trainer checkpoint, step)."""
     assert plan.launch is not None
     job = {"repo_root": str(ws.repo_root), "plan": plan.model_dump(mode="json"), "run": run, "out": str(out)}
-    done = launch.run_ranks(plan.launch, job, run_folder(ws, plan.experiment, run) / launch.LAUNCH_DIR,
+    done = launch.run_ranks(plan.launch, job, ws.run_folder(plan.experiment, run) / launch.LAUNCH_DIR,
                             cwd=ws.repo_root, nodes=nodes)
     log_event(ws, plan.experiment, run, "ranks-finished", world_size=plan.launch.world_size, step=done.step)
     return Path(done.checkpoint), done.step
@@ -258,7 +259,7 @@ def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
 
     with ExitStack() as cleanup:  # a NeMo Gym reward server lives exactly as long as the training
         reward = reward_function(plan, r.reward_threshold, rows, cleanup, config=ws.config,
-                         log=run_folder(ws, plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
+                         log=ws.run_folder(plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
         trainer = build(plan, r, common, tok, rows, [Progress(), StopAt()], reward)
         for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
             trainer.remove_callback(cb)

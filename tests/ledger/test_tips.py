@@ -14,8 +14,9 @@ from dulwich.objects import ObjectID
 from helpers import git
 
 from monte.errors import MonteError
+from monte.ledger.refs import ZERO
 from monte.ledger.store import Change, Snapshot, Store
-from monte.ledger.tips import ZERO, Ancestry, Tips
+from monte.ledger.tips import Ancestry, Tips
 
 REF = "refs/heads/monte/t/ledger"
 

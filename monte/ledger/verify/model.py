@@ -68,7 +68,6 @@ class Seen:
 class NeedAll(Exception):
     """The state at ``--from``, read lazily, was asked what only all of its rows answer."""
 
-ZERO = b"0" * 40
 
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 

@@ -41,6 +41,7 @@ from monte.ledger.verify.rewinds import Rewinds
 from monte.ledger.verify.state import (
     WalkState,
 )
+from monte.ledger.views import cohort_index_path, manifest_path, run_dir
 
 
 class Records(Rewinds):
@@ -48,7 +49,7 @@ class Records(Rewinds):
         if run in state.tasks:
             return state.tasks[run]
         if state.since is not None:
-            found = state.since._lookup(f"runs/{run[0]}/{run[1]}/{run}/tasks.jsonl")
+            found = state.since._lookup(f"{run_dir(run)}/tasks.jsonl")
             if found is not None:
                 state.tasks[run] = found[1]
                 return cast(ObjectID, found[1])
@@ -144,7 +145,7 @@ class Records(Rewinds):
                 out.append(Violation(cid, "well-formed", f"{path} does not match the rows of cohort {cohort} "
                                      "(its baselines and test reads)"))
         for cohort in sorted(state.refolded - written):
-            path = f"cohorts/{cohort}/index.json"
+            path = cohort_index_path(cohort)
             if cohort in state.indexed or (state.since is not None and state.since.exists(path)):
                 out.append(Violation(cid, "well-formed", f"{path} is stale: this record changed the baselines "
                                      f"or test reads of cohort {cohort} and left the index as it was"))
@@ -375,7 +376,7 @@ class Records(Rewinds):
             return [Violation("-", "frozen-hashes", f"no vault ref holds environment {env!r}")]
         from monte.ledger.store import Snapshot
 
-        raw = Snapshot(self.store.repo, snap_tip).read(f"environments/{env}/manifest.json")
+        raw = Snapshot(self.store.repo, snap_tip).read(manifest_path("environment", env))
         if raw is None:
             return [Violation("-", "frozen-hashes", f"the vault holds no manifest for environment {env!r}")]
         files = json.loads(raw).get("files", {})

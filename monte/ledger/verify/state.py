@@ -19,6 +19,7 @@ from monte.ledger.store import Store
 from monte.ledger.verify.model import (
     NeedAll,
 )
+from monte.ledger.views import bucket_index
 
 
 class Since:
@@ -60,7 +61,7 @@ class Since:
         from monte.ledger.records import row_from_index
 
         self.loaded.add(bucket)
-        raw = self.snap.read(f"runs/{bucket[0]}/{bucket[1]}/index.json")
+        raw = self.snap.read(bucket_index(bucket))
         if not raw:
             return
         try:

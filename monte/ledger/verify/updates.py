@@ -17,6 +17,7 @@ from monte.ledger.records import RunRow
 from monte.ledger.refs import (
     PREFIX,
     VAULT_REF,
+    ZERO,
     experiment_of_ledger,
     ledger_ref,
 )
@@ -24,10 +25,7 @@ from monte.ledger.store import Store
 from monte.ledger.tips import Ancestry
 from monte.ledger.transaction import Proposed, proposed
 from monte.ledger.verify.lineage import Verifier
-from monte.ledger.verify.model import (
-    ZERO,
-    Violation,
-)
+from monte.ledger.verify.model import Violation
 
 
 def experiments(store: Store) -> list[str]:

@@ -35,6 +35,7 @@ from monte.ledger.verify.state import (
     Since,
     WalkState,
 )
+from monte.ledger.views import COHORTS, nomination_path
 
 
 class Walk(Records):
@@ -248,8 +249,8 @@ class Walk(Records):
         snap = Snapshot(self.store.repo, commit)
         for row in Ledger(self.store, experiment).rows(snap):
             state.put(row)
-        for cohort in snap.listdir("cohorts"):
-            raw = snap.read(f"cohorts/{cohort}/nomination.json")
+        for cohort in snap.listdir(COHORTS):
+            raw = snap.read(nomination_path(cohort))
             if raw:
                 state.nominations[cohort] = json.loads(raw)["checkpoint"]
         raw = snap.read("measurement.json")
