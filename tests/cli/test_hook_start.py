@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import bulk_ledger  # noqa: E402 - the benchmarks' ledger builder: monte's own records
 
-from monte.ledger.transaction import ZERO  # noqa: E402
+from monte.ledger.refs import ZERO  # noqa: E402
 
 PROBE = ("import json, sys\nfrom monte.cli.main import main\ncode = 0\ntry:\n    main(sys.argv[1:])\n"
          "except SystemExit as e:\n    code = e.code\nprint(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)\n")
