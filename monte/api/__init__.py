@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.claim import ExportedJson, VerifiedJson
     from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
+    from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.evals.nominate import Nominated
     from monte.experiments import ExperimentInitResult, ExperimentSummary
@@ -144,7 +145,7 @@ def env_list(
     return manage.list_envs(available=available, vault=vault, ws=ws)
 
 
-def env_list_local(*, ws: Workspace | None = None) -> list[dict[str, Any]]:
+def env_list_local(*, ws: Workspace | None = None) -> list[EnvListed]:
     """What bare ``monte env list`` prints of each environment on this data root: name, kind,
     exams, benchmarks, files (:func:`env_list`'s rows in those columns, read without pydantic)."""
     from monte.envs.listing import local_envs

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from monte.names import is_relpath
 
@@ -18,6 +18,17 @@ COLUMNS = ("name", "kind", "exams", "benchmarks", "files")
 MANIFEST_FIELDS = frozenset({"schema_version", "kind", "name", "frozen_at", "files", "provenance", "env_kind",
                              "form", "exams", "curriculum", "grader", "floors", "dataset_kind", "columns", "rows"})
 FILE_FIELDS = frozenset({"sha256", "size"})
+
+
+class EnvListed(TypedDict):
+    """One line of the bare ``monte env list`` (:data:`COLUMNS`): the environment's name, its kind
+    (``env_kind``, empty for a dataset), exam -> its splits, the benchmarks graded, files frozen."""
+
+    name: str
+    kind: str
+    exams: dict[str, list[str]]
+    benchmarks: list[str]
+    files: int
 FLOOR_FIELDS = frozenset({"score", "answer", "n", "candidates"})
 
 
@@ -67,7 +78,7 @@ def _plainly_valid(m: Any) -> bool:
     return all(type(s) is dict and all(_floor(f) for f in s.values()) for s in floors.values())
 
 
-def listed(folder: Path) -> dict[str, Any] | None:
+def listed(folder: Path) -> EnvListed | None:
     """The columns of ``folder``'s environment (:data:`COLUMNS`), None without a manifest."""
     path = folder / "manifest.json"
     if not path.is_file():
@@ -82,7 +93,8 @@ def listed(folder: Path) -> dict[str, Any] | None:
         from monte.manifest import parse_manifest
 
         info = env_info(parse_manifest(raw, str(path)), folder).model_dump(mode="json")
-        return {k: info[k] for k in COLUMNS}
+        return {"name": info["name"], "kind": info["kind"], "exams": info["exams"], "benchmarks": info["benchmarks"],
+                "files": info["files"]}
     benches = sorted(set(((m.get("grader") or {}).get("benchmarks") or {}).values())
                      | set((m.get("provenance", {}).get("benchmarks") or {}).keys()))
     return {"name": m["name"], "kind": m.get("env_kind") or "",
@@ -90,7 +102,7 @@ def listed(folder: Path) -> dict[str, Any] | None:
             "files": len(m["files"])}
 
 
-def local_envs(data_root: Path) -> list[dict[str, Any]]:
+def local_envs(data_root: Path) -> list[EnvListed]:
     """Every environment on ``data_root``, by folder name."""
     root = data_root / "environments"
     return [row for folder in (sorted(root.iterdir()) if root.is_dir() else []) if (row := listed(folder)) is not None]

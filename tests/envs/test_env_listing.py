@@ -106,3 +106,9 @@ def test_the_fields_checked_are_the_models() -> None:
     assert set(Manifest.model_fields) == MANIFEST_FIELDS
     assert set(FileEntry.model_fields) == FILE_FIELDS
     assert set(Floor.model_fields) == FLOOR_FIELDS
+
+
+def test_the_listed_shape_is_the_columns_printed() -> None:
+    from monte.envs.listing import EnvListed
+
+    assert tuple(EnvListed.__annotations__) == COLUMNS  # the typed result and the printed columns, one order
