@@ -1,11 +1,11 @@
-"""A fake Lambda Cloud API on loopback, for the box tests.
+"""A fake Lambda Cloud API on loopback, for the box, client and watchdog tests.
 
 Lambda's API across the internet cannot be reached here (no network, no account, and a real
 launch costs money), so this is the one faked boundary: a small ``http.server`` in a thread on
 127.0.0.1 that speaks the API's shapes (``{"data": ...}``, ``{"error": {"code", "message",
 "suggestion"}}``), checks the bearer key, and holds instances in memory. The client under test,
 ``monte.remote.lambda_api``, is the same code that talks to the real API; only its base URL
-(``MONTE_LAMBDA_API``) points here.
+(``MONTE_LAMBDA_API``, or a box's ``api_base`` for the watchdog's tick script) points here.
 
 It can be told to misbehave the ways the real one does: no capacity in some regions (or capacity
 listed but refused at launch, as a stale listing is), 429 N times, a 500 on a path, a launch
@@ -46,7 +46,6 @@ TYPES = {
                    "specs": {"vcpus": 30, "memory_gib": 200, "storage_gib": 1400, "gpus": 1}},
 }
 REGIONS = {"us-east-1": "Virginia, USA", "us-west-1": "California, USA", "us-south-1": "Texas, USA"}
-
 
 
 def shrink_waits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,8 +132,9 @@ class FakeLambda:
     # --- seeding and reading --------------------------------------------------------------------
 
     def add_instance(self, name: str, *, status: str = "active", region: str = "us-east-1",
-                     type_: str = "gpu_1x_h100_pcie", file_systems: list[str] | None = None) -> str:
-        iid = secrets.token_hex(16)
+                     type_: str = "gpu_1x_h100_pcie", file_systems: list[str] | None = None,
+                     iid: str | None = None) -> str:
+        iid = iid or secrets.token_hex(16)
         with self._lock:
             self.instances[iid] = self._instance(iid, name, region, type_, ["laptop"],
                                                  file_systems or [], status)
