@@ -18,11 +18,14 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
 from helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from monte.ledger.store import Store
 
 # --- the `slow` marker: `pytest -m "not slow"` is the inner loop, `make test` runs everything ---
 #
@@ -114,6 +117,38 @@ def unchanged(repo: Path) -> Iterator[None]:
     before = snapshot_state(repo)
     yield
     assert snapshot_state(repo) == before
+
+
+# --- an experiment's ledger, and experiments made through the CLI ----------------------------------
+
+
+@pytest.fixture
+def store(repo: Path, request: pytest.FixtureRequest) -> Store:
+    """A store of ``repo`` holding one ledger, of the test module's ``MEASUREMENT`` (made with
+    ``support.ledger.measurement``)."""
+    from support.ledger import ledger_store
+
+    return ledger_store(repo, request.module.MEASUREMENT)
+
+
+def _experiment(monte: Any, *env: str, model: Path | None = None) -> str:
+    """``monte env add ENV...``, then experiment ``exp`` evaluated on parity (from ``model``)."""
+    assert monte("env", "add", *env).code == 0
+    r = monte("experiment", "init", "exp", "--eval", "parity", *(("--model", str(model)) if model else ()))
+    assert r.code == 0, r.err
+    return "exp"
+
+
+@pytest.fixture
+def exp(repo: Path, monte: Any, base_model: Path) -> str:
+    """An experiment on the trainable parity environment (dev 200, test 200), base model seed 0."""
+    return _experiment(monte, "--server", "parity", "--dev", "parity", "--test", "parity", model=base_model)
+
+
+@pytest.fixture
+def benchmark_exp(repo: Path, monte: Any) -> str:
+    """An experiment on the parity benchmark, with no base model (no torch)."""
+    return _experiment(monte, "--benchmark", "parity")
 
 
 @pytest.fixture(scope="session")

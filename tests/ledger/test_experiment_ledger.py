@@ -16,7 +16,7 @@ from support import ledger as shared
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
-from monte.ledger.records import Measurement, RunRow, SplitFreeze
+from monte.ledger.records import RunRow
 from monte.ledger.store import Snapshot, Store
 
 EXP = "arith-sft"
@@ -24,10 +24,7 @@ REF = f"monte/{EXP}/ledger"
 RUN_ID = re.compile(r"^[0-9a-hjkmnp-tv-z]{12}$")  # lowercase Crockford base32
 
 
-def measurement(env: str = "arith") -> Measurement:
-    return shared.measurement(EXP, environment=env, splits={
-        "dev": SplitFreeze(path="arith/dev.jsonl", sha256="cd" * 32, n=200),
-        "test": SplitFreeze(path="arith/test.jsonl", sha256="ef" * 32, n=200)})
+MEASUREMENT = shared.measurement(EXP, split_n=200)
 
 
 def row(run: str, status: str = "succeeded", **kw: object) -> Callable[[Snapshot, int], RunRow]:
@@ -45,10 +42,8 @@ def show_json(repo: Path, path: str) -> object:
 
 
 @pytest.fixture
-def ledger(repo: Path) -> Ledger:
-    led = Ledger(Store(repo), EXP)
-    led.create(measurement())
-    return led
+def ledger(store: Store) -> Ledger:
+    return Ledger(store, EXP)
 
 
 # --- creation --------------------------------------------------------------------------------
@@ -56,12 +51,12 @@ def ledger(repo: Path) -> Ledger:
 
 def test_create_freezes_the_measurement_in_the_first_commit(repo: Path, ledger: Ledger) -> None:
     assert git(repo, "rev-list", "--count", REF).strip() == "1"
-    assert show_json(repo, "measurement.json") == measurement().model_dump(mode="json")
+    assert show_json(repo, "measurement.json") == MEASUREMENT.model_dump(mode="json")
     assert show_json(repo, "meta.json") == {"records": 1}
     assert git(repo, "log", "-1", "--format=%(trailers:key=Monte-Event,valueonly)", REF).strip() \
         == "created"
     assert f"refs/heads/{REF}" in git(repo, "branch", "--list", "--format=%(refname)", "monte/*")
-    assert ledger.measurement() == measurement()
+    assert ledger.measurement() == MEASUREMENT
 
 
 def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger) -> None:
@@ -69,7 +64,7 @@ def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger
     objects = git(repo, "count-objects", "-v")
     for again in (Ledger(Store(repo), EXP), ledger):
         with pytest.raises(MonteError) as e:
-            again.create(measurement(env="another-env"))  # a changed measurement is refused too
+            again.create(MEASUREMENT.model_copy(update={"environment": "another-env"}))  # a changed measurement is refused too
         assert e.value.code == "E_MEASUREMENT_EXISTS" and e.value.exit_code == 3
     assert snapshot_state(repo) == before
     assert git(repo, "count-objects", "-v") == objects

@@ -15,7 +15,7 @@ from support import ledger as shared
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger, compact_json, dumps, meta_json
 from monte.ledger.merge import merge_bases, merge_into_ref, merge_ledgers
-from monte.ledger.records import Measurement, RunRow, bucket_index, run_dir
+from monte.ledger.records import RunRow, bucket_index, run_dir
 from monte.ledger.store import Change, Snapshot, Store
 
 EXP = "arith-sft"
@@ -23,8 +23,7 @@ REF = f"refs/heads/monte/{EXP}/ledger"
 OTHER = "refs/heads/laptop-ledger"  # the other machine's copy, fetched next to ours
 
 
-def measurement() -> Measurement:
-    return shared.measurement(EXP)
+MEASUREMENT = shared.measurement(EXP)
 
 
 def row(run: str, status: str = "started", **kw: object) -> Callable[[Snapshot, int], RunRow]:
@@ -46,11 +45,6 @@ def append(led: Ledger, run: str, status: str = "started", **kw: object) -> RunR
 
 def show(repo: Path, rev: str, path: str) -> object:
     return json.loads(git(repo, "show", f"{rev}:{path}"))
-
-
-@pytest.fixture
-def store(repo: Path) -> Store:
-    return shared.ledger_store(repo, measurement())
 
 
 def fork(store: Store) -> tuple[Ledger, Ledger]:

@@ -18,7 +18,7 @@ from support import ledger as shared
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.merge import merge_into_ref, merge_ledgers, union_tree
-from monte.ledger.records import Measurement, RunRow
+from monte.ledger.records import RunRow
 from monte.ledger.rules import seal_conflicts
 from monte.ledger.store import Store, add_object
 
@@ -29,8 +29,7 @@ BASE = {"target": {"kind": "base"}}
 CKPT = {"target": {"kind": "checkpoint", "run": "tr0000000001", "step": 50}}
 
 
-def measurement() -> Measurement:
-    return shared.measurement(EXP)
+MEASUREMENT = shared.measurement(EXP)
 
 
 def append(led: Ledger, run: str, **kw: object) -> RunRow:
@@ -93,11 +92,6 @@ def test_seal_conflicts_counts_a_third_read_and_roles_missing_from_old_rows() ->
 
 
 # --- merging -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def store(repo: Path) -> Store:
-    return shared.ledger_store(repo, measurement())
 
 
 def _objects(repo: Path) -> set[str]:

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from helpers import append_evals, git, new_machine
 
 # --- appenders ----------------------------------------------------------------------------------
@@ -260,16 +259,9 @@ def check_union(made: list[str], *repos: Path) -> dict[str, int]:
 # --- the tests ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def exp(repo: Path, monte: Any) -> str:
-    assert monte("env", "add", "--benchmark", "parity").code == 0
-    assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
-    return "exp"
-
-
-def test_eight_processes_append_and_lose_nothing(repo: Path, exp: str, monte: Any, tmp_path: Path) -> None:
+def test_eight_processes_append_and_lose_nothing(repo: Path, benchmark_exp: str, monte: Any, tmp_path: Path) -> None:
     writers, runs_each = 8, 8  # 16 records each, 128 in all (the campaign: 8 x 100)
-    res = run_appenders(repo, exp, writers, runs_each, tmp_path / "work")
+    res = run_appenders(repo, benchmark_exp, writers, runs_each, tmp_path / "work")
     figures = check_appenders(res, writers, runs_each)
     assert figures["records_lost"] == 0 and figures["lost_races"] > 0  # they did collide
     r = monte("ledger", "verify", "--json")
@@ -290,7 +282,7 @@ def test_four_processes_race_for_the_final_claim(repo: Path, monte: Any, base_mo
     assert r.code == 3 and r.json()["error"]["code"] == "E_SEALED"
 
 
-def test_two_clones_push_and_sync_one_bucket_round_after_round(repo: Path, exp: str, monte: Any, gcs: dict[str, str],
+def test_two_clones_push_and_sync_one_bucket_round_after_round(repo: Path, benchmark_exp: str, monte: Any, gcs: dict[str, str],
                                                                 tmp_path: Path) -> None:
     assert monte("config", "set", "bucket", gcs["url"] + "/results").code == 0
     assert monte("push").code == 0

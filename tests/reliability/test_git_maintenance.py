@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 from test_concurrency import fsck, ledger_census, monte_cli
 
 #: what each maintenance loop runs, by name
@@ -167,16 +166,9 @@ def after_checks(repo: Path) -> dict[str, Any]:
     return out
 
 
-@pytest.fixture
-def exp(repo: Path, monte: Any) -> str:
-    assert monte("env", "add", "--benchmark", "parity").code == 0
-    assert monte("experiment", "init", "exp", "--eval", "parity").code == 0
-    return "exp"
-
-
-def test_eight_appenders_beside_gc_pack_refs_and_repack_lose_nothing(repo: Path, exp: str,
+def test_eight_appenders_beside_gc_pack_refs_and_repack_lose_nothing(repo: Path, benchmark_exp: str,
                                                                     tmp_path: Path) -> None:
-    res = appenders_beside(repo, exp, 8, 13, ["gc", "pack-refs", "repack"], tmp_path / "work")
+    res = appenders_beside(repo, benchmark_exp, 8, 13, ["gc", "pack-refs", "repack"], tmp_path / "work")
     assert not res["crashed"], res["crashed"][0]
     assert res["codes"] == {} and res["unhandled"] == [], res  # not one append failed
     assert res["records_appended"] == res["records_tried"] == res["records_found"] == 208, res
@@ -188,11 +180,11 @@ def test_eight_appenders_beside_gc_pack_refs_and_repack_lose_nothing(repo: Path,
     assert after == {"verify": {"exit": 0, "code": "ok"}, "status": {"exit": 0, "code": "ok"}, "fsck": "ok"}, after
 
 
-def test_appends_beside_prune_are_never_e_internal(repo: Path, exp: str, tmp_path: Path) -> None:
+def test_appends_beside_prune_are_never_e_internal(repo: Path, benchmark_exp: str, tmp_path: Path) -> None:
     """`git prune --expire=now` deletes what a writer has written and not yet referenced (git
     documents it as unsafe beside a writer): an append or a read may be refused, by name, with
     the fix; nothing fails as an unhandled error, before or after the loop stops."""
-    res = appenders_beside(repo, exp, 4, 10, ["prune", "repack"], tmp_path / "work")
+    res = appenders_beside(repo, benchmark_exp, 4, 10, ["prune", "repack"], tmp_path / "work")
     assert not res["crashed"], res["crashed"][0]
     assert res["unhandled"] == [], res["unhandled"]
     assert set(res["codes"]) <= {"E_INTEGRITY"}, res["codes"]
@@ -202,7 +194,7 @@ def test_appends_beside_prune_are_never_e_internal(repo: Path, exp: str, tmp_pat
         assert after[name] in ({"exit": 0, "code": "ok"}, {"exit": 5, "code": "E_INTEGRITY"}), after
 
 
-def test_git_pack_refs_passes_monte_s_hook_while_monte_appends(repo: Path, exp: str, tmp_path: Path) -> None:
+def test_git_pack_refs_passes_monte_s_hook_while_monte_appends(repo: Path, benchmark_exp: str, tmp_path: Path) -> None:
     """`git pack-refs` (run by `git gc`) writes packed-refs with the tips it read; monte appending
     meanwhile leaves the loose ref, which git reads first, newer than the packed value. monte's
     reference-transaction hook judged that write as moving the ledger back and refused it, so
@@ -240,7 +232,7 @@ exit 0
     assert after == {"verify": {"exit": 0, "code": "ok"}, "status": {"exit": 0, "code": "ok"}, "fsck": "ok"}, after
 
 
-def test_two_pack_refs_at_once_pass_monte_s_hook(repo: Path, exp: str, tmp_path: Path) -> None:
+def test_two_pack_refs_at_once_pass_monte_s_hook(repo: Path, benchmark_exp: str, tmp_path: Path) -> None:
     """`git gc` beside a `git pack-refs` (or a second gc): the other one prunes the loose refs
     first, then this one prunes a loose file that is already gone, as git does. monte's hook
     judged that as deleting the ref (`refs/heads/monte/vault would be deleted`) and refused it,

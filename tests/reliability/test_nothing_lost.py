@@ -47,14 +47,6 @@ AWKWARD = [*SEPARATORS, "\ud800", "\udbff", "\udc00", "\udfff", "\udcff", "\x00"
            "\u200e", "\ufeff", "\U0001f600", "\\", '"', "\\u2028"]
 
 
-@pytest.fixture
-def exp(repo: Path, monte: Any, base_model: Path) -> str:
-    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
-    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model))
-    assert r.code == 0, r.err
-    return "exp"
-
-
 # --- A. a model answer holding a line separator or a lone surrogate ---------------------------
 
 
