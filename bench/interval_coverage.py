@@ -37,18 +37,7 @@ import numpy as np
 from scipy.stats import binom
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "stats"))
-
-from exact_enum import (  # noqa: E402
-    coverage,
-    coverage_truncated,
-    discordance_grid,
-    false_ok,
-    fine_cells,
-    ok_rate,
-    outcome_grid,
-)
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
 from monte.stats.paired import (  # noqa: E402
     Z95,
@@ -57,6 +46,15 @@ from monte.stats.paired import (  # noqa: E402
     mcnemar_cutoff,
     mcnemar_rejects,
     score_bounds,
+)
+from tests.stats.exact_enum import (  # noqa: E402
+    coverage,
+    coverage_truncated,
+    discordance_grid,
+    false_ok,
+    fine_cells,
+    ok_rate,
+    outcome_grid,
 )
 
 GRID_N = (20, 30, 50, 75, 100, 150, 200, 300, 500)

@@ -32,14 +32,18 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "stats"))
-
-from sample_designs import COVERAGE, STRONG_NULLS, conditional_size, draw, interval_rates  # noqa: E402
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
 from monte.stats.paired import mcnemar_rejects, skew_corrected_bounds  # noqa: E402
 from monte.stats.power import detectable_items  # noqa: E402
 from monte.stats.samples import design_effect, exact_rejects  # noqa: E402
+from tests.stats.sample_designs import (  # noqa: E402
+    COVERAGE,
+    STRONG_NULLS,
+    conditional_size,
+    draw,
+    interval_rates,
+)
 
 
 def power(rng: np.random.Generator, n: int, k: int, gain: float, reps: int, exact_reps: int) -> dict[str, Any]:

@@ -4,7 +4,7 @@ A monte repository is built once per session (``git init`` + ``monte init``, whi
 own init) and copied for each test, as DVC's test suite does with its ``make_tmp_dir``.
 Git's environment is scrubbed and the author, committer and time are pinned.
 
-The GCS emulator (``tests/gcs_emulator.py``) is started once per test worker, for every test
+The GCS emulator (``tests/support/gcs_emulator.py``) is started once per test worker, for every test
 that asks for ``emulator``, ``gcs`` or ``read_only_gcs``; each ``gcs`` is a fresh bucket.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
-from helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
+from support.gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
+from support.helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from monte.ledger.store import Store

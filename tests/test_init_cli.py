@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import git
+from support.helpers import git
 
 
 @pytest.fixture

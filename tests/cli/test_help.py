@@ -37,7 +37,7 @@ def _complete(repo: Path, words: str) -> list[str]:
 
 def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, monte, tiny_models,  # type: ignore[no-untyped-def]
                                                                     base_model: Path) -> None:
-    from helpers import checkpoint
+    from support.helpers import checkpoint
 
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model)).code == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 
 def _write(path: Path, lines: list[str]) -> Path:

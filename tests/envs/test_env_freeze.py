@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 from monte.envs.freeze import normalise
 
@@ -223,7 +223,7 @@ def test_entry_point_provider_plugs_in(repo: Path, tmp_path: Path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-env\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[monte.environments]\necho = echo_env:provider\n")
     env = {"PYTHONPATH": str(site)}
-    from helpers import monte_proc
+    from support.helpers import monte_proc
 
     avail = json.loads(monte_proc("env", "list", "--available", "--json", cwd=repo, env=env).stdout)
     assert {"benchmark": "echo", "provider": "echo"}.items() <= next(

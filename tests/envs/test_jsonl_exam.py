@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 from monte.envs.jsonl_exam import JsonlGrader, parse_grader
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import git
+from support.helpers import git
 
 from monte.report import _provenance
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, pushes_failing_on, run_events, snapshot_state
+from support.helpers import git, pushes_failing_on, run_events, snapshot_state
 
 from monte import api
 from monte.storage import results

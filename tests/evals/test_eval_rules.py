@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import checkpoint, git, monte_proc, snapshot_state
+from support.helpers import checkpoint, git, monte_proc, snapshot_state
 
 from monte.ledger.rules import E_PREFLIGHT_MESSAGE
 

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 LEDGER = "refs/heads/monte/{}/ledger"
 

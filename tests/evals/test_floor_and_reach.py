@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint
+from support.helpers import checkpoint
 
 from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze
 from monte.manifest import Floor

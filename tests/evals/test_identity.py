@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 
 def _eval(monte, *args: str):  # type: ignore[no-untyped-def]

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fill, git, monte_proc, snapshot_state
-from helpers import tmpfs as mounted
+from support.helpers import fill, git, monte_proc, snapshot_state
+from support.helpers import tmpfs as mounted
 
 
 @pytest.fixture

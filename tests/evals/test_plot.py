@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 from monte.cli.plot import plot
 

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 ROOT = Path(__file__).resolve().parents[2]
 

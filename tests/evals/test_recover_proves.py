@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 _KILL = """
 import os, signal, sys

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from browser import chromium, open_file
 from click.testing import CliRunner, Result
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 from monte.cli.report import report
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import checkpoint, git, snapshot_state
+from support.helpers import checkpoint, git, snapshot_state
 
 from monte.ledger.seal import settings_key
 

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint, git, snapshot_state
+from support.helpers import checkpoint, git, snapshot_state
 
 
 def _eval(monte, *args: str):  # type: ignore[no-untyped-def]

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import checkpoint
+from support.helpers import checkpoint
 
 from monte.ledger.records import RunRow
 from monte.ledger.rules import checkpoints as ck_of

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from helpers import git, monte_proc, snapshot_state
+from support.helpers import git, monte_proc, snapshot_state
 
 
 def _memory_broken(repo: Path, how: str) -> Path:

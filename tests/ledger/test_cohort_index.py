@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import ledger as shared
+from support.helpers import git
 
 from monte.errors import MonteError
 from monte.evals.run import _delta

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import monte_proc
+from support.helpers import monte_proc
 
 from monte import status as st
 from monte.ledger import derived

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import append_evals
+from support.helpers import append_evals
 
 from monte.ledger import derived
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
 from support import ledger as shared
+from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
 from support import ledger as shared
+from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger

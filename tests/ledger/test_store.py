@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import Blob
-from helpers import fill, git, tmpfs
+from support.helpers import fill, git, tmpfs
 
 from monte.errors import MonteError, error
 from monte.ledger.store import Change, Snapshot, Store

@@ -435,7 +435,7 @@ def signature(problems: list[str]) -> str:
 
 
 def _record_checkpoint(repo: Path, model: Path) -> str:
-    """One checkpoint at step 50, recorded as `monte train` records it (tests/helpers.py)."""
+    """One checkpoint at step 50, recorded as `monte train` records it (tests/support/helpers.py)."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import ensure_base, servable_files
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk

@@ -29,15 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import checkpoint, fill, git, snapshot_state, tmpfs
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import crashhelp as ch
+from support.helpers import checkpoint, fill, git, snapshot_state, tmpfs
 
 from monte.envs.grading import ANSWER_KEEP
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import crashhelp as ch  # noqa: E402
 
 EXAMPLES = int(os.environ.get("MONTE_FUZZ_EXAMPLES", "12"))
 

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from helpers import monte_proc, snapshot_state
+from support.helpers import monte_proc, snapshot_state
 
 
 @pytest.fixture

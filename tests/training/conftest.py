@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from trainhelp import GRPO, SFT, curriculum, distill, write_recipe, write_sft_rows
+from support.trainhelp import GRPO, SFT, curriculum, distill, write_recipe, write_sft_rows
 
 
 @pytest.fixture(scope="session", autouse=True)

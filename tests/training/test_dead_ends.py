@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 
 def _err(r: Any) -> dict[str, Any]:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_events
-from trainhelp import refused, train, trained
+from support.helpers import run_events
+from support.trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
 

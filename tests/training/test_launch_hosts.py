@@ -1,6 +1,6 @@
 """Nodes on other machines, for real: `monte train --hosts A,B` starts one node's launcher on each
 host over SSH (Fabric) with the rendezvous on the first host. Both "hosts" here are the real
-OpenSSH server the remote tests start on loopback (tests/remote/sshd.py), one process each;
+OpenSSH server the remote tests start on loopback (tests/support/sshd.py), one process each;
 without sshd these tests skip, like the other remote tests. Nothing is mocked: the nodes
 rendezvous, the ranks train the tiny model through TRL, and a node's launcher is killed with a
 real SIGKILL."""
@@ -10,17 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainhelp import refused, train, trained
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-from sshd import Sshd, module_sshd  # noqa: E402
+from support.sshd import Sshd, module_sshd
+from support.trainhelp import refused, train, trained
 
 
 @pytest.fixture(scope="module")

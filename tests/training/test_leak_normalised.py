@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainhelp import curriculum, exam_prompts, refused
+from support.trainhelp import curriculum, exam_prompts, refused
 
 MOVES: dict[str, Any] = {
     "zero-width space appended": lambda p: {"input": p + "\u200b", "output": " even"},

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
-from trainhelp import refused, trained
+from support.helpers import git, snapshot_state
+from support.trainhelp import refused, trained
 
 from monte.hashing import sha256_file
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, pushes_failing_on, run_events, snapshot_state
-from trainhelp import refused, train, trained
+from support.helpers import git, pushes_failing_on, run_events, snapshot_state
+from support.trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
 from monte.storage import hub

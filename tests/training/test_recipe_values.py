@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import snapshot_state
-from trainhelp import SFT, write_recipe
+from support.helpers import snapshot_state
+from support.trainhelp import SFT, write_recipe
 
 from monte.errors import MonteError
 from monte.training.recipes import check_chunk, resolve

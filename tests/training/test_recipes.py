@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from trainhelp import GRPO, SFT, refused, write_recipe
+from support.trainhelp import GRPO, SFT, refused, write_recipe
 
 import monte
 from monte.errors import MonteError

@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import git, run_events, snapshot_state
-from trainhelp import (
+from support.helpers import git, run_events, snapshot_state
+from support.trainhelp import (
     SFT,
     curriculum,
     distill,

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from forgehelp import Honest, checkpoint
-from helpers import PINNED_ENV, scrubbed
+from support.helpers import PINNED_ENV, scrubbed
 
 
 def _in(repo: Path, home: Path, build: Callable[[], Any]) -> Any:

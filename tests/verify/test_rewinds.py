@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 MIRROR = "refs/remotes/results/monte/exp/ledger"
 

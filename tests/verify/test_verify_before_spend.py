@@ -30,7 +30,7 @@ from forgehelp import (
     short,
     update_ref,
 )
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 from test_rewinds import _claim
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from gymhelp import alive
-from helpers import git
+from support.helpers import git
 
 from monte.envs.nemo import server as gym_server
 from monte.envs.nemo.stack import Stack, server_entry

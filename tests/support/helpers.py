@@ -1,4 +1,5 @@
-"""Helpers shared by the tests (importable as ``from helpers import ...``)."""
+"""Helpers shared by the tests (``from support.helpers import ...``) and the bench scripts (``from
+tests.support.helpers import ...``)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ buckets are still consistent and that the next command works.
 
 Shared by the CI test (``tests/reliability/test_crash.py``: a handful of trials per command) and
 the long campaign (``bench/crash_campaign.py``: >= 50 trials per command). Nothing here imports
-pytest, so the bench script can put this folder on ``sys.path`` and use it as it is.
+pytest, so the bench script imports it as it is (``tests.support.crashhelp``).
 
 A trial:
 
@@ -49,9 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the bench script too
-
-from helpers import PINNED_ENV, home_env, new_machine  # noqa: E402
+from .helpers import PINNED_ENV, home_env, new_machine
 
 #: The commands a trial can kill.
 COMMANDS = ("eval", "eval-test", "train", "env-add", "dataset-add", "push")
