@@ -107,7 +107,7 @@ def appenders(work: Path, trials: int, writers: int, runs_each: int) -> dict[str
         repo = new_repo(work / f"append-{t}")
         res = tc.run_appenders(repo, "exp", writers, runs_each, work / f"append-{t}" / "w")
         try:
-            figures = tc.check_appenders(res, writers, runs_each)
+            figures: dict[str, Any] = tc.check_appenders(res, writers, runs_each)
             ok = True
         except AssertionError as e:
             figures = {"error": str(e)[:500], "records_appended": 2 * writers * runs_each,
@@ -189,7 +189,7 @@ def buckets(work: Path, trials: int, rounds: int, per_round: int) -> dict[str, A
             third = clone(laptop, where / "third")
             _ok(third, "sync")
             try:
-                figures = tc.check_union(res["made"], laptop, box, third)
+                figures: dict[str, Any] = tc.check_union(res["made"], laptop, box, third)
                 ok = True
             except AssertionError as e:
                 figures = {"error": str(e)[:500], "runs_lost": -1}

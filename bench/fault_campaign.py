@@ -203,6 +203,7 @@ def build(root: Path, full: bool, log: Callable[[str], None]) -> Templates:
     repo = base / "repo"
     repo.mkdir(parents=True)
     ch.git(repo, "init", "-q", "-b", "main")
+    args: tuple[str, ...]
     for args in (("init",), ("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"),
                  ("experiment", "init", EXP, "--eval", "parity", "--model", str(models / "seed0"))):
         d = run(repo, env, *args, "--json")

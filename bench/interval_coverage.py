@@ -48,6 +48,7 @@ from monte.stats.paired import (  # noqa: E402
     score_bounds,
 )
 from tests.stats.exact_enum import (  # noqa: E402
+    Bounds,
     coverage,
     coverage_truncated,
     discordance_grid,
@@ -70,7 +71,7 @@ def score_alone(f: Any, b: Any, n: int) -> tuple[Any, Any]:
     return score_bounds(f, b, n, where=np.where)
 
 
-INTERVALS = {"monte": monte_bounds, "bonett-price": bonett_price_bounds, "score alone": score_alone}
+INTERVALS: dict[str, Bounds] = {"monte": monte_bounds, "bonett-price": bonett_price_bounds, "score alone": score_alone}
 
 
 def cutoff_size(n: int, points: int = 40001) -> float:
@@ -140,15 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cov, mass = coverage(n, lower, upper, cells), 1.0
             else:
                 cov, mass = coverage_truncated(n, lower, upper, cells)
-            worst = min(cov, key=lambda c: cov[c])
-            out["coverage"].append({"n": n, "interval": name, "min_coverage": cov[worst],
-                                    "worst_cell": list(worst), "mean_coverage": float(np.mean(list(cov.values()))),
+            worst_cell = min(cov, key=lambda c: cov[c])
+            out["coverage"].append({"n": n, "interval": name, "min_coverage": cov[worst_cell],
+                                    "worst_cell": list(worst_cell), "mean_coverage": float(np.mean(list(cov.values()))),
                                     "cells": len(cov), "min_mass": mass})
 
     # 4. power
-    lower = {name: outcome_grid(200, INTERVALS[name])[0] for name in ("monte", "bonett-price")}
+    lowers = {name: outcome_grid(200, INTERVALS[name])[0] for name in ("monte", "bonett-price")}
     out["power"]["n200_gain0.08_discordance0.20"] = {
-        name: ok_rate(200, lo, 0.14, 0.06) for name, lo in lower.items()}
+        name: ok_rate(200, lo, 0.14, 0.06) for name, lo in lowers.items()}
     for n in grid_n:
         for name in ("monte", "bonett-price"):
             lo = outcome_grid(n, INTERVALS[name])[0]

@@ -100,7 +100,7 @@ def main() -> None:
 
         from monte.remote import ssh
 
-        def submit() -> tuple[dict, float]:  # type: ignore[type-arg]
+        def submit() -> tuple[dict, float]:
             plan = api.plan_train(recipe="sft-t", source="parity-sft", smoke=True, push=True)
             t = time.perf_counter()
             sub = api.submit(kind="train", plan=plan, box_args=["--experiment", "exp", "--recipe", "sft-t",

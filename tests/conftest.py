@@ -94,7 +94,7 @@ class Result:
 
 
 @pytest.fixture
-def monte(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+def monte(capsys: pytest.CaptureFixture[str]):
     """Run the CLI in-process: ``monte("env", "list", "--json")`` -> Result(code, out, err)."""
     from monte.cli.main import main
 

@@ -30,7 +30,7 @@ def worktree(repo: Path, exp: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     return wt
 
 
-def test_eval_train_status_verify_and_the_hooks_work_from_a_worktree(repo: Path, monte, worktree: Path) -> None:  # type: ignore[no-untyped-def]
+def test_eval_train_status_verify_and_the_hooks_work_from_a_worktree(repo: Path, monte, worktree: Path) -> None:
     r = monte("eval", "--yes", "--json")
     assert r.code == 0, r.out
     run = r.json()["runs"][0]["run"]

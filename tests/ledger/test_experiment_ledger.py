@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ledger as shared
@@ -37,7 +38,7 @@ def append(ledger: Ledger, make: Callable[[Snapshot, int], RunRow], event: str =
     return ledger.append_row(make, event=event, summary=lambda r: f"{r.kind} {r.run}: {r.status}")
 
 
-def show_json(repo: Path, path: str) -> object:
+def show_json(repo: Path, path: str) -> Any:
     return json.loads(git(repo, "show", f"{REF}:{path}"))
 
 
@@ -68,7 +69,7 @@ def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger
         assert e.value.code == "E_MEASUREMENT_EXISTS" and e.value.exit_code == 3
     assert snapshot_state(repo) == before
     assert git(repo, "count-objects", "-v") == objects
-    assert show_json(repo, "measurement.json")["environment"] == "arith"  # type: ignore[index]
+    assert show_json(repo, "measurement.json")["environment"] == "arith"
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -89,13 +90,13 @@ def test_append_row_writes_the_row_and_its_fanout_index(repo: Path, ledger: Ledg
     # `git show` prints a row as JSON, exactly what the ledger reads back
     shown = show_json(repo, f"runs/a/b/{a}/row.json")
     assert shown == ledger.row(a).model_dump(mode="json")  # type: ignore[union-attr]
-    assert shown["run"] == a and shown["status"] == "succeeded"  # type: ignore[index]
+    assert shown["run"] == a and shown["status"] == "succeeded"
     # each bucket's index holds exactly that bucket's rows, equal to their row.json
     for bucket, runs in (("a/b", [a, b]), ("c/d", [c])):
         index = show_json(repo, f"runs/{bucket}/index.json")
-        assert sorted(index) == runs  # type: ignore[arg-type]
+        assert sorted(index) == runs
         for run in runs:
-            assert index[run] == show_json(repo, f"runs/{bucket}/{run}/row.json")  # type: ignore[index]
+            assert index[run] == show_json(repo, f"runs/{bucket}/{run}/row.json")
     assert show_json(repo, "meta.json") == {"records": 4}
 
 
@@ -157,7 +158,7 @@ def test_a_lost_race_reapplies_the_row_on_the_new_tip(repo: Path, ledger: Ledger
     mine = append(ledger, make)
     assert seqs == [2, 3] and mine.seq == 3
     assert [(r.run, r.seq) for r in ledger.rows()] == [("ab0000000009", 2), ("ab0000000001", 3)]
-    assert sorted(show_json(repo, "runs/a/b/index.json")) == ["ab0000000001", "ab0000000009"]  # type: ignore[arg-type]
+    assert sorted(show_json(repo, "runs/a/b/index.json")) == ["ab0000000001", "ab0000000009"]
 
 
 # --- run ids and the fan-out -------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ledger as shared
@@ -43,7 +44,7 @@ def append(led: Ledger, run: str, status: str = "started", **kw: object) -> RunR
     return led.append_row(row(run, status, **kw), event=status, summary=lambda r: f"eval {r.run}: {r.status}")
 
 
-def show(repo: Path, rev: str, path: str) -> object:
+def show(repo: Path, rev: str, path: str) -> Any:
     return json.loads(git(repo, "show", f"{rev}:{path}"))
 
 
@@ -55,7 +56,7 @@ def fork(store: Store) -> tuple[Ledger, Ledger]:
 
 
 def records(repo: Path, rev: str) -> int:
-    return int(show(repo, rev, "meta.json")["records"])  # type: ignore[index]
+    return int(show(repo, rev, "meta.json")["records"])
 
 
 # --- the easy cases ----------------------------------------------------------------------------
@@ -262,4 +263,4 @@ def test_merging_two_big_ledgers_reads_only_the_changed_trees(repo: Path, store:
     assert len(runs) == 2006 and set(mine + yours) <= runs
     assert records(repo, REF) == 2007
     zz = show(repo, REF, "runs/z/z/index.json")
-    assert {mine[2], yours[2]} <= set(zz)  # type: ignore[arg-type]
+    assert {mine[2], yours[2]} <= set(zz)

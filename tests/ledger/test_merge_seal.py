@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from dulwich.objects import ObjectID
 from support import ledger as shared
 from support.helpers import git, snapshot_state
 
@@ -169,7 +170,7 @@ def test_a_ledger_already_broken_by_an_old_merge_still_takes_honest_records(repo
     assert union.tree is not None
     old = git(repo, "commit-tree", union.tree.decode(), "-p", o.decode(), "-p", t.decode(),
               "-m", "merge: union\n\nMonte-Event: merge").strip()
-    assert store.set_ref(REF, o, old.encode()) and store.set_ref(OTHER, t, old.encode())
+    assert store.set_ref(REF, o, ObjectID(old.encode())) and store.set_ref(OTHER, t, ObjectID(old.encode()))
     append(theirs, "dv0000000002")
     append(Ledger(store, EXP), "dv0000000001")
     assert merge_into_ref(store, REF, store.tip(OTHER)).case == "merged"  # type: ignore[arg-type]

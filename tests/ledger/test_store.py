@@ -490,7 +490,7 @@ def test_two_writers_that_both_pack_both_succeed(repo: Path, tmp_path: Path) -> 
 
 
 def _once_at(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: Callable[..., bool],
-             act: Callable[[], None]) -> list[int]:
+             act: Callable[[], object]) -> list[int]:
     """Run ``act`` once, just before the first call of ``owner.name`` for which ``when`` holds."""
     real = getattr(owner, name)
     fired: list[int] = []
@@ -570,7 +570,7 @@ def test_objects_pruned_before_the_ref_moves_are_written_again(repo: Path, monke
     assert (fresh.read("b"), fresh.read("c/d")) == (b"2", b"a new tree too\n")
 
 
-def test_a_ledger_on_a_missing_object_is_a_named_refusal(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_ledger_on_a_missing_object_is_a_named_refusal(repo: Path, monte) -> None:
     """When the objects went after the writer's check (git documents `prune --expire=now` beside a
     writer as unsafe), monte says what happened: E_INTEGRITY naming the object, the likely cause
     and the fix, from a read, a verify and an append alike; never E_INTERNAL."""

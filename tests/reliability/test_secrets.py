@@ -150,6 +150,7 @@ def test_storage_flows_leak_no_secret(repo: Path, monte: Any, secrets_env: dict[
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"input": "p 1 =", "output": "odd"}\n{"input": "p 2 =", "output": "even"}\n')
     with ArgvWatch() as watch:
+        args: tuple[str, ...]
         for args in (("config", "set", "vault", f"{url}/vault"), ("config", "set", "bucket", f"{url}/results"),
                      ("env", "add", "--benchmark", "parity"),
                      ("dataset", "add", "rows", "--from-file", str(rows), "--kind", "sft"),

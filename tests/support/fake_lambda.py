@@ -39,7 +39,7 @@ WRONG_REGION = {"code": "instance-operations/launch/file-system-in-wrong-region"
                 "suggestion": "Launch in the file system's region."}
 BAD = {"code": "global/invalid-parameters", "message": "Invalid request."}
 
-TYPES = {
+TYPES: dict[str, dict[str, Any]] = {
     "gpu_1x_h100_pcie": {"description": "1x H100 (80 GB PCIe)", "price_cents_per_hour": 249,
                          "specs": {"vcpus": 26, "memory_gib": 200, "storage_gib": 1000, "gpus": 1}},
     "gpu_1x_a10": {"description": "1x A10 (24 GB PCIe)", "price_cents_per_hour": 75,
@@ -126,8 +126,7 @@ class FakeLambda:
     @property
     def url(self) -> str:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/api/v1"
+        return f"http://127.0.0.1:{self._server.server_port}/api/v1"
 
     # --- seeding and reading --------------------------------------------------------------------
 
@@ -204,7 +203,7 @@ class FakeLambda:
     def _route(self, h: BaseHTTPRequestHandler, route: tuple[str, str], body: Any) -> None:
         method, path = route
         if route == ("GET", "/instance-types"):
-            data = {t: {"instance_type": {"name": t, **spec},
+            data = {t: {"instance_type": {"name": t} | spec,
                         "regions_with_capacity_available": [
                             {"name": r, "description": REGIONS[r]}
                             for r in self.capacity.get(t, [])]}
@@ -219,11 +218,11 @@ class FakeLambda:
                 self._poll(inst)
             return self._send(h, 200, {"data": shown})
         if method == "GET" and path.startswith("/instances/"):
-            inst = self.instances.get(path.removeprefix("/instances/"))
-            if inst is None or inst["status"] == "terminated":
+            one = self.instances.get(path.removeprefix("/instances/"))
+            if one is None or one["status"] == "terminated":
                 return self._send(h, 404, {"error": MISSING})
-            out = self._public(inst)
-            self._poll(inst)
+            out = self._public(one)
+            self._poll(one)
             return self._send(h, 200, {"data": out})
         if route == ("GET", "/file-systems"):
             return self._send(h, 200, {"data": self.file_systems})

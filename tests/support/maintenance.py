@@ -131,8 +131,8 @@ def appenders_beside(repo: Path, exp: str, writers: int, runs_each: int, kinds: 
     appended = sum(landed.values())
     lost = sum(max(0, n - per_run.get(r, 0)) for r, n in landed.items())
     codes: dict[str, int] = {}
-    for e in errors:
-        codes[e["code"]] = codes.get(e["code"], 0) + 1
+    for err in errors:
+        codes[err["code"]] = codes.get(err["code"], 0) + 1
     return {"writers": writers, "records_tried": 2 * writers * runs_each, "records_appended": appended,
             "records_lost": lost, "records_found": census.get("commits", before) - before,
             "duplicated": sum(1 for r, n in per_run.items() if r in landed and n > landed[r]),

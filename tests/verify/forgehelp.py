@@ -254,7 +254,7 @@ def forge_row(repo: Path, row: dict[str, Any], summary: str, *, event: str = "fi
     assert base is not None
     trailers.setdefault("run", row["run"])
     return forge(repo, row_changes(repo, base, row, files=files), summary, event=event, exp=exp,
-                 parent=base, **trailers)
+                 parent=base, **trailers)  # type: ignore[arg-type]  # **trailers are str: they fill no other parameter
 
 
 def new_id() -> str:
