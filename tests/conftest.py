@@ -31,8 +31,9 @@ if TYPE_CHECKING:
 #
 # Applied here, never by hand, so a new test lands on the right side by what it uses: a real model
 # (torch), the GCS emulator, a real sshd, NeMo Gym's servers, a subprocess benchmark or the README
-# loop. Everything else (the ledger, its rules, verify, the CLI's refusals on a real git
-# repository) is the fast side.
+# loop. A fixture parametrized by the name of one of those fixtures (``params=["folder", "gcs"]``,
+# then ``request.getfixturevalue("gcs")``) counts as using it. Everything else (the ledger, its
+# rules, verify, the CLI's refusals on a real git repository) is the fast side.
 SLOW_FIXTURES = frozenset({
     "tiny_models", "base_model", "emulator", "gcs", "read_only_gcs",  # torch; the GCS emulator
     "sshd", "fresh_sshd", "conn", "ssh_keys",  # a real OpenSSH server on loopback
@@ -52,7 +53,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
         module = getattr(item, "module", None)
         imports = {getattr(v, "__name__", "").split(".")[0] for v in vars(module).values()} if module else set()
-        if (set(getattr(item, "fixturenames", ())) & SLOW_FIXTURES or rel.startswith(SLOW_PATHS)
+        callspec = getattr(item, "callspec", None)
+        params = {v for v in callspec.params.values() if isinstance(v, str)} if callspec else set()
+        if ((set(getattr(item, "fixturenames", ())) | params) & SLOW_FIXTURES or rel.startswith(SLOW_PATHS)
                 or imports & set(SLOW_MODULES)):
             item.add_marker(pytest.mark.slow)
 
