@@ -70,7 +70,10 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[0]))
@@ -224,8 +227,8 @@ class BulkLedger:
         shas: dict[int, bytes] = {}
         with open(self.marks, "rb") as f:
             for line in f:
-                mark, sha = line.split()
-                shas[int(mark[1:])] = sha
+                name, sha = line.split()
+                shas[int(name[1:])] = sha
         os.unlink(self.marks)
         if not self.log:
             return {"fast_import_wait_s": t_import}
@@ -318,7 +321,7 @@ def build_status(repo: Path, n: int, *, seed: int = 0, evals_per_train: int = 10
         rows += 1
 
     try:
-        ck_commits: dict[str, bytes] = {}
+        ck_commits: dict[str, ObjectID] = {}
         for row in synth.base_rows():
             append(row)
         while rows < n:

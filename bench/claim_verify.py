@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # monte and tests.support, as packages
 
 
 def _cli(*args: str) -> list[str]:
@@ -45,11 +44,11 @@ def _timed(cmd: list[str], cwd: Path, rounds: int) -> float:
 def build(repo: Path) -> None:
     """A small honest repository with a final claim, through monte's own calls."""
     import torch
-    from helpers import checkpoint
 
     from monte import api
     from monte.models.tiny import init_model
     from monte.workspace import open_workspace
+    from tests.support.helpers import checkpoint
 
     torch.set_num_threads(1)
     models = repo.parent / "models"

@@ -1,6 +1,6 @@
 """Campaign: concurrent writers on one ledger, races for the final claim, two clones on one bucket.
 
-The long version of ``tests/reliability/test_concurrency.py`` (whose helpers this runs):
+The long version of ``tests/reliability/test_concurrency.py`` (whose helpers, ``tests/support/concurrency.py``, this runs):
 
 1. **Appenders**: per trial, a fresh repository and W processes (default 8) released together,
    each appending R eval runs (a ``started`` and a ``failed`` record each: 2R records, default
@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+sys.path.insert(0, str(ROOT))  # monte and tests.support, as packages
 
-import test_concurrency as tc  # noqa: E402
+from tests.support import concurrency as tc  # noqa: E402
 
 
 def _scrub_env(home: Path) -> None:
-    from helpers import PINNED_ENV
+    from tests.support.helpers import PINNED_ENV
 
     home.mkdir(parents=True, exist_ok=True)
     os.environ.update(PINNED_ENV)
@@ -107,7 +107,7 @@ def appenders(work: Path, trials: int, writers: int, runs_each: int) -> dict[str
         repo = new_repo(work / f"append-{t}")
         res = tc.run_appenders(repo, "exp", writers, runs_each, work / f"append-{t}" / "w")
         try:
-            figures = tc.check_appenders(res, writers, runs_each)
+            figures: dict[str, Any] = tc.check_appenders(res, writers, runs_each)
             ok = True
         except AssertionError as e:
             figures = {"error": str(e)[:500], "records_appended": 2 * writers * runs_each,
@@ -169,7 +169,7 @@ def races(work: Path, trials: int, racers: int) -> dict[str, Any]:
 
 
 def buckets(work: Path, trials: int, rounds: int, per_round: int) -> dict[str, Any]:
-    from gcs_emulator import Emulator, write_fake_key
+    from tests.support.gcs_emulator import Emulator, write_fake_key
 
     emu = Emulator(work / "gcs-emulator")
     key = write_fake_key(work / "gcs-key.json")
@@ -189,7 +189,7 @@ def buckets(work: Path, trials: int, rounds: int, per_round: int) -> dict[str, A
             third = clone(laptop, where / "third")
             _ok(third, "sync")
             try:
-                figures = tc.check_union(res["made"], laptop, box, third)
+                figures: dict[str, Any] = tc.check_union(res["made"], laptop, box, third)
                 ok = True
             except AssertionError as e:
                 figures = {"error": str(e)[:500], "runs_lost": -1}

@@ -1,7 +1,7 @@
 """Crash campaign: SIGKILL monte commands at random moments, many times, and count what breaks.
 
 The long version of ``tests/reliability/test_crash.py`` (the harness and every check are in
-``tests/reliability/crashhelp.py``). For each command (``eval`` on dev, ``eval-test``: the test@0
+``tests/support/crashhelp.py``). For each command (``eval`` on dev, ``eval-test``: the test@0
 read, ``train``: a 4-step SFT chunk, ``env-add``, ``dataset-add``: half of them with a local
 Vault, ``push``: 30 new runs to a local-folder results bucket) it
 
@@ -40,10 +40,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "reliability"))
+sys.path.insert(0, str(ROOT))  # monte and tests.support, as packages
 
-import crashhelp as ch  # noqa: E402
+from tests.support import crashhelp as ch  # noqa: E402
 
 
 def _one(trial: ch.Trial, tpl_root: str, work: str, keep_failed: bool) -> ch.Trial:

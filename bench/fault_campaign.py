@@ -59,10 +59,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+sys.path.insert(0, str(ROOT))  # monte and tests.support, as packages
 
-import crashhelp as ch  # noqa: E402
-import test_git_maintenance as gm  # noqa: E402
+from tests.support import crashhelp as ch  # noqa: E402
+from tests.support import maintenance as gm  # noqa: E402
 
 EXP = "exp"
 FAULTS: dict[str, list[str]] = {
@@ -193,9 +193,8 @@ class Templates:
 
 
 def build(root: Path, full: bool, log: Callable[[str], None]) -> Templates:
-    from helpers import checkpoint
-
     from monte.models.tiny import init_model
+    from tests.support.helpers import checkpoint
 
     env = ch.base_env(root / "home")
     models = root / "models"
@@ -204,6 +203,7 @@ def build(root: Path, full: bool, log: Callable[[str], None]) -> Templates:
     repo = base / "repo"
     repo.mkdir(parents=True)
     ch.git(repo, "init", "-q", "-b", "main")
+    args: tuple[str, ...]
     for args in (("init",), ("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"),
                  ("experiment", "init", EXP, "--eval", "parity", "--model", str(models / "seed0"))):
         d = run(repo, env, *args, "--json")

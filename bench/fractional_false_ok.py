@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "stats"))
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
-from fractional_designs import GAIN_DESIGNS, METHODS, NULL_DESIGNS  # noqa: E402
+from tests.stats.fractional_designs import GAIN_DESIGNS, METHODS, NULL_DESIGNS  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "reliability")]
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
 # Modules instrumented for coverage under atheris: what parses and checks a user's input.
 INSTRUMENT = [
@@ -69,8 +69,8 @@ INSTRUMENT = [
 
 
 def _scrub_env(home: Path) -> None:
-    """The environment the tests run in (tests/helpers.py): out of $HOME and any real data root."""
-    from helpers import PINNED_ENV
+    """The environment the tests run in (tests/support/helpers.py): out of $HOME and any real data root."""
+    from tests.support.helpers import PINNED_ENV
 
     os.environ.update(PINNED_ENV)
     os.environ.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
@@ -92,7 +92,7 @@ class Recorder:
         self.write()
 
     def record(self, case: Any, problems: list[str]) -> None:
-        from fuzz_targets import signature
+        from tests.reliability.fuzz_targets import signature
 
         self.examples += 1
         if problems:
@@ -131,7 +131,7 @@ def child(target: str, engine: str, examples: int, seconds: float, out: Path, se
 
             for m in INSTRUMENT:
                 importlib.import_module(m)
-    import fuzz_targets as ft
+    from tests.reliability import fuzz_targets as ft
 
     sb = ft.make_sandbox(work / "base", seed=seed % 4)
     rec = Recorder(target, engine, out, sb)
@@ -190,7 +190,7 @@ def main() -> None:
         child(a.child, a.engine, a.examples, a.minutes * 60, a.out, a.seed)
         return
 
-    import fuzz_targets as ft
+    from tests.reliability import fuzz_targets as ft
 
     engine = a.engine
     if engine == "auto":

@@ -37,18 +37,7 @@ import numpy as np
 from scipy.stats import binom
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "stats"))
-
-from exact_enum import (  # noqa: E402
-    coverage,
-    coverage_truncated,
-    discordance_grid,
-    false_ok,
-    fine_cells,
-    ok_rate,
-    outcome_grid,
-)
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
 from monte.stats.paired import (  # noqa: E402
     Z95,
@@ -57,6 +46,16 @@ from monte.stats.paired import (  # noqa: E402
     mcnemar_cutoff,
     mcnemar_rejects,
     score_bounds,
+)
+from tests.stats.exact_enum import (  # noqa: E402
+    Bounds,
+    coverage,
+    coverage_truncated,
+    discordance_grid,
+    false_ok,
+    fine_cells,
+    ok_rate,
+    outcome_grid,
 )
 
 GRID_N = (20, 30, 50, 75, 100, 150, 200, 300, 500)
@@ -72,7 +71,7 @@ def score_alone(f: Any, b: Any, n: int) -> tuple[Any, Any]:
     return score_bounds(f, b, n, where=np.where)
 
 
-INTERVALS = {"monte": monte_bounds, "bonett-price": bonett_price_bounds, "score alone": score_alone}
+INTERVALS: dict[str, Bounds] = {"monte": monte_bounds, "bonett-price": bonett_price_bounds, "score alone": score_alone}
 
 
 def cutoff_size(n: int, points: int = 40001) -> float:
@@ -142,15 +141,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cov, mass = coverage(n, lower, upper, cells), 1.0
             else:
                 cov, mass = coverage_truncated(n, lower, upper, cells)
-            worst = min(cov, key=lambda c: cov[c])
-            out["coverage"].append({"n": n, "interval": name, "min_coverage": cov[worst],
-                                    "worst_cell": list(worst), "mean_coverage": float(np.mean(list(cov.values()))),
+            worst_cell = min(cov, key=lambda c: cov[c])
+            out["coverage"].append({"n": n, "interval": name, "min_coverage": cov[worst_cell],
+                                    "worst_cell": list(worst_cell), "mean_coverage": float(np.mean(list(cov.values()))),
                                     "cells": len(cov), "min_mass": mass})
 
     # 4. power
-    lower = {name: outcome_grid(200, INTERVALS[name])[0] for name in ("monte", "bonett-price")}
+    lowers = {name: outcome_grid(200, INTERVALS[name])[0] for name in ("monte", "bonett-price")}
     out["power"]["n200_gain0.08_discordance0.20"] = {
-        name: ok_rate(200, lo, 0.14, 0.06) for name, lo in lower.items()}
+        name: ok_rate(200, lo, 0.14, 0.06) for name, lo in lowers.items()}
     for n in grid_n:
         for name in ("monte", "bonett-price"):
             lo = outcome_grid(n, INTERVALS[name])[0]

@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # monte and tests.support, as packages
 
-from helpers import PINNED_ENV, home_env  # noqa: E402
+from tests.support.helpers import PINNED_ENV, home_env  # noqa: E402
 
 KINDS = ("open", "write", "rename", "fsync", "ref")
 OPS = ("claim", "promote", "train")
@@ -256,8 +256,8 @@ import os, sys
 import monte.models.generate as g
 g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
 from monte.cli.main import main
-sys.path[:0] = [os.environ["MONTE_IO_TESTS"]]
-from helpers import checkpoint
+sys.path[:0] = [os.environ["MONTE_IO_ROOT"]]
+from tests.support.helpers import checkpoint
 models, repo = sys.argv[1], sys.argv[2]
 def run(*args):
     try:
@@ -288,7 +288,7 @@ print(ck)
 
 def build_template(tmp: Path, env: dict[str, str]) -> dict[str, Any]:
     """A repository whose final claim is ready: both baselines, a checkpoint (a differently seeded
-    tiny model recorded as a chunk, tests/helpers.checkpoint) with its dev eval, nominated. One
+    tiny model recorded as a chunk, tests/support/helpers.checkpoint) with its dev eval, nominated. One
     process builds it, generation answering the campaign's constant."""
     from monte.models.tiny import init_model
 
@@ -300,7 +300,7 @@ def build_template(tmp: Path, env: dict[str, str]) -> dict[str, Any]:
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
     r = subprocess.run([sys.executable, "-c", TEMPLATE, str(models), str(repo)], cwd=repo, capture_output=True,
-                       text=True, env={**env, "MONTE_IO_TESTS": str(ROOT / "tests")}, timeout=900)
+                       text=True, env={**env, "MONTE_IO_ROOT": str(ROOT)}, timeout=900)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     return {"repo": repo, "run": r.stdout.strip().splitlines()[-1]}
 

@@ -41,6 +41,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -185,25 +186,27 @@ def read_state(repo: Path, repeats: int) -> tuple[list[float], int]:
 def read_state_single_walk(repo: Path, repeats: int) -> list[float]:
     """A diagnostic floor in Python: the same index blobs read with one walk of
     ``runs/<c0>/<c1>/`` (each tree parsed once) and ``json.loads``, without pydantic."""
-    from dulwich.objects import Tree
+    from dulwich.objects import Blob, Commit, Tree
 
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         store = Store(repo)
         objs = store.repo.object_store
-        root = objs[objs[store.tip(ledger_ref(EXPERIMENT))].tree]
+        tip = store.tip(ledger_ref(EXPERIMENT))
+        assert tip is not None
+        root = objs[cast(Commit, objs[tip]).tree]
         assert isinstance(root, Tree)
-        runs = objs[root[b"runs"][1]]
+        runs = cast(Tree, objs[root[b"runs"][1]])
         total = 0
         for first in runs.iteritems():
-            for second in objs[first.sha].iteritems():
-                bucket = objs[second.sha]
+            for second in cast(Tree, objs[first.sha]).iteritems():
+                bucket = cast(Tree, objs[second.sha])
                 try:
-                    total += len(json.loads(objs[bucket[b"index.json"][1]].data))
+                    total += len(json.loads(cast(Blob, objs[bucket[b"index.json"][1]]).data))
                 except KeyError:
                     pass
-        json.loads(objs[root[b"measurement.json"][1]].data)
+        json.loads(cast(Blob, objs[root[b"measurement.json"][1]]).data)
         times.append(time.perf_counter() - t0)
     return times
 
@@ -327,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         pack_idx = {e["append"] - 1 for e in events}
         first_np = [t for i, t in enumerate(times[:window]) if i not in pack_idx]
         last_np = [t for i, t in enumerate(times[-window:], start=n - window) if i not in pack_idx]
-        windows = [
+        windows: list[dict[str, Any]] = [
             {"from": i + 1, "to": min(i + window, n), **summary_stats(times[i:i + window]),
              "buckets_after": buckets.get(min(i + window, n))}
             for i in range(0, n, window)

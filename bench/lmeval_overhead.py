@@ -41,8 +41,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "envs"))
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
 EXPERIMENT = "exp"
 TASK = "gsm_local"
@@ -50,11 +49,10 @@ TASK = "gsm_local"
 
 def setup(root: Path, docs: int, max_gen_toks: int) -> tuple[Any, Path, Path, list[dict[str, Any]]]:
     """(workspace, model folder, task folder, the frozen dev items)."""
-    from lmeval_tasks import write_gsm
-
     from monte import api
     from monte.models.tiny import init_model
     from monte.workspace import open_workspace
+    from tests.envs.lmeval_tasks import write_gsm
 
     repo = root / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)

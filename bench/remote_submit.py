@@ -2,7 +2,7 @@
 
 Builds, in a temporary folder, a committed and pushed monte repository with a trainable
 experiment on a tiny model, a local-folder results bucket and Vault, and a real OpenSSH server on
-loopback (the box; the same one the tests start, ``tests/remote/sshd.py``). The box is warm: one
+loopback (the box; the same one the tests start, ``tests/support/sshd.py``). The box is warm: one
 submission has already run there, so the checkout folder exists, as on a box that ran a job
 before. Then, N times (default 5), ``api.submit`` of a smoke train chunk, timing:
 
@@ -39,10 +39,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "remote"))
-sys.path.insert(0, str(ROOT / "tests" / "training"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # monte and tests.support, as packages
 
 
 def git(repo: Path, *args: str) -> str:
@@ -57,16 +54,15 @@ def main() -> None:
     ap.add_argument("--json-out")
     args = ap.parse_args()
     args.runs = args.runs or (1 if args.quick else 5)
-    from sshd import SSHD, SSHD_MISSING, Keys, Sshd
+    from tests.support.sshd import SSHD, SSHD_MISSING, Keys, Sshd
 
     if not Path(SSHD).exists():
         sys.exit(SSHD_MISSING)
     if shutil.which("tmux") is None:
         sys.exit("tmux is not installed (apt-get install tmux): the box runs its job in tmux")
-    from trainhelp import SFT, curriculum, write_recipe, write_sft_rows
-
     from monte import api
     from monte.models.tiny import init_model
+    from tests.support.trainhelp import SFT, curriculum, write_recipe, write_sft_rows
 
     tmp = Path(tempfile.mkdtemp(prefix="monte-remote-bench-"))
     os.environ.update({"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
@@ -104,7 +100,7 @@ def main() -> None:
 
         from monte.remote import ssh
 
-        def submit() -> tuple[dict, float]:  # type: ignore[type-arg]
+        def submit() -> tuple[dict, float]:
             plan = api.plan_train(recipe="sft-t", source="parity-sft", smoke=True, push=True)
             t = time.perf_counter()
             sub = api.submit(kind="train", plan=plan, box_args=["--experiment", "exp", "--recipe", "sft-t",

@@ -32,14 +32,18 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "stats"))
-
-from sample_designs import COVERAGE, STRONG_NULLS, conditional_size, draw, interval_rates  # noqa: E402
+sys.path.insert(0, str(ROOT))  # monte and the tests' modules, as packages
 
 from monte.stats.paired import mcnemar_rejects, skew_corrected_bounds  # noqa: E402
 from monte.stats.power import detectable_items  # noqa: E402
 from monte.stats.samples import design_effect, exact_rejects  # noqa: E402
+from tests.stats.sample_designs import (  # noqa: E402
+    COVERAGE,
+    STRONG_NULLS,
+    conditional_size,
+    draw,
+    interval_rates,
+)
 
 
 def power(rng: np.random.Generator, n: int, k: int, gain: float, reps: int, exact_reps: int) -> dict[str, Any]:
@@ -53,7 +57,9 @@ def power(rng: np.random.Generator, n: int, k: int, gain: float, reps: int, exac
     lo, _ = skew_corrected_bounds(n, d.sum(1), (d * d).sum(1), (d ** 3).sum(1))
     interval = np.minimum(lo, d.mean(1)) > 0
     m = min(exact_reps, reps)
-    exact = np.array([exact_rejects(list(x), list(y), k, convolve=np.convolve) for x, y in zip(a[:m], b[:m], strict=True)])
+    # numpy's convolve: it returns an ndarray, which typing does not call a Sequence
+    exact = np.array([exact_rejects(list(x), list(y), k, convolve=np.convolve)  # type: ignore[arg-type]
+                      for x, y in zip(a[:m], b[:m], strict=True)])
     both = exact & interval[:m]
     one = [[1.0] * int(c) + [0.0] * (k - int(c)) for c in a[0]], [[1.0] * int(c) + [0.0] * (k - int(c)) for c in b[0]]
     eff, deff, _ = design_effect(*one)
@@ -73,7 +79,8 @@ def size_and_coverage(k: int, n: int, reps: int) -> dict[str, Any]:
     sizes = []
     for design in STRONG_NULLS.values():
         a, b, _ = draw(design, rng, DRAWS[n], n, k)
-        sizes += [conditional_size(lambda x, y: exact_rejects(x, y, k, convolve=np.convolve), t, k) for t in a + b]
+        sizes += [conditional_size(lambda x, y: exact_rejects(x, y, k, convolve=np.convolve), t, k)  # type: ignore[arg-type]
+                  for t in a + b]
     rng = np.random.default_rng(k * 7 + n)
     cov = {}
     for name, design in COVERAGE.items():
@@ -139,7 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run of seconds")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
-    ns, ks = (100, 200), (1, 4, 8, 16)
+    ns: tuple[int, ...] = (100, 200)
+    ks: tuple[int, ...] = (1, 4, 8, 16)
     if args.quick:
         args.reps, args.exact_reps, args.prompts, ns, ks = 300, 20, 4, (50,), (1, 8)
     rng = np.random.default_rng(33)

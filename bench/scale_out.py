@@ -71,7 +71,7 @@ print("RESULTS=" + json.dumps(out))
 """
 
 
-def warm(setup: list[list[str]], commands: list[list[str]], cwd: Path) -> list[tuple[float, dict]]:  # type: ignore[type-arg]
+def warm(setup: list[list[str]], commands: list[list[str]], cwd: Path) -> list[tuple[float, dict]]:
     """The setup (not timed), then the commands, one after another in one monte process
     (``--quick``): (wall seconds, JSON) of each command."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
@@ -89,7 +89,7 @@ def monte(*commands: list[str], cwd: Path) -> None:
         raise SystemExit(f"setup failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
 
 
-def timed(args: list[str], cwd: Path) -> tuple[float, dict]:  # type: ignore[type-arg]
+def timed(args: list[str], cwd: Path) -> tuple[float, dict]:
     """One fresh `monte ARGS --yes --json` process: (wall seconds, its JSON answer)."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     t = time.perf_counter()
@@ -139,7 +139,7 @@ def main() -> int:
     train = ["train", "--recipe", "sft-scale", "--source", "parity-sft", *start]
     evaluate = ["eval", *(["--smoke"] if a.quick else [])]
     times: dict[str, list[float]] = {"train_1": [], "train_2": [], "eval_1": [], "eval_2": []}
-    runs: dict[str, dict] = {}  # type: ignore[type-arg]
+    runs: dict[str, dict] = {}
     plan = (("train_1", train), ("train_2", [*train, "--processes", "2"]),
             ("eval_1", evaluate), ("eval_2", [*evaluate, "--processes", "2"]))
     if a.quick:  # one warm process: the launches are the real ones, the interpreter starts once

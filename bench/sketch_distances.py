@@ -103,7 +103,7 @@ def _tied(folder: Path) -> None:
     _save(folder, t)
 
 
-PERTURBATIONS: dict[str, Callable[[Path], None]] = {
+PERTURBATIONS: dict[str, Callable[[Path], object]] = {
     "bit flip (mantissa)": _flip(0),
     "bit flip (top exponent bit)": _flip(30),
     "junk notes.bin": lambda f: (f / "notes.bin").write_bytes(b"notes\n" * 100),
@@ -181,11 +181,11 @@ def main(argv: list[str] | None = None) -> int:
             return min(((k, identity.distance(v, sk)) for k, v in sketches.items() if k != name),
                        key=lambda kv: kv[1])
 
-        honest = []
+        honest: list[dict[str, Any]] = []
         for name in known:
             other, d = nearest(name, sketches[name])
             honest.append({"model": name, "nearest": other, "distance": round(d, 6)})
-        perturbed = []
+        perturbed: list[dict[str, Any]] = []
         origins = ["tiny seed 0"] + ([] if args.quick else [f"tiny seed 0 + 5 AdamW step(s) at lr {3e-3:g}"])
         moves = list(PERTURBATIONS.items())[: 4 if args.quick else None]
         for origin in origins:

@@ -4,7 +4,7 @@ A monte repository is built once per session (``git init`` + ``monte init``, whi
 own init) and copied for each test, as DVC's test suite does with its ``make_tmp_dir``.
 Git's environment is scrubbed and the author, committer and time are pinned.
 
-The GCS emulator (``tests/gcs_emulator.py``) is started once per test worker, for every test
+The GCS emulator (``tests/support/gcs_emulator.py``) is started once per test worker, for every test
 that asks for ``emulator``, ``gcs`` or ``read_only_gcs``; each ``gcs`` is a fresh bucket.
 """
 
@@ -18,18 +18,22 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
-from helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
+from support.gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
+from support.helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
+
+if TYPE_CHECKING:
+    from monte.ledger.store import Store
 
 # --- the `slow` marker: `pytest -m "not slow"` is the inner loop, `make test` runs everything ---
 #
 # Applied here, never by hand, so a new test lands on the right side by what it uses: a real model
 # (torch), the GCS emulator, a real sshd, NeMo Gym's servers, a subprocess benchmark or the README
-# loop. Everything else (the ledger, its rules, verify, the CLI's refusals on a real git
-# repository) is the fast side.
+# loop. A fixture parametrized by the name of one of those fixtures (``params=["folder", "gcs"]``,
+# then ``request.getfixturevalue("gcs")``) counts as using it. Everything else (the ledger, its
+# rules, verify, the CLI's refusals on a real git repository) is the fast side.
 SLOW_FIXTURES = frozenset({
     "tiny_models", "base_model", "emulator", "gcs", "read_only_gcs",  # torch; the GCS emulator
     "sshd", "fresh_sshd", "conn", "ssh_keys",  # a real OpenSSH server on loopback
@@ -49,7 +53,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rel = Path(str(item.fspath)).resolve().relative_to(root).as_posix()
         module = getattr(item, "module", None)
         imports = {getattr(v, "__name__", "").split(".")[0] for v in vars(module).values()} if module else set()
-        if (set(getattr(item, "fixturenames", ())) & SLOW_FIXTURES or rel.startswith(SLOW_PATHS)
+        callspec = getattr(item, "callspec", None)
+        params = {v for v in callspec.params.values() if isinstance(v, str)} if callspec else set()
+        if ((set(getattr(item, "fixturenames", ())) | params) & SLOW_FIXTURES or rel.startswith(SLOW_PATHS)
                 or imports & set(SLOW_MODULES)):
             item.add_marker(pytest.mark.slow)
 
@@ -91,7 +97,7 @@ class Result:
 
 
 @pytest.fixture
-def monte(capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+def monte(capsys: pytest.CaptureFixture[str]):
     """Run the CLI in-process: ``monte("env", "list", "--json")`` -> Result(code, out, err)."""
     from monte.cli.main import main
 
@@ -114,6 +120,38 @@ def unchanged(repo: Path) -> Iterator[None]:
     before = snapshot_state(repo)
     yield
     assert snapshot_state(repo) == before
+
+
+# --- an experiment's ledger, and experiments made through the CLI ----------------------------------
+
+
+@pytest.fixture
+def store(repo: Path, request: pytest.FixtureRequest) -> Store:
+    """A store of ``repo`` holding one ledger, of the test module's ``MEASUREMENT`` (made with
+    ``support.ledger.measurement``)."""
+    from support.ledger import ledger_store
+
+    return ledger_store(repo, request.module.MEASUREMENT)
+
+
+def _experiment(monte: Any, *env: str, model: Path | None = None) -> str:
+    """``monte env add ENV...``, then experiment ``exp`` evaluated on parity (from ``model``)."""
+    assert monte("env", "add", *env).code == 0
+    r = monte("experiment", "init", "exp", "--eval", "parity", *(("--model", str(model)) if model else ()))
+    assert r.code == 0, r.err
+    return "exp"
+
+
+@pytest.fixture
+def exp(repo: Path, monte: Any, base_model: Path) -> str:
+    """An experiment on the trainable parity environment (dev 200, test 200), base model seed 0."""
+    return _experiment(monte, "--server", "parity", "--dev", "parity", "--test", "parity", model=base_model)
+
+
+@pytest.fixture
+def benchmark_exp(repo: Path, monte: Any) -> str:
+    """An experiment on the parity benchmark, with no base model (no torch)."""
+    return _experiment(monte, "--benchmark", "parity")
 
 
 @pytest.fixture(scope="session")

@@ -53,8 +53,8 @@ def imports_of(mods: dict[str, Path]) -> dict[str, dict[str, list[tuple[int, str
         skip: set[int] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                for sub in node.body:
-                    skip.update(id(n) for n in ast.walk(sub))
+                for stmt in node.body:
+                    skip.update(id(n) for n in ast.walk(stmt))
         edges: dict[str, list[tuple[int, str | None]]] = {}
         for node in ast.walk(tree):
             if id(node) in skip:

@@ -37,8 +37,7 @@ UNCHANGED = ("bench/", "docs/benchmarks.md", ".monte/", ".monte.yaml", ".dvc/", 
 def _missing_binary(bench: str) -> str | None:
     """Why ``bench`` cannot run on this machine, or None: a system binary it needs is missing."""
     if bench == "remote_submit":  # a real sshd on loopback, and tmux on the "box"
-        sys.path.insert(0, str(ROOT / "tests" / "remote"))
-        from sshd import SSHD, SSHD_MISSING
+        from support.sshd import SSHD, SSHD_MISSING
 
         if not os.path.exists(SSHD):
             return str(SSHD_MISSING)

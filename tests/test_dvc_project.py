@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import git
 from ruamel.yaml import YAML
+from support.helpers import git
 
 ROOT = Path(__file__).resolve().parents[1]
 DVC = str(Path(sys.executable).parent / "dvc")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 
-def test_init_freezes_measurement_as_first_record(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_init_freezes_measurement_as_first_record(repo: Path, monte) -> None:
     monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity")
     r = monte("experiment", "init", "exp1", "--eval", "parity", "--json")
     assert r.code == 0, r.out
@@ -26,7 +26,7 @@ def test_init_freezes_measurement_as_first_record(repo: Path, monte) -> None:  #
     git(repo, "fsck", "--strict")
 
 
-def test_existing_name_refuses_with_measurement_exists(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_existing_name_refuses_with_measurement_exists(repo: Path, monte) -> None:
     monte("env", "add", "--benchmark", "parity")
     monte("env", "add", "--benchmark", "chain_sum")
     assert monte("experiment", "init", "exp1", "--eval", "parity").code == 0
@@ -36,7 +36,7 @@ def test_existing_name_refuses_with_measurement_exists(repo: Path, monte) -> Non
     assert snapshot_state(repo) == before
 
 
-def test_unknown_env_and_tampered_env_refuse(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_env_and_tampered_env_refuse(repo: Path, monte) -> None:
     before = snapshot_state(repo)
     assert monte("experiment", "init", "e", "--eval", "ghost", "--json").json()["error"]["code"] == "E_NOT_FOUND"
     assert snapshot_state(repo) == before
@@ -49,7 +49,7 @@ def test_unknown_env_and_tampered_env_refuse(repo: Path, monte) -> None:  # type
     assert snapshot_state(repo) == before
 
 
-def test_model_is_recorded_and_list_shows_it(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_model_is_recorded_and_list_shows_it(repo: Path, monte, tmp_path: Path) -> None:
     monte("env", "add", "--benchmark", "parity")
     model = tmp_path / "tiny-model"
     model.mkdir()
@@ -64,7 +64,7 @@ def test_model_is_recorded_and_list_shows_it(repo: Path, monte, tmp_path: Path) 
     assert r.code == 4
 
 
-def test_dry_run_writes_nothing(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_writes_nothing(repo: Path, monte) -> None:
     monte("env", "add", "--benchmark", "parity")
     before = snapshot_state(repo)
     r = monte("experiment", "init", "e", "--eval", "parity", "--dry-run", "--json")
@@ -72,10 +72,10 @@ def test_dry_run_writes_nothing(repo: Path, monte) -> None:  # type: ignore[no-u
     assert snapshot_state(repo) == before
 
 
-def test_two_racing_inits_one_wins(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_racing_inits_one_wins(repo: Path, monte) -> None:
     import concurrent.futures
 
-    from helpers import monte_proc
+    from support.helpers import monte_proc
 
     monte("env", "add", "--benchmark", "parity")
     with concurrent.futures.ThreadPoolExecutor(4) as pool:

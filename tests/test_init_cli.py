@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import git
+from support.helpers import git
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def bare_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return repo
 
 
-def test_init_sets_up_everything_and_is_idempotent(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_init_sets_up_everything_and_is_idempotent(bare_git: Path, monte) -> None:
     r = monte("init", "--json")
     assert r.code == 0, r.out + r.err
     assert (bare_git / ".monte.yaml").is_file()
@@ -34,7 +34,7 @@ def test_init_sets_up_everything_and_is_idempotent(bare_git: Path, monte) -> Non
     assert again["already_initialized"] is True and again["created"] == []
 
 
-def test_init_from_a_subfolder_uses_the_repository_root(bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_init_from_a_subfolder_uses_the_repository_root(bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     sub = bare_git / "a" / "b"
     sub.mkdir(parents=True)
     monkeypatch.chdir(sub)
@@ -42,14 +42,14 @@ def test_init_from_a_subfolder_uses_the_repository_root(bare_git: Path, monte, m
     assert (bare_git / ".monte.yaml").exists() and not (sub / ".monte.yaml").exists()
 
 
-def test_init_outside_git_refuses(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_init_outside_git_refuses(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     r = monte("init", "--json")
     assert r.code == 3 and r.json()["error"]["code"] == "E_NOT_INITIALIZED"
     assert list(tmp_path.iterdir()) == []
 
 
-def test_init_honours_monte_data_root(bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_init_honours_monte_data_root(bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     root = tmp_path / "elsewhere"
     monkeypatch.setenv("MONTE_DATA_ROOT", str(root))
     assert monte("init").code == 0
@@ -58,7 +58,7 @@ def test_init_honours_monte_data_root(bare_git: Path, monte, monkeypatch: pytest
     assert (root / "environments" / "parity" / "manifest.json").is_file()
 
 
-def test_config_lists_recipe_path_and_names(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_config_lists_recipe_path_and_names(bare_git: Path, monte) -> None:
     monte("init")
     (bare_git / "recipes" / "my-sft.yaml").write_text("algorithm: sft\n")
     (bare_git / "recipes" / "sft-tiny.yaml").write_text("algorithm: sft\n")  # shadows the packaged one
@@ -69,7 +69,7 @@ def test_config_lists_recipe_path_and_names(bare_git: Path, monte) -> None:  # t
     assert r["recipes"]["grpo-tiny"].endswith("monte/recipes/grpo-tiny.yaml")
 
 
-def test_init_installs_the_git_hooks_by_default(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_init_installs_the_git_hooks_by_default(bare_git: Path, monte) -> None:
     from monte.api import HOOK_MARK, HOOKS
 
     r = monte("init", "--json")
@@ -85,7 +85,7 @@ def test_init_installs_the_git_hooks_by_default(bare_git: Path, monte) -> None: 
     assert not any(p.name.endswith(".local") for p in hooks.iterdir())
 
 
-def test_init_no_hooks_installs_none_and_says_how_to_later(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_init_no_hooks_installs_none_and_says_how_to_later(bare_git: Path, monte) -> None:
     from monte.api import HOOKS
 
     r = monte("init", "--no-hooks", "--json")
@@ -97,7 +97,7 @@ def test_init_no_hooks_installs_none_and_says_how_to_later(bare_git: Path, monte
     assert human.code == 0 and "not installed" in human.out and "`monte hooks install`" in human.out
 
 
-def test_init_keeps_a_teams_hook_and_chains_it(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_init_keeps_a_teams_hook_and_chains_it(bare_git: Path, monte) -> None:
     hook = bare_git / ".git" / "hooks" / "pre-push"
     hook.parent.mkdir(parents=True, exist_ok=True)
     hook.write_text("#!/bin/sh\nexit 0\n")
@@ -107,7 +107,7 @@ def test_init_keeps_a_teams_hook_and_chains_it(bare_git: Path, monte) -> None:  
     assert (hook.parent / "pre-push.local").read_text() == "#!/bin/sh\nexit 0\n"
 
 
-def test_init_still_succeeds_when_hooks_are_in_the_way(bare_git: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_init_still_succeeds_when_hooks_are_in_the_way(bare_git: Path, monte) -> None:
     hooks = bare_git / ".git" / "hooks"
     hooks.mkdir(parents=True, exist_ok=True)
     for name in ("pre-push", "pre-push.local"):

@@ -41,7 +41,7 @@ def test_families_have_distinct_exit_statuses() -> None:
     assert Exit.OK == 0 and Exit.USAGE == 2
 
 
-def test_json_error_is_one_document_with_code_message_fix(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_json_error_is_one_document_with_code_message_fix(repo: Path, monte) -> None:
     r = monte("experiment", "init", "e1", "--eval", "nope", "--json")
     assert r.code == int(Exit.NOT_FOUND)
     doc = json.loads(r.out)  # exactly one JSON document, nothing else on stdout
@@ -50,7 +50,7 @@ def test_json_error_is_one_document_with_code_message_fix(repo: Path, monte) -> 
     assert "monte env add" in doc["error"]["fix"]
 
 
-def test_human_error_names_code_and_fix_on_stderr(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_human_error_names_code_and_fix_on_stderr(repo: Path, monte) -> None:
     r = monte("experiment", "init", "e1", "--eval", "nope")
     assert r.code == 4
     assert r.out == ""
@@ -58,7 +58,7 @@ def test_human_error_names_code_and_fix_on_stderr(repo: Path, monte) -> None:  #
     assert "fix:" in r.err
 
 
-def test_usage_error_exits_2_and_json_usage_error_is_json(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_usage_error_exits_2_and_json_usage_error_is_json(repo: Path, monte) -> None:
     r = monte("env", "add", "--no-such-flag")
     assert r.code == 2
     r = monte("env", "add", "--no-such-flag", "--json")
@@ -66,14 +66,14 @@ def test_usage_error_exits_2_and_json_usage_error_is_json(repo: Path, monte) -> 
     assert r.json()["error"]["code"] == "E_USAGE"
 
 
-def test_invalid_names_are_usage_errors(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_invalid_names_are_usage_errors(repo: Path, monte) -> None:
     for bad in ["a/b", "..", "a..b", "has space", "x" * 65, "-lead", "end.", "x.lock", "tab\tname"]:
         r = monte("env", "add", "--benchmark", "parity", "--as", bad, "--json")
         assert r.code == 2, bad
         assert r.json()["error"]["code"] == "E_INVALID_NAME", bad
 
 
-def test_outside_a_git_repository_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, monte) -> None:  # type: ignore[no-untyped-def]
+def test_outside_a_git_repository_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, monte) -> None:
     monkeypatch.chdir(tmp_path)
     r = monte("env", "list", "--json")
     assert r.code == 3
@@ -81,7 +81,7 @@ def test_outside_a_git_repository_refuses(tmp_path: Path, monkeypatch: pytest.Mo
     assert "git init" in r.json()["error"]["fix"]
 
 
-def test_git_repo_without_monte_init_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, monte) -> None:  # type: ignore[no-untyped-def]
+def test_git_repo_without_monte_init_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, monte) -> None:
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     monkeypatch.chdir(tmp_path)
     r = monte("dataset", "list", "--json")
@@ -89,7 +89,7 @@ def test_git_repo_without_monte_init_refuses(tmp_path: Path, monkeypatch: pytest
     assert "monte init" in r.json()["error"]["fix"]
 
 
-def test_missing_data_root_refuses(repo: Path, monkeypatch: pytest.MonkeyPatch, monte) -> None:  # type: ignore[no-untyped-def]
+def test_missing_data_root_refuses(repo: Path, monkeypatch: pytest.MonkeyPatch, monte) -> None:
     monkeypatch.setenv("MONTE_DATA_ROOT", str(repo / "does-not-exist"))
     r = monte("env", "list", "--json")
     assert r.code == 4
@@ -123,7 +123,7 @@ def test_help_and_read_only_commands_import_nothing_heavy(repo: Path, argv: list
     assert "HEAVY=\n" in r.stderr, r.stderr
 
 
-def test_plain_output_has_no_table_art_off_a_terminal(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_plain_output_has_no_table_art_off_a_terminal(repo: Path, monte) -> None:
     r = monte("env", "list", "--available")
     assert r.code == 0
     lines = r.out.splitlines()

@@ -13,7 +13,7 @@ from monte.cli.main import COMMANDS
 from monte.errors import Exit
 
 
-def test_monte_help_lists_every_exit_status(monte) -> None:  # type: ignore[no-untyped-def]
+def test_monte_help_lists_every_exit_status(monte) -> None:
     out = monte("--help").out
     section = out.split("Exit codes:", 1)[1]
     for code in Exit:
@@ -21,7 +21,7 @@ def test_monte_help_lists_every_exit_status(monte) -> None:  # type: ignore[no-u
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_every_command_help_has_an_example(monte, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_command_help_has_an_example(monte, name: str) -> None:
     r = monte(name, "--help")
     assert r.code == 0
     assert "Example:" in r.out and f"monte {name}" in r.out.split("Example:", 1)[1]
@@ -35,9 +35,9 @@ def _complete(repo: Path, words: str) -> list[str]:
     return [line.split(",", 1)[1] for line in r.stdout.splitlines() if "," in line]
 
 
-def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, monte, tiny_models,  # type: ignore[no-untyped-def]
+def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, monte, tiny_models,
                                                                     base_model: Path) -> None:
-    from helpers import checkpoint
+    from support.helpers import checkpoint
 
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model)).code == 0
@@ -64,7 +64,7 @@ def _subcommands() -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("group", "sub"), _subcommands())
-def test_every_subcommand_help_ends_with_an_example_that_parses(monte, group: str, sub: str) -> None:  # type: ignore[no-untyped-def]
+def test_every_subcommand_help_ends_with_an_example_that_parses(monte, group: str, sub: str) -> None:
     """Issue 30.10: 17 subcommands (env add/list/install, dataset add/list/show, ...) ended their
     --help with no example. Each example is a command line the subcommand's own parser accepts."""
     import shlex
@@ -83,7 +83,7 @@ def test_every_subcommand_help_ends_with_an_example_that_parses(monte, group: st
     cmd.commands[sub].make_context(f"monte {group} {sub}", example[3:])  # raises on an option it lacks
 
 
-def test_env_install_and_dataset_show_complete_the_frozen_names(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_env_install_and_dataset_show_complete_the_frozen_names(repo: Path, monte) -> None:
     """Issue 30.10: `monte env install <TAB>` and `monte dataset show <TAB>` completed nothing."""
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     rows = repo / "rows.jsonl"

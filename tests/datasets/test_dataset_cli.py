@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 
 def _write(path: Path, lines: list[str]) -> Path:
@@ -20,7 +20,7 @@ def rows(tmp_path: Path) -> Path:
     return _write(tmp_path / "rows.jsonl", [json.dumps({"input": f"q{i}", "output": f"a{i}"}) for i in range(5)])
 
 
-def test_add_from_file_freezes_rows_and_provenance(repo: Path, monte, rows: Path) -> None:  # type: ignore[no-untyped-def]
+def test_add_from_file_freezes_rows_and_provenance(repo: Path, monte, rows: Path) -> None:
     r = monte("dataset", "add", "demos", "--from-file", str(rows), "--kind", "sft", "--json")
     assert r.code == 0, r.out
     d = r.json()["dataset"]
@@ -47,7 +47,7 @@ def test_add_from_file_freezes_rows_and_provenance(repo: Path, monte, rows: Path
         (['{"input": "a", "output": "b"}', "{\"input\": \"a\""], 2, "not valid JSON"),
     ],
 )
-def test_malformed_lines_refuse_naming_the_line(repo: Path, monte, tmp_path: Path, lines, lineno, what) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_lines_refuse_naming_the_line(repo: Path, monte, tmp_path: Path, lines, lineno, what) -> None:
     src = _write(tmp_path / "bad.jsonl", lines)
     before = snapshot_state(repo)
     r = monte("dataset", "add", "bad", "--from-file", str(src), "--json")
@@ -58,7 +58,7 @@ def test_malformed_lines_refuse_naming_the_line(repo: Path, monte, tmp_path: Pat
     assert snapshot_state(repo) == before
 
 
-def test_sft_kind_screens_columns(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_sft_kind_screens_columns(repo: Path, monte, tmp_path: Path) -> None:
     src = _write(tmp_path / "r.jsonl", ['{"prompt": "a", "completion": "b"}'])
     r = monte("dataset", "add", "x", "--from-file", str(src), "--kind", "sft", "--json")
     assert r.code == 6 and "line 1" in r.json()["error"]["message"]
@@ -69,20 +69,20 @@ def test_sft_kind_screens_columns(repo: Path, monte, tmp_path: Path) -> None:  #
     assert r.json()["dataset"]["columns"] == {"input": "prompt", "output": "completion"}
 
 
-def test_sft_accepts_conversations(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_sft_accepts_conversations(repo: Path, monte, tmp_path: Path) -> None:
     msg = {"messages": [{"role": "user", "content": "2+2"}, {"role": "assistant", "content": "4"}]}
     src = _write(tmp_path / "c.jsonl", [json.dumps(msg)] * 3)
     r = monte("dataset", "add", "chat", "--from-file", str(src), "--kind", "sft", "--json")
     assert r.code == 0 and r.json()["dataset"]["columns"] == {"messages": "messages"}
 
 
-def test_without_kind_any_object_is_accepted_but_declares_no_columns(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_without_kind_any_object_is_accepted_but_declares_no_columns(repo: Path, monte, tmp_path: Path) -> None:
     src = _write(tmp_path / "a.jsonl", ['{"anything": 1}'])
     d = monte("dataset", "add", "raw", "--from-file", str(src), "--json").json()["dataset"]
     assert d["kind"] is None and d["columns"] is None
 
 
-def test_readd_refuses(repo: Path, monte, rows: Path) -> None:  # type: ignore[no-untyped-def]
+def test_readd_refuses(repo: Path, monte, rows: Path) -> None:
     monte("dataset", "add", "demos", "--from-file", str(rows))
     before = snapshot_state(repo)
     r = monte("dataset", "add", "demos", "--from-file", str(rows), "--json")
@@ -90,7 +90,7 @@ def test_readd_refuses(repo: Path, monte, rows: Path) -> None:  # type: ignore[n
     assert snapshot_state(repo) == before
 
 
-def test_dataset_refuses_any_environment_name(repo: Path, monte, rows: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dataset_refuses_any_environment_name(repo: Path, monte, rows: Path) -> None:
     monte("env", "add", "--benchmark", "parity")  # even an eval-only one: the dataset side is strict
     before = snapshot_state(repo)
     r = monte("dataset", "add", "parity", "--from-file", str(rows), "--json")
@@ -98,7 +98,7 @@ def test_dataset_refuses_any_environment_name(repo: Path, monte, rows: Path) -> 
     assert snapshot_state(repo) == before
 
 
-def test_trainable_env_refuses_a_dataset_name_but_eval_only_does_not(repo: Path, monte, rows: Path) -> None:  # type: ignore[no-untyped-def]
+def test_trainable_env_refuses_a_dataset_name_but_eval_only_does_not(repo: Path, monte, rows: Path) -> None:
     monte("dataset", "add", "parity", "--from-file", str(rows))
     before = snapshot_state(repo)
     r = monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", "--json")
@@ -107,7 +107,7 @@ def test_trainable_env_refuses_a_dataset_name_but_eval_only_does_not(repo: Path,
     assert monte("env", "add", "--benchmark", "parity").code == 0
 
 
-def test_missing_source_file_and_flag_mixes(repo: Path, monte, unchanged, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_missing_source_file_and_flag_mixes(repo: Path, monte, unchanged, tmp_path: Path) -> None:
     r = monte("dataset", "add", "x", "--from-file", str(tmp_path / "nope.jsonl"), "--json")
     assert r.code == 4
     assert monte("dataset", "add", "x", "--json").code == 2
@@ -116,7 +116,7 @@ def test_missing_source_file_and_flag_mixes(repo: Path, monte, unchanged, tmp_pa
     assert monte("dataset", "add", "../x", "--from-file", "a", "--json").json()["error"]["code"] == "E_INVALID_NAME"
 
 
-def test_list_and_show(repo: Path, monte, rows: Path) -> None:  # type: ignore[no-untyped-def]
+def test_list_and_show(repo: Path, monte, rows: Path) -> None:
     monte("dataset", "add", "b", "--from-file", str(rows))
     monte("dataset", "add", "a", "--from-file", str(rows), "--kind", "sft")
     assert [d["name"] for d in monte("dataset", "list", "--json").json()] == ["a", "b"]
@@ -125,7 +125,7 @@ def test_list_and_show(repo: Path, monte, rows: Path) -> None:  # type: ignore[n
     assert monte("dataset", "show", "zzz", "--json").json()["error"]["code"] == "E_NOT_FOUND"
 
 
-def test_show_reproves_the_hash(repo: Path, monte, rows: Path) -> None:  # type: ignore[no-untyped-def]
+def test_show_reproves_the_hash(repo: Path, monte, rows: Path) -> None:
     monte("dataset", "add", "a", "--from-file", str(rows))
     frozen = repo / ".monte/datasets/a/rows.jsonl"
     frozen.write_text(frozen.read_text().replace("q1", "q9"))
@@ -141,11 +141,11 @@ def test_show_reproves_the_hash(repo: Path, monte, rows: Path) -> None:  # type:
 
 
 class FakeHfApi:
-    calls: list[tuple] = []  # type: ignore[type-arg]
+    calls: list[tuple] = []
     files: dict[str, bytes] = {}
     download_dir: Path = Path()
 
-    def dataset_info(self, repo_id: str, revision: str | None = None):  # type: ignore[no-untyped-def]
+    def dataset_info(self, repo_id: str, revision: str | None = None):
         from huggingface_hub.errors import RepositoryNotFoundError
 
         FakeHfApi.calls.append(("dataset_info", repo_id, revision))
@@ -177,7 +177,7 @@ def fake_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[FakeHfApi]
     return FakeHfApi
 
 
-def test_from_hf_pins_the_resolved_revision(repo: Path, monte, fake_hub) -> None:  # type: ignore[no-untyped-def]
+def test_from_hf_pins_the_resolved_revision(repo: Path, monte, fake_hub) -> None:
     r = monte("dataset", "add", "hubrows", "--from-hf", "acme/demos@main", "--file", "data/train.jsonl",
               "--kind", "sft", "--json")
     assert r.code == 0, r.out
@@ -188,12 +188,12 @@ def test_from_hf_pins_the_resolved_revision(repo: Path, monte, fake_hub) -> None
     assert fake_hub.calls[-1] == ("hf_hub_download", "acme/demos", "data/train.jsonl", "dataset", prov["revision"])
 
 
-def test_from_hf_with_several_jsonl_files_needs_file(repo: Path, monte, fake_hub, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_from_hf_with_several_jsonl_files_needs_file(repo: Path, monte, fake_hub, unchanged) -> None:
     r = monte("dataset", "add", "hubrows", "--from-hf", "acme/demos", "--json")
     assert r.code == 2 and "--file" in r.json()["error"]["fix"]
 
 
-def test_from_hf_unknown_repo_or_file(repo: Path, monte, fake_hub, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_from_hf_unknown_repo_or_file(repo: Path, monte, fake_hub, unchanged) -> None:
     assert monte("dataset", "add", "h", "--from-hf", "acme/nope", "--json").json()["error"]["code"] == "E_NOT_FOUND"
     r = monte("dataset", "add", "h", "--from-hf", "acme/demos", "--file", "nope.jsonl", "--json")
     assert r.code == 4

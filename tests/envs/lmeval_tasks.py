@@ -144,7 +144,7 @@ def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> str:
 
 def gsm_docs(n: int, seed: int) -> list[dict[str, object]]:
     rng = random.Random(seed)
-    out = []
+    out: list[dict[str, object]] = []
     for _ in range(n):
         a, b, c = rng.randint(2, 60), rng.randint(2, 40), rng.randint(1, 9)
         q = f"Tom has {a} apples and buys {b} bags of {c} apples each. How many apples does he have now?"
@@ -155,7 +155,7 @@ def gsm_docs(n: int, seed: int) -> list[dict[str, object]]:
 
 def arc_docs(n: int, seed: int) -> list[dict[str, object]]:
     rng = random.Random(seed)
-    out = []
+    out: list[dict[str, object]] = []
     for i in range(n):
         a, b = rng.randint(1, 50), rng.randint(1, 50)
         right = a + b

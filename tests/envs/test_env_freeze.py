@@ -11,16 +11,16 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 from monte.envs.freeze import normalise
 
 
-def _items(path: Path) -> list[dict]:  # type: ignore[type-arg]
+def _items(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_benchmark_form_is_eval_only_with_one_dev_exam(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_benchmark_form_is_eval_only_with_one_dev_exam(repo: Path, monte) -> None:
     r = monte("env", "add", "--benchmark", "chain_sum", "--json")
     assert r.code == 0, r.out
     env = r.json()["environment"]
@@ -36,7 +36,7 @@ def test_benchmark_form_is_eval_only_with_one_dev_exam(repo: Path, monte) -> Non
     assert trailers.strip() == "freeze"
 
 
-def test_server_form_is_trainable_and_splits_are_disjoint_by_content(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_server_form_is_trainable_and_splits_are_disjoint_by_content(repo: Path, monte) -> None:
     r = monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", "--json")
     assert r.code == 0, r.out
     env = r.json()["environment"]
@@ -51,7 +51,7 @@ def test_server_form_is_trainable_and_splits_are_disjoint_by_content(repo: Path,
     assert set(manifest["provenance"]["dropped_for_disjointness"]) == {"parity/dev", "parity/test", "curriculum"}
 
 
-def test_freeze_is_reproducible_across_repositories(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_is_reproducible_across_repositories(repo: Path, monte, tmp_path: Path) -> None:
     a = monte("env", "add", "--dev", "chain_sum", "--test", "chain_sum", "--as", "cs", "--json").json()
     other = tmp_path / "other"
     shutil.copytree(repo, other)
@@ -67,7 +67,7 @@ def test_freeze_is_reproducible_across_repositories(repo: Path, monte, tmp_path:
     assert a["environment"]["fingerprint"] == b["environment"]["fingerprint"]
 
 
-def test_exams_form_needs_as(repo: Path, monte, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_exams_form_needs_as(repo: Path, monte, unchanged) -> None:
     r = monte("env", "add", "--dev", "word_sorting", "--test", "word_sorting", "--json")
     assert r.code == 2
     assert "--as" in r.json()["error"]["message"]
@@ -85,25 +85,25 @@ def test_exams_form_needs_as(repo: Path, monte, unchanged) -> None:  # type: ign
         [],
     ],
 )
-def test_other_flag_mixes_are_usage_errors(repo: Path, monte, unchanged, argv: list[str]) -> None:  # type: ignore[no-untyped-def]
+def test_other_flag_mixes_are_usage_errors(repo: Path, monte, unchanged, argv: list[str]) -> None:
     r = monte("env", "add", *argv, "--json")
     assert r.code == 2, r.out
     assert r.json()["error"]["code"] == "E_USAGE"
 
 
-def test_unknown_benchmark_refuses_and_writes_nothing(repo: Path, monte, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_benchmark_refuses_and_writes_nothing(repo: Path, monte, unchanged) -> None:
     r = monte("env", "add", "--benchmark", "no_such_bench", "--json")
     assert r.code == 4
     assert r.json()["error"]["code"] == "E_NOT_FOUND"
     assert "--available" in r.json()["error"]["fix"]
 
 
-def test_eval_only_benchmark_cannot_be_a_server(repo: Path, monte, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_eval_only_benchmark_cannot_be_a_server(repo: Path, monte, unchanged) -> None:
     r = monte("env", "add", "--server", "word_sorting", "--dev", "word_sorting", "--test", "word_sorting", "--json")
     assert r.code == 2
 
 
-def test_readding_a_name_refuses_and_changes_nothing(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_readding_a_name_refuses_and_changes_nothing(repo: Path, monte) -> None:
     assert monte("env", "add", "--benchmark", "parity").code == 0
     before = snapshot_state(repo)
     r = monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", "--json")
@@ -113,21 +113,21 @@ def test_readding_a_name_refuses_and_changes_nothing(repo: Path, monte) -> None:
     assert snapshot_state(repo) == before
 
 
-def test_name_held_only_on_the_data_root_refuses(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_name_held_only_on_the_data_root_refuses(repo: Path, monte) -> None:
     (repo / ".monte/environments/parity").mkdir(parents=True)
     r = monte("env", "add", "--benchmark", "parity", "--json")
     assert r.code == 3 and r.json()["error"]["code"] == "E_NAME_TAKEN"
     assert git(repo, "for-each-ref", "refs/heads/monte/") == ""
 
 
-def test_dry_run_plans_and_writes_nothing(repo: Path, monte, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_plans_and_writes_nothing(repo: Path, monte, unchanged) -> None:
     r = monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", "--dry-run", "--json")
     assert r.code == 0
     plan = r.json()["plan"]
     assert plan["kind"] == "trainable" and plan["sizes"]["curriculum"] == 5000
 
 
-def test_list_is_local_and_list_flags_exclusive(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_list_is_local_and_list_flags_exclusive(repo: Path, monte) -> None:
     monte("env", "add", "--benchmark", "parity")
     monte("env", "add", "--dev", "chain_sum", "--test", "chain_sum", "--as", "cs")
     rows = monte("env", "list", "--json").json()
@@ -138,7 +138,7 @@ def test_list_is_local_and_list_flags_exclusive(repo: Path, monte) -> None:  # t
     assert {"parity", "chain_sum", "basic_arithmetic", "word_sorting", "spell_backward"} <= names
 
 
-def test_install_verifies_and_names_the_tampered_file(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_install_verifies_and_names_the_tampered_file(repo: Path, monte) -> None:
     monte("env", "add", "--dev", "chain_sum", "--test", "chain_sum", "--as", "cs")
     assert monte("env", "install", "cs", "--json").json()[0]["action"] == "verified"
     target = repo / ".monte/environments/cs/exams/chain_sum/test.jsonl"
@@ -153,7 +153,7 @@ def test_install_verifies_and_names_the_tampered_file(repo: Path, monte) -> None
     assert r.code == 5
 
 
-def test_install_restores_a_missing_catalog_env_and_proves_every_hash(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_install_restores_a_missing_catalog_env_and_proves_every_hash(repo: Path, monte) -> None:
     monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity")
     folder = repo / ".monte/environments/parity"
     before = {p.name: p.read_bytes() for p in folder.rglob("*.jsonl")}
@@ -164,14 +164,14 @@ def test_install_restores_a_missing_catalog_env_and_proves_every_hash(repo: Path
     assert {p.name: p.read_bytes() for p in folder.rglob("*.jsonl")} == before
 
 
-def test_install_of_unknown_env_is_not_found(repo: Path, monte, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_install_of_unknown_env_is_not_found(repo: Path, monte, unchanged) -> None:
     r = monte("env", "install", "ghost", "--json")
     assert r.code == 4
     r = monte("env", "install", "--json")
     assert r.code == 2
 
 
-def test_manifest_that_escapes_its_folder_is_refused(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_manifest_that_escapes_its_folder_is_refused(repo: Path, monte) -> None:
     monte("env", "add", "--benchmark", "parity")
     mpath = repo / ".monte/environments/parity/manifest.json"
     m = json.loads(mpath.read_text())
@@ -184,7 +184,7 @@ def test_manifest_that_escapes_its_folder_is_refused(repo: Path, monte) -> None:
     assert snapshot_state(repo) == before
 
 
-def test_symlink_in_a_frozen_folder_is_refused(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_symlink_in_a_frozen_folder_is_refused(repo: Path, monte, tmp_path: Path) -> None:
     monte("env", "add", "--benchmark", "parity")
     dev = repo / ".monte/environments/parity/exams/parity/dev.jsonl"
     outside = tmp_path / "outside.jsonl"
@@ -223,7 +223,7 @@ def test_entry_point_provider_plugs_in(repo: Path, tmp_path: Path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-env\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[monte.environments]\necho = echo_env:provider\n")
     env = {"PYTHONPATH": str(site)}
-    from helpers import monte_proc
+    from support.helpers import monte_proc
 
     avail = json.loads(monte_proc("env", "list", "--available", "--json", cwd=repo, env=env).stdout)
     assert {"benchmark": "echo", "provider": "echo"}.items() <= next(

@@ -36,7 +36,7 @@ def test_a_graded_floor_takes_the_best_of_a_few_candidates() -> None:
     assert floor is not None and (floor.answer, floor.score) == ("b", 0.5)
 
 
-def test_freeze_records_floors_outside_the_fingerprint(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_freeze_records_floors_outside_the_fingerprint(repo: Path, monte) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     ws = open_workspace(repo)
     here = read_manifest(ws.env_dir("parity"))

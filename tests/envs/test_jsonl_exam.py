@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 from monte.envs.jsonl_exam import JsonlGrader, parse_grader
 
@@ -22,7 +22,7 @@ def _pair(tmp: Path, n: int = 12) -> tuple[Path, Path]:
     return dev, test
 
 
-def test_jsonl_exams_freeze_and_an_experiment_evaluates_them(repo: Path, monte, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_jsonl_exams_freeze_and_an_experiment_evaluates_them(repo: Path, monte, base_model: Path) -> None:
     dev, test = _pair(repo)
     r = monte("env", "add", "--dev", f"file:{dev}", "--test", f"file:{test}", "--grader", "numeric",
               "--as", "sums", "--json")
@@ -41,7 +41,7 @@ def test_jsonl_exams_freeze_and_an_experiment_evaluates_them(repo: Path, monte, 
     assert run["n"] == 12 and run["exam"] == "sums" and run["split"] == "dev"
 
 
-def test_dev_and_test_sharing_an_item_refuse_e_leak_and_write_nothing(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_dev_and_test_sharing_an_item_refuse_e_leak_and_write_nothing(repo: Path, monte) -> None:
     dev, test = _pair(repo)
     rows = [json.loads(x) for x in test.read_text().splitlines()]
     rows[3]["prompt"] = "  5 + 1 =  "  # dev d5's prompt, spaced differently
@@ -60,7 +60,7 @@ def test_dev_and_test_sharing_an_item_refuse_e_leak_and_write_nothing(repo: Path
     ('{"id": 1, "prompt": "x"}\n', "E_BAD_INPUT"),
     ('{"id": 1, "prompt": "x", "answer": "1"}\n{"id": 1, "prompt": "y", "answer": "2"}\n', "E_BAD_INPUT"),
 ])
-def test_bad_rows_refuse_and_write_nothing(repo: Path, monte, content: str, code: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_rows_refuse_and_write_nothing(repo: Path, monte, content: str, code: str) -> None:
     dev, test = _pair(repo)
     dev.write_text(content)
     before = snapshot_state(repo)
@@ -70,7 +70,7 @@ def test_bad_rows_refuse_and_write_nothing(repo: Path, monte, content: str, code
     assert snapshot_state(repo) == before
 
 
-def test_a_missing_file_and_a_missing_grader_refuse(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_file_and_a_missing_grader_refuse(repo: Path, monte) -> None:
     dev, test = _pair(repo)
     r = monte("env", "add", "--dev", f"file:{repo / 'nope.jsonl'}", "--test", f"file:{test}", "--grader",
               "exact", "--as", "sums", "--json")
@@ -98,7 +98,7 @@ def test_the_graders() -> None:
     assert rx.grade({"answer": "42"}, "42") == 0.0
 
 
-def test_a_python_grader_is_frozen_by_its_hash(repo: Path, monte, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_python_grader_is_frozen_by_its_hash(repo: Path, monte, base_model: Path) -> None:
     dev, test = _pair(repo, 6)
     (repo / "mygrade.py").write_text("def score(item, answer):\n    return 1.0 if answer.strip() else 0.5\n")
     r = monte("env", "add", "--dev", f"file:{dev}", "--test", f"file:{test}", "--grader",

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
 from lmeval_tasks import write_arc, write_gsm, write_own
+from support.helpers import git, snapshot_state
 
 pytest.importorskip("lm_eval")
 
@@ -51,7 +51,7 @@ def _task_hash(samples: list[dict[str, Any]]) -> str:
     return hash_string("".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in samples))
 
 
-def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:  # type: ignore[no-untyped-def]
+def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     r = monte("env", "add", "--dev", f"lm-eval:{task}", "--test", f"lm-eval:{task}", "--as", "lm",
               "--include-path", str(folder), "--json")
     assert r.code == 0, r.out + r.err
@@ -85,7 +85,7 @@ def _same_docs(spec: dict[str, Any], dev: list[dict[str, Any]], tasks: list[dict
 
 
 def test_gsm8k_shaped_generate_until_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
-                                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                     tmp_path: Path) -> None:
     folder = write_gsm(tmp_path / "tasks")
     spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "gsm_local")
     # the closure: the YAML and its include: parent; the data rewritten to local JSON lines
@@ -106,7 +106,7 @@ def test_gsm8k_shaped_generate_until_scores_equal_lm_eval_doc_by_doc(repo: Path,
 
 
 def test_arc_shaped_multiple_choice_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
-                                                                    tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                    tmp_path: Path) -> None:
     folder = write_arc(tmp_path / "tasks")
     spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "arc_local")
     assert spec["output_type"] == "multiple_choice" and spec["metric"] == "acc"
@@ -118,7 +118,7 @@ def test_arc_shaped_multiple_choice_scores_equal_lm_eval_doc_by_doc(repo: Path, 
 
 
 def test_own_yaml_with_a_function_metric_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
-                                                                         tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                         tmp_path: Path) -> None:
     folder = write_own(tmp_path / "tasks")
     spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "own_task")
     env = repo / ".monte/environments/lm"
@@ -132,7 +132,7 @@ def test_own_yaml_with_a_function_metric_scores_equal_lm_eval_doc_by_doc(repo: P
     assert _task_hash(direct) == spec["task_hash"]["dev"]
 
 
-def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:
     def add(folder: Path, task: str) -> dict[str, Any]:
         before = snapshot_state(repo)
         r = monte("env", "add", "--dev", f"lm-eval:{task}", "--test", f"lm-eval:{task}", "--as", "x",
@@ -175,7 +175,7 @@ def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -
     assert err["code"] == "E_REFUSED" and "HF_TOKEN" in err["fix"]
 
 
-def test_an_lm_eval_task_is_no_curriculum(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_lm_eval_task_is_no_curriculum(repo: Path, monte, tmp_path: Path) -> None:
     own = write_own(tmp_path / "t")
     r = monte("env", "add", "--server", "lm-eval:own_task", "--dev", "lm-eval:own_task", "--test",
               "lm-eval:own_task", "--include-path", str(own), "--json")
@@ -183,7 +183,7 @@ def test_an_lm_eval_task_is_no_curriculum(repo: Path, monte, tmp_path: Path) -> 
     assert r.code == 2 and err["code"] == "E_USAGE" and "monte dataset add" in err["fix"]
 
 
-def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:
     folder = write_own(tmp_path / "tasks")
     r = monte("env", "add", "--dev", "lm-eval:own_task", "--test", "lm-eval:own_task", "--as", "own",
               "--include-path", str(folder), "--json")
@@ -193,8 +193,8 @@ def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:  # 
 
 
 def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, monte, tiny_models: dict[int, Path],
-                                                                  tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from helpers import checkpoint
+                                                                  tmp_path: Path) -> None:
+    from support.helpers import checkpoint
 
     _own_experiment(repo, monte, tiny_models[0], tmp_path)
     base = monte("eval", "--yes", "--json").json()["runs"][0]
@@ -222,7 +222,7 @@ def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, mo
 
 def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: Path, monte, base_model: Path,
                                                                          tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     env = _own_experiment(repo, monte, base_model, tmp_path)
     for split in ("dev", "test"):  # a smoke run takes the first five documents (and grades none of test)
         r = monte("eval", "--smoke", "--yes", "--json", "--split", split)
@@ -251,7 +251,7 @@ def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: P
 
 
 def test_without_the_extra_the_refusal_names_the_pip_line(repo: Path, monte, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
     own = write_own(tmp_path / "t")
@@ -269,7 +269,7 @@ def test_without_the_extra_the_refusal_names_the_pip_line(repo: Path, monte, tmp
 
 
 def test_read_only_commands_on_an_lm_eval_experiment_never_import_it(repo: Path, monte, base_model: Path,
-                                                                     tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                     tmp_path: Path) -> None:
     import subprocess
     import sys
 

@@ -16,7 +16,7 @@ from monte.envs import grading
 from monte.envs.registry import get
 
 
-def test_a_long_answer_is_recorded_whole_and_regrades_to_its_score(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_long_answer_is_recorded_whole_and_regrades_to_its_score(repo: Path, monte) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     items = [json.loads(line) for line in (repo / ".monte" / "environments" / "parity" / "exams" / "parity" / "dev.jsonl").open()][:20]
     # answers whose grade depends on text past character 200: right words after a long preamble
@@ -30,7 +30,7 @@ def test_a_long_answer_is_recorded_whole_and_regrades_to_its_score(repo: Path, m
         assert float(bench.grade(item, task["answer"])) == task["score"]  # re-graded: the recorded score
 
 
-def test_a_freeze_prints_the_counts_it_froze_and_they_match_the_dry_run(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_freeze_prints_the_counts_it_froze_and_they_match_the_dry_run(repo: Path, monte) -> None:
     """Issue 30.8: the freeze printed no counts (a dry run's sizes were all a user saw)."""
     args = ("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity")
     planned = monte(*args, "--dry-run", "--json").json()["plan"]["sizes"]

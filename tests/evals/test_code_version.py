@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import git
+from support.helpers import git
 
 from monte.report import _provenance
 
 
-def _eval(monte, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str) -> dict[str, Any]:
     r = monte("eval", "--yes", "--json", *args)
     assert r.code == 0, r.out + r.err
     row: dict[str, Any] = r.json()["runs"][0]
@@ -26,7 +26,7 @@ def _commit_all(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
 
-def test_a_local_eval_records_the_commit_it_ran_at_and_whether_the_tree_was_dirty(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_local_eval_records_the_commit_it_ran_at_and_whether_the_tree_was_dirty(repo: Path, monte, exp: str) -> None:
     head = _commit_all(repo)
     row = _eval(monte)
     assert (row["plan"]["git_sha"], row["plan"]["git_dirty"]) == (head, False)
@@ -41,7 +41,7 @@ def test_a_local_eval_records_the_commit_it_ran_at_and_whether_the_tree_was_dirt
     assert _provenance(row)["git"] == f"{head} (dirty)"  # what the report's run table shows
 
 
-def test_a_repository_with_no_commit_records_none(tmp_path: Path, monte, base_model: Path,  # type: ignore[no-untyped-def]
+def test_a_repository_with_no_commit_records_none(tmp_path: Path, monte, base_model: Path,
                                                    monkeypatch) -> None:
     repo = tmp_path / "fresh"
     repo.mkdir()

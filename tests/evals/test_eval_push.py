@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, pushes_failing_on, run_events, snapshot_state
+from support.helpers import git, pushes_failing_on, run_events, snapshot_state
 
 from monte import api
 from monte.storage import results
@@ -26,7 +26,7 @@ def bucket(repo: Path, exp: str, tmp_path: Path) -> Path:
     return folder
 
 
-def test_eval_push_leaves_the_run_in_the_bucket_for_a_fresh_clone(repo: Path, monte, exp: str, bucket: Path,  # type: ignore[no-untyped-def]
+def test_eval_push_leaves_the_run_in_the_bucket_for_a_fresh_clone(repo: Path, monte, exp: str, bucket: Path,
                                                                  _template: Path, tmp_path: Path) -> None:
     r = monte("eval", "--push", "--yes", "--json")
     assert r.code == 0, r.out + r.err
@@ -49,7 +49,7 @@ def test_eval_push_leaves_the_run_in_the_bucket_for_a_fresh_clone(repo: Path, mo
     assert (other / ".monte" / "runs" / "exp" / run / "events.jsonl").is_file()
 
 
-def test_the_plan_shows_the_push_and_a_dry_run_pushes_nothing(repo: Path, monte, exp: str, bucket: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_plan_shows_the_push_and_a_dry_run_pushes_nothing(repo: Path, monte, exp: str, bucket: Path) -> None:
     before = snapshot_state(repo)
     r = monte("eval", "--push", "--dry-run")
     assert r.code == 0, r.out + r.err
@@ -60,7 +60,7 @@ def test_the_plan_shows_the_push_and_a_dry_run_pushes_nothing(repo: Path, monte,
     assert list(bucket.iterdir()) == []
 
 
-def test_push_with_no_bucket_refuses_before_any_row(repo: Path, monte, exp: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_push_with_no_bucket_refuses_before_any_row(repo: Path, monte, exp: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MONTE_BUCKET", raising=False)
     refs = git(repo, "for-each-ref")
     before = snapshot_state(repo)
@@ -73,7 +73,7 @@ def test_push_with_no_bucket_refuses_before_any_row(repo: Path, monte, exp: str,
     assert snapshot_state(repo) == before
 
 
-def test_a_smoke_eval_may_push(repo: Path, monte, exp: str, bucket: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_smoke_eval_may_push(repo: Path, monte, exp: str, bucket: Path) -> None:
     r = monte("eval", "--smoke", "--push", "--yes", "--json")
     assert r.code == 0, r.out + r.err
     run = r.json()["runs"][0]["run"]
@@ -81,7 +81,7 @@ def test_a_smoke_eval_may_push(repo: Path, monte, exp: str, bucket: Path) -> Non
     assert (bucket / "git" / "exp" / "refs" / "ledger").is_file()
 
 
-def test_a_failed_push_mid_run_is_logged_and_the_run_goes_on(repo: Path, monte, exp: str, bucket: Path,  # type: ignore[no-untyped-def]
+def test_a_failed_push_mid_run_is_logged_and_the_run_goes_on(repo: Path, monte, exp: str, bucket: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     calls = pushes_failing_on(monkeypatch, {1})  # the "started" push fails; the final one lands
     r = monte("eval", "--smoke", "--push", "--yes", "--json")
@@ -97,13 +97,13 @@ def test_a_failed_push_mid_run_is_logged_and_the_run_goes_on(repo: Path, monte, 
     assert "push-failed" in pushed and '"succeeded"' in pushed
 
 
-def test_a_failed_final_push_refuses_and_the_run_stays_recorded(repo: Path, monte, exp: str, bucket: Path,  # type: ignore[no-untyped-def]
+def test_a_failed_final_push_refuses_and_the_run_stays_recorded(repo: Path, monte, exp: str, bucket: Path,
                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a real failure: after the run's first push lands, the bucket folder becomes a regular file
     # (the tests run as root, so permissions would not stop the write)
     real = results.push
 
-    def push_then_break(ws: Any, experiment: str, **kw: Any) -> dict[str, Any]:
+    def push_then_break(ws: Any, experiment: str, **kw: Any) -> Any:
         out = real(ws, experiment, **kw)
         shutil.move(bucket, tmp_path / "bucket-moved")
         bucket.write_text("not a folder\n")

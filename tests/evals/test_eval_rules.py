@@ -8,16 +8,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import checkpoint, git, monte_proc, snapshot_state
+from support.helpers import checkpoint, git, monte_proc, snapshot_state
 
 from monte.ledger.rules import E_PREFLIGHT_MESSAGE
 
 
-def _eval(monte, *args: str):  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str):
     return monte("eval", "--yes", "--json", *args)
 
 
-def test_base_dev_eval_appends_a_scored_row_with_per_task_results(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_base_dev_eval_appends_a_scored_row_with_per_task_results(repo: Path, monte, exp: str) -> None:
     r = _eval(monte)
     assert r.code == 0, r.out + r.err
     row = r.json()["runs"][0]
@@ -34,7 +34,7 @@ def test_base_dev_eval_appends_a_scored_row_with_per_task_results(repo: Path, mo
     assert git(repo, "log", "-1", "--format=%(trailers:key=Monte-Split,valueonly)", "monte/exp/ledger").strip() == "dev"
 
 
-def test_default_target_is_newest_checkpoint_else_base(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_default_target_is_newest_checkpoint_else_base(repo: Path, monte, exp: str, tiny_models) -> None:
     assert _eval(monte).json()["runs"][0]["plan"]["target"]["kind"] == "base"
     _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[1])
@@ -52,7 +52,7 @@ def test_default_target_is_newest_checkpoint_else_base(repo: Path, monte, exp: s
     assert d["paired"] is True and d["n"] == 200 and d["verdict"] in ("ok", "STRIKE")
 
 
-def test_step_refuses_when_two_branches_hold_it(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_step_refuses_when_two_branches_hold_it(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[1])
@@ -65,7 +65,7 @@ def test_step_refuses_when_two_branches_hold_it(repo: Path, monte, exp: str, tin
     assert snapshot_state(repo) == before
 
 
-def test_flag_refusals(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_flag_refusals(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[1])
@@ -85,14 +85,14 @@ def test_flag_refusals(repo: Path, monte, exp: str, tiny_models) -> None:  # typ
     assert snapshot_state(repo) == before
 
 
-def test_smoke_training_run_is_never_evidence(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_smoke_training_run_is_never_evidence(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     smoke = checkpoint(repo, tiny_models[1], smoke=True)
     r = _eval(monte, "--checkpoint", f"{smoke}@50")
     assert r.code == 3 and r.json()["error"]["code"] == "E_NOT_EVIDENCE"
 
 
-def test_test_split_is_read_twice_per_cohort(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_test_split_is_read_twice_per_cohort(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     r = _eval(monte, "--split", "test")
     assert r.code == 0 and r.json()["runs"][0]["role"] == "baseline"
@@ -114,7 +114,7 @@ def test_test_split_is_read_twice_per_cohort(repo: Path, monte, exp: str, tiny_m
     assert snapshot_state(repo) == before
 
 
-def test_checkpoint_test_eval_without_test0_is_preflight(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_checkpoint_test_eval_without_test0_is_preflight(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     a = checkpoint(repo, tiny_models[1])
     _eval(monte, "--checkpoint", f"{a}@50")
@@ -128,7 +128,7 @@ def test_checkpoint_test_eval_without_test0_is_preflight(repo: Path, monte, exp:
     assert snapshot_state(repo) == before
 
 
-def test_selection_by_best_delta_ties_to_higher_step(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_selection_by_best_delta_ties_to_higher_step(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[0])  # same weights as base: delta exactly 0
@@ -139,7 +139,7 @@ def test_selection_by_best_delta_ties_to_higher_step(repo: Path, monte, exp: str
     assert r.json()["plan"]["target"]["run"] == b
 
 
-def test_nomination_decides_the_claim(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_nomination_decides_the_claim(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[0])
@@ -157,7 +157,7 @@ def test_nomination_decides_the_claim(repo: Path, monte, exp: str, tiny_models) 
     assert r.code == 3 and r.json()["error"]["code"] == "E_SEALED"
 
 
-def test_several_dev_exams_without_nomination_refuse(repo: Path, monte, base_model: Path, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_several_dev_exams_without_nomination_refuse(repo: Path, monte, base_model: Path, tiny_models) -> None:
     monte("env", "add", "--dev", "parity", "--dev", "chain_sum", "--test", "parity", "--as", "two")
     monte("experiment", "init", "exp", "--eval", "two", "--model", str(base_model))
     assert len(_eval(monte).json()["runs"]) == 2  # one row per exam
@@ -168,7 +168,7 @@ def test_several_dev_exams_without_nomination_refuse(repo: Path, monte, base_mod
     assert r.code == 3 and "nominate" in r.json()["error"]["fix"]
 
 
-def test_smoke_on_test_spends_no_touch_and_prints_no_score(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_smoke_on_test_spends_no_touch_and_prints_no_score(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     r = _eval(monte, "--split", "test", "--smoke")
     assert r.code == 0
@@ -182,7 +182,7 @@ def test_smoke_on_test_spends_no_touch_and_prints_no_score(repo: Path, monte, ex
     assert r.code == 0
 
 
-def test_tampered_split_refuses_before_any_touch(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_tampered_split_refuses_before_any_touch(repo: Path, monte, exp: str) -> None:
     test = repo / ".monte/environments/parity/exams/parity/test.jsonl"
     test.write_text(test.read_text().replace("odd", "even", 1))
     before = snapshot_state(repo)
@@ -192,7 +192,7 @@ def test_tampered_split_refuses_before_any_touch(repo: Path, monte, exp: str) ->
     assert _eval(monte, "--split", "dev").code == 0  # the dev split is intact
 
 
-def test_not_a_model_folder(repo: Path, monte, exp: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_not_a_model_folder(repo: Path, monte, exp: str, tmp_path: Path) -> None:
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "weights.bin").write_bytes(b"x")
@@ -202,7 +202,7 @@ def test_not_a_model_folder(repo: Path, monte, exp: str, tmp_path: Path) -> None
     assert snapshot_state(repo) == before
 
 
-def test_tampered_checkpoint_weights_refuse(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_tampered_checkpoint_weights_refuse(repo: Path, monte, exp: str, tiny_models) -> None:
     _eval(monte)
     a = checkpoint(repo, tiny_models[1])
     weights = repo / f".monte/runs/exp/{a}/checkpoints/step-50/model.safetensors"
@@ -211,7 +211,7 @@ def test_tampered_checkpoint_weights_refuse(repo: Path, monte, exp: str, tiny_mo
     assert r.code == 5 and "model.safetensors" in r.json()["error"]["message"]
 
 
-def test_no_terminal_and_no_yes_refuses(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_no_terminal_and_no_yes_refuses(repo: Path, monte, exp: str) -> None:
     before = snapshot_state(repo)
     r = monte("eval", "--json")
     assert r.code == 2 and r.json()["error"]["code"] == "E_CONFIRM_REQUIRED"
@@ -220,7 +220,7 @@ def test_no_terminal_and_no_yes_refuses(repo: Path, monte, exp: str) -> None:  #
     assert snapshot_state(repo) == before
 
 
-def test_two_processes_racing_for_the_last_touch_one_claims(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_two_processes_racing_for_the_last_touch_one_claims(repo: Path, monte, exp: str, tiny_models) -> None:
     import concurrent.futures
 
     _eval(monte)
@@ -238,7 +238,7 @@ def test_two_processes_racing_for_the_last_touch_one_claims(repo: Path, monte, e
     assert len(claims) == 1
 
 
-def test_a_crashed_test_eval_has_spent_its_touch(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_crashed_test_eval_has_spent_its_touch(repo: Path, monte, exp: str) -> None:
     _eval(monte)
     # A process that spends the touch (the `started` record) and dies before reading the split.
     code = (

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 LEDGER = "refs/heads/monte/{}/ledger"
 
@@ -29,7 +29,7 @@ def _git_in(repo: Path, *args: str, input_text: str) -> str:
                           check=True).stdout
 
 
-def _test0(monte) -> None:  # type: ignore[no-untyped-def]
+def _test0(monte) -> None:
     assert monte("eval", "--yes", "--json", "--split", "test").code == 0
 
 
@@ -54,7 +54,7 @@ def _batch_size(meas: dict[str, Any], n: int) -> None:
     (meas["execution"] if "execution" in meas else meas["eval"])["batch_size"] = n
 
 
-def _refused_sealed(monte, repo: Path, *args: str) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def _refused_sealed(monte, repo: Path, *args: str) -> dict[str, str]:
     before = snapshot_state(repo)
     r = monte("eval", "--yes", "--json", "--split", "test", *args)
     assert r.code == 3, r.out + r.err
@@ -64,7 +64,7 @@ def _refused_sealed(monte, repo: Path, *args: str) -> dict[str, str]:  # type: i
     return err
 
 
-def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> None:
     _test0(monte)
     _plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
     # the form a measurement had before eval settings were split: batch_size among them
@@ -81,7 +81,7 @@ def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> N
     assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out
 
 
-def _env_from_parity(repo: Path, monte, name: str, test_items: list[dict[str, Any]], model: Path) -> None:  # type: ignore[no-untyped-def]
+def _env_from_parity(repo: Path, monte, name: str, test_items: list[dict[str, Any]], model: Path) -> None:
     """Environment ``name``: parity's files with another test split, frozen and on the vault ref."""
     from monte.hashing import hash_tree
     from monte.ledger.vault import Vault
@@ -108,7 +108,7 @@ def _items(repo: Path, split: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_a_reordered_or_mostly_shared_test_split_is_the_same_exam(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+def test_a_reordered_or_mostly_shared_test_split_is_the_same_exam(repo: Path, monte, exp: str,
                                                                  base_model: Path) -> None:
     _test0(monte)
     test, dev = _items(repo, "test"), _items(repo, "dev")
@@ -127,7 +127,7 @@ def test_a_reordered_or_mostly_shared_test_split_is_the_same_exam(repo: Path, mo
     assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out
 
 
-def test_verify_names_a_second_test0_that_differs_only_in_an_execution_detail(  # type: ignore[no-untyped-def]
+def test_verify_names_a_second_test0_that_differs_only_in_an_execution_detail(
         repo: Path, monte, exp: str, monkeypatch: Any) -> None:
     """Case 3's other half: the read the old CLI let through (a second test@0 under a measurement
     that differs only in batch size) is named by `monte ledger verify`, which counts the seal

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint
+from support.helpers import checkpoint
 
 from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze
 from monte.manifest import Floor
@@ -51,7 +51,7 @@ def test_status_flags_a_score_at_or_below_the_floor() -> None:
     assert out["floors"] == {} and not out["deltas"][0]["at_floor"]
 
 
-def test_status_and_eval_print_the_floor_and_the_reach(  # type: ignore[no-untyped-def]
+def test_status_and_eval_print_the_floor_and_the_reach(
         repo: Path, monte, exp: str, tiny_models) -> None:
     plan = monte("eval", "--split", "test", "--dry-run")
     assert plan.code == 0, plan.err

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 
-def _eval(monte, *args: str):  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str):
     return monte("eval", "--yes", "--json", *args)
 
 
-def _plan(monte, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _plan(monte, *args: str) -> dict[str, Any]:
     r = monte("eval", "--dry-run", "--json", *args)
     assert r.code == 0, r.out + r.err
     plan: dict[str, Any] = r.json()["plan"]
@@ -141,7 +141,7 @@ BASE_VARIANTS: dict[str, Callable[[Path], None]] = {
 
 
 @pytest.mark.parametrize("variant", sorted(BASE_VARIANTS))
-def test_a_near_copy_of_the_base_is_its_cohort(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_a_near_copy_of_the_base_is_its_cohort(repo: Path, monte, exp: str, base_model: Path,
                                                variant: str) -> None:
     _record_base(repo)  # a base is known once recorded: an eval or a chunk of it
     base = _plan(monte)
@@ -151,7 +151,7 @@ def test_a_near_copy_of_the_base_is_its_cohort(repo: Path, monte, exp: str, base
     assert plan["cohort"] == base["cohort"] and plan["weights"] == base["weights"], variant
 
 
-def test_no_near_copy_of_the_base_gets_a_fresh_seal(repo: Path, monte, exp: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_no_near_copy_of_the_base_gets_a_fresh_seal(repo: Path, monte, exp: str, base_model: Path) -> None:
     assert _eval(monte, "--split", "test").code == 0  # test@0 of the base: its one baseline read
     for variant, make in sorted(BASE_VARIANTS.items()):
         copy = _copy(base_model, repo.parent / f"sealed-{variant}")
@@ -165,7 +165,7 @@ def test_no_near_copy_of_the_base_gets_a_fresh_seal(repo: Path, monte, exp: str,
 
 
 @pytest.mark.parametrize("variant", ["bit-flip", "junk-bin"])
-def test_a_near_copy_of_a_checkpoint_is_refused_naming_it(repo: Path, monte, exp: str, tiny_models,  # type: ignore[no-untyped-def]
+def test_a_near_copy_of_a_checkpoint_is_refused_naming_it(repo: Path, monte, exp: str, tiny_models,
                                                           variant: str) -> None:
     run = checkpoint(repo, tiny_models[1])
     folder = repo / ".monte" / "runs" / "exp" / run / "checkpoints" / "step-50"
@@ -202,7 +202,7 @@ def _decoy(repo: Path, base: Path, weights: Path, shard: str) -> Path:
     return out
 
 
-def test_a_decoy_folder_that_loads_a_checkpoint_is_refused(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_a_decoy_folder_that_loads_a_checkpoint_is_refused(repo: Path, monte, exp: str, base_model: Path,
                                                            tiny_models) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -227,7 +227,7 @@ def test_a_decoy_folder_that_loads_a_checkpoint_is_refused(repo: Path, monte, ex
     assert snapshot_state(repo) == before
 
 
-def test_an_index_the_identity_follows_is_the_model_it_loads(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_an_index_the_identity_follows_is_the_model_it_loads(repo: Path, monte, exp: str, base_model: Path,
                                                             tiny_models) -> None:
     """Resharding holds, and a decoy whose index names a shard with an ordinary name is the
     model the shard holds (here: another base), not the base whose file sits beside it."""
@@ -236,12 +236,12 @@ def test_an_index_the_identity_follows_is_the_model_it_loads(repo: Path, monte, 
     assert _plan(monte, "--model", str(decoy))["cohort"] != _plan(monte)["cohort"]
 
 
-def test_the_setup_of_a_cohorts_base_is_part_of_it(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_the_setup_of_a_cohorts_base_is_part_of_it(repo: Path, monte, exp: str, base_model: Path,
                                                   tiny_models) -> None:
     """A copy of the recorded base with another config, generation config or tokenizer is not
     that cohort's base (a sabotaged base would anchor a low baseline), nor a fresh cohort."""
     checkpoint(repo, tiny_models[1])  # records the cohort's base commit, setup and sketch included
-    edits: dict[str, Callable[[Path], None]] = {
+    edits: dict[str, Callable[[Path], object]] = {
         "config": lambda f: (f / "config.json").write_text(
             (f / "config.json").read_text().replace('"rope_theta": 10000.0', '"rope_theta": 10.0')),
         "generation": lambda f: (f / "generation_config.json").write_text('{"do_sample": false}\n'),
@@ -277,7 +277,7 @@ def _header_file(folder: Path, header: bytes) -> None:
     b'{"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 8]}}',
     b'{"w": {"dtype": "F32", "shape": [' + b"9" * 5000 + b'], "data_offsets": [0, 8]}}',
 ], ids=["offsets-1e999", "nested-100000", "short-data", "huge-int"])
-def test_a_hostile_safetensors_header_is_bad_input(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_a_hostile_safetensors_header_is_bad_input(repo: Path, monte, exp: str, base_model: Path,
                                                    header: bytes) -> None:
     bad = _copy(base_model, repo.parent / "hostile")
     _header_file(bad, header)
@@ -305,7 +305,7 @@ def test_a_torch_file_is_read_without_running_its_pickle(tmp_path: Path, base_mo
     marker = tmp_path / "ran"
 
     class Evil:
-        def __reduce__(self):  # type: ignore[no-untyped-def]
+        def __reduce__(self):
             return (Path.touch, (marker,))
 
     with zipfile.ZipFile(folder / "pytorch_model.bin", "w") as z:
@@ -315,7 +315,7 @@ def test_a_torch_file_is_read_without_running_its_pickle(tmp_path: Path, base_mo
     assert e.value.code == "E_BAD_INPUT" and not marker.exists()
 
 
-def test_an_older_ledgers_cohort_is_kept(repo: Path, monte, exp: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_an_older_ledgers_cohort_is_kept(repo: Path, monte, exp: str, base_model: Path) -> None:
     """A base commit as the previous monte wrote it (no sketch, no setup; its weights identity
     counted every weight-suffixed file, a junk one included) keeps its cohort and its seal."""
     from monte.ledger.lineage import ensure_base, previous_weights_identity, servable_files

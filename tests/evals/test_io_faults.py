@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import fill, git, monte_proc, snapshot_state
-from helpers import tmpfs as mounted
+from support.helpers import fill, git, monte_proc, snapshot_state
+from support.helpers import tmpfs as mounted
 
 
 @pytest.fixture
@@ -43,11 +43,11 @@ def _data_root_on(tmp: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     return tmp
 
 
-def _test_eval(monte):  # type: ignore[no-untyped-def]
+def _test_eval(monte):
     return monte("eval", "--split", "test", "--yes", "--json")
 
 
-def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs,  # type: ignore[no-untyped-def]
+def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs,
                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _data_root_on(tmpfs(tmp_path / "ro-root"), repo, monkeypatch)
     _remount(root, "ro")
@@ -62,7 +62,7 @@ def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpf
     assert r.code == 0 and r.json()["runs"][0]["role"] == "baseline", r.out
 
 
-def test_a_full_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_full_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     root = _data_root_on(tmpfs(tmp_path / "full-root"), repo, monkeypatch)
     filler = fill(root)
@@ -111,7 +111,7 @@ def _wrapped(repo: Path, args: list[str], env: dict[str, str]) -> subprocess.Pop
                             stderr=subprocess.PIPE, env={**os.environ, **env})
 
 
-def test_a_disk_that_fills_during_the_claim_keeps_the_score_and_recover_records_it(  # type: ignore[no-untyped-def]
+def test_a_disk_that_fills_during_the_claim_keeps_the_score_and_recover_records_it(
         repo: Path, monte, exp: str, tmpfs, tmp_path: Path) -> None:
     objects = repo / ".git" / "objects"
     saved = tmp_path / "objects-copy"
@@ -144,7 +144,7 @@ def test_a_disk_that_fills_during_the_claim_keeps_the_score_and_recover_records_
 
 
 @pytest.mark.parametrize("how", ["full", "read-only"])
-def test_a_data_root_that_fails_during_the_claim_still_records_the_score(  # type: ignore[no-untyped-def]
+def test_a_data_root_that_fails_during_the_claim_still_records_the_score(
         repo: Path, monte, exp: str, tmpfs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """The data root filled up (or turned read-only) after the probe, while the answers were
     generated: the result could not be kept in the run folder, and the run was recorded failed,
@@ -164,7 +164,7 @@ def test_a_data_root_that_fails_during_the_claim_still_records_the_score(  # typ
     assert _test_eval(monte).json()["error"]["code"] == "E_SEALED"  # one touch, and it has its score
 
 
-def test_a_stop_from_another_host_stands_and_verify_passes(repo: Path, monte, exp: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_stop_from_another_host_stands_and_verify_passes(repo: Path, monte, exp: str, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     ready, go = tmp_path / "ready", tmp_path / "go"
     p = _wrapped(repo, ["eval", "--yes", "--json"],

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 from monte.cli.plot import plot
 
@@ -31,7 +31,7 @@ def _json(r: Result) -> Any:
     return json.loads(r.stdout)
 
 
-def _eval(monte, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str) -> dict[str, Any]:
     r = monte("eval", "--yes", "--json", *args)
     assert r.code == 0, r.out + r.err
     row: dict[str, Any] = r.json()["runs"][0]
@@ -39,7 +39,7 @@ def _eval(monte, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:
     """dev@0 and test@0; a -> b on one path and a => c as a branch (a stage boundary);
     a dev eval of each checkpoint; then the final claim."""
     _eval(monte)
@@ -56,7 +56,7 @@ def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:  # type
     return {"a": a, "b": b, "c": c, "claim": f"{t['run']}@{t['step']}"}
 
 
-def test_plot_draws_two_paths_with_cycles_and_the_claim(repo: Path, monte, history: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def test_plot_draws_two_paths_with_cycles_and_the_claim(repo: Path, monte, history: dict[str, str]) -> None:
     from PIL import Image
 
     before = snapshot_state(repo)
@@ -100,7 +100,7 @@ def test_plot_draws_two_paths_with_cycles_and_the_claim(repo: Path, monte, histo
     assert (repo / "out/fig.PDF").read_bytes()[:5] == b"%PDF-"
 
 
-def test_no_checkpoint_dev_eval_still_writes_a_plot_with_a_note(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_no_checkpoint_dev_eval_still_writes_a_plot_with_a_note(repo: Path, monte, exp: str) -> None:
     from PIL import Image
 
     _eval(monte)
@@ -116,7 +116,7 @@ def test_no_checkpoint_dev_eval_still_writes_a_plot_with_a_note(repo: Path, mont
     assert r.exit_code == 0 and "note: no checkpoint has a dev eval yet" in r.stdout
 
 
-def test_refusals(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_refusals(repo: Path, monte, exp: str) -> None:
     before = snapshot_state(repo)
     for bad in ("plot.jpg", "plot", "plot.png.txt"):
         r = _plot("--out", bad, "--json")

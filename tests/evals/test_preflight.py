@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def light_python(light_install) -> Path:  # type: ignore[no-untyped-def]
+def light_python(light_install) -> Path:
     """The light install (``pip install monte``: no torch, transformers, TRL) of this checkout."""
     python: Path = light_install.python
     return python
@@ -43,7 +43,7 @@ def _light(python: Path, repo: Path, *args: str) -> subprocess.CompletedProcess[
 
 
 @pytest.mark.parametrize("split", ["test", "dev"])
-def test_the_light_install_refuses_an_eval_before_it_spends_anything(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+def test_the_light_install_refuses_an_eval_before_it_spends_anything(repo: Path, monte, exp: str,
                                                                     light_python: Path, split: str) -> None:
     before = snapshot_state(repo)
     r = _light(light_python, repo, "eval", "--split", split, "--yes", "--json")
@@ -63,7 +63,7 @@ def _broken_copy(base_model: Path, dest: Path) -> Path:
 
 
 @pytest.mark.parametrize("split", ["test", "dev"])
-def test_a_broken_tokenizer_refuses_before_the_read_is_spent(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_a_broken_tokenizer_refuses_before_the_read_is_spent(repo: Path, monte, exp: str, base_model: Path,
                                                            tmp_path: Path, split: str) -> None:
     broken = _broken_copy(base_model, tmp_path / "same-weights")  # the same weights: the same cohort
     before = snapshot_state(repo)
@@ -94,7 +94,7 @@ main(sys.argv[1:])
 
 @pytest.mark.parametrize(("sig", "code", "old_words"), [("SIGINT", "E_INTERRUPTED", "run the command again"),
                                                           ("SIGTERM", "E_STOPPED", "start a new run")])
-def test_an_interrupted_test_read_says_it_was_spent(repo: Path, monte, exp: str, sig: str, code: str,  # type: ignore[no-untyped-def]
+def test_an_interrupted_test_read_says_it_was_spent(repo: Path, monte, exp: str, sig: str, code: str,
                                                     old_words: str) -> None:
     r = subprocess.run([sys.executable, "-c", _SIGNAL, "eval", "--split", "test", "--yes", "--json"], cwd=repo,
                        capture_output=True, text=True, timeout=300, env={**os.environ, "MONTE_TEST_SIGNAL": sig})

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 _KILL = """
 import os, signal, sys
@@ -49,7 +49,7 @@ def _refused(r: Any, says: str) -> None:
     assert err["code"] == "E_INTEGRITY" and says in err["message"] and "nothing was recorded" in err["message"], err
 
 
-def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, monte, exp: str) -> None:
     kept = _killed_after_keeping(repo)
     honest = kept.read_text()
     result = json.loads(honest)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from browser import chromium, open_file
 from click.testing import CliRunner, Result
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 from monte.cli.report import report
 
@@ -38,7 +38,7 @@ def _report(*args: str) -> Result:
     return CliRunner().invoke(report, list(args))
 
 
-def _eval(monte, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str) -> dict[str, Any]:
     r = monte("eval", "--yes", "--json", *args)
     assert r.code == 0, r.out + r.err
     row: dict[str, Any] = r.json()["runs"][0]
@@ -46,7 +46,7 @@ def _eval(monte, *args: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:
     """dev@0, test@0; a -> b and a => c (a stage boundary); a dev eval of each and a second of a
     (graded alike: its tasks.jsonl is the same git blob as the first's); the final claim."""
     _eval(monte)
@@ -63,7 +63,7 @@ def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:  # type
     return {"a": a, "b": b, "c": c, "claim": f"{t['run']}@{t['step']}"}
 
 
-def test_the_page_of_a_real_ledger_in_chromium(repo: Path, monte, history: dict[str, str],  # type: ignore[no-untyped-def]
+def test_the_page_of_a_real_ledger_in_chromium(repo: Path, monte, history: dict[str, str],
                                                tmp_path: Path) -> None:
     status = monte("status", "--json").json()
     before = snapshot_state(repo)
@@ -129,7 +129,7 @@ def flipping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return repo
 
 
-def test_clicking_a_cycle_shows_its_flips_and_they_are_searchable(flipping: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_clicking_a_cycle_shows_its_flips_and_they_are_searchable(flipping: Path, monte, tmp_path: Path) -> None:
     status = monte("status", "--json").json()
     r = _report("--out", "report.html")
     assert r.exit_code == 0, r.output
@@ -170,7 +170,7 @@ def test_clicking_a_cycle_shows_its_flips_and_they_are_searchable(flipping: Path
     assert (tmp_path / "report-flips.png").stat().st_size > 10_000
 
 
-def test_refusals_write_nothing(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_refusals_write_nothing(repo: Path, monte, exp: str) -> None:
     before = snapshot_state(repo)
     for bad in ("report.png", "report", "report.html.txt"):
         r = _report("--out", bad, "--json")

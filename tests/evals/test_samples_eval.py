@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import checkpoint, git, snapshot_state
+from support.helpers import checkpoint, git, snapshot_state
 
 from monte.ledger.seal import settings_key
 
@@ -26,7 +26,7 @@ K = 4
     (["--samples", "4", "--temperature", "0.7", "--pass-at", "8"], "1..K"),
     (["--samples", "4", "--temperature", "0.7", "--pass-at", "x"], "whole numbers"),
 ])
-def test_refusals_write_nothing(repo: Path, monte, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+def test_refusals_write_nothing(repo: Path, monte, args: list[str], needle: str) -> None:
     assert monte("env", "add", "--benchmark", "parity").code == 0
     before = snapshot_state(repo)
     r = monte("experiment", "init", "e", "--eval", "parity", *args, "--json")
@@ -36,7 +36,7 @@ def test_refusals_write_nothing(repo: Path, monte, args: list[str], needle: str)
     assert snapshot_state(repo) == before
 
 
-def test_k_is_an_eval_setting_and_k1_keeps_its_bytes(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_k_is_an_eval_setting_and_k1_keeps_its_bytes(repo: Path, monte) -> None:
     assert monte("env", "add", "--benchmark", "parity").code == 0
     assert monte("experiment", "init", "one", "--eval", "parity").code == 0
     r = monte("experiment", "init", "many", "--eval", "parity", "--samples", "8", "--temperature", "0.7",
@@ -69,7 +69,7 @@ def test_sampling_is_seeded_per_item(base_model: Path) -> None:
     assert other != first  # the seed is what fixes them
 
 
-def test_k_samples_end_to_end(repo: Path, monte, base_model: Path, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_k_samples_end_to_end(repo: Path, monte, base_model: Path, tiny_models) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     r = monte("experiment", "init", "k", "--eval", "parity", "--model", str(base_model), "--samples", str(K),
               "--temperature", "1.0", "--pass-at", "1,4")

@@ -9,14 +9,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint, git, snapshot_state
+from support.helpers import checkpoint, git, snapshot_state
 
 
-def _eval(monte, *args: str):  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str):
     return monte("eval", "--yes", "--json", *args)
 
 
-def _claimed(repo: Path, monte, tiny_models: dict[int, Path], experiment: str = "exp") -> str:  # type: ignore[no-untyped-def]
+def _claimed(repo: Path, monte, tiny_models: dict[int, Path], experiment: str = "exp") -> str:
     """dev@0, test@0, one checkpoint with a dev eval, and the final claim: the seal is spent."""
     assert _eval(monte, "-e", experiment).code == 0
     assert _eval(monte, "-e", experiment, "--split", "test").code == 0
@@ -32,7 +32,7 @@ def _error(r: Any) -> dict[str, Any]:
     return doc
 
 
-def test_a_checkpoint_folder_passed_as_model_is_refused(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_a_checkpoint_folder_passed_as_model_is_refused(repo: Path, monte, exp: str, tiny_models) -> None:
     a = _claimed(repo, monte, tiny_models)
     folder = repo / ".monte" / "runs" / "exp" / a / "checkpoints" / "step-50"
     assert folder.is_dir()
@@ -52,7 +52,7 @@ def test_a_checkpoint_folder_passed_as_model_is_refused(repo: Path, monte, exp: 
     assert snapshot_state(repo) == before
 
 
-def test_a_copy_with_an_extra_file_is_the_same_cohort(repo: Path, monte, exp: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_copy_with_an_extra_file_is_the_same_cohort(repo: Path, monte, exp: str, base_model: Path) -> None:
     assert _eval(monte, "--split", "test").code == 0  # test@0 of the base
     cohort = _eval(monte, "--dry-run").json()["plan"]["cohort"]
     copy = repo.parent / "bm-copy"
@@ -65,7 +65,7 @@ def test_a_copy_with_an_extra_file_is_the_same_cohort(repo: Path, monte, exp: st
     assert snapshot_state(repo) == before
 
 
-def test_the_cohort_survives_a_save_pretrained_round_trip(repo: Path, monte, exp: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_cohort_survives_a_save_pretrained_round_trip(repo: Path, monte, exp: str, base_model: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = repo.parent / "round-trip"
@@ -77,13 +77,13 @@ def test_the_cohort_survives_a_save_pretrained_round_trip(repo: Path, monte, exp
     assert a["cohort"] == b["cohort"] and a["weights"] == b["weights"]  # ... the weights did not
 
 
-def test_other_weights_are_another_cohort(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_other_weights_are_another_cohort(repo: Path, monte, exp: str, tiny_models) -> None:
     a = monte("eval", "--dry-run", "--json").json()["plan"]["cohort"]
     b = monte("eval", "--model", str(tiny_models[2]), "--dry-run", "--json").json()["plan"]["cohort"]
     assert a != b
 
 
-def test_a_second_experiment_on_the_same_exam_and_base_shares_the_seal(repo: Path, monte, exp: str, tiny_models,  # type: ignore[no-untyped-def]
+def test_a_second_experiment_on_the_same_exam_and_base_shares_the_seal(repo: Path, monte, exp: str, tiny_models,
                                                                        base_model: Path) -> None:
     _claimed(repo, monte, tiny_models)
     assert monte("experiment", "init", "exp2", "--eval", "parity", "--model", str(base_model)).code == 0
@@ -105,7 +105,7 @@ def test_a_second_experiment_on_the_same_exam_and_base_shares_the_seal(repo: Pat
     assert _eval(monte, "-e", "exp4", "--split", "test").code == 0
 
 
-def test_status_discloses_every_read_of_an_exams_content(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_status_discloses_every_read_of_an_exams_content(repo: Path, monte, exp: str, tiny_models) -> None:
     _claimed(repo, monte, tiny_models)
     assert monte("experiment", "init", "exp4", "--eval", "parity", "--model", str(tiny_models[3])).code == 0
     assert _eval(monte, "-e", "exp4", "--split", "test").code == 0
@@ -117,7 +117,7 @@ def test_status_discloses_every_read_of_an_exams_content(repo: Path, monte, exp:
     assert "test content of parity: read 3 time(s) in this repository, in 2 cohort(s)" in human
 
 
-def test_smoke_on_test_after_the_seal_records_and_prints_no_grade(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_smoke_on_test_after_the_seal_records_and_prints_no_grade(repo: Path, monte, exp: str, tiny_models) -> None:
     a = _claimed(repo, monte, tiny_models)
     for _ in range(3):
         r = _eval(monte, "--split", "test", "--smoke", "--checkpoint", f"{a}@50")

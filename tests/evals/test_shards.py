@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +25,7 @@ def _tasks(repo: Path, run: str, exp: str = "exp") -> str:
     return git(repo, "show", f"monte/{exp}/ledger:runs/{run[0]}/{run[1]}/{run}/tasks.jsonl")
 
 
-def test_two_shards_give_the_one_process_tasks_file(exp: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_shards_give_the_one_process_tasks_file(exp: str, repo: Path, monte) -> None:
     one = monte("eval", "--yes", "--json")
     assert one.code == 0, one.out + one.err
     two = monte("eval", "--yes", "--json", "--processes", "2")
@@ -50,7 +50,7 @@ def test_two_shards_give_the_one_process_tasks_file(exp: str, repo: Path, monte)
     (["--processes", "201"], "more processes than exam parity has tasks (200)"),
     (["--smoke", "--processes", "6"], "more processes than exam parity has tasks (5)"),
 ])
-def test_shard_counts_that_cannot_run_refuse_and_write_nothing(exp: str, repo: Path, monte, args: list[str],  # type: ignore[no-untyped-def]
+def test_shard_counts_that_cannot_run_refuse_and_write_nothing(exp: str, repo: Path, monte, args: list[str],
                                                                needle: str) -> None:
     before = snapshot_state(repo)
     r = monte("eval", "--yes", "--json", *args)
@@ -60,7 +60,7 @@ def test_shard_counts_that_cannot_run_refuse_and_write_nothing(exp: str, repo: P
     assert snapshot_state(repo) == before
 
 
-def test_a_shard_that_dies_fails_the_eval_naming_it_and_records_no_score(exp: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_shard_that_dies_fails_the_eval_naming_it_and_records_no_score(exp: str, repo: Path, monte) -> None:
     runs = repo / ".monte" / "runs" / "exp"
     killed: list[int] = []
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import checkpoint
+from support.helpers import checkpoint
 
 from monte.ledger.records import RunRow
 from monte.ledger.rules import checkpoints as ck_of
@@ -51,7 +51,7 @@ def test_lineage_unread_parent_truncates_the_path() -> None:
     assert _lines(rows) == ["gone(unread) -grpo:env-> 100"]
 
 
-def test_status_end_to_end(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_status_end_to_end(repo: Path, monte, exp: str, tiny_models) -> None:
     monte("eval", "--yes")
     monte("eval", "--yes", "--split", "test")
     a = checkpoint(repo, tiny_models[0], algorithm="sft", source="parity-sft")
@@ -82,7 +82,7 @@ def test_status_end_to_end(repo: Path, monte, exp: str, tiny_models) -> None:  #
     assert same["delta"] == 0.0 and same["verdict"] == "STRIKE"
 
 
-def test_status_does_not_import_torch(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_status_does_not_import_torch(repo: Path, monte, exp: str) -> None:
     monte("eval", "--yes")
     code = ("import sys\nfrom monte.cli.main import main\n"
             "try:\n    main(['status'])\nexcept SystemExit as e:\n    assert not e.code\n"
@@ -92,7 +92,7 @@ def test_status_does_not_import_torch(repo: Path, monte, exp: str) -> None:  # t
     assert r.returncode == 0 and "HEAVY=\n" in r.stderr, r.stderr
 
 
-def test_show_logs_and_unknown_run(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_show_logs_and_unknown_run(repo: Path, monte, exp: str) -> None:
     run = monte("eval", "--yes", "--json").json()["runs"][0]["run"]
     shown = monte("show", run, "--json").json()
     assert shown["run"] == run and shown["plan"]["split_sha256"] and shown["host"]
@@ -104,7 +104,7 @@ def test_show_logs_and_unknown_run(repo: Path, monte, exp: str) -> None:  # type
     assert monte("logs", "nosuchrun").code == 4
 
 
-def test_stop_marks_a_running_run_abandoned(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_stop_marks_a_running_run_abandoned(repo: Path, monte, exp: str) -> None:
     # A real process that records a started eval, then waits (as a long eval would).
     code = ("import time\nfrom monte import api, evals\nfrom monte.ledger.experiment import Ledger\n"
             "from monte.workspace import open_workspace\nws = open_workspace()\n"
@@ -127,7 +127,7 @@ def test_stop_marks_a_running_run_abandoned(repo: Path, monte, exp: str) -> None
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_logs_follow_ends_with_the_run(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_logs_follow_ends_with_the_run(repo: Path, monte, exp: str) -> None:
     run = monte("eval", "--yes", "--json").json()["runs"][0]["run"]
     start = time.monotonic()
     r = monte("logs", run, "--follow")

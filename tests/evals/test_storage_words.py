@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from helpers import git, monte_proc, snapshot_state
+from support.helpers import git, monte_proc, snapshot_state
 
 
 def _memory_broken(repo: Path, how: str) -> Path:
@@ -30,7 +30,7 @@ def _memory_broken(repo: Path, how: str) -> Path:
     return log
 
 
-def test_git_monte_made_a_file_refuses_appends_and_status_still_reads(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_git_monte_made_a_file_refuses_appends_and_status_still_reads(repo: Path, monte, exp: str) -> None:
     assert monte("eval", "--yes").code == 0  # a ledger with a run: status derives and caches its facts
     broken = _memory_broken(repo, "monte-a-file")
     r = monte("status", "--json")
@@ -43,7 +43,7 @@ def test_git_monte_made_a_file_refuses_appends_and_status_still_reads(repo: Path
     assert snapshot_state(repo) == before  # no record that would not be remembered
 
 
-def test_tips_log_made_a_folder_refuses_verify_and_appends_by_name(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_tips_log_made_a_folder_refuses_verify_and_appends_by_name(repo: Path, monte, exp: str) -> None:
     broken = _memory_broken(repo, "log-a-folder")
     for args in (("ledger", "verify", "--json"), ("eval", "--yes", "--json")):
         r = monte(*args)
@@ -52,7 +52,7 @@ def test_tips_log_made_a_folder_refuses_verify_and_appends_by_name(repo: Path, m
         assert str(broken) in err["message"] and "not a regular file" in err["message"]
 
 
-def test_a_shallow_clone_is_named_as_one(repo: Path, monte, exp: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_shallow_clone_is_named_as_one(repo: Path, monte, exp: str, tmp_path: Path) -> None:
     assert monte("eval", "--yes").code == 0
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "x")
@@ -66,13 +66,13 @@ def test_a_shallow_clone_is_named_as_one(repo: Path, monte, exp: str, tmp_path: 
         assert "git prune" not in r.stdout
 
 
-def test_plot_into_proc_is_a_storage_refusal(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_plot_into_proc_is_a_storage_refusal(repo: Path, monte, exp: str) -> None:
     r = monte("plot", "--out", "/proc/x.png", "--json")
     err = r.json()["error"]
     assert r.code == 7 and err["code"] == "E_STORAGE" and "/proc/x.png" in err["message"], r.out
 
 
-def test_recover_of_an_unknown_experiment_is_not_found(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_recover_of_an_unknown_experiment_is_not_found(repo: Path, monte, exp: str) -> None:
     r = monte("recover", "--json", "nosuchexp")
     assert r.code == 4 and r.json()["error"]["code"] == "E_NOT_FOUND", r.out
     assert monte("recover", "--json", "exp").code == 0

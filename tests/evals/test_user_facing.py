@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint, git, snapshot_state
+from support.helpers import checkpoint, git, snapshot_state
 
 
-def _eval(monte, *args: str):  # type: ignore[no-untyped-def]
+def _eval(monte, *args: str):
     return monte("eval", "--yes", "--json", *args)
 
 
@@ -25,7 +25,7 @@ def _err(r: Any) -> dict[str, Any]:
     return doc
 
 
-def test_an_interrupted_test0_says_the_cohort_cannot_train_and_how_to_go_on(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_interrupted_test0_says_the_cohort_cannot_train_and_how_to_go_on(repo: Path, monte, exp: str) -> None:
     from monte import api
     from monte.evals import start_row
     from monte.ledger.experiment import Ledger
@@ -50,7 +50,7 @@ def test_an_interrupted_test0_says_the_cohort_cannot_train_and_how_to_go_on(repo
     assert snapshot_state(repo) == before
 
 
-def test_every_command_that_names_an_experiment_takes_e(repo: Path, monte, exp: str, base_model: Path,  # type: ignore[no-untyped-def]
+def test_every_command_that_names_an_experiment_takes_e(repo: Path, monte, exp: str, base_model: Path,
                                                         tmp_path: Path) -> None:
     assert monte("experiment", "init", "exp2", "--eval", "parity", "--model", str(base_model)).code == 0
     for args in (("status",), ("push",), ("plot", "--out", str(tmp_path / "p.png"))):
@@ -64,7 +64,7 @@ def test_every_command_that_names_an_experiment_takes_e(repo: Path, monte, exp: 
     assert r.code == 2 and "two experiments" in _err(r)["message"]
 
 
-def test_a_checkpoint_without_its_weights_here_is_not_found_not_tampered(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+def test_a_checkpoint_without_its_weights_here_is_not_found_not_tampered(repo: Path, monte, exp: str,
                                                                          tiny_models) -> None:
     a = checkpoint(repo, tiny_models[1])
     folder = repo / ".monte" / "runs" / "exp" / a / "checkpoints" / "step-50"
@@ -79,7 +79,7 @@ def test_a_checkpoint_without_its_weights_here_is_not_found_not_tampered(repo: P
     assert _err(_eval(monte, "--checkpoint", f"{a}@50", "--dry-run"))["code"] == "E_INTEGRITY"
 
 
-def test_status_lines_can_be_told_apart(repo: Path, monte, exp: str, tiny_models) -> None:  # type: ignore[no-untyped-def]
+def test_status_lines_can_be_told_apart(repo: Path, monte, exp: str, tiny_models) -> None:
     assert "\ncycles:\n" in monte("status").out  # printed, empty, as the reference lists it
     a = checkpoint(repo, tiny_models[1])
     checkpoint(repo, tiny_models[2], parent=(a, 50))
@@ -88,7 +88,7 @@ def test_status_lines_can_be_told_apart(repo: Path, monte, exp: str, tiny_models
     assert len(lines) == 2 and len(set(lines)) == 2, lines
 
 
-def test_a_closed_pipe_ends_quietly_with_exit_0(repo: Path, exp: str, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_closed_pipe_ends_quietly_with_exit_0(repo: Path, exp: str, monte) -> None:
     """Issue 30.9: `monte status | head -1` exited 141, which fails a step under `set -o
     pipefail` (GitHub Actions' default shell). A reader that went away is a normal end: 0."""
     run = monte("eval", "--yes", "--json").json()["runs"][0]["run"]
@@ -111,7 +111,7 @@ def test_a_closed_pipe_ends_quietly_with_exit_0(repo: Path, exp: str, monte) -> 
         assert r.returncode == 0 and len(r.stdout.splitlines()) == 1 and r.stderr == "", (line, r)
 
 
-def test_remote_checks_the_clean_tree_gate_first(repo: Path, monte, exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_remote_checks_the_clean_tree_gate_first(repo: Path, monte, exp: str) -> None:
     (repo / "scratch.txt").write_text("not committed\n")
     r = monte("eval", "--remote", "--provider", "ssh", "--host", "box.invalid", "--yes", "--json")
     err = _err(r)
@@ -137,7 +137,7 @@ main(sys.argv[1:])
 """
 
 
-def test_a_stopped_eval_says_so_in_its_own_terminal(repo: Path, monte, exp: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_stopped_eval_says_so_in_its_own_terminal(repo: Path, monte, exp: str, tmp_path: Path) -> None:
     ready = tmp_path / "ready"
     # generation is held at that one boundary (a stand-in for a long eval) so the stop lands mid-run
     p = subprocess.Popen([sys.executable, "-c", _WAIT, "eval", "--yes"], cwd=repo, text=True,
@@ -161,7 +161,7 @@ def test_a_stopped_eval_says_so_in_its_own_terminal(repo: Path, monte, exp: str,
     assert monte("show", run, "--json").json()["status"] == "abandoned"
 
 
-def test_dataset_add_says_where_the_freeze_went_and_the_vault_list_has_its_columns(  # type: ignore[no-untyped-def]
+def test_dataset_add_says_where_the_freeze_went_and_the_vault_list_has_its_columns(
         repo: Path, monte, tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
@@ -180,7 +180,7 @@ def test_dataset_add_says_where_the_freeze_went_and_the_vault_list_has_its_colum
 # --- issue 30.11: small mismatches ---------------------------------------------------------------
 
 
-def test_the_final_claims_plan_says_why_that_checkpoint_and_its_strike(repo: Path, monte, exp: str,  # type: ignore[no-untyped-def]
+def test_the_final_claims_plan_says_why_that_checkpoint_and_its_strike(repo: Path, monte, exp: str,
                                                                        tiny_models) -> None:
     """On the code before, the claim's plan named the checkpoint and nothing else: not why it was
     chosen, nor that its dev verdict was STRIKE (other random weights score what the base does)."""
@@ -200,8 +200,8 @@ def test_the_final_claims_plan_says_why_that_checkpoint_and_its_strike(repo: Pat
     assert snapshot_state(repo)["files"] == before["files"]
 
 
-def test_env_list_available_says_when_nemo_gym_is_not_found(repo: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from helpers import monte_proc
+def test_env_list_available_says_when_nemo_gym_is_not_found(repo: Path, monkeypatch) -> None:
+    from support.helpers import monte_proc
 
     monkeypatch.delenv("MONTE_LOCAL", raising=False)
     monkeypatch.delenv("MONTE_NEMO_GYM_PYTHON", raising=False)

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import git
+from support.helpers import git
 
 GRPO = ("algorithm: grpo\nlearning_rate: 1.0e-4\nlr_scheduler_type: constant\nper_device_train_batch_size: 4\n"
         "num_generations: 2\nmax_completion_length: 4\n")
@@ -30,7 +30,7 @@ def worktree(repo: Path, exp: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     return wt
 
 
-def test_eval_train_status_verify_and_the_hooks_work_from_a_worktree(repo: Path, monte, worktree: Path) -> None:  # type: ignore[no-untyped-def]
+def test_eval_train_status_verify_and_the_hooks_work_from_a_worktree(repo: Path, monte, worktree: Path) -> None:
     r = monte("eval", "--yes", "--json")
     assert r.code == 0, r.out
     run = r.json()["runs"][0]["run"]

@@ -14,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import ledger as shared
+from support.helpers import git
 
 from monte.errors import MonteError
 from monte.evals.run import _delta
 from monte.ledger import cohorts, rules
 from monte.ledger.experiment import Ledger, record_change
 from monte.ledger.merge import merge_into_ref, merge_ledgers
-from monte.ledger.records import Measurement, RunRow, SplitFreeze
+from monte.ledger.records import RunRow
 from monte.ledger.store import Snapshot, Store
 from monte.ledger.verify import Verifier
 from monte.runs.lifecycle import CohortReads, read_rows
@@ -37,9 +37,7 @@ COHORTS = ("c1", "c2")
 EXAMS = ("arith", "logic")
 
 
-def measurement() -> Measurement:
-    splits = {s: SplitFreeze(path=f"x/{s}.jsonl", sha256=s[0] * 64, n=4) for s in ("dev", "test")}
-    return shared.measurement(EXP, exams=EXAMS, splits=splits, created_at="2026-01-01T00:00:00Z")
+MEASUREMENT = shared.measurement(EXP, exams=EXAMS, split_n=4, created_at="2026-01-01T00:00:00Z")
 
 
 def tasks(scores: list[float]) -> bytes:
@@ -70,11 +68,6 @@ def finish(led: Ledger, run: str, status: str = "succeeded", scores: list[float]
     if status == "succeeded" and not now.smoke:
         upd.update(score=sum(scores) / len(scores), n=len(scores))
     return put(led, now.model_copy(update=upd), tasks(scores) if status == "succeeded" and not now.smoke else None)
-
-
-@pytest.fixture
-def store(repo: Path) -> Store:
-    return shared.ledger_store(repo, measurement())
 
 
 def index_at(repo: Path, rev: str, cohort: str) -> Any:
@@ -232,7 +225,7 @@ def test_an_old_ledger_pairs_and_plans_from_its_rows_then_gains_the_index(
     assert row is not None
     d = _delta(led, snap, row, [{"id": f"t{i}", "score": 1.0} for i in range(4)])
     assert d is not None and d["baseline"] == "ab0000000001" and d["paired"] and d["delta"] == 0.5
-    _require_baselines(reads, measurement())  # a train plan: every baseline found
+    _require_baselines(reads, MEASUREMENT)  # a train plan: every baseline found
     # the next record of the cohort creates the index from the rows, once; then it is incremental
     finish(led, "gh0000000006")
     want = cohorts.build(led.rows(), "c1")
@@ -247,7 +240,7 @@ def test_an_old_ledger_pairs_and_plans_from_its_rows_then_gains_the_index(
     row = led.row("gh0000000006")
     assert row is not None
     assert _delta(led, snap, row, [{"id": f"t{i}", "score": 1.0} for i in range(4)]) == d
-    _require_baselines(reads, measurement())
+    _require_baselines(reads, MEASUREMENT)
     put(led, eval_row("jk0000000007"))  # incremental from here
     finish(led, "jk0000000007")
     same_as_rules(led)
@@ -274,10 +267,10 @@ def test_the_index_is_read_instead_of_the_rows(repo: Path, store: Store, monkeyp
     assert row is not None
     d = _delta(led, snap, row, [{"id": f"t{i}", "score": 1.0} for i in range(4)])
     assert d is not None and d["baseline"] == "ad0000000005" and d["paired"]
-    _require_baselines(CohortReads(led, snap, "c1"), measurement())
+    _require_baselines(CohortReads(led, snap, "c1"), MEASUREMENT)
     monkeypatch.undo()
     with pytest.raises(MonteError) as e:  # a cohort with no record has no index: its rows say no baselines
-        _require_baselines(CohortReads(led, snap, "c2"), measurement())
+        _require_baselines(CohortReads(led, snap, "c2"), MEASUREMENT)
     assert e.value.code == "E_NO_BASELINE"
 
 
@@ -297,7 +290,7 @@ def test_a_dead_test_baseline_still_refuses_a_train(repo: Path, store: Store) ->
     assert [r.status for r in reads.test_touches("arith")] == [
         r.status for r in rules.test_touches(read_rows(led, snap), "c1", "arith")]
     with pytest.raises(MonteError) as e:
-        _require_baselines(reads, measurement())
+        _require_baselines(reads, MEASUREMENT)
     assert e.value.code == "E_NO_BASELINE" and "cd0000000002" in e.value.message
 
 

@@ -14,11 +14,12 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import monte_proc
+from support.helpers import monte_proc
 
 from monte import status as st
 from monte.ledger import derived
@@ -358,7 +359,7 @@ def test_a_view_made_after_appends_of_each_row_kind_is_the_one_made_from_scratch
         return bool(r.kind == "eval" and r.split == "dev" and _target(r) == "checkpoint" and r.delta
                     and r.status == "succeeded")
 
-    kinds = {
+    kinds: dict[str, tuple[Callable[[Any], bool], dict[str, Any]]] = {
         "started elsewhere": (dev_eval, {"status": "started", "delta": None, "score": None, "host": "elsewhere",
                                          "pid": 1}),
         "dev eval with its delta": (dev_eval, {}),
@@ -396,10 +397,13 @@ def test_a_rewritten_history_or_a_changed_row_is_read_again_not_folded(built: Pa
 
     led = Ledger(Store(built), EXP)
     start = led.snapshot().commit_id
+    assert start is not None
     row = _append(built, run="zr0000000001", status="failed", error="x")
-    assert [r["run"] for r in led.appended(start, led.snapshot())] == [row.run]  # a plain append
+    rows = led.appended(start, led.snapshot())
+    assert rows is not None and [r["run"] for r in rows] == [row.run]  # a plain append
     _both(built)
     kept, appended = facts.read_bytes(), led.snapshot().commit_id
+    assert appended is not None
     # a transition rewrites a row in place: not an append, every index read again
     _append(built, run=row.run, status="succeeded", seq=row.seq)
     assert led.appended(appended, led.snapshot()) is None

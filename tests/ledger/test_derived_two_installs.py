@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import append_evals
+from support.helpers import append_evals
 
 from monte.ledger import derived
 
@@ -59,7 +59,7 @@ def _monte(python: str | Path, repo: Path, *args: str) -> subprocess.CompletedPr
 
 
 @pytest.mark.parametrize("writer", ["full", "light"])
-def test_a_cache_one_install_wrote_verifies_under_the_other(repo: Path, monte, light_python: Path,  # type: ignore[no-untyped-def]
+def test_a_cache_one_install_wrote_verifies_under_the_other(repo: Path, monte, light_python: Path,
                                                             writer: str) -> None:
     assert monte("env", "add", "--benchmark", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity").code == 0

@@ -8,15 +8,16 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
 from support import ledger as shared
+from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
-from monte.ledger.records import Measurement, RunRow, SplitFreeze
+from monte.ledger.records import RunRow
 from monte.ledger.store import Snapshot, Store
 
 EXP = "arith-sft"
@@ -24,10 +25,7 @@ REF = f"monte/{EXP}/ledger"
 RUN_ID = re.compile(r"^[0-9a-hjkmnp-tv-z]{12}$")  # lowercase Crockford base32
 
 
-def measurement(env: str = "arith") -> Measurement:
-    return shared.measurement(EXP, environment=env, splits={
-        "dev": SplitFreeze(path="arith/dev.jsonl", sha256="cd" * 32, n=200),
-        "test": SplitFreeze(path="arith/test.jsonl", sha256="ef" * 32, n=200)})
+MEASUREMENT = shared.measurement(EXP, split_n=200)
 
 
 def row(run: str, status: str = "succeeded", **kw: object) -> Callable[[Snapshot, int], RunRow]:
@@ -40,15 +38,13 @@ def append(ledger: Ledger, make: Callable[[Snapshot, int], RunRow], event: str =
     return ledger.append_row(make, event=event, summary=lambda r: f"{r.kind} {r.run}: {r.status}")
 
 
-def show_json(repo: Path, path: str) -> object:
+def show_json(repo: Path, path: str) -> Any:
     return json.loads(git(repo, "show", f"{REF}:{path}"))
 
 
 @pytest.fixture
-def ledger(repo: Path) -> Ledger:
-    led = Ledger(Store(repo), EXP)
-    led.create(measurement())
-    return led
+def ledger(store: Store) -> Ledger:
+    return Ledger(store, EXP)
 
 
 # --- creation --------------------------------------------------------------------------------
@@ -56,12 +52,12 @@ def ledger(repo: Path) -> Ledger:
 
 def test_create_freezes_the_measurement_in_the_first_commit(repo: Path, ledger: Ledger) -> None:
     assert git(repo, "rev-list", "--count", REF).strip() == "1"
-    assert show_json(repo, "measurement.json") == measurement().model_dump(mode="json")
+    assert show_json(repo, "measurement.json") == MEASUREMENT.model_dump(mode="json")
     assert show_json(repo, "meta.json") == {"records": 1}
     assert git(repo, "log", "-1", "--format=%(trailers:key=Monte-Event,valueonly)", REF).strip() \
         == "created"
     assert f"refs/heads/{REF}" in git(repo, "branch", "--list", "--format=%(refname)", "monte/*")
-    assert ledger.measurement() == measurement()
+    assert ledger.measurement() == MEASUREMENT
 
 
 def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger) -> None:
@@ -69,11 +65,11 @@ def test_creating_it_again_refuses_and_writes_nothing(repo: Path, ledger: Ledger
     objects = git(repo, "count-objects", "-v")
     for again in (Ledger(Store(repo), EXP), ledger):
         with pytest.raises(MonteError) as e:
-            again.create(measurement(env="another-env"))  # a changed measurement is refused too
+            again.create(MEASUREMENT.model_copy(update={"environment": "another-env"}))  # a changed measurement is refused too
         assert e.value.code == "E_MEASUREMENT_EXISTS" and e.value.exit_code == 3
     assert snapshot_state(repo) == before
     assert git(repo, "count-objects", "-v") == objects
-    assert show_json(repo, "measurement.json")["environment"] == "arith"  # type: ignore[index]
+    assert show_json(repo, "measurement.json")["environment"] == "arith"
 
 
 # --- rows --------------------------------------------------------------------------------------
@@ -94,13 +90,13 @@ def test_append_row_writes_the_row_and_its_fanout_index(repo: Path, ledger: Ledg
     # `git show` prints a row as JSON, exactly what the ledger reads back
     shown = show_json(repo, f"runs/a/b/{a}/row.json")
     assert shown == ledger.row(a).model_dump(mode="json")  # type: ignore[union-attr]
-    assert shown["run"] == a and shown["status"] == "succeeded"  # type: ignore[index]
+    assert shown["run"] == a and shown["status"] == "succeeded"
     # each bucket's index holds exactly that bucket's rows, equal to their row.json
     for bucket, runs in (("a/b", [a, b]), ("c/d", [c])):
         index = show_json(repo, f"runs/{bucket}/index.json")
-        assert sorted(index) == runs  # type: ignore[arg-type]
+        assert sorted(index) == runs
         for run in runs:
-            assert index[run] == show_json(repo, f"runs/{bucket}/{run}/row.json")  # type: ignore[index]
+            assert index[run] == show_json(repo, f"runs/{bucket}/{run}/row.json")
     assert show_json(repo, "meta.json") == {"records": 4}
 
 
@@ -162,7 +158,7 @@ def test_a_lost_race_reapplies_the_row_on_the_new_tip(repo: Path, ledger: Ledger
     mine = append(ledger, make)
     assert seqs == [2, 3] and mine.seq == 3
     assert [(r.run, r.seq) for r in ledger.rows()] == [("ab0000000009", 2), ("ab0000000001", 3)]
-    assert sorted(show_json(repo, "runs/a/b/index.json")) == ["ab0000000001", "ab0000000009"]  # type: ignore[arg-type]
+    assert sorted(show_json(repo, "runs/a/b/index.json")) == ["ab0000000001", "ab0000000009"]
 
 
 # --- run ids and the fan-out -------------------------------------------------------------------

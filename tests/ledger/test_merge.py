@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
 from support import ledger as shared
+from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger, compact_json, dumps, meta_json
 from monte.ledger.merge import merge_bases, merge_into_ref, merge_ledgers
-from monte.ledger.records import Measurement, RunRow, bucket_index, run_dir
+from monte.ledger.records import RunRow, bucket_index, run_dir
 from monte.ledger.store import Change, Snapshot, Store
 
 EXP = "arith-sft"
@@ -23,8 +24,7 @@ REF = f"refs/heads/monte/{EXP}/ledger"
 OTHER = "refs/heads/laptop-ledger"  # the other machine's copy, fetched next to ours
 
 
-def measurement() -> Measurement:
-    return shared.measurement(EXP)
+MEASUREMENT = shared.measurement(EXP)
 
 
 def row(run: str, status: str = "started", **kw: object) -> Callable[[Snapshot, int], RunRow]:
@@ -44,13 +44,8 @@ def append(led: Ledger, run: str, status: str = "started", **kw: object) -> RunR
     return led.append_row(row(run, status, **kw), event=status, summary=lambda r: f"eval {r.run}: {r.status}")
 
 
-def show(repo: Path, rev: str, path: str) -> object:
+def show(repo: Path, rev: str, path: str) -> Any:
     return json.loads(git(repo, "show", f"{rev}:{path}"))
-
-
-@pytest.fixture
-def store(repo: Path) -> Store:
-    return shared.ledger_store(repo, measurement())
 
 
 def fork(store: Store) -> tuple[Ledger, Ledger]:
@@ -61,7 +56,7 @@ def fork(store: Store) -> tuple[Ledger, Ledger]:
 
 
 def records(repo: Path, rev: str) -> int:
-    return int(show(repo, rev, "meta.json")["records"])  # type: ignore[index]
+    return int(show(repo, rev, "meta.json")["records"])
 
 
 # --- the easy cases ----------------------------------------------------------------------------
@@ -268,4 +263,4 @@ def test_merging_two_big_ledgers_reads_only_the_changed_trees(repo: Path, store:
     assert len(runs) == 2006 and set(mine + yours) <= runs
     assert records(repo, REF) == 2007
     zz = show(repo, REF, "runs/z/z/index.json")
-    assert {mine[2], yours[2]} <= set(zz)  # type: ignore[arg-type]
+    assert {mine[2], yours[2]} <= set(zz)

@@ -12,13 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from dulwich.objects import ObjectID
 from support import ledger as shared
+from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.merge import merge_into_ref, merge_ledgers, union_tree
-from monte.ledger.records import Measurement, RunRow
+from monte.ledger.records import RunRow
 from monte.ledger.rules import seal_conflicts
 from monte.ledger.store import Store, add_object
 
@@ -29,8 +30,7 @@ BASE = {"target": {"kind": "base"}}
 CKPT = {"target": {"kind": "checkpoint", "run": "tr0000000001", "step": 50}}
 
 
-def measurement() -> Measurement:
-    return shared.measurement(EXP)
+MEASUREMENT = shared.measurement(EXP)
 
 
 def append(led: Ledger, run: str, **kw: object) -> RunRow:
@@ -93,11 +93,6 @@ def test_seal_conflicts_counts_a_third_read_and_roles_missing_from_old_rows() ->
 
 
 # --- merging -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def store(repo: Path) -> Store:
-    return shared.ledger_store(repo, measurement())
 
 
 def _objects(repo: Path) -> set[str]:
@@ -175,7 +170,7 @@ def test_a_ledger_already_broken_by_an_old_merge_still_takes_honest_records(repo
     assert union.tree is not None
     old = git(repo, "commit-tree", union.tree.decode(), "-p", o.decode(), "-p", t.decode(),
               "-m", "merge: union\n\nMonte-Event: merge").strip()
-    assert store.set_ref(REF, o, old.encode()) and store.set_ref(OTHER, t, old.encode())
+    assert store.set_ref(REF, o, ObjectID(old.encode())) and store.set_ref(OTHER, t, ObjectID(old.encode()))
     append(theirs, "dv0000000002")
     append(Ledger(store, EXP), "dv0000000001")
     assert merge_into_ref(store, REF, store.tip(OTHER)).case == "merged"  # type: ignore[arg-type]

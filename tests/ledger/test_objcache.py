@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_experiment_ledger import EXP, append, measurement, row
+from test_experiment_ledger import EXP, MEASUREMENT, append, row
 
 from monte.ledger import objcache
 from monte.ledger.experiment import Ledger, experiment_names
@@ -21,7 +21,7 @@ from monte.ledger.store import Store
 
 def _ledger(repo: Path, n: int) -> Ledger:
     led = Ledger(Store(repo), EXP)
-    led.create(measurement())
+    led.create(MEASUREMENT)
     for i in range(n):
         append(led, row(new_run_id(), score=i / max(n, 1), plan={"target": {"kind": "base"}}, extra_field=i))
     return led
@@ -95,7 +95,7 @@ def test_small_ledger_writes_no_cache(repo: Path) -> None:
 
 def test_experiment_names_loose_and_packed(repo: Path) -> None:
     _ledger(repo, 1)
-    Ledger(Store(repo), "other").create(measurement().model_copy(update={"experiment": "other"}))
+    Ledger(Store(repo), "other").create(MEASUREMENT.model_copy(update={"experiment": "other"}))
     assert experiment_names(Store(repo)) == [EXP, "other"]
     subprocess.run(["git", "-C", str(repo), "pack-refs", "--all"], check=True)
     assert experiment_names(Store(repo)) == [EXP, "other"]

@@ -36,10 +36,10 @@ def _legacy(repo: Path, monte: Any, model: Path) -> str:
         plan = plan.model_copy(update={"base_model": str(model), "base_register": None,
                                        "target": plan.target.model_copy(update={"model": str(model), "folder": ""})})
         run_eval(ws, plan)
-    plan = {"recipe": {"name": "sft-tiny", "sha256": "0" * 64, "algorithm": "sft"}, "source": "parity-sft",
-            "parent": None, "boundary": False, "start_step": 0, "steps": 50, "init_model": str(model),
-            "resume_from": None}
-    row = start_chunk(ws, "old", cohort=cohort, base_model=str(model), plan=plan)
+    chunk = {"recipe": {"name": "sft-tiny", "sha256": "0" * 64, "algorithm": "sft"}, "source": "parity-sft",
+             "parent": None, "boundary": False, "start_step": 0, "steps": 50, "init_model": str(model),
+             "resume_from": None}
+    row = start_chunk(ws, "old", cohort=cohort, base_model=str(model), plan=chunk)
     tmp = repo.parent / "ck"
     shutil.copytree(model, tmp)
     row = save_checkpoint(ws, "old", row, 50, tmp, extra={"stage_start": str(model)})

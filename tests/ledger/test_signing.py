@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import git
+from support.helpers import git
 
 from monte.ledger.store import Change, Snapshot, Store
 

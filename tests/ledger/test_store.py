@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import Blob
-from helpers import fill, git, tmpfs
+from support.helpers import fill, git, tmpfs
 
 from monte.errors import MonteError, error
 from monte.ledger.store import Change, Snapshot, Store
@@ -490,7 +490,7 @@ def test_two_writers_that_both_pack_both_succeed(repo: Path, tmp_path: Path) -> 
 
 
 def _once_at(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, when: Callable[..., bool],
-             act: Callable[[], None]) -> list[int]:
+             act: Callable[[], object]) -> list[int]:
     """Run ``act`` once, just before the first call of ``owner.name`` for which ``when`` holds."""
     real = getattr(owner, name)
     fired: list[int] = []
@@ -570,7 +570,7 @@ def test_objects_pruned_before_the_ref_moves_are_written_again(repo: Path, monke
     assert (fresh.read("b"), fresh.read("c/d")) == (b"2", b"a new tree too\n")
 
 
-def test_a_ledger_on_a_missing_object_is_a_named_refusal(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_ledger_on_a_missing_object_is_a_named_refusal(repo: Path, monte) -> None:
     """When the objects went after the writer's check (git documents `prune --expire=now` beside a
     writer as unsafe), monte says what happened: E_INTEGRITY naming the object, the likely cause
     and the fix, from a read, a verify and an append alike; never E_INTERNAL."""
@@ -617,19 +617,24 @@ def test_a_full_disk_leaves_no_object_lock_behind(repo: Path, tmp_path: Path,
         fsck(repo)
 
 
-def test_a_ref_lock_git_holds_through_a_slow_hook_is_never_broken(repo: Path) -> None:
+def test_a_ref_lock_git_holds_through_a_slow_hook_is_never_broken(repo: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """`git pack-refs` holds the ledger's `.lock` (closed, as git does) while its
     reference-transaction hook runs, then deletes the loose ref it has packed. A hook slower than
     the 5 s after which monte breaks a lock nobody holds open (a loaded machine, a slow verify)
     had monte break git's lock and write its record, which git then deleted: the ledger moved
-    back to the packed tip and the record was lost. A lock is not broken while git runs here."""
+    back to the packed tip and the record was lost. A lock is not broken while git runs here.
+    (Those 5 s are 1 s here, and the hook sleeps 2 s: the same race, in a third of the time.)"""
+    from monte.ledger import store as store_module
+
+    monkeypatch.setattr(store_module, "STALE_REF_LOCK_S", 1.0)
     store = Store(repo)
     store.append(REF, put({"a": b"1"}))
     # a slow hook of the user's own, in a repository without monte's (`monte init --no-hooks`;
     # monte's would refuse git's deletion of the loose ref once monte had moved it, and so hide it)
     hook = repo / ".git" / "hooks" / "reference-transaction"
     hook.write_text('#!/bin/sh\ninput=$(cat)\nif [ "$1" = prepared ] && printf "%s" "$input" | '
-                    f'grep -q "{REF}"; then sleep 7; fi\nexit 0\n')
+                    f'grep -q "{REF}"; then sleep 2; fi\nexit 0\n')
     hook.chmod(0o755)
     packer = subprocess.Popen(["git", "-C", str(repo), "pack-refs", "--all"])
     try:

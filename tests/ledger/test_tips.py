@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import ObjectID
-from helpers import git
+from support.helpers import git
 
 from monte.errors import MonteError
 from monte.ledger.refs import ZERO

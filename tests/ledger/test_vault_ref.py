@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.store import Snapshot, Store

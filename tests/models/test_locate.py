@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 
 def _eval(monte: Any, *args: str) -> Any:

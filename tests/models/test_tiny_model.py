@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from monte.cli.model import model as model_group
 from monte.errors import MonteError
-from monte.models.tiny import ENDOFTEXT_ID, IM_END_ID, IM_START_ID, init_model
+from monte.models.tiny import ENDOFTEXT_ID, IM_END_ID, IM_START_ID, TinyModel, init_model
 
 torch.set_num_threads(1)
 
@@ -42,7 +42,7 @@ def no_network() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory, no_network: None) -> dict[str, Any]:
+def tiny(tmp_path_factory: pytest.TempPathFactory, no_network: None) -> TinyModel:
     return init_model(tmp_path_factory.mktemp("m") / "tiny", size="tiny", seed=0)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -196,7 +197,7 @@ def tree_state(root: Path, skip: Sequence[Path] = ()) -> dict[str, str]:
                 continue
             h = hashlib.sha256()
             with open(p, "rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
+                for block in iter(functools.partial(f.read, 1 << 20), b""):
                     h.update(block)
             out[key] = h.hexdigest()
     return out
@@ -435,7 +436,7 @@ def signature(problems: list[str]) -> str:
 
 
 def _record_checkpoint(repo: Path, model: Path) -> str:
-    """One checkpoint at step 50, recorded as `monte train` records it (tests/helpers.py)."""
+    """One checkpoint at step 50, recorded as `monte train` records it (tests/support/helpers.py)."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import ensure_base, servable_files
     from monte.training.record import finish_chunk, save_checkpoint, start_chunk

@@ -1,7 +1,7 @@
 """Crash consistency: SIGKILL `monte eval`, `monte train`, `monte env add`, `monte dataset add` and
 `monte push` (real subprocesses, the whole process group) and prove the repository stays whole.
 
-Two kinds of trial (see ``crashhelp.py`` for the harness and every check):
+Two kinds of trial (see ``tests/support/crashhelp.py`` for the harness and every check):
 
 - **random**: the kill lands at a moment drawn uniformly from the command's measured duration
   (seeded; the seed and the delay are in the test id and the failure message);
@@ -25,10 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import crashhelp as ch  # noqa: E402
+from support import crashhelp as ch
 
 SEED = 20261129
 

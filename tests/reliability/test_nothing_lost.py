@@ -29,15 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import checkpoint, fill, git, snapshot_state, tmpfs
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import crashhelp as ch
+from support.helpers import checkpoint, fill, git, snapshot_state, tmpfs
 
 from monte.envs.grading import ANSWER_KEEP
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import crashhelp as ch  # noqa: E402
 
 EXAMPLES = int(os.environ.get("MONTE_FUZZ_EXAMPLES", "12"))
 
@@ -45,14 +42,6 @@ EXAMPLES = int(os.environ.get("MONTE_FUZZ_EXAMPLES", "12"))
 SEPARATORS = ["\n", "\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 AWKWARD = [*SEPARATORS, "\ud800", "\udbff", "\udc00", "\udfff", "\udcff", "\x00", "\u200f", "\u202e",
            "\u200e", "\ufeff", "\U0001f600", "\\", '"', "\\u2028"]
-
-
-@pytest.fixture
-def exp(repo: Path, monte: Any, base_model: Path) -> str:
-    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
-    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model))
-    assert r.code == 0, r.err
-    return "exp"
 
 
 # --- A. a model answer holding a line separator or a lone surrogate ---------------------------

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from test_concurrency import fsck, monte_cli
+from support.concurrency import fsck, monte_cli
 
 EXPS = ("e1", "e2", "e3", "e4")
 

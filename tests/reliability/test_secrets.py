@@ -1,7 +1,7 @@
 """Secrets never leak: run the storage flows and the remote flow with recognisable fake
 credentials, then look for them everywhere they must not be.
 
-The credentials: the GCS service-account key (``FAKE_SECRET`` from ``tests/gcs_emulator.py`` is
+The credentials: the GCS service-account key (``FAKE_SECRET`` from ``tests/support/gcs_emulator.py`` is
 its private key), and a fake ``HF_TOKEN`` and ``MONTE_LAMBDA_KEY`` in the environment of every
 command. The flows, for real: ``env add`` and ``dataset add`` into a Vault on the GCS emulator,
 ``push``, ``sync`` into a second clone, ``env install`` / ``dataset show`` there (a fetch from the
@@ -34,12 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gcs_emulator import FAKE_SECRET, Emulator, gcs_env
-from helpers import append_evals, push_to_new_origin
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-
-from sshd import Sshd, module_sshd  # noqa: E402
+from support.gcs_emulator import FAKE_SECRET, Emulator, gcs_env
+from support.helpers import append_evals, push_to_new_origin
+from support.sshd import Sshd, module_sshd
 
 HF_TOKEN = "hf_MONTEFAKETOKEN9d2e41"
 LAMBDA_KEY = "secret_monte-fake-lambda_4b1f0c"
@@ -153,6 +150,7 @@ def test_storage_flows_leak_no_secret(repo: Path, monte: Any, secrets_env: dict[
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"input": "p 1 =", "output": "odd"}\n{"input": "p 2 =", "output": "even"}\n')
     with ArgvWatch() as watch:
+        args: tuple[str, ...]
         for args in (("config", "set", "vault", f"{url}/vault"), ("config", "set", "bucket", f"{url}/results"),
                      ("env", "add", "--benchmark", "parity"),
                      ("dataset", "add", "rows", "--from-file", str(rows), "--kind", "sft"),

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd import SSHD, SSHD_MISSING, Keys, Sshd
+from support.sshd import SSHD, SSHD_MISSING, Keys, Sshd
 
 
 def _require_sshd() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_lambda import KEY, FakeLambda, shrink_waits
+from support.fake_lambda import KEY, FakeLambda, shrink_waits
 
 from monte.errors import error
 from monte.remote import boxes

@@ -1,5 +1,5 @@
-"""The Lambda API client against the fake Lambda on loopback (see fake_lambda.py): the key ladder,
-errors in plain words, retries that are safe, and a lost launch answer adopted by name."""
+"""The Lambda API client against the fake Lambda on loopback (tests/support/fake_lambda.py): the
+key ladder, errors in plain words, retries that are safe, and a lost launch answer adopted by name."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_lambda import KEY, FakeLambda, shrink_waits
+from support.fake_lambda import KEY, FakeLambda, shrink_waits
 
 from monte.errors import Exit, MonteError
 from monte.remote import lambda_api

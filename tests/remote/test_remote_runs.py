@@ -13,13 +13,12 @@ import json
 import os
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, push_to_new_origin
+from support.helpers import git, push_to_new_origin
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store
@@ -81,8 +80,7 @@ def test_remote_eval_runs_on_the_box_and_syncs_back(laptop: dict[str, Any], mont
 def test_remote_smoke_train_runs_on_the_box(laptop: dict[str, Any], monte: Any) -> None:
     """The box reads its training rows from the Vault (a folder here): the dataset frozen on the
     laptop is pushed there, and the box's `monte dataset show` fetches and proves it."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "training"))
-    from trainhelp import SFT, curriculum, write_recipe, write_sft_rows
+    from support.trainhelp import SFT, curriculum, write_recipe, write_sft_rows
 
     repo = laptop["repo"]
     (laptop["box"] / "vault").mkdir(parents=True)
@@ -149,7 +147,7 @@ def test_a_connection_dropped_mid_setup_fails_the_row_with_the_reason(
 
 def test_secrets_never_reach_argv_or_the_record(laptop: dict[str, Any], monte: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from gcs_emulator import FAKE_SECRET
+    from support.gcs_emulator import FAKE_SECRET
 
     seen: list[str] = []
     stop = False

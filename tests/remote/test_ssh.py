@@ -1,4 +1,4 @@
-"""monte.remote.ssh against a real OpenSSH server on loopback (tests/remote/sshd.py)."""
+"""monte.remote.ssh against a real OpenSSH server on loopback (tests/support/sshd.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd import Sshd, keygen
+from support.sshd import Sshd, keygen
 
 from monte.errors import Exit, MonteError
 from monte.remote import ssh

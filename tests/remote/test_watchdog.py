@@ -6,21 +6,19 @@ from __future__ import annotations
 import ast
 import configparser
 import contextlib
-import http.server
 import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
-import threading
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.fake_lambda import KEY, FakeLambda
 
 from monte.errors import MonteError
 from monte.remote import watchdog
@@ -121,50 +119,17 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
 # --- the tick script, run for real against a fake Lambda API ----------------------------------
 
 
-class FakeLambda:
-    """Lambda's terminate endpoint on loopback: records each call, answers like Lambda."""
-
-    def __init__(self) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.status = 200
-        fake = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802  (http.server's name)
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                fake.calls.append({"path": self.path,
-                                   "authorization": self.headers.get("Authorization"),
-                                   "body": json.loads(body or b"null")})
-                ids = (fake.calls[-1]["body"] or {}).get("instance_ids", [])
-                out = (json.dumps({"data": {"terminated_instances": [{"id": i} for i in ids]}})
-                       if fake.status == 200 else
-                       json.dumps({"error": {"code": "global/unknown", "message": "boom"}}))
-                self.send_response(fake.status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(out.encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}/api/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+INSTANCE = "i-0123abcd"
+TERMINATE = "/api/v1/instance-operations/terminate"
 
 
 @pytest.fixture
 def fake_lambda() -> Iterator[FakeLambda]:
-    f = FakeLambda()
+    """The fake Lambda API (tests/support/fake_lambda.py), holding the box's instance."""
+    f = FakeLambda().start()
+    f.add_instance("monte-box", iid=INSTANCE)
     yield f
-    f.close()
-
-
-KEY = "lk-secret-" + uuid.uuid4().hex
+    f.stop()
 
 
 @pytest.fixture
@@ -175,12 +140,12 @@ def box_etc(tmp_path: Path, fake_lambda: FakeLambda) -> Path:
     (etc / "watchdog.py").write_text(watchdog.script_text())
     (etc / "secrets").write_text(f"OTHER=x\nMONTE_LAMBDA_KEY={KEY}\n")
     (etc / "secrets").chmod(0o600)
-    _box(etc, launched=datetime.now(UTC) - HOUR, api_base=fake_lambda.base)
+    _box(etc, launched=datetime.now(UTC) - HOUR, api_base=fake_lambda.url)
     return etc
 
 
 def _box(etc: Path, *, launched: datetime, api_base: str) -> None:
-    record = watchdog.box_record({"id": "i-0123abcd", "launched_at": launched,
+    record = watchdog.box_record({"id": INSTANCE, "launched_at": launched,
                                   "api_base": api_base})
     (etc / "box.json").write_text(json.dumps(record))
 
@@ -202,9 +167,8 @@ def test_idle_box_is_terminated_once_through_the_api(box_etc: Path, fake_lambda:
         {"last_active": (datetime.now(UTC) - 50 * MIN).isoformat()}))
     r = _tick(box_etc, tmp_path / "no-tmux")
     assert r.returncode == 0, r.stderr
-    assert fake_lambda.calls == [{"path": "/api/v1/instance-operations/terminate",
-                                  "authorization": f"Bearer {KEY}",
-                                  "body": {"instance_ids": ["i-0123abcd"]}}]
+    assert fake_lambda.log == [("POST", TERMINATE, {"instance_ids": [INSTANCE]})]
+    assert fake_lambda.auth_headers == [f"Bearer {KEY}"]
     state = _state(box_etc)
     assert state["decision"] == "idle"
     assert state["terminate_requested"]["reason"] == "idle"
@@ -217,7 +181,7 @@ def test_recently_active_box_is_left_alone(box_etc: Path, fake_lambda: FakeLambd
         {"last_active": (datetime.now(UTC) - 10 * MIN).isoformat()}))
     r = _tick(box_etc, tmp_path / "no-tmux")
     assert r.returncode == 0, r.stderr
-    assert fake_lambda.calls == []
+    assert fake_lambda.auth_headers == []  # no request at all
     assert _state(box_etc)["decision"] is None
 
 
@@ -226,18 +190,19 @@ def test_keep_alive_box_is_not_terminated_when_idle(box_etc: Path, fake_lambda: 
     (box_etc / "keep-alive").touch()
     r = _tick(box_etc, tmp_path / "no-tmux")  # launched an hour ago, never active
     assert r.returncode == 0, r.stderr
-    assert fake_lambda.calls == []
+    assert fake_lambda.auth_headers == []  # no request at all
     assert _state(box_etc)["keep_alive"] is True
 
 
 def test_ttl_terminates_even_with_keep_alive(box_etc: Path, fake_lambda: FakeLambda,
                                              tmp_path: Path) -> None:
-    _box(box_etc, launched=datetime.now(UTC) - 12 * HOUR - MIN, api_base=fake_lambda.base)
+    _box(box_etc, launched=datetime.now(UTC) - 12 * HOUR - MIN, api_base=fake_lambda.url)
     (box_etc / "keep-alive").touch()
     (box_etc / "watchdog.json").write_text(json.dumps({"last_active": datetime.now(UTC).isoformat()}))
     r = _tick(box_etc, tmp_path / "no-tmux")
     assert r.returncode == 0, r.stderr
-    assert [c["body"] for c in fake_lambda.calls] == [{"instance_ids": ["i-0123abcd"]}]
+    assert fake_lambda.log == [("POST", TERMINATE, {"instance_ids": [INSTANCE]})]
+    assert len(fake_lambda.auth_headers) == 1
     assert _state(box_etc)["decision"] == "ttl"
 
 
@@ -272,7 +237,7 @@ def test_a_monte_tmux_session_is_activity(box_etc: Path, fake_lambda: FakeLambda
     # launched an hour ago and never active before: idle, but for the job that is running now
     r = _tick(box_etc, tmux_job)
     assert r.returncode == 0, r.stderr
-    assert fake_lambda.calls == []
+    assert fake_lambda.auth_headers == []  # no request at all
     state = _state(box_etc)
     assert state["jobs"] == ["monte-job-1"]  # the other session is not a job
     assert datetime.fromisoformat(state["last_active"]) > datetime.now(UTC) - MIN
@@ -287,19 +252,18 @@ def test_a_non_monte_tmux_session_is_not_activity(tmp_path: Path) -> None:
 
 def test_failed_terminate_is_recorded_and_the_tick_fails(box_etc: Path, fake_lambda: FakeLambda,
                                                          tmp_path: Path) -> None:
-    fake_lambda.status = 500
+    fake_lambda.fail_500[TERMINATE] = 1  # this tick's call only
     r = _tick(box_etc, tmp_path / "no-tmux")
     assert r.returncode == 1
     assert "HTTP 500" in r.stderr
-    assert len(fake_lambda.calls) == 1
+    assert len(fake_lambda.auth_headers) == 1
     state = _state(box_etc)
     assert state["decision"] == "idle" and "HTTP 500" in state["error"]
     assert "terminate_requested" not in state
     assert KEY not in r.stdout + r.stderr + json.dumps(state)
-    # the next tick tries again
-    fake_lambda.status = 200
+    # the next tick tries again, and Lambda answers it
     assert _tick(box_etc, tmp_path / "no-tmux").returncode == 0
-    assert len(fake_lambda.calls) == 2
+    assert len(fake_lambda.auth_headers) == 2
     assert "error" not in _state(box_etc)
 
 
@@ -309,7 +273,7 @@ def test_missing_key_fails_the_tick_without_a_call(box_etc: Path, fake_lambda: F
     r = _tick(box_etc, tmp_path / "no-tmux")
     assert r.returncode == 1
     assert "MONTE_LAMBDA_KEY" in r.stderr
-    assert fake_lambda.calls == []
+    assert fake_lambda.auth_headers == []  # no request at all
 
 
 def test_key_from_arms_own_file_survives_a_job_replacing_secrets(
@@ -317,7 +281,7 @@ def test_key_from_arms_own_file_survives_a_job_replacing_secrets(
     (box_etc / "watchdog-secrets").write_text(f"MONTE_LAMBDA_KEY={KEY}\n")
     (box_etc / "secrets").write_text("HF_TOKEN=hf_x\n")  # a job's own set, without the key
     assert _tick(box_etc, tmp_path / "no-tmux").returncode == 0
-    assert [c["authorization"] for c in fake_lambda.calls] == [f"Bearer {KEY}"]
+    assert fake_lambda.auth_headers == [f"Bearer {KEY}"]
 
 
 def _done(etc: Path, tmux_dir: Path, job: str | None) -> subprocess.CompletedProcess[str]:
@@ -329,10 +293,11 @@ def _done(etc: Path, tmux_dir: Path, job: str | None) -> subprocess.CompletedPro
 
 def test_job_done_terminates_the_box(box_etc: Path, fake_lambda: FakeLambda,
                                      tmp_path: Path) -> None:
-    _box(box_etc, launched=datetime.now(UTC), api_base=fake_lambda.base)  # young, not idle
+    _box(box_etc, launched=datetime.now(UTC), api_base=fake_lambda.url)  # young, not idle
     r = _done(box_etc, tmp_path / "no-tmux", "monte-job-1")
     assert r.returncode == 0, r.stderr
-    assert [c["body"] for c in fake_lambda.calls] == [{"instance_ids": ["i-0123abcd"]}]
+    assert fake_lambda.log == [("POST", TERMINATE, {"instance_ids": [INSTANCE]})]
+    assert len(fake_lambda.auth_headers) == 1
     assert _state(box_etc)["terminate_requested"]["reason"] == "done"
 
 
@@ -340,14 +305,14 @@ def test_job_done_counts_neither_itself_nor_other_sessions(
         box_etc: Path, fake_lambda: FakeLambda, tmux_job: Path) -> None:
     # the caller is monte-job-1 itself, still alive while it runs `done`; "interactive" is no job
     assert _done(box_etc, tmux_job, "monte-job-1").returncode == 0
-    assert len(fake_lambda.calls) == 1
+    assert len(fake_lambda.auth_headers) == 1
 
 
 def test_job_done_leaves_a_box_with_another_job(box_etc: Path, fake_lambda: FakeLambda,
                                                 tmux_job: Path) -> None:
     r = _done(box_etc, tmux_job, "monte-job-2")  # monte-job-1 is still running
     assert r.returncode == 0, r.stderr
-    assert fake_lambda.calls == []
+    assert fake_lambda.auth_headers == []  # no request at all
     assert _state(box_etc)["job_done"]["other_jobs"] == ["monte-job-1"]
 
 
@@ -355,7 +320,7 @@ def test_job_done_leaves_a_kept_alive_box(box_etc: Path, fake_lambda: FakeLambda
                                           tmp_path: Path) -> None:
     (box_etc / "keep-alive").touch()
     assert _done(box_etc, tmp_path / "no-tmux", "monte-job-1").returncode == 0
-    assert fake_lambda.calls == []
+    assert fake_lambda.auth_headers == []  # no request at all
 
 
 def test_unarmed_box_fails_the_tick(tmp_path: Path) -> None:
@@ -386,7 +351,7 @@ def test_module_entry_point_runs_the_same_tick(box_etc: Path, fake_lambda: FakeL
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["decision"] == "idle"
-    assert len(fake_lambda.calls) == 1
+    assert len(fake_lambda.auth_headers) == 1
 
 
 def test_secrets_written_by_monte_read_back_exactly(tmp_path: Path) -> None:

@@ -47,8 +47,8 @@ def coverage(n: int, lower: np.ndarray, upper: np.ndarray,
     each group at once)."""
     f = np.arange(n + 1)
     by_pf: dict[float, list[float]] = {}
-    for pf, pb in cells:
-        by_pf.setdefault(pf, []).append(pb)
+    for pf, p_broken in cells:
+        by_pf.setdefault(pf, []).append(p_broken)
     out: dict[tuple[float, float], float] = {}
     lo = np.nan_to_num(lower, nan=np.inf)
     hi = np.nan_to_num(upper, nan=-np.inf)

@@ -113,7 +113,8 @@ def conditional_size(rejects: Callable[[list[int], list[int]], bool], t: np.ndar
     first, cdf = null_cdf(t, k)
 
     def split(total: int) -> tuple[list[int], list[int]]:
-        a, left = [], total
+        a: list[int] = []
+        left = total
         for ti in t:  # any a with this sum: the conditional test depends on the sum alone
             lo, hi = max(0, int(ti) - k), min(int(ti), k)
             x = min(hi, max(lo, left - sum(max(0, int(u) - k) for u in t[len(a) + 1:])))

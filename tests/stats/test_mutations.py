@@ -49,7 +49,7 @@ def failures(mod: Any, stop: bool = True) -> list[str]:
     out: list[str] = []
 
     def printed(f: Any, b: Any, n: int) -> tuple[Any, Any]:
-        return mod.binary_bounds(f, b, n, where=np.where)  # type: ignore[no-any-return]
+        return mod.binary_bounds(f, b, n, where=np.where)
 
     for n, fixed, broken, lo, hi in VECTORS:
         if mod.bonett_price_interval(fixed, broken, n) != pytest.approx((lo, hi), abs=5e-7):
@@ -151,7 +151,7 @@ def load(name: str, edits: list[tuple[str, str]], monkeypatch: pytest.MonkeyPatc
     exec(compile(source, f"<mutant {name}>", "exec"), module.__dict__)
     # the mutant calibrates its own cutoffs: the precomputed table (monte.stats._cutoffs) is the
     # real module's output, checked against the calibration by tests/stats/test_cutoff_table.py
-    module._cutoff = functools.lru_cache(maxsize=512)(module._computed_cutoff)
+    module.__dict__["_cutoff"] = functools.lru_cache(maxsize=512)(module._computed_cutoff)
     return module
 
 

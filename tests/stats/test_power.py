@@ -7,6 +7,8 @@ within 3 points. Seeded; 8,000 replicates (standard error at 0.8: 0.0045).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from scipy.stats import binom
@@ -70,7 +72,7 @@ def test_no_effect_is_detectable_when_too_few_tasks_flip() -> None:
 
 
 def test_pooled_discordance_counts_paired_pass_fail_deltas_only() -> None:
-    deltas = [{"paired": True, "fixed": 30, "broken": 10, "n": 200, "delta": 0.1},
+    deltas: list[dict[str, Any]] = [{"paired": True, "fixed": 30, "broken": 10, "n": 200, "delta": 0.1},
               {"paired": True, "fixed": 20, "broken": 12, "n": 200, "delta": 0.04},
               {"paired": False, "fixed": None, "broken": None, "n": 200, "delta": 0.3},
               {"paired": True, "fixed": None, "broken": None, "n": 200, "delta": 0.2}]

@@ -72,16 +72,16 @@ def failures(mod: Any, stop: bool = True) -> list[str]:
         return stop
 
     for n, fixed, broken, *_ in VECTORS[:6]:
-        a, b = flips(n, fixed, broken)
-        if mod.sampled_delta([[x] for x in a], [[y] for y in b]).d != paired_delta(a, b) and fail(
+        fa, fb = flips(n, fixed, broken)
+        if mod.sampled_delta([[x] for x in fa], [[y] for y in fb]).d != paired_delta(fa, fb) and fail(
                 f"K = 1 is not today's delta (n {n}, fixed {fixed}, broken {broken})"):
             return out
     rng = random.Random(3)
     for k in (2, 4):
         for _ in range(4):
-            a = [rng.randint(0, k) for _ in range(10)]
-            b = [rng.randint(0, k) for _ in range(10)]
-            if mod.conditional_pvalue(a, b, k) != pytest.approx(float(fraction_pvalue(a, b, k)), rel=1e-12) and fail(
+            ta = [rng.randint(0, k) for _ in range(10)]
+            tb = [rng.randint(0, k) for _ in range(10)]
+            if mod.conditional_pvalue(ta, tb, k) != pytest.approx(float(fraction_pvalue(ta, tb, k)), rel=1e-12) and fail(
                     f"the p-value is not exact (K {k})"):
                 return out
     nrng = np.random.default_rng(5)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 DVC = str(Path(sys.executable).parent / "dvc")
 GC_SCOPES = [["-w"], ["-a", "-T"], ["--all-commits"]]

@@ -15,7 +15,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from helpers import monte_proc, snapshot_state
+from support.helpers import monte_proc, snapshot_state
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_dataset_from_hf_with_no_network_is_a_storage_error(repo: Path, offline:
     assert snapshot_state(repo) == before
 
 
-def test_a_hub_model_id_with_no_network_is_a_storage_error(repo: Path, offline: dict[str, str], monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_hub_model_id_with_no_network_is_a_storage_error(repo: Path, offline: dict[str, str], monte) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     before = snapshot_state(repo)
     r = monte_proc("experiment", "init", "e", "--eval", "parity", "--model", "org/name", "--json", cwd=repo,

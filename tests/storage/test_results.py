@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import append_evals, git, monte_proc, new_machine, snapshot_state
+from support.helpers import append_evals, git, monte_proc, new_machine, snapshot_state
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id

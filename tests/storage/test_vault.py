@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, snapshot_state
+from support.helpers import git, snapshot_state
 
 from monte.storage.keys import write_key
 from monte.storage.objects import open_store

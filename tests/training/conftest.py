@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from trainhelp import GRPO, SFT, curriculum, distill, write_recipe, write_sft_rows
+from support.trainhelp import GRPO, SFT, curriculum, distill, write_recipe, write_sft_rows
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -26,7 +26,7 @@ def teacher(tiny_models: dict[int, Path]) -> Path:
 
 
 @pytest.fixture
-def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path) -> str:  # type: ignore[no-untyped-def]
+def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path) -> str:
     """The trainable parity environment, an SFT dataset ``parity-sft`` from its curriculum, the
     experiment ``exp`` (4 steps per chunk) and the repo recipes ``sft-t``, ``grpo-t`` and
     ``distill-t``. No baseline yet."""
@@ -44,7 +44,7 @@ def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path
 
 
 @pytest.fixture
-def ready(trainable: str, monte) -> str:  # type: ignore[no-untyped-def]
+def ready(trainable: str, monte) -> str:
     """``trainable`` plus both baselines of the base model's cohort: dev@0 and test@0."""
     assert monte("eval", "--yes").code == 0
     assert monte("eval", "--split", "test", "--yes").code == 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint, snapshot_state
+from support.helpers import checkpoint, snapshot_state
 
 
 def _err(r: Any) -> dict[str, Any]:
@@ -21,7 +21,7 @@ def _err(r: Any) -> dict[str, Any]:
     return out
 
 
-def test_a_second_experiment_on_the_same_exam_and_weights_is_told_it_needs_other_weights(  # type: ignore[no-untyped-def]
+def test_a_second_experiment_on_the_same_exam_and_weights_is_told_it_needs_other_weights(
         repo: Path, monte, base_model: Path) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("experiment", "init", "x", "--eval", "parity", "--model", str(base_model)).code == 0
@@ -43,7 +43,7 @@ def test_a_second_experiment_on_the_same_exam_and_weights_is_told_it_needs_other
     assert snapshot_state(repo) == before
 
 
-def test_a_checkpoint_of_a_second_cohort_names_its_own_base_model(  # type: ignore[no-untyped-def]
+def test_a_checkpoint_of_a_second_cohort_names_its_own_base_model(
         repo: Path, monte, tiny_models: dict[int, Path]) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(tiny_models[0])).code == 0

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_events
-from trainhelp import refused, train, trained
+from support.helpers import run_events
+from support.trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
 
@@ -48,7 +48,7 @@ def _rank_pids(folder: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(folder.glob("rank-*.pid"))]
 
 
-def test_two_processes_train_an_sft_chunk_equal_to_one_and_the_row_records_the_launch(  # type: ignore[no-untyped-def]
+def test_two_processes_train_an_sft_chunk_equal_to_one_and_the_row_records_the_launch(
         ready: str, repo: Path, monte) -> None:
     """One real 2-rank launch (the suite's most expensive part is a rank's start-up), checked
     every way: the launch record, the ranks, `monte show`/`monte rerun`, the cohort, and the
@@ -110,7 +110,7 @@ def test_two_processes_train_an_sft_chunk_equal_to_one_and_the_row_records_the_l
     assert _max_diff(_ck(repo, one["run"], 4), _ck(repo, row["run"], 4)) <= WEIGHTS_ATOL
 
 
-def test_a_rank_that_dies_fails_the_run_naming_it_and_records_no_checkpoint(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_rank_that_dies_fails_the_run_naming_it_and_records_no_checkpoint(ready: str, repo: Path, monte) -> None:
     runs = repo / ".monte" / "runs" / "exp"
     killed: list[int] = []
 
@@ -148,14 +148,14 @@ def test_a_rank_that_dies_fails_the_run_naming_it_and_records_no_checkpoint(read
     (["--nodes", "0"], "E_USAGE", 2, "at least one node"),
     (["--processes", "3"], "E_LAUNCH", 10, "does not split over 3 processes"),
 ])
-def test_bad_launches_refuse_before_started(ready: str, repo: Path, monte, args: list[str], code: str,  # type: ignore[no-untyped-def]
+def test_bad_launches_refuse_before_started(ready: str, repo: Path, monte, args: list[str], code: str,
                                             exit_code: int, needle: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes",
                   *args, code=code, exit_code=exit_code)
     assert needle in err["message"]
 
 
-def test_a_rendezvous_port_in_use_refuses_before_started(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_rendezvous_port_in_use_refuses_before_started(ready: str, repo: Path, monte) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
@@ -172,7 +172,7 @@ def test_a_rendezvous_port_in_use_refuses_before_started(ready: str, repo: Path,
     ("distributed_type: MULTI_CPU\nbackend: nccl\nnum_processes: 2\n", "E_LAUNCH", 10, "needs GPUs (nccl)"),
     ("distributed_type: DEEPSPEED\nnum_processes: 2\n", "E_LAUNCH", 10, "needs GPUs (nccl)"),
 ])
-def test_an_accelerate_config_that_cannot_run_here_refuses_before_started(  # type: ignore[no-untyped-def]
+def test_an_accelerate_config_that_cannot_run_here_refuses_before_started(
         ready: str, repo: Path, monte, tmp_path: Path, text: str, code: str, exit_code: int, needle: str) -> None:
     cfg = tmp_path / "accel.yaml"
     cfg.write_text(text)
@@ -205,7 +205,7 @@ WEIGHTS_ATOL = 1e-4
 LOSS_RTOL = 1e-4
 
 
-def test_a_continuation_may_change_the_process_count(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_continuation_may_change_the_process_count(ready: str, repo: Path, monte) -> None:
     """4 steps on 1 process + 4 on 2 = 8 steps on 1 (the resume restores what it must)."""
     four = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
     cont = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{four['run']}@4",
@@ -216,7 +216,7 @@ def test_a_continuation_may_change_the_process_count(ready: str, repo: Path, mon
     assert _max_diff(_ck(repo, cont["run"], 8), _ck(repo, straight["run"], 8)) <= WEIGHTS_ATOL
 
 
-def test_two_loopback_nodes_train_an_sft_chunk(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_loopback_nodes_train_an_sft_chunk(ready: str, repo: Path, monte) -> None:
     row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--processes", "1",
                   "--nodes", "2")
     launch = row["plan"]["launch"]
@@ -228,7 +228,7 @@ def test_two_loopback_nodes_train_an_sft_chunk(ready: str, repo: Path, monte) ->
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
-def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None:
     row = trained(monte, "--recipe", "grpo-t", "--source", "parity", "--from-base", "--processes", "2")
     launch = row["plan"]["launch"]
     assert launch["world_size"] == 2 and launch["backend"] == "gloo"
@@ -237,7 +237,7 @@ def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
-def test_a_grpo_continuation_keeps_its_parents_process_count(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_grpo_continuation_keeps_its_parents_process_count(ready: str, repo: Path, monte) -> None:
     one = trained(monte, "--recipe", "grpo-t", "--source", "parity", "--from-base")
     err = refused(monte, repo, "train", "--recipe", "grpo-t", "--source", "parity", "--parent", f"{one['run']}@4",
                   "--yes", "--processes", "2", code="E_REFUSED", exit_code=3)
@@ -245,14 +245,14 @@ def test_a_grpo_continuation_keeps_its_parents_process_count(ready: str, repo: P
     assert "--processes" in err["fix"]
 
 
-def test_two_loopback_nodes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_loopback_nodes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None:
     row = trained(monte, "--recipe", "grpo-t", "--source", "parity", "--from-base", "--processes", "1",
                   "--nodes", "2")
     assert (row["plan"]["launch"]["nodes"], row["plan"]["launch"]["world_size"]) == (2, 2)
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
-def test_the_cpu_profile_runs_two_processes_under_accelerate_launch_frozen_by_hash(  # type: ignore[no-untyped-def]
+def test_the_cpu_profile_runs_two_processes_under_accelerate_launch_frozen_by_hash(
         ready: str, repo: Path, monte) -> None:
     """`--accelerate-config cpu-ddp`: the profile monte ships, a real 2-rank gloo launch under
     accelerate launch, frozen into the plan by content and sha256 like a user's YAML."""
@@ -273,7 +273,7 @@ def test_the_cpu_profile_runs_two_processes_under_accelerate_launch_frozen_by_ha
     assert again["config_sha256"] == launch["config_sha256"] and "accelerate.commands.launch" in again["ranks"][0]
 
 
-def test_a_users_accelerate_yaml_is_frozen_into_the_plan_by_hash(ready: str, repo: Path, monte,  # type: ignore[no-untyped-def]
+def test_a_users_accelerate_yaml_is_frozen_into_the_plan_by_hash(ready: str, repo: Path, monte,
                                                                  tmp_path: Path) -> None:
     cfg = tmp_path / "cpu2.yaml"
     cfg.write_text("compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_CPU\nnum_processes: 2\n"
@@ -286,7 +286,7 @@ def test_a_users_accelerate_yaml_is_frozen_into_the_plan_by_hash(ready: str, rep
     assert launch["config_sha256"] == sha256_file(cfg) and launch["config"]["content"] == cfg.read_text()
 
 
-def test_an_unknown_profile_refuses_naming_the_known_ones(ready: str, repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_profile_refuses_naming_the_known_ones(ready: str, repo: Path, monte) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes",
                   "--accelerate-config", "zero9", code="E_NOT_FOUND", exit_code=4)
     assert "'zero9'" in err["message"]
@@ -294,13 +294,13 @@ def test_an_unknown_profile_refuses_naming_the_known_ones(ready: str, repo: Path
 
 
 @pytest.mark.parametrize("name", ["multi-gpu", "fsdp", "zero2"])
-def test_the_gpu_profiles_refuse_on_a_machine_without_gpus(ready: str, repo: Path, monte, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_the_gpu_profiles_refuse_on_a_machine_without_gpus(ready: str, repo: Path, monte, name: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes",
                   "--accelerate-config", name, code="E_LAUNCH", exit_code=10)
     assert f"profile {name}" in err["message"] and "needs GPUs" in err["message"] and "cpu-ddp" in err["fix"]
 
 
-def test_the_profiles_are_real_accelerate_configs_listed_in_help(monte) -> None:  # type: ignore[no-untyped-def]
+def test_the_profiles_are_real_accelerate_configs_listed_in_help(monte) -> None:
     """Each shipped profile parses as accelerate's own ClusterConfig, and `monte train --help`
     names every one."""
     from importlib import resources

@@ -1,6 +1,6 @@
 """Nodes on other machines, for real: `monte train --hosts A,B` starts one node's launcher on each
 host over SSH (Fabric) with the rendezvous on the first host. Both "hosts" here are the real
-OpenSSH server the remote tests start on loopback (tests/remote/sshd.py), one process each;
+OpenSSH server the remote tests start on loopback (tests/support/sshd.py), one process each;
 without sshd these tests skip, like the other remote tests. Nothing is mocked: the nodes
 rendezvous, the ranks train the tiny model through TRL, and a node's launcher is killed with a
 real SIGKILL."""
@@ -10,17 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trainhelp import refused, train, trained
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remote"))
-from sshd import Sshd, module_sshd  # noqa: E402
+from support.sshd import Sshd, module_sshd
+from support.trainhelp import refused, train, trained
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +38,7 @@ def _hosts(server: Sshd) -> list[str]:
     return ["--hosts", f"{server.login},{server.login}", "--ssh-key", server.key_file]
 
 
-def test_two_hosts_over_ssh_train_an_sft_chunk(ready: str, repo: Path, monte, server: Sshd) -> None:  # type: ignore[no-untyped-def]
+def test_two_hosts_over_ssh_train_an_sft_chunk(ready: str, repo: Path, monte, server: Sshd) -> None:
     row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--processes", "1",
                   *_hosts(server))
     launch = row["plan"]["launch"]
@@ -62,7 +59,7 @@ def test_two_hosts_over_ssh_train_an_sft_chunk(ready: str, repo: Path, monte, se
     assert [argv[argv.index("--node_rank") + 1] for argv in again["ranks"]] == ["0", "1"]
 
 
-def test_a_host_whose_node_dies_fails_the_run_and_leaves_no_rank_on_any_host(  # type: ignore[no-untyped-def]
+def test_a_host_whose_node_dies_fails_the_run_and_leaves_no_rank_on_any_host(
         ready: str, repo: Path, monte, server: Sshd) -> None:
     runs = repo / ".monte" / "runs" / "exp"
     killed: list[int] = []
@@ -101,14 +98,14 @@ def test_a_host_whose_node_dies_fails_the_run_and_leaves_no_rank_on_any_host(  #
     ("a,,b", "E_USAGE", 2, "empty host name"),
     ("user@host:99999", "E_USAGE", 2, "is not [USER@]HOST[:PORT]"),
 ])
-def test_bad_hosts_refuse_before_started(ready: str, repo: Path, monte, hosts: str, code: str,  # type: ignore[no-untyped-def]
+def test_bad_hosts_refuse_before_started(ready: str, repo: Path, monte, hosts: str, code: str,
                                          exit_code: int, needle: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes",
                   "--hosts", hosts, code=code, exit_code=exit_code)
     assert needle in err["message"], err
 
 
-def test_hosts_refusals_before_started(ready: str, repo: Path, monte, server: Sshd) -> None:  # type: ignore[no-untyped-def]
+def test_hosts_refusals_before_started(ready: str, repo: Path, monte, server: Sshd) -> None:
     base = ("train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes")
     err = refused(monte, repo, *base, "--nodes", "3", *_hosts(server), code="E_USAGE", exit_code=2)
     assert "one node runs on each host" in err["message"]

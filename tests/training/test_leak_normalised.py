@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainhelp import curriculum, exam_prompts, refused
+from support.trainhelp import curriculum, exam_prompts, refused
 
 MOVES: dict[str, Any] = {
     "zero-width space appended": lambda p: {"input": p + "\u200b", "output": " even"},
@@ -26,7 +26,7 @@ def _rows(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def test_a_sealed_item_hidden_by_a_trivial_edit_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sealed_item_hidden_by_a_trivial_edit_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:
     honest = [{"input": it["prompt"], "output": " " + it["answer"]} for it in curriculum(repo)[:20]]
     sealed = exam_prompts(repo, "test")[7]
     for k, (move, edit) in enumerate(sorted(MOVES.items())):
@@ -38,7 +38,7 @@ def test_a_sealed_item_hidden_by_a_trivial_edit_is_a_leak(repo: Path, monte, tra
         assert "parity/test/00007" in err["message"], (move, err)
 
 
-def test_a_chat_row_holding_a_sealed_item_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_chat_row_holding_a_sealed_item_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:
     sealed = exam_prompts(repo, "test")[3]
     chat = [{"messages": [{"role": "system", "content": "answer odd or even"},
                           {"role": "user", "content": m["prompt"]},
@@ -55,7 +55,7 @@ def test_a_chat_row_holding_a_sealed_item_is_a_leak(repo: Path, monte, trainable
     assert "line 11" in err["message"] and "parity/test/00003" in err["message"]
 
 
-def test_honest_rows_are_no_leak(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+def test_honest_rows_are_no_leak(repo: Path, monte, trainable: str) -> None:
     """The curriculum (disjoint from both exams by construction) is no leak, in either form."""
     for source in ("parity", "parity-sft"):
         r = monte("train", "--recipe", "grpo-t" if source == "parity" else "sft-t", "--source", source,

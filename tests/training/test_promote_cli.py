@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import git, snapshot_state
-from trainhelp import refused, trained
+from support.helpers import git, snapshot_state
+from support.trainhelp import refused, trained
 
 from monte.hashing import sha256_file
 
 
 @pytest.fixture
-def run(ready: str, monte) -> str:  # type: ignore[no-untyped-def]
+def run(ready: str, monte) -> str:
     """One real 4-step SFT chunk from the base model: checkpoint RUN@4."""
     return str(trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"])
 
@@ -29,11 +29,11 @@ def _lineage_files(repo: Path, run: str) -> dict[str, str]:
     return files
 
 
-def _promote(monte, ref: str, dest: Path, confirm: str | None = None, *extra: str):  # type: ignore[no-untyped-def]
+def _promote(monte, ref: str, dest: Path, confirm: str | None = None, *extra: str):
     return monte("promote", ref, "--dest", str(dest), "--confirm", confirm or ref, *extra)
 
 
-def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, run: str, tmp_path: Path) -> None:
     ref = f"{run}@4"
     files = _lineage_files(repo, run)
     (_folder(repo, run) / "notes.txt").write_text("not part of the model\n")  # a stray file stays behind
@@ -71,7 +71,7 @@ def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, 
                              f"{out['bytes']:,} bytes, every sha256 verified")
 
 
-def test_confirm_must_name_the_checkpoint_in_full(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_confirm_must_name_the_checkpoint_in_full(repo: Path, monte, run: str, tmp_path: Path) -> None:
     dest = tmp_path / "out"
     for wrong in (f"{run}@8", run, f"{run[:6]}@4"):
         err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(dest), "--confirm", wrong,
@@ -82,7 +82,7 @@ def test_confirm_must_name_the_checkpoint_in_full(repo: Path, monte, run: str, t
     assert not dest.exists()
 
 
-def test_only_a_real_training_checkpoint_is_promoted(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_only_a_real_training_checkpoint_is_promoted(repo: Path, monte, run: str, tmp_path: Path) -> None:
     dest = tmp_path / "out"
     evals = [x["run"] for x in monte("status", "--json").json()["rows"] if x["kind"] == "eval"]
     err = refused(monte, repo, "promote", f"{evals[0]}@0", "--dest", str(dest), "--confirm", f"{evals[0]}@0",
@@ -100,7 +100,7 @@ def test_only_a_real_training_checkpoint_is_promoted(repo: Path, monte, run: str
     assert not dest.exists()
 
 
-def test_a_non_empty_dest_is_refused(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_non_empty_dest_is_refused(repo: Path, monte, run: str, tmp_path: Path) -> None:
     dest = tmp_path / "taken"
     dest.mkdir()
     (dest / "keep.txt").write_text("mine\n")
@@ -115,7 +115,7 @@ def test_a_non_empty_dest_is_refused(repo: Path, monte, run: str, tmp_path: Path
     assert "is a file" in err["message"] and afile.read_text() == "x"
 
 
-def test_a_usage_error_points_at_the_commands_help(repo: Path, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_usage_error_points_at_the_commands_help(repo: Path, monte, tmp_path: Path) -> None:
     afile = tmp_path / ("a-file-with-a-long-name-" * 3)
     afile.write_text("x")
     r = monte("promote", "abcdefghijkl@4", "--dest", str(afile), "--confirm", "abcdefghijkl@4", "--json")
@@ -124,7 +124,7 @@ def test_a_usage_error_points_at_the_commands_help(repo: Path, monte, tmp_path: 
 
 
 @pytest.mark.parametrize("damage", ["modify", "delete"])
-def test_a_tampered_checkpoint_is_an_integrity_error(repo: Path, monte, run: str, tmp_path: Path, damage: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_tampered_checkpoint_is_an_integrity_error(repo: Path, monte, run: str, tmp_path: Path, damage: str) -> None:
     weights = _folder(repo, run) / "model.safetensors"
     if damage == "modify":
         data = bytearray(weights.read_bytes())
@@ -143,7 +143,7 @@ def test_a_tampered_checkpoint_is_an_integrity_error(repo: Path, monte, run: str
     assert not dest.exists() and list(tmp_path.glob(".out.promote-*")) == []
 
 
-def test_a_promoted_folder_carries_its_story(repo: Path, monte, run: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_promoted_folder_carries_its_story(repo: Path, monte, run: str, tmp_path: Path) -> None:
     """The model card (README.md) says where the weights come from; the folder is a plain
     publishable model: it loads, anyone can read it, and no config carries a local-only flag."""
     import os

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import git, pushes_failing_on, run_events, snapshot_state
-from trainhelp import refused, train, trained
+from support.helpers import git, pushes_failing_on, run_events, snapshot_state
+from support.trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
 from monte.storage import hub
@@ -99,7 +99,7 @@ def _no_token(*texts: str) -> None:
         assert TOKEN not in t
 
 
-def test_a_real_push_chunk_records_its_hub_revision_in_the_lineage(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
+def test_a_real_push_chunk_records_its_hub_revision_in_the_lineage(repo: Path, monte, pushing: Path,
                                                                   fake_hub: FakeHub) -> None:
     r = train(monte, *CHUNK, "--push")
     assert r.code == 0, r.out + r.err
@@ -125,8 +125,8 @@ def test_a_real_push_chunk_records_its_hub_revision_in_the_lineage(repo: Path, m
     # the same model card promote writes: metadata the hub reads, the reads, the hashes, the command
     from huggingface_hub import ModelCard
 
-    parsed = ModelCard(card)
-    assert parsed.data.library_name == "transformers" and "monte" in parsed.data.tags
+    meta = ModelCard(card).data.to_dict()
+    assert meta["library_name"] == "transformers" and "monte" in meta["tags"]
     assert "baseline (test@0)" in card and "monte train -e exp --recipe sft-t --source parity-sft --from-base" in card
     meas = json.loads(git(repo, "show", "monte/exp/ledger:measurement.json"))
     assert meas["exams"]["parity"]["splits"]["test"]["sha256"] in card
@@ -145,7 +145,7 @@ def test_a_real_push_chunk_records_its_hub_revision_in_the_lineage(repo: Path, m
               git(repo, "log", "--all", "-p"))
 
 
-def test_plan_shows_the_push_and_refuses_without_a_hub_repo(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
+def test_plan_shows_the_push_and_refuses_without_a_hub_repo(repo: Path, monte, pushing: Path,
                                                            fake_hub: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     r = monte("train", *CHUNK, "--push", "--dry-run")
     assert r.code == 0, r.out + r.err
@@ -157,7 +157,7 @@ def test_plan_shows_the_push_and_refuses_without_a_hub_repo(repo: Path, monte, p
     assert fake_hub.calls == [] and list(pushing.iterdir()) == []
 
 
-def test_push_with_no_bucket_refuses_before_any_row(repo: Path, monte, pushing: Path, fake_hub: FakeHub,  # type: ignore[no-untyped-def]
+def test_push_with_no_bucket_refuses_before_any_row(repo: Path, monte, pushing: Path, fake_hub: FakeHub,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MONTE_BUCKET")
     refs = git(repo, "for-each-ref")
@@ -167,7 +167,7 @@ def test_push_with_no_bucket_refuses_before_any_row(repo: Path, monte, pushing: 
     assert fake_hub.calls == []
 
 
-def test_a_smoke_push_needs_no_hub(repo: Path, monte, pushing: Path, fake_hub: FakeHub,  # type: ignore[no-untyped-def]
+def test_a_smoke_push_needs_no_hub(repo: Path, monte, pushing: Path, fake_hub: FakeHub,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MONTE_HUB_REPO")
     row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--smoke", "--push")
@@ -175,7 +175,7 @@ def test_a_smoke_push_needs_no_hub(repo: Path, monte, pushing: Path, fake_hub: F
     assert '"succeeded"' in (pushing / "runs" / "exp" / row["run"] / "events.jsonl").read_text()
 
 
-def test_promote_from_the_hub_proves_every_byte(repo: Path, monte, pushing: Path, fake_hub: FakeHub,  # type: ignore[no-untyped-def]
+def test_promote_from_the_hub_proves_every_byte(repo: Path, monte, pushing: Path, fake_hub: FakeHub,
                                                 tmp_path: Path) -> None:
     run = trained(monte, *CHUNK, "--push")["run"]
     ref = f"{run}@4"
@@ -214,7 +214,7 @@ def test_promote_from_the_hub_proves_every_byte(repo: Path, monte, pushing: Path
     assert not dest2.exists() and not dest2.parent.exists()
 
 
-def test_promote_from_the_hub_refuses_a_checkpoint_with_no_hub_copy(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
+def test_promote_from_the_hub_refuses_a_checkpoint_with_no_hub_copy(repo: Path, monte, pushing: Path,
                                                                    tmp_path: Path) -> None:
     run = trained(monte, *CHUNK)["run"]
     err = refused(monte, repo, "promote", f"{run}@4", "--dest", str(tmp_path / "x"), "--confirm", f"{run}@4",
@@ -222,7 +222,7 @@ def test_promote_from_the_hub_refuses_a_checkpoint_with_no_hub_copy(repo: Path, 
     assert "--push" in err["message"]
 
 
-def test_a_failed_push_mid_run_keeps_the_run_going(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
+def test_a_failed_push_mid_run_keeps_the_run_going(repo: Path, monte, pushing: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     calls = pushes_failing_on(monkeypatch, {2, 3})  # after the upload and after the checkpoint
     r = train(monte, *CHUNK, "--push")
@@ -237,7 +237,7 @@ def test_a_failed_push_mid_run_keeps_the_run_going(repo: Path, monte, pushing: P
     assert "push-failed" in (pushing / "runs" / "exp" / run / "events.jsonl").read_text()
 
 
-def test_a_failed_final_push_is_e_storage_and_the_run_is_recorded(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
+def test_a_failed_final_push_is_e_storage_and_the_run_is_recorded(repo: Path, monte, pushing: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pushes_failing_on(monkeypatch, {4})
     r = train(monte, *CHUNK, "--push")
@@ -260,7 +260,7 @@ def _forbidden() -> Exception:
     return HfHubHTTPError(f"403 Forbidden (token {TOKEN})", response=response)  # type: ignore[arg-type]
 
 
-def test_a_token_that_cannot_write_refuses_before_any_compute(repo: Path, monte, pushing: Path,  # type: ignore[no-untyped-def]
+def test_a_token_that_cannot_write_refuses_before_any_compute(repo: Path, monte, pushing: Path,
                                                               fake_hub: FakeHub) -> None:
     fake_hub.fail_create = _forbidden()
     err = refused(monte, repo, "train", *CHUNK, "--push", "--yes", code="E_STORAGE", exit_code=7)
@@ -269,7 +269,7 @@ def test_a_token_that_cannot_write_refuses_before_any_compute(repo: Path, monte,
     assert fake_hub.named("upload_folder") == []
 
 
-def test_a_hub_failure_keeps_the_local_checkpoint(repo: Path, monte, pushing: Path, fake_hub: FakeHub) -> None:  # type: ignore[no-untyped-def]
+def test_a_hub_failure_keeps_the_local_checkpoint(repo: Path, monte, pushing: Path, fake_hub: FakeHub) -> None:
     fake_hub.fail_upload = _forbidden()
     r = train(monte, *CHUNK, "--push")
     assert r.code == 7, r.out + r.err

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import snapshot_state
-from trainhelp import SFT, write_recipe
+from support.helpers import snapshot_state
+from support.trainhelp import SFT, write_recipe
 
 from monte.errors import MonteError
 from monte.training.recipes import check_chunk, resolve
@@ -80,7 +80,7 @@ def test_a_decaying_schedule_without_a_horizon_spans_one_chunk_and_is_not_contin
     assert e.value.code == "E_REFUSED" and "schedule_steps" in e.value.fix and "stage boundary" in e.value.fix
 
 
-def test_a_pasted_dump_trains_and_its_plan_names_what_it_ignored(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_pasted_dump_trains_and_its_plan_names_what_it_ignored(repo: Path, monte, trainable: str) -> None:
     write_recipe(repo, "pasted", _dump("sft", per_device_train_batch_size=8, max_length=32))
     r = monte("train", "--recipe", "pasted", "--source", "parity-sft", "--smoke", "--dry-run")
     assert r.code == 0, r.out + r.err
@@ -108,7 +108,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize(("line", "code", "why"), HOSTILE, ids=[h[0].split(":")[0] + str(i) for i, h in enumerate(HOSTILE)])
-def test_a_hostile_value_refuses_before_anything_is_written(repo: Path, monte, trainable: str, line: str,  # type: ignore[no-untyped-def]
+def test_a_hostile_value_refuses_before_anything_is_written(repo: Path, monte, trainable: str, line: str,
                                                             code: str, why: str) -> None:
     key = line.split(":")[0]
     if key == "deepspeed" and code == "E_PREFLIGHT" and importlib.util.find_spec("deepspeed") is not None:

@@ -7,7 +7,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from trainhelp import GRPO, SFT, refused, write_recipe
+from support.trainhelp import GRPO, SFT, refused, write_recipe
 
 import monte
 from monte.errors import MonteError
@@ -150,7 +150,7 @@ def test_missing_recipes_are_not_found(tmp_path: Path) -> None:
     assert e.value.code == "E_NOT_FOUND" and "nope.yaml" in e.value.message
 
 
-def test_cli_refuses_a_bad_recipe_with_exit_6_and_writes_nothing(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+def test_cli_refuses_a_bad_recipe_with_exit_6_and_writes_nothing(repo: Path, monte, trainable: str) -> None:
     write_recipe(repo, "bad", SFT + "bach_size: 4\n")
     for extra in (["--from-base"], ["--smoke"]):
         err = refused(monte, repo, "train", "--recipe", "bad", "--source", "parity-sft", "--yes", *extra,
@@ -165,14 +165,14 @@ def test_cli_refuses_a_bad_recipe_with_exit_6_and_writes_nothing(repo: Path, mon
     assert "monte config" in err["fix"]
 
 
-def test_config_lists_the_repo_recipe_in_place_of_the_packaged_one(repo: Path, monte) -> None:  # type: ignore[no-untyped-def]
+def test_config_lists_the_repo_recipe_in_place_of_the_packaged_one(repo: Path, monte) -> None:
     mine = write_recipe(repo, "sft-tiny", SFT)
     recipes = monte("config", "--json").json()["recipes"]
     assert recipes["sft-tiny"] == str(mine)
     assert recipes["grpo-tiny"] == str(PACKAGED / "grpo-tiny.yaml")
 
 
-def test_the_row_records_the_recipe_name_and_content_hash(repo: Path, monte, trainable: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_row_records_the_recipe_name_and_content_hash(repo: Path, monte, trainable: str, tmp_path: Path) -> None:
     # a path-spelled recipe (smoke: no baseline needed, and it is the cheapest real run)
     path = tmp_path / "outside" / "my-sft.yaml"
     path.parent.mkdir()
@@ -280,7 +280,7 @@ def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
     assert "more than 10000 values" in e.message
 
 
-def test_a_pasted_trl_dump_trains(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_pasted_trl_dump_trains(repo: Path, monte, trainable: str) -> None:
     write_recipe(repo, "pasted", "algorithm: sft\nschedule_steps: 1000\n" + _trl_dump("sft"))
     r = monte("train", "--recipe", "pasted", "--source", "parity-sft", "--smoke", "--yes", "--json")
     assert r.code == 0, r.out + r.err

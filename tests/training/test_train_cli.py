@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers import git, run_events, snapshot_state
-from trainhelp import (
+from support.helpers import git, run_events, snapshot_state
+from support.trainhelp import (
     SFT,
     curriculum,
     distill,
@@ -26,7 +27,7 @@ from monte.hashing import sha256_file
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
 
 
-def _lineage(monte, *args: str) -> list[str]:  # type: ignore[no-untyped-def]
+def _lineage(monte, *args: str) -> list[str]:
     r = monte("status", *args)
     assert r.code == 0, r.out + r.err
     return [line for line in r.out.splitlines() if line.startswith("lineage:")]
@@ -40,7 +41,7 @@ def _adam_step(trainer_ckpt: Path) -> int:
     return int(next(iter(state.values()))["step"])
 
 
-def _weights(folder: Path) -> dict[str, object]:
+def _weights(folder: Path) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     return load_file(str(folder / "model.safetensors"))
@@ -51,7 +52,7 @@ def _same_weights(a: Path, b: Path, atol: float = 1e-5) -> bool:
 
     wa, wb = _weights(a), _weights(b)
     assert wa.keys() == wb.keys()
-    return all(torch.allclose(wa[k], wb[k], atol=atol) for k in wa)  # type: ignore[arg-type]
+    return all(torch.allclose(wa[k], wb[k], atol=atol) for k in wa)
 
 
 def _ck(repo: Path, run: str, step: int, exp: str = "exp") -> Path:
@@ -65,7 +66,7 @@ def _trainer_ck(repo: Path, run: str, step: int, exp: str = "exp") -> Path:
 # --- baselines and smoke ---------------------------------------------------------------------------
 
 
-def test_training_is_refused_until_both_baselines_exist(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+def test_training_is_refused_until_both_baselines_exist(repo: Path, monte, trainable: str) -> None:
     args = ("train", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--yes")
     err = refused(monte, repo, *args, code="E_NO_BASELINE", exit_code=3)
     assert "parity/dev@0" in err["message"] and "parity/test@0" in err["message"]
@@ -77,7 +78,7 @@ def test_training_is_refused_until_both_baselines_exist(repo: Path, monte, train
     assert train(monte, *args[1:-1]).code == 0
 
 
-def test_a_smoke_chunk_needs_no_baseline_and_never_enters_the_tree(repo: Path, monte, trainable: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_smoke_chunk_needs_no_baseline_and_never_enters_the_tree(repo: Path, monte, trainable: str) -> None:
     refs_before = set(git(repo, "for-each-ref", "--format=%(refname)").split())
     row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--smoke")
     assert row["smoke"] is True and row["checkpoints"] == []
@@ -110,14 +111,14 @@ def test_a_smoke_chunk_needs_no_baseline_and_never_enters_the_tree(repo: Path, m
     (("--smoke", "--from-base"), "smoke"),
     (("--smoke", "--parent", "abc@4"), "smoke"),
 ])
-def test_starting_point_usage_errors_exit_2(repo: Path, monte, ready: str, flags: tuple[str, ...], says: str) -> None:  # type: ignore[no-untyped-def]
+def test_starting_point_usage_errors_exit_2(repo: Path, monte, ready: str, flags: tuple[str, ...], says: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--yes", *flags,
                   code="E_USAGE", exit_code=2)
     assert says in err["message"]
     assert "--from-base" in err["fix"] or "--smoke" in err["fix"]
 
 
-def test_a_crossed_pairing_refuses_naming_the_right_kind(repo: Path, monte, ready: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_crossed_pairing_refuses_naming_the_right_kind(repo: Path, monte, ready: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity", "--from-base", "--yes",
                   code="E_REFUSED", exit_code=3)
     assert "sft" in err["message"] and "'parity'" in err["message"]
@@ -128,7 +129,7 @@ def test_a_crossed_pairing_refuses_naming_the_right_kind(repo: Path, monte, read
         assert "'parity-sft'" in err["message"] and "trainable Environment" in err["fix"]
 
 
-def test_sources_that_cannot_be_trained_on(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_sources_that_cannot_be_trained_on(repo: Path, monte, ready: str, tmp_path: Path) -> None:
     raw = write_sft_rows(tmp_path / "raw.jsonl", curriculum(repo)[:8])
     assert monte("dataset", "add", "raw", "--from-file", str(raw)).code == 0  # no --kind sft
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "raw", "--from-base", "--yes",
@@ -144,13 +145,13 @@ def test_sources_that_cannot_be_trained_on(repo: Path, monte, ready: str, tmp_pa
 
 
 @pytest.mark.parametrize("source", ["lm-eval:gsm8k", "file:questions.jsonl"])
-def test_an_exam_as_a_source_is_refused_naming_dataset_add(repo: Path, monte, ready: str, source: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_exam_as_a_source_is_refused_naming_dataset_add(repo: Path, monte, ready: str, source: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", source, "--from-base", "--yes",
                   code="E_USAGE", exit_code=2)
     assert "exam" in err["message"] and "monte dataset add" in err["fix"]
 
 
-def test_a_source_holding_sealed_test_items_is_a_leak(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_source_holding_sealed_test_items_is_a_leak(repo: Path, monte, ready: str, tmp_path: Path) -> None:
     test = exam_prompts(repo, "test")
     items = curriculum(repo)[:20] + [{"prompt": p, "answer": "even"} for p in test[:3]]
     leaky = write_sft_rows(tmp_path / "leaky.jsonl", items)
@@ -171,7 +172,7 @@ def test_a_source_holding_sealed_test_items_is_a_leak(repo: Path, monte, ready: 
     assert "2 item(s) also in a dev exam" in r.err
 
 
-def test_a_same_recipe_continuation_keeps_its_parents_source(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_same_recipe_continuation_keeps_its_parents_source(repo: Path, monte, ready: str, tmp_path: Path) -> None:
     a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
     other = write_sft_rows(tmp_path / "other.jsonl", curriculum(repo)[1000:1256])
     assert monte("dataset", "add", "parity-sft2", "--from-file", str(other), "--kind", "sft").code == 0
@@ -186,7 +187,7 @@ def test_a_same_recipe_continuation_keeps_its_parents_source(repo: Path, monte, 
     assert r.code == 0 and r.json()["plan"]["boundary"] is True
 
 
-def test_a_parent_must_exist(repo: Path, monte, ready: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_parent_must_exist(repo: Path, monte, ready: str) -> None:
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft", "--parent", "nosuch@4",
                   "--yes", code="E_NOT_FOUND", exit_code=4)
     assert "nosuch" in err["message"]
@@ -195,7 +196,7 @@ def test_a_parent_must_exist(repo: Path, monte, ready: str) -> None:  # type: ig
 # --- lineage as commits --------------------------------------------------------------------------
 
 
-def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: str, base_model: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     a_row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
@@ -236,7 +237,7 @@ def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: 
     assert AutoTokenizer.from_pretrained(str(folder)).encode("p 12345 =")
 
 
-def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, base_model: Path) -> None:
     # e8: same base model, dataset and recipe; chunks of 8 instead of 4. Its exam is the dev split
     # alone: the test content with these base weights is sealed across the repository, and exp
     # holds its test@0
@@ -276,7 +277,7 @@ def _lrs(repo: Path, run: str, exp: str = "exp") -> list[float]:
     return [e["learning_rate"] for e in run_events(repo, run, exp) if e["event"] == "log" and "learning_rate" in e]
 
 
-def test_a_decaying_schedule_continues_across_chunks(repo: Path, monte, ready: str, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_decaying_schedule_continues_across_chunks(repo: Path, monte, ready: str, base_model: Path) -> None:
     """Cosine with warm-up over an 8-step horizon: chunks 4 + 4 equal one chunk of 8, learning
     rates and weights; the horizon spent, a third chunk is refused; a boundary starts afresh."""
     import pytest as _pytest
@@ -305,7 +306,7 @@ def test_a_decaying_schedule_continues_across_chunks(repo: Path, monte, ready: s
     assert _lrs(repo, c) == _pytest.approx(_lrs(repo, a), rel=1e-6)
 
 
-def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready: str) -> None:
     a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
     plan = monte("train", "--recipe", "grpo-t", "--source", "parity", "--parent", f"{a}@4",
                  "--dry-run", "--json").json()["plan"]
@@ -333,9 +334,9 @@ def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready:
     assert LEGEND in out and f"{c}@8  grpo:parity  from {a}@4  (stage boundary)" in out
 
 
-def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Path, monte, ready: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Path, monte, ready: str, tmp_path: Path,
                                                                        _template: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Weights-only, shown by the numbers: a boundary from A equals a from-base chunk whose base
     model is a copy of A's servable folder (no optimizer, scheduler or data position carried)."""
     a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
@@ -366,7 +367,7 @@ def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Pat
 # --- distillation, and failures inside a chunk --------------------------------------------------
 
 
-def test_a_distillation_chunk_records_its_move(repo: Path, monte, ready: str, teacher: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_distillation_chunk_records_its_move(repo: Path, monte, ready: str, teacher: Path) -> None:
     row = trained(monte, "--recipe", "distill-t", "--source", "parity", "--from-base")
     assert row["step"] == 4 and row["plan"]["recipe"]["algorithm"] == "distillation"
     assert row["plan"]["settings"]["teacher"] == str(teacher)
@@ -382,7 +383,7 @@ def _broken_teacher(tmp_path: Path, teacher: Path) -> Path:
     return bad
 
 
-def test_a_failure_inside_training_reads_failed_with_its_reason(repo: Path, monte, ready: str, teacher: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_failure_inside_training_reads_failed_with_its_reason(repo: Path, monte, ready: str, teacher: Path, tmp_path: Path) -> None:
     write_recipe(repo, "distill-bad", distill(_broken_teacher(tmp_path, teacher)))
     r = train(monte, "--recipe", "distill-bad", "--source", "parity", "--from-base")
     assert r.code == 1, r.out + r.err
@@ -405,7 +406,7 @@ def test_a_failure_inside_training_reads_failed_with_its_reason(repo: Path, mont
     assert row["run"] in err["message"]
 
 
-def test_a_missing_teacher_is_refused_naming_it(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_teacher_is_refused_naming_it(repo: Path, monte, ready: str, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-teacher"
     write_recipe(repo, "distill-missing", distill(missing))
     r = train(monte, "--recipe", "distill-missing", "--source", "parity", "--from-base")
@@ -415,7 +416,7 @@ def test_a_missing_teacher_is_refused_naming_it(repo: Path, monte, ready: str, t
     assert "/lineage/" not in git(repo, "for-each-ref", "--format=%(refname)")
 
 
-def test_a_missing_teacher_is_refused_before_anything_is_written(repo: Path, monte, ready: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_teacher_is_refused_before_anything_is_written(repo: Path, monte, ready: str, tmp_path: Path) -> None:
     write_recipe(repo, "distill-missing", distill(tmp_path / "no-such-teacher"))
     before = snapshot_state(repo)
     r = train(monte, "--recipe", "distill-missing", "--source", "parity", "--from-base")

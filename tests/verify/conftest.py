@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from forgehelp import Honest, checkpoint
-from helpers import PINNED_ENV, scrubbed
+from support.helpers import PINNED_ENV, scrubbed
 
 
 def _in(repo: Path, home: Path, build: Callable[[], Any]) -> Any:
@@ -85,7 +85,9 @@ def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> di
     ids["dev_b"] = api.eval_(checkpoint=f"{ids['b']}@100", ws=ws).runs[0]["run"]
     ids["smoke"] = checkpoint(repo, models[3], smoke=True)
     # the checkpoint the final claim would score with no nomination (best paired dev delta)
-    ids["selected"] = api.plan_eval(split="test", ws=ws).target.run
+    selected = api.plan_eval(split="test", ws=ws).target.run
+    assert selected is not None
+    ids["selected"] = selected
     ids["other"] = ids["b"] if ids["selected"] == ids["a"] else ids["a"]
     ids["cohort"] = weights_identity(models[0], servable_files(models[0]))[:12]
     ids["cohort2"] = weights_identity(models[3], servable_files(models[3]))[:12]  # another base: no baselines

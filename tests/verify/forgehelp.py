@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from helpers import checkpoint  # noqa: F401  (re-exported)
+from support.helpers import checkpoint  # noqa: F401  (re-exported)
 
 ZERO = "0" * 40
 
@@ -254,7 +254,7 @@ def forge_row(repo: Path, row: dict[str, Any], summary: str, *, event: str = "fi
     assert base is not None
     trailers.setdefault("run", row["run"])
     return forge(repo, row_changes(repo, base, row, files=files), summary, event=event, exp=exp,
-                 parent=base, **trailers)
+                 parent=base, **trailers)  # type: ignore[arg-type]  # **trailers are str: they fill no other parameter
 
 
 def new_id() -> str:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import git, monte_proc
+from support.helpers import git, monte_proc
 
 from monte import ci
 

@@ -40,7 +40,7 @@ class Light:
 
 
 @pytest.fixture(scope="session")
-def light(light_install) -> Light:  # type: ignore[no-untyped-def]
+def light(light_install) -> Light:
     """The light install of this checkout in a fresh virtualenv (bench/light_install.py's way)."""
     return Light(light_install.python, light_install.spec)
 
@@ -49,7 +49,7 @@ def _run(jobs: list[actions_local.Job]) -> str:
     return "\n".join(f"[{j.workflow} {j.job}] {s.name}: {s.returncode}\n{s.output}" for j in jobs for s in j.steps)
 
 
-def test_a_ledger_branch_push_runs_a_full_verify_of_that_ledger(honest: Honest, monte, light: Light,  # type: ignore[no-untyped-def]
+def test_a_ledger_branch_push_runs_a_full_verify_of_that_ledger(honest: Honest, monte, light: Light,
                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MONTE_CI_INSTALL", light.spec)
     (honest.path / ci.DEFAULT_WORKFLOW).unlink(missing_ok=True)

@@ -47,7 +47,7 @@ def _claim_run(h: Honest) -> str:
 
 
 @pytest.fixture
-def exported(honest: Honest, monte, tmp_path: Path):  # type: ignore[no-untyped-def]
+def exported(honest: Honest, monte, tmp_path: Path):
     run = _claim_run(honest)
     key = _key(tmp_path, "signer")
     out = tmp_path / "claim"
@@ -57,7 +57,7 @@ def exported(honest: Honest, monte, tmp_path: Path):  # type: ignore[no-untyped-
     return out, _allowed(tmp_path, "alice@example.org", key), run, r.json()
 
 
-def test_the_genuine_bundle_verifies_with_monte_and_with_ssh_keygen_alone(exported, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_genuine_bundle_verifies_with_monte_and_with_ssh_keygen_alone(exported, monte, tmp_path: Path) -> None:
     out, allowed, run, made = exported
     assert sorted(made["files"]) == sorted(claim.FILES)
     assert sum(made["files"].values()) < 5_000_000  # the goal for a claim without weights
@@ -81,7 +81,7 @@ def test_the_genuine_bundle_verifies_with_monte_and_with_ssh_keygen_alone(export
 
 
 @pytest.mark.parametrize("name", claim.FILES)
-def test_one_changed_byte_in_any_file_is_refused(exported, monte, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_one_changed_byte_in_any_file_is_refused(exported, monte, name: str) -> None:
     out, allowed, _, _ = exported
     path = out / name
     data = bytearray(path.read_bytes())
@@ -95,7 +95,7 @@ def test_one_changed_byte_in_any_file_is_refused(exported, monte, name: str) -> 
     assert monte("claim", "verify", str(out), "--allowed-signers", str(allowed)).code == 0
 
 
-def test_a_stranger_s_signature_is_refused(exported, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_stranger_s_signature_is_refused(exported, monte, tmp_path: Path) -> None:
     out, _, _, _ = exported
     other = _key(tmp_path, "stranger")
     wrong = _allowed(tmp_path, "alice@example.org", other, "wrong_signers")
@@ -109,7 +109,7 @@ def test_a_stranger_s_signature_is_refused(exported, monte, tmp_path: Path) -> N
     assert r.code == 5 and r.json()["error"]["code"] == "E_VERIFY", r.out
 
 
-def test_per_item_files_that_do_not_reproduce_the_delta_are_refused(exported, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_per_item_files_that_do_not_reproduce_the_delta_are_refused(exported, monte, tmp_path: Path) -> None:
     """A forger who edits a per-item file and re-signs with the trusted key (the signer lying):
     the recomputed delta no longer matches, or the bundled ledger does not hold that file."""
     out, allowed, _, _ = exported
@@ -127,7 +127,7 @@ def test_per_item_files_that_do_not_reproduce_the_delta_are_refused(exported, mo
     assert "per-item files give" in r.json()["error"]["message"] or "scores" in r.json()["error"]["message"], r.out
 
 
-def _resign(out: Path, statement: dict, key: Path) -> None:  # type: ignore[type-arg]
+def _resign(out: Path, statement: dict, key: Path) -> None:
     payload = claim.canonical(statement)
     (out / claim.STATEMENT).write_bytes(payload)
     (out / claim.SIGNATURE).write_bytes(claim.sign_bytes(key, payload))
@@ -138,7 +138,7 @@ def _resign(out: Path, statement: dict, key: Path) -> None:  # type: ignore[type
     (out / claim.ENVELOPE).write_bytes(claim.canonical(env))
 
 
-def test_a_third_test_read_spliced_into_the_bundled_ledger_is_refused(exported, monte, honest: Honest,  # type: ignore[no-untyped-def]
+def test_a_third_test_read_spliced_into_the_bundled_ledger_is_refused(exported, monte, honest: Honest,
                                                                       tmp_path: Path) -> None:
     """The signer's own repository gains a third test read written with git plumbing (a copy of
     the claim row under a new run id), and a bundle is re-made and re-signed from it: the replay
@@ -163,7 +163,7 @@ def test_a_third_test_read_spliced_into_the_bundled_ledger_is_refused(exported, 
     assert "bundled ledger" in r.json()["error"]["message"] or "seal" in r.json()["error"]["message"], r.out
 
 
-def test_weights_are_checked_against_the_subjects(exported, monte, honest: Honest, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_weights_are_checked_against_the_subjects(exported, monte, honest: Honest, tmp_path: Path) -> None:
     out, allowed, _, _ = exported
     statement = json.loads((out / claim.STATEMENT).read_bytes())
     ck = statement["predicate"]["checkpoint"]["ref"]
@@ -180,7 +180,7 @@ def test_weights_are_checked_against_the_subjects(exported, monte, honest: Hones
     assert r.code == 5 and r.json()["error"]["code"] == "E_INTEGRITY", r.out
 
 
-def test_the_card_names_the_claim(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_card_names_the_claim(honest: Honest, monte, tmp_path: Path) -> None:
     run = _claim_run(honest)
     from monte import api
 
@@ -195,7 +195,7 @@ def test_the_card_names_the_claim(honest: Honest, monte, tmp_path: Path) -> None
     assert "## Claim" in card and r.json()["statement_sha256"] in card and "monte claim verify" in card
 
 
-def test_only_a_final_claim_exports(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_only_a_final_claim_exports(honest: Honest, monte, tmp_path: Path) -> None:
     from monte import api
 
     key = _key(tmp_path, "signer")
@@ -206,7 +206,7 @@ def test_only_a_final_claim_exports(honest: Honest, monte, tmp_path: Path) -> No
     assert not (tmp_path / "c").exists()
 
 
-def test_verify_imports_nothing_heavy(exported, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_verify_imports_nothing_heavy(exported, tmp_path: Path) -> None:
     """`claim verify` is for a reader with the light install: no torch, transformers, dvc..."""
     import sys
 
@@ -237,7 +237,7 @@ def test_every_byte_of_a_signature_file_counts(tmp_path: Path) -> None:
             pass
 
 
-def test_verify_runs_in_the_light_install(exported, light, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_verify_runs_in_the_light_install(exported, light, tmp_path: Path) -> None:  # noqa: F811
     """A reader with `pip install monte` only (a real virtualenv of the light install: no torch,
     no transformers, no DVC), outside any repository."""
     out, allowed, _, _ = exported

@@ -32,7 +32,7 @@ def _clone(src: Path, dest: Path) -> Path:
 def _status(monte: Any) -> dict[str, Any]:
     r = monte("status", "--json")
     assert r.code == 0, r.out
-    return r.json()  # type: ignore[no-any-return]
+    return r.json()
 
 
 def _monte_refs(repo: Path) -> dict[str, str]:
@@ -40,7 +40,7 @@ def _monte_refs(repo: Path) -> dict[str, str]:
     return dict(line.split() for line in out.splitlines())
 
 
-def test_clone_then_init_gives_the_same_status_and_verify(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_clone_then_init_gives_the_same_status_and_verify(honest: Honest, monte, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     _honest_claim(honest)
     before = _status(monte)
@@ -60,7 +60,7 @@ def test_clone_then_init_gives_the_same_status_and_verify(honest: Honest, monte,
     assert (clone / ".git" / "hooks" / "reference-transaction").exists()
 
 
-def test_status_in_a_clone_works_without_init(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_status_in_a_clone_works_without_init(honest: Honest, monte, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A team commits .monte.yaml: a clone has it, and reads the ledgers with no `monte init`."""
     g(honest.path, "add", "-A")
@@ -73,7 +73,7 @@ def test_status_in_a_clone_works_without_init(honest: Honest, monte, tmp_path: P
     assert r.code == 0 and r.json()["records"] > 0 and set(r.json()["adopted"]) == set(), r.out
 
 
-def test_a_plain_fetch_of_new_records_reads_as_ahead_not_rewound(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_plain_fetch_of_new_records_reads_as_ahead_not_rewound(honest: Honest, monte, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     clone = _clone(honest.path, tmp_path / "clone")
     monkeypatch.chdir(clone)
@@ -93,7 +93,7 @@ def test_a_plain_fetch_of_new_records_reads_as_ahead_not_rewound(honest: Honest,
     assert r.code == 0 and "let in" not in r.out  # nothing more to let in
 
 
-def test_a_forged_record_in_a_remotes_copy_is_named_and_not_let_in(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_forged_record_in_a_remotes_copy_is_named_and_not_let_in(honest: Honest, monte, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     clone = _clone(honest.path, tmp_path / "clone")
     monkeypatch.chdir(clone)
@@ -112,7 +112,7 @@ def test_a_forged_record_in_a_remotes_copy_is_named_and_not_let_in(honest: Hones
     assert monte("status", "--json").code == 0 and rev(clone, ledger_ref()) == good
 
 
-def test_a_remotes_copy_that_diverged_stays_and_is_named(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_a_remotes_copy_that_diverged_stays_and_is_named(honest: Honest, monte, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from monte import api
 
@@ -131,7 +131,7 @@ def test_a_remotes_copy_that_diverged_stays_and_is_named(honest: Honest, monte, 
                for d in r.json()["error"]["details"]), r.out
 
 
-def test_verify_reads_a_ledger_branch_checkout_with_no_monte_config(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_verify_reads_a_ledger_branch_checkout_with_no_monte_config(honest: Honest, monte, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """What CI has after actions/checkout of a ledger branch: the ledger's tree as the work tree,
     that branch local, every other ref under refs/remotes/origin/."""
@@ -146,7 +146,7 @@ def test_verify_reads_a_ledger_branch_checkout_with_no_monte_config(honest: Hone
     assert r.code == 0 and r.json()["experiments"] == ["exp"] and r.json()["records"] > 0, r.out
 
 
-def test_verify_is_never_ok_over_nothing_while_ledgers_exist_elsewhere(_template: Path, honest: Honest, monte,  # type: ignore[no-untyped-def]
+def test_verify_is_never_ok_over_nothing_while_ledgers_exist_elsewhere(_template: Path, honest: Honest, monte,
                                                                        tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A repository whose only monte records sit under a ref monte does not read (a history
@@ -166,7 +166,7 @@ def test_verify_is_never_ok_over_nothing_while_ledgers_exist_elsewhere(_template
     assert json.loads(monte("ledger", "verify", "--json").out)["unchecked"]
 
 
-def test_a_clone_monte_may_not_write_reads_the_remotes_copies_where_they_are(  # type: ignore[no-untyped-def]
+def test_a_clone_monte_may_not_write_reads_the_remotes_copies_where_they_are(
         honest: Honest, monte, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read-only file system (refs cannot be written; as root here, a read-only mount is the one
     thing faked: every ref write fails as EROFS would)."""

@@ -90,7 +90,8 @@ def _test_read(h: Honest, target: dict[str, Any], *, role: str, cohort: str | No
 
 
 def _started(h: Honest, row: dict[str, Any], summary: str, **trailers: str) -> Forged:
-    return forge_row(h.path, row, summary, event="started", kind=row["kind"], **trailers)
+    return forge_row(h.path, row, summary, event="started", kind=row["kind"],
+                     **trailers)  # type: ignore[arg-type]  # **trailers are str: they fill no other parameter
 
 
 def third_test_read(h: Honest) -> Case:
@@ -339,13 +340,13 @@ def assert_names(details: list[dict[str, str]], case: Case) -> None:
     assert any(case.says in d["message"] for d in hits), (case.says, hits)
 
 
-def verify_json(monte, *args: str) -> tuple[int, dict[str, Any]]:  # type: ignore[no-untyped-def]
+def verify_json(monte, *args: str) -> tuple[int, dict[str, Any]]:
     r = monte("ledger", "verify", "--json", *args)
     return r.code, r.json()
 
 
 @pytest.mark.parametrize("name", list(FORGERIES))
-def test_verify_names_the_forged_commit_and_rule(honest: Honest, monte, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_verify_names_the_forged_commit_and_rule(honest: Honest, monte, name: str) -> None:
     case = FORGERIES[name](honest)
     assert update_ref(honest.path, case.ref, case.forged.sha, hooks=False).returncode == 0
     code, out = verify_json(monte)
@@ -360,7 +361,7 @@ def test_verify_names_the_forged_commit_and_rule(honest: Honest, monte, name: st
 
 
 @pytest.mark.parametrize("name", list(FORGERIES))
-def test_reference_transaction_hook_refuses_the_forgery(honest: Honest, monte, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_reference_transaction_hook_refuses_the_forgery(honest: Honest, monte, name: str) -> None:
     case = FORGERIES[name](honest)
     assert monte("hooks", "install").code == 0
     for ref in case.side_refs:  # already in place (a forger with MONTE_HOOKS=off, say)
@@ -377,7 +378,7 @@ def test_reference_transaction_hook_refuses_the_forgery(honest: Honest, monte, n
         assert r.returncode != 0 and rev(honest.path, case.ref) == before
 
 
-def _push(src: Path, bare: Path, *refspecs: str, hooks: bool = True, verify: bool = False):  # type: ignore[no-untyped-def]
+def _push(src: Path, bare: Path, *refspecs: str, hooks: bool = True, verify: bool = False):
     args = ["push", "--force", str(bare), *refspecs] if verify else ["push", "--no-verify", "--force", str(bare),
                                                                       *refspecs]
     return git_run(src, *args, env=None if hooks else {"MONTE_HOOKS": "off"})
@@ -428,7 +429,7 @@ def _honest_claim(h: Honest) -> None:
     api.eval_(split="test")
 
 
-def test_honest_history_verifies(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_honest_history_verifies(honest: Honest, monte) -> None:
     code, out = verify_json(monte)
     assert code == 0 and out["ok"] is True and out["experiments"] == ["exp"], out
     n = out["records"]
@@ -439,7 +440,7 @@ def test_honest_history_verifies(honest: Honest, monte) -> None:  # type: ignore
     assert r.code == 0 and r.out.startswith("ok: ") and "keep every rule" in r.out
 
 
-def test_honest_next_record_passes_the_hook(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_honest_next_record_passes_the_hook(honest: Honest, monte) -> None:
     """A record monte wrote, replayed with `git update-ref`, and one written by hand that keeps
     every rule: both are accepted by git with the hooks in place."""
     assert monte("hooks", "install").code == 0
@@ -460,7 +461,7 @@ def test_honest_next_record_passes_the_hook(honest: Honest, monte) -> None:  # t
     assert monte("ledger", "verify").code == 0
 
 
-def test_hooks_off_lets_a_repair_through(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_hooks_off_lets_a_repair_through(honest: Honest, monte) -> None:
     assert monte("hooks", "install").code == 0
     case = rewritten_finished_row(honest)
     assert update_ref(honest.path, case.ref, case.forged.sha, hooks=False).returncode == 0
@@ -489,7 +490,7 @@ def test_honest_push_to_a_fresh_bare_repository_with_hooks_off(honest: Honest, t
 # --- a record removed by moving the ref backwards --------------------------------------------------
 
 
-def test_rewound_ref_is_refused_by_the_hook_and_reported_by_from(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_rewound_ref_is_refused_by_the_hook_and_reported_by_from(honest: Honest, monte) -> None:
     assert monte("hooks", "install").code == 0
     tip = _tip(honest)
     back = rev(honest.path, f"{tip}~1")
@@ -519,7 +520,7 @@ def test_rewound_ref_is_refused_by_pre_receive(honest: Honest, bare: Path) -> No
     assert "[append-only]" in r.stderr.decode()
 
 
-def test_rewind_past_a_checkpoint_record_is_caught_by_verify(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_rewind_past_a_checkpoint_record_is_caught_by_verify(honest: Honest, monte) -> None:
     log = g(honest.path, "log", "--format=%H %s", ledger_ref()).splitlines()
     # back to just before checkpoint B's chunk started: B's lineage ref is now an orphan
     started_b = next(i for i, line in enumerate(log) if line.endswith(f"started: {honest['b']}"))
@@ -533,7 +534,7 @@ def test_rewind_past_a_checkpoint_record_is_caught_by_verify(honest: Honest, mon
 # --- what verify does not see yet ------------------------------------------------------------------
 
 
-def test_new_row_born_with_a_checkpoint_is_checked(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_new_row_born_with_a_checkpoint_is_checked(honest: Honest, monte) -> None:
     tip = _tip(honest)
     a = rows(honest.path, tip)[honest["a"]]
     row = {**a, "run": new_id(), "seq": records(honest.path, tip) + 1, "status": "started", "step": 50,
@@ -545,7 +546,7 @@ def test_new_row_born_with_a_checkpoint_is_checked(honest: Honest, monte) -> Non
     assert_names(out["error"]["details"], Case(forged, "lineage"))
 
 
-def test_lineage_ref_swapped_to_a_forged_checkpoint_is_caught(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_lineage_ref_swapped_to_a_forged_checkpoint_is_caught(honest: Honest, monte) -> None:
     a, b = honest["a"], honest["b"]
     base = g(honest.path, "for-each-ref", "--format=%(objectname)", "refs/heads/monte/exp/base/").split()[0]
     info = json.loads(cat(honest.path, lineage_ref(a), "checkpoint.json") or b"")
@@ -563,7 +564,7 @@ def test_lineage_ref_swapped_to_a_forged_checkpoint_is_caught(honest: Honest, mo
     assert any(d["rule"] == "lineage" and d["commit"] == short(ck) for d in out["error"]["details"]), out
 
 
-def test_finished_eval_whose_score_lies_about_its_tasks_is_caught(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_finished_eval_whose_score_lies_about_its_tasks_is_caught(honest: Honest, monte) -> None:
     tip = _tip(honest)
     done = rows(honest.path, tip)[honest["dev_a"]]
     run = new_id()

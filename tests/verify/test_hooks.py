@@ -57,7 +57,7 @@ def _next_record(h: Honest) -> tuple[str, str]:
 # --- install / uninstall ---------------------------------------------------------------------------
 
 
-def test_install_writes_three_marked_hooks_and_is_idempotent(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_install_writes_three_marked_hooks_and_is_idempotent(honest: Honest, monte) -> None:
     r = monte("hooks", "install", "--json")
     assert r.code == 0, r.out
     paths = [Path(p) for p in r.json()["installed"]]
@@ -73,7 +73,7 @@ def test_install_writes_three_marked_hooks_and_is_idempotent(honest: Honest, mon
         assert not (_hooks(honest.path) / f"{name}.local").exists()
 
 
-def test_install_chains_an_existing_hook_which_runs_first(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_install_chains_an_existing_hook_which_runs_first(honest: Honest, monte, tmp_path: Path) -> None:
     log = tmp_path / "local.log"
     original = _local(honest.path, "reference-transaction", log)
     assert monte("hooks", "install").code == 0
@@ -99,7 +99,7 @@ def test_install_chains_an_existing_hook_which_runs_first(honest: Honest, monte,
         f"prepared|{'0' * 40} {case.forged.sha} {ledger_ref()}" in log.read_text()
 
 
-def test_a_chained_hooks_refusal_stands(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_chained_hooks_refusal_stands(honest: Honest, monte, tmp_path: Path) -> None:
     old, new = _next_record(honest)
     _local(honest.path, "reference-transaction", tmp_path / "local.log", status=1)
     assert monte("hooks", "install").code == 0
@@ -107,7 +107,7 @@ def test_a_chained_hooks_refusal_stands(honest: Honest, monte, tmp_path: Path) -
     assert r.returncode != 0 and rev(honest.path, ledger_ref()) == old
 
 
-def test_uninstall_removes_only_monte_and_restores_the_chained_hook(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_uninstall_removes_only_monte_and_restores_the_chained_hook(honest: Honest, monte, tmp_path: Path) -> None:
     original = _local(honest.path, "pre-push", tmp_path / "local.log")
     foreign = _hooks(honest.path) / "post-commit"
     _write_hook(foreign, "#!/bin/sh\nexit 0\n")
@@ -128,7 +128,7 @@ def test_uninstall_removes_only_monte_and_restores_the_chained_hook(honest: Hone
     assert update_ref(honest.path, ledger_ref(), case.forged.sha).returncode == 0
 
 
-def test_install_refuses_when_a_hook_and_its_local_both_exist(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_install_refuses_when_a_hook_and_its_local_both_exist(honest: Honest, monte, tmp_path: Path) -> None:
     _local(honest.path, "pre-push", tmp_path / "a.log")
     _write_hook(_hooks(honest.path) / "pre-push.local", "#!/bin/sh\nexit 0\n")
     r = monte("hooks", "install", "--json")
@@ -149,7 +149,7 @@ def test_install_into_a_bare_repository(tmp_path: Path) -> None:
 # --- reference-transaction on fetch ----------------------------------------------------------------
 
 
-def test_fetch_of_a_forged_ledger_is_refused(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_fetch_of_a_forged_ledger_is_refused(honest: Honest, monte, tmp_path: Path) -> None:
     from monte import api
     from monte.workspace import open_workspace
 
@@ -184,7 +184,7 @@ def _fresh_bare(tmp_path: Path, honest: Honest, *, seed: bool) -> Path:
     return bare
 
 
-def test_pre_push_lets_an_honest_new_record_through(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_lets_an_honest_new_record_through(honest: Honest, monte, tmp_path: Path) -> None:
     from monte import api
 
     bare = _fresh_bare(tmp_path, honest, seed=True)
@@ -209,7 +209,7 @@ PRE_PUSH_REFSPEC = (
     "has no local monte ref, so it is not checked at all. The hook should use the remote ref ($3)")
 
 
-def test_pre_push_refuses_a_forged_ledger(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_refuses_a_forged_ledger(honest: Honest, monte, tmp_path: Path) -> None:
     bare = _fresh_bare(tmp_path, honest, seed=True)
     assert monte("hooks", "install").code == 0
     before = rev(bare, ledger_ref())
@@ -220,7 +220,7 @@ def test_pre_push_refuses_a_forged_ledger(honest: Honest, monte, tmp_path: Path)
     assert "[append-only]" in r.stderr.decode() and case.forged.short in r.stderr.decode()
 
 
-def test_pre_push_checks_a_pushed_commit_by_its_remote_ref(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_checks_a_pushed_commit_by_its_remote_ref(honest: Honest, monte, tmp_path: Path) -> None:
     bare = _fresh_bare(tmp_path, honest, seed=True)
     assert monte("hooks", "install").code == 0
     before = rev(bare, ledger_ref())
@@ -230,7 +230,7 @@ def test_pre_push_checks_a_pushed_commit_by_its_remote_ref(honest: Honest, monte
     assert f"[{'append-only'}]" in r.stderr.decode()
 
 
-def test_pre_push_lets_an_honest_first_push_through(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_lets_an_honest_first_push_through(honest: Honest, monte, tmp_path: Path) -> None:
     bare = _fresh_bare(tmp_path, honest, seed=False)
     assert monte("hooks", "install").code == 0
     r = git_run(honest.path, "push", str(bare), "refs/heads/monte/*")
@@ -238,7 +238,7 @@ def test_pre_push_lets_an_honest_first_push_through(honest: Honest, monte, tmp_p
     assert rev(bare, ledger_ref()) == rev(honest.path, ledger_ref())
 
 
-def test_pre_push_is_skipped_with_no_verify_and_with_hooks_off(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_is_skipped_with_no_verify_and_with_hooks_off(honest: Honest, monte, tmp_path: Path) -> None:
     """The escape hatches documented for repairs (the server's pre-receive is the backstop)."""
     bare = _fresh_bare(tmp_path, honest, seed=False)
     assert monte("hooks", "install").code == 0
@@ -247,7 +247,7 @@ def test_pre_push_is_skipped_with_no_verify_and_with_hooks_off(honest: Honest, m
     assert short(rev(bare, ledger_ref()) or "") == short(rev(honest.path, ledger_ref()) or "")
 
 
-def test_git_gc_packs_monte_refs_with_the_hooks_in_place(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_git_gc_packs_monte_refs_with_the_hooks_in_place(honest: Honest, monte) -> None:
     """`git pack-refs` (run by `git gc`) removes each loose ref file in a transaction the
     reference-transaction hook sees as a deletion; it is not one: the ref stays, packed."""
     assert monte("hooks", "install").code == 0

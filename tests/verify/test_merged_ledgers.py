@@ -104,7 +104,7 @@ def merged_unchecked(h: Honest, fork: Fork) -> str:
     return m
 
 
-def verify(monte, *args: str) -> tuple[int, dict[str, Any]]:  # type: ignore[no-untyped-def]
+def verify(monte, *args: str) -> tuple[int, dict[str, Any]]:
     r = monte("ledger", "verify", "--json", *args)
     return r.code, r.json()
 
@@ -116,7 +116,7 @@ def found(out: dict[str, Any], commit: str, rule: str) -> list[str]:
 # --- honest --------------------------------------------------------------------------------------
 
 
-def test_an_honest_merge_verifies(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_an_honest_merge_verifies(honest: Honest, monte) -> None:
     code, out = verify(monte, "exp")
     assert code == 0, out
     before = out["records"]
@@ -141,7 +141,7 @@ def test_an_honest_merge_verifies(honest: Honest, monte) -> None:  # type: ignor
     assert verify(monte, "exp")[0] == 0
 
 
-def test_merging_again_verifies_each_record_once(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_merging_again_verifies_each_record_once(honest: Honest, monte) -> None:
     """Their machine did not pull and recorded again; the second merge brings in only what is new
     (a record replayed twice would read as a reused run id)."""
     from monte import api
@@ -166,7 +166,7 @@ def test_merging_again_verifies_each_record_once(honest: Honest, monte) -> None:
     assert g(honest.path, "rev-list", "--count", "--merges", second) == "2"
 
 
-def test_the_hook_lets_an_honest_merge_through_and_refuses_a_forged_one(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_the_hook_lets_an_honest_merge_through_and_refuses_a_forged_one(honest: Honest, monte) -> None:
     fork = dev_evals(honest)
     m = merged(honest, fork)
     forged = _dropping_merge(honest, fork, m)
@@ -193,7 +193,7 @@ def _dropping_merge(h: Honest, fork: Fork, m: str) -> str:
     return commit_tree(h.path, tree, [fork.ours, fork.theirs], g(h.path, "log", "-1", "--format=%B", m) + "\n")
 
 
-def test_a_merge_whose_tree_drops_a_run_is_flagged(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_merge_whose_tree_drops_a_run_is_flagged(honest: Honest, monte) -> None:
     fork = dev_evals(honest)
     m = merged(honest, fork)
     forged = _dropping_merge(honest, fork, m)
@@ -206,7 +206,7 @@ def test_a_merge_whose_tree_drops_a_run_is_flagged(honest: Honest, monte) -> Non
     assert code == 5 and found(out, forged, "well-formed"), out
 
 
-def test_a_merge_without_the_trailer_or_of_three_parents_is_flagged(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_merge_without_the_trailer_or_of_three_parents_is_flagged(honest: Honest, monte) -> None:
     fork = dev_evals(honest)
     m = merged(honest, fork)
     tree = g(honest.path, "rev-parse", f"{m}^{{tree}}")
@@ -221,7 +221,7 @@ def test_a_merge_without_the_trailer_or_of_three_parents_is_flagged(honest: Hone
     assert code == 5 and any("3 parents" in x for x in found(out, octopus, "one-record")), out
 
 
-def test_a_forged_record_merged_in_is_flagged_at_the_merge(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_forged_record_merged_in_is_flagged_at_the_merge(honest: Honest, monte) -> None:
     """The other machine's ledger holds a forgery (a finished row rewritten); the honest union
     brings it in, and the replay of the merged-in records finds it."""
     from monte import api
@@ -244,7 +244,7 @@ def test_a_forged_record_merged_in_is_flagged_at_the_merge(honest: Honest, monte
 # --- the rules across the merge ------------------------------------------------------------------
 
 
-def test_two_machines_that_each_claimed_the_final_read_break_two_touch_at_the_merge(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_two_machines_that_each_claimed_the_final_read_break_two_touch_at_the_merge(honest: Honest, monte) -> None:
     from monte import api
 
     fork = diverge(honest, lambda: api.eval_(split="test"), lambda: api.eval_(split="test"))

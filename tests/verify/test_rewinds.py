@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 
 MIRROR = "refs/remotes/results/monte/exp/ledger"
 
@@ -56,7 +56,7 @@ def _forget(repo: Path) -> None:
 # --- (a) a rewind to before the final claim --------------------------------------------------------
 
 
-def test_a_plain_git_rewind_before_the_claim_fails_verify_and_buys_no_third_read(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_plain_git_rewind_before_the_claim_fails_verify_and_buys_no_third_read(honest: Honest, monte) -> None:
     assert monte("hooks", "uninstall").code == 0  # as the bypass was found: no hooks at all
     before, claimed = _claim(honest, monte)
     assert update_ref(honest.path, ledger_ref(), before).returncode == 0
@@ -83,20 +83,20 @@ def test_a_plain_git_rewind_before_the_claim_fails_verify_and_buys_no_third_read
     assert _verify(monte)[0] == 0
 
 
-def test_with_the_hooks_init_installs_git_itself_refuses_the_rewind(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_with_the_hooks_init_installs_git_itself_refuses_the_rewind(honest: Honest, monte) -> None:
     before, claimed = _claim(honest, monte)
     r = update_ref(honest.path, ledger_ref(), before)
     assert r.returncode != 0 and _tip(honest) == claimed
     assert "[rewound]" in r.stderr.decode() and short(claimed) in r.stderr.decode()
 
 
-def test_monte_moves_show_in_git_reflog(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_monte_moves_show_in_git_reflog(honest: Honest, monte) -> None:
     _claim(honest, monte)
     moves = g(honest.path, "reflog", "show", "--format=%gs", "monte/exp/ledger").splitlines()
     assert moves[0].startswith("monte: eval parity/test") and any(m.startswith("monte: nominate") for m in moves)
 
 
-def test_a_tip_only_git_saw_is_remembered_too(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_tip_only_git_saw_is_remembered_too(honest: Honest, monte, tmp_path: Path) -> None:
     """Records fetched with plain git (another clone's) are in git's reflog; rewinding them away
     is caught, though monte never wrote them."""
     from monte import api
@@ -128,7 +128,7 @@ def test_a_tip_only_git_saw_is_remembered_too(honest: Honest, monte, tmp_path: P
 # --- (b) the refs deleted and the experiment made again -------------------------------------------
 
 
-def test_deleting_the_refs_and_init_again_is_refused_and_fails_verify(honest: Honest, monte,  # type: ignore[no-untyped-def]
+def test_deleting_the_refs_and_init_again_is_refused_and_fails_verify(honest: Honest, monte,
                                                                       tiny_models: dict[int, Path]) -> None:
     _, claimed = _claim(honest, monte)
     refs = g(honest.path, "for-each-ref", "--format=%(refname)", "refs/heads/monte/exp/").split()
@@ -161,7 +161,7 @@ def _plain_remote(tmp_path: Path) -> Path:
     return bare
 
 
-def test_pre_push_refuses_to_force_a_rewound_ledger_onto_a_remote(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_refuses_to_force_a_rewound_ledger_onto_a_remote(honest: Honest, monte, tmp_path: Path) -> None:
     bare = _plain_remote(tmp_path)
     before, claimed = _claim(honest, monte)
     r = git_run(honest.path, "push", str(bare), "refs/heads/monte/*")  # honest: the hook lets it through
@@ -178,7 +178,7 @@ def test_pre_push_refuses_to_force_a_rewound_ledger_onto_a_remote(honest: Honest
     assert r.returncode == 0 and rev(bare, ledger_ref()) == before
 
 
-def test_pre_push_refuses_to_overwrite_records_it_has_never_seen(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_pre_push_refuses_to_overwrite_records_it_has_never_seen(honest: Honest, monte, tmp_path: Path) -> None:
     from monte import api
     from monte.workspace import open_workspace
 
@@ -203,7 +203,7 @@ def test_pre_push_refuses_to_overwrite_records_it_has_never_seen(honest: Honest,
 # --- (e) a copy elsewhere still holds the records --------------------------------------------------
 
 
-def test_the_results_mirror_holding_lost_records_fails_verify_until_sync(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_the_results_mirror_holding_lost_records_fails_verify_until_sync(honest: Honest, monte, tmp_path: Path) -> None:
     (tmp_path / "bucket").mkdir()
     assert monte("config", "set", "bucket", str(tmp_path / "bucket")).code == 0
     before, claimed = _claim(honest, monte)
@@ -224,7 +224,7 @@ def test_the_results_mirror_holding_lost_records_fails_verify_until_sync(honest:
     assert _verify(monte)[0] == 0
 
 
-def test_a_remote_tracking_ledger_holding_lost_records_brings_them_back(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_remote_tracking_ledger_holding_lost_records_brings_them_back(honest: Honest, monte, tmp_path: Path) -> None:
     """A git remote's copy (refs/remotes/origin/...) ahead of a ledger moved back: any monte
     command lets its records in again (monte.ledger.remotes), so the claim is back and a third
     read is refused; a rewound ledger that was appended to meanwhile has diverged: rule rewound."""
@@ -251,7 +251,7 @@ def test_a_remote_tracking_ledger_holding_lost_records_brings_them_back(honest: 
     assert hits and "refs/remotes/origin/monte/exp/ledger" in hits[0]["message"], out
 
 
-def test_with_every_local_memory_wiped_a_third_read_is_caught_at_sync(honest: Honest, monte, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_with_every_local_memory_wiped_a_third_read_is_caught_at_sync(honest: Honest, monte, tmp_path: Path) -> None:
     """The residue docs/hooks-and-ci.md names ("A ref moved back"): ref moved back, tip log and reflogs deleted. Locally nothing
     remembers, so monte takes the read; the bucket's copy refuses the union and verify keeps
     naming the lost claim."""

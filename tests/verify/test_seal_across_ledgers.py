@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from forgehelp import g, git_run, rev
-from helpers import scrubbed
+from support.helpers import scrubbed
 
 
 def _copy_with_read(template: Path, dest: Path, exp: str, model: Path) -> str:
@@ -76,7 +76,7 @@ def _names_both(text: str, ra: str, rb: str) -> None:
     assert "two test@0 reads" in text, text
 
 
-def test_the_shared_remote_refuses_the_second_copys_read(copies: tuple[Path, str, Path, str], tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_the_shared_remote_refuses_the_second_copys_read(copies: tuple[Path, str, Path, str], tmp_path: Path,
                                                          monte, monkeypatch: pytest.MonkeyPatch) -> None:
     a, ra, b, rb = copies
     bare = _server(tmp_path)
@@ -91,7 +91,7 @@ def test_the_shared_remote_refuses_the_second_copys_read(copies: tuple[Path, str
     assert _verify(bare, monte, monkeypatch)[0] == 0
 
 
-def test_verify_counts_the_seal_across_ledgers_on_the_server_and_in_a_fresh_clone(  # type: ignore[no-untyped-def]
+def test_verify_counts_the_seal_across_ledgers_on_the_server_and_in_a_fresh_clone(
         copies: tuple[Path, str, Path, str], tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     a, ra, b, rb = copies
     bare = _server(tmp_path)
@@ -111,7 +111,7 @@ def test_verify_counts_the_seal_across_ledgers_on_the_server_and_in_a_fresh_clon
     assert code == 5 and any(d["rule"] == "seal" for d in out["error"]["details"]), out
 
 
-def test_pre_push_counts_the_ledgers_this_copy_has_fetched(copies: tuple[Path, str, Path, str], tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_pre_push_counts_the_ledgers_this_copy_has_fetched(copies: tuple[Path, str, Path, str], tmp_path: Path,
                                                           monte, monkeypatch: pytest.MonkeyPatch) -> None:
     """The other copy's ledger fetched here (hooks stood aside): this copy's pre-push and its
     own verify count both reads, and the push to a plain remote (no hooks there) is refused."""
@@ -134,12 +134,12 @@ def _listing(bucket: Path) -> dict[str, int]:
     return {str(p.relative_to(bucket)): p.stat().st_size for p in sorted(bucket.rglob("*")) if p.is_file()}
 
 
-def test_push_and_sync_count_the_seal_across_the_buckets_experiments(  # type: ignore[no-untyped-def]
+def test_push_and_sync_count_the_seal_across_the_buckets_experiments(
         copies: tuple[Path, str, Path, str], tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     """One folder bucket: copy A pushes its experiment; copy B's push of its own is refused
     (E_SEALED) before anything is uploaded, and so is B's sync of A's experiment, before A's
     ledger is let in here."""
-    from helpers import snapshot_state
+    from support.helpers import snapshot_state
 
     a, ra, b, rb = copies
     bucket = tmp_path / "bucket"

@@ -40,7 +40,7 @@ def _verify_in(bare: Path, monte: Any, monkeypatch: pytest.MonkeyPatch) -> tuple
 
 
 @pytest.mark.parametrize("how", ["env", "receive-pack"])
-def test_the_pushers_monte_hooks_off_does_not_reach_the_server(honest: Honest, bare: Path, monte, how: str,  # type: ignore[no-untyped-def]
+def test_the_pushers_monte_hooks_off_does_not_reach_the_server(honest: Honest, bare: Path, monte, how: str,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     before, claimed = _push_claim(honest, bare)
     assert update_ref(honest.path, ledger_ref(), before, hooks=False).returncode == 0  # the claim dropped here
@@ -56,7 +56,7 @@ def test_the_pushers_monte_hooks_off_does_not_reach_the_server(honest: Honest, b
     assert _verify_in(bare, monte, monkeypatch)[0] == 0
 
 
-def test_the_servers_own_switch_lets_a_repair_in_and_its_verify_remembers_what_it_accepted(  # type: ignore[no-untyped-def]
+def test_the_servers_own_switch_lets_a_repair_in_and_its_verify_remembers_what_it_accepted(
         honest: Honest, bare: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     before, claimed = _push_claim(honest, bare)
     assert update_ref(honest.path, ledger_ref(), before, hooks=False).returncode == 0

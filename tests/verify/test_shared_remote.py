@@ -23,7 +23,7 @@ from test_forged_histories import FORGERIES, _honest_claim, rewritten_finished_r
 from monte.api import HOOK_MARK, HOOKS
 
 
-def _server(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> Path:  # type: ignore[no-untyped-def]
+def _server(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh bare repository with monte's hooks, installed as a person would: inside it."""
     bare = tmp_path / "server.git"
     g(tmp_path, "init", "-q", "--bare", str(bare))
@@ -46,7 +46,7 @@ def _commit_main(h: Honest) -> None:
     g(h.path, "commit", "-q", "-m", "the experiment's repository")
 
 
-def test_monte_hooks_install_inside_a_bare_repository(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_monte_hooks_install_inside_a_bare_repository(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     bare = _server(tmp_path, monte, monkeypatch)
     for name in HOOKS:
         assert HOOK_MARK in (bare / "hooks" / name).read_text()
@@ -59,7 +59,7 @@ def test_monte_hooks_install_inside_a_bare_repository(tmp_path: Path, monte, mon
     assert r.code == 0 and sorted(Path(p).name for p in r.json()["removed"]) == sorted(HOOKS)
 
 
-def test_git_push_all_of_an_honest_history_is_accepted(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_git_push_all_of_an_honest_history_is_accepted(honest: Honest, monte, tmp_path: Path,
                                                       tiny_models: dict[int, Path],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # the quickstart's story: baselines, a chunk from base, its continuation, a stage boundary to
@@ -88,7 +88,7 @@ def test_git_push_all_of_an_honest_history_is_accepted(honest: Honest, monte, tm
 
 
 @pytest.mark.parametrize("name", list(FORGERIES))
-def test_git_push_all_with_a_forgery_is_refused_whole(honest: Honest, monte, name: str, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_git_push_all_with_a_forgery_is_refused_whole(honest: Honest, monte, name: str, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     case = FORGERIES[name](honest)
     assert update_ref(honest.path, case.ref, case.forged.sha, hooks=False).returncode == 0
@@ -100,7 +100,7 @@ def test_git_push_all_with_a_forgery_is_refused_whole(honest: Honest, monte, nam
     assert _monte_refs(bare) == {}  # nothing of the push landed
 
 
-def test_after_a_push_the_server_still_refuses_a_forged_update_ref(honest: Honest, monte, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_after_a_push_the_server_still_refuses_a_forged_update_ref(honest: Honest, monte, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """pre-receive's judgement covers exactly the updates it accepted; anything else that moves a
     monte ref on the server (`git update-ref` there) is judged on its own by reference-transaction."""
@@ -115,7 +115,7 @@ def test_after_a_push_the_server_still_refuses_a_forged_update_ref(honest: Hones
     assert "[append-only]" in r.stderr.decode()
 
 
-def test_a_hook_that_cannot_import_monte_fails_closed_and_says_how_to_install_it(  # type: ignore[no-untyped-def]
+def test_a_hook_that_cannot_import_monte_fails_closed_and_says_how_to_install_it(
         honest: Honest, tmp_path: Path) -> None:
     from monte import githooks
 

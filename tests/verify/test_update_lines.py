@@ -19,7 +19,7 @@ def _rev(ref: str) -> str:
 
 
 @pytest.mark.parametrize("shape", ["pre-push order", "short ids", "two words"])
-def test_an_update_line_in_another_shape_refuses_with_its_fix(honest, shape: str) -> None:  # type: ignore[no-untyped-def]
+def test_an_update_line_in_another_shape_refuses_with_its_fix(honest, shape: str) -> None:
     ref = "refs/heads/monte/exp/ledger"
     tip, before = _rev(ref), _rev(f"{ref}~1")
     line = {"pre-push order": f"{ref} {tip} {ref} {before}",  # git's pre-push stdin, unconverted
@@ -37,7 +37,7 @@ def test_an_update_line_in_another_shape_refuses_with_its_fix(honest, shape: str
     assert r.stderr.startswith("E_USAGE: not an update line"), r.stderr
 
 
-def test_a_well_formed_line_and_blank_lines_still_verify(honest) -> None:  # type: ignore[no-untyped-def]
+def test_a_well_formed_line_and_blank_lines_still_verify(honest) -> None:
     ref = "refs/heads/monte/exp/ledger"
     judged = api.ledger_verify_updates(["", f"{_rev(f'{ref}~1')} {_rev(ref)} {ref}", "  "], full=True)
     assert judged == {"ok": True, "updates": 1}

@@ -30,7 +30,7 @@ from forgehelp import (
     short,
     update_ref,
 )
-from helpers import snapshot_state
+from support.helpers import snapshot_state
 from test_rewinds import _claim
 
 
@@ -69,7 +69,7 @@ def _refused_first(r: Any, *shas: str) -> None:
         assert short(sha) in err["message"], err
 
 
-def test_a_forged_tip_that_drops_the_claim_refuses_before_a_second_claim(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_forged_tip_that_drops_the_claim_refuses_before_a_second_claim(honest: Honest, monte) -> None:
     _, claimed = _claim(honest, monte)
     forged = _delete_claim(honest, claimed)
     before = snapshot_state(honest.path)
@@ -79,7 +79,7 @@ def test_a_forged_tip_that_drops_the_claim_refuses_before_a_second_claim(honest:
     assert rev(honest.path, ledger_ref()) == forged
 
 
-def test_a_dry_run_on_a_rewound_ledger_says_what_the_real_run_does(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_dry_run_on_a_rewound_ledger_says_what_the_real_run_does(honest: Honest, monte) -> None:
     before_claim, claimed = _claim(honest, monte)
     assert update_ref(honest.path, ledger_ref(), before_claim, hooks=False).returncode == 0
     dry = monte("eval", "--split", "test", "--dry-run", "--json")
@@ -90,7 +90,7 @@ def test_a_dry_run_on_a_rewound_ledger_says_what_the_real_run_does(honest: Hones
     assert rev(honest.path, ledger_ref()) == before_claim
 
 
-def test_a_deleted_experiment_keeps_its_read_for_the_next_experiment_on_that_seal(  # type: ignore[no-untyped-def]
+def test_a_deleted_experiment_keeps_its_read_for_the_next_experiment_on_that_seal(
         honest: Honest, monte, tiny_models: dict[int, Path]) -> None:
     """exp's refs deleted (its tips log kept): a new experiment on the same exam and base gets no
     fresh test@0; the deletion is named before anything is spent."""

@@ -63,7 +63,7 @@ def test_bulk_and_lazy_reads_find_what_the_plain_walk_finds(honest: Honest, name
         _bulk(monkeypatch, 1)
 
 
-def test_all_lineage_refs_in_one_pass_find_what_each_walk_finds(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_all_lineage_refs_in_one_pass_find_what_each_walk_finds(honest: Honest, monte) -> None:
     from monte.ledger.refs import lineage_prefix
     from monte.ledger.store import Store
 
@@ -91,7 +91,7 @@ def _fake_git(tmp_path: Path, script: str | None) -> str:
 
 
 @pytest.mark.parametrize("git", ["fails", "missing"])
-def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git: str,  # type: ignore[no-untyped-def]
+def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git: str,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     _bulk(monkeypatch, 1)
     script = "#!/bin/sh\necho 'fatal: the object store is on fire' >&2\nexit 128\n" if git == "fails" else None
@@ -107,7 +107,7 @@ def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git
         assert "could not run `git" in err["message"] and "install git" in err["fix"]
 
 
-def test_from_checks_the_lineage_of_the_runs_its_records_wrote(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_from_checks_the_lineage_of_the_runs_its_records_wrote(honest: Honest, monte) -> None:
     """``--from REV`` reads the lineage refs of the runs written after REV (not every run's):
     one of them moved onto a commit that is no checkpoint is named, as the full check names it."""
     from forgehelp import g, lineage_ref, short

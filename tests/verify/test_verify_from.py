@@ -7,12 +7,12 @@ from forgehelp import Honest, g, ledger_ref, lineage_ref, rev, short, update_ref
 from test_forged_histories import rewritten_finished_row, third_test_read
 
 
-def _verify(monte, *args: str):  # type: ignore[no-untyped-def]
+def _verify(monte, *args: str):
     r = monte("ledger", "verify", "--json", *args)
     return r.code, r.json()
 
 
-def test_last_ten_records_of_an_honest_ledger_pass(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_last_ten_records_of_an_honest_ledger_pass(honest: Honest, monte) -> None:
     base = rev(honest.path, f"{ledger_ref()}~10")
     assert base is not None
     code, out = _verify(monte, "exp", "--from", base)
@@ -27,7 +27,7 @@ def test_last_ten_records_of_an_honest_ledger_pass(honest: Honest, monte) -> Non
 
 
 @pytest.mark.parametrize("back", [1, 5, 10, 16])
-def test_state_at_rev_is_rebuilt_so_rules_still_bite(honest: Honest, monte, back: int) -> None:  # type: ignore[no-untyped-def]
+def test_state_at_rev_is_rebuilt_so_rules_still_bite(honest: Honest, monte, back: int) -> None:
     """A third test read after REV is caught although the first two reads (and the checkpoints)
     lie before REV: the touches are re-derived from REV's tree."""
     base = rev(honest.path, f"{ledger_ref()}~{back}")
@@ -40,7 +40,7 @@ def test_state_at_rev_is_rebuilt_so_rules_still_bite(honest: Honest, monte, back
         {k: d[k] for k in ("commit", "rule")} for d in out["error"]["details"]]
 
 
-def test_a_forgery_after_rev_is_flagged_one_before_is_not_looked_at(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_a_forgery_after_rev_is_flagged_one_before_is_not_looked_at(honest: Honest, monte) -> None:
     case = rewritten_finished_row(honest)
     assert update_ref(honest.path, ledger_ref(), case.forged.sha, hooks=False).returncode == 0
     code, out = _verify(monte, "exp", "--from", case.forged.parent)
@@ -55,7 +55,7 @@ def test_a_forgery_after_rev_is_flagged_one_before_is_not_looked_at(honest: Hone
     assert _verify(monte, "exp")[0] == 5
 
 
-def test_rev_that_is_not_an_ancestor_is_reported(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_rev_that_is_not_an_ancestor_is_reported(honest: Honest, monte) -> None:
     tip = rev(honest.path, ledger_ref())
     # a checkpoint's lineage commit: a commit, but not on the ledger's line
     other = rev(honest.path, lineage_ref(honest["a"]))
@@ -76,7 +76,7 @@ def test_rev_that_is_not_an_ancestor_is_reported(honest: Honest, monte) -> None:
     assert any("not an ancestor" in x["message"] for x in out["error"]["details"])
 
 
-def test_from_refusals(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_from_refusals(honest: Honest, monte) -> None:
     r = monte("ledger", "verify", "--json", "--from", "HEAD")
     assert r.code == 2 and r.json()["error"]["code"] == "E_USAGE"
     r = monte("ledger", "verify", "--json", "--all", "--from", "HEAD")
@@ -89,7 +89,7 @@ def test_from_refusals(honest: Honest, monte) -> None:  # type: ignore[no-untype
     assert code == 4 and out["error"]["code"] == "E_NOT_FOUND"
 
 
-def test_from_takes_the_short_ids_verify_prints(honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_from_takes_the_short_ids_verify_prints(honest: Honest, monte) -> None:
     base = g(honest.path, "rev-parse", f"{ledger_ref()}~10")
     code, out = _verify(monte, "exp", "--from", short(base))
     assert code == 0 and out["records"] == 10, out

@@ -162,7 +162,7 @@ def _step(story: Story, action: str, data: st.DataObject) -> None:
 @given(data=st.data())
 def test_any_legal_history_verifies(data: st.DataObject, _exp_template: Path, _baselines_template: Honest,
                                     tiny_models: dict[int, Path], tmp_path: Path,
-                                    monkeypatch: pytest.MonkeyPatch, monte) -> None:  # type: ignore[no-untyped-def]
+                                    monkeypatch: pytest.MonkeyPatch, monte) -> None:
     start = data.draw(st.sampled_from(["fresh", "baselines", "baselines"]), label="start")
     repo = tmp_path / f"story{next(_counter)}"
     shutil.copytree(_exp_template if start == "fresh" else _baselines_template.path, repo, symlinks=True)
@@ -316,7 +316,7 @@ def _corrupted(repo: Path, chain: list[str], k: int, kind: str,
 
 @FAST
 @given(data=st.data())
-def test_any_single_commit_corruption_is_caught(data: st.DataObject, honest: Honest, monte) -> None:  # type: ignore[no-untyped-def]
+def test_any_single_commit_corruption_is_caught(data: st.DataObject, honest: Honest, monte) -> None:
     from monte import api
 
     repo = honest.path

@@ -44,7 +44,7 @@ def gym_python() -> str:
 
 
 @pytest.fixture
-def gym(gym_python: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def gym(gym_python: str, monkeypatch: pytest.MonkeyPatch):
     """monte pointed at the NeMo Gym venv; no token, no checkout, no URL."""
     from monte.envs.nemo import stack
 
@@ -57,7 +57,7 @@ def gym(gym_python: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 
 
 @pytest.fixture
-def checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A NeMo Gym checkout at ``MONTE_LOCAL``: ``nemo_gym/`` linked from the venv, and
     ``resources_servers/`` and ``benchmarks/`` real folders of links (so a test can add its own
     servers, and ``env install`` writes into this folder only)."""

@@ -39,7 +39,7 @@ def add_server(root: Path, name: str, app: str | None, rows: list[dict[str, Any]
     (folder / "data" / "example.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def rows_of(stack_root: Path, server: str, rel: str = "data/example.jsonl") -> list[dict]:  # type: ignore[type-arg]
+def rows_of(stack_root: Path, server: str, rel: str = "data/example.jsonl") -> list[dict]:
     path = stack_root / "resources_servers" / server / rel if not rel.startswith("resources_servers/") else stack_root / rel
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

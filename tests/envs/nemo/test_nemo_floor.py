@@ -50,7 +50,7 @@ def _top(rows: list[dict[str, Any]], field: str, k: int = 3) -> list[str]:
     return sorted(counts, key=lambda a: (-counts[a], a))[:k]
 
 
-def test_dry_run_counts_are_the_rows_the_freeze_takes(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_counts_are_the_rows_the_freeze_takes(repo: Path, monte, gym: Stack) -> None:
     """mcqa ships 5 example rows: two exams of them are 2 + 2, not the sizes' 200 + 200."""
     args = ("env", "add", "--dev", "mcqa", "--test", "mcqa", "--as", "two")
     dry = monte(*args, "--dry-run", "--json")
@@ -69,14 +69,14 @@ def test_dry_run_counts_are_the_rows_the_freeze_takes(repo: Path, monte, gym: St
     assert len(_rows(folder, "exams/mcqa/test.jsonl")) == 2 and len(_rows(folder, "exams/mcqa/dev.jsonl")) == 2
 
 
-def test_the_freeze_prints_its_counts_and_floors(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_the_freeze_prints_its_counts_and_floors(repo: Path, monte, gym: Stack) -> None:
     r = monte("env", "add", "--dev", "mcqa", "--test", "mcqa", "--as", "two")
     assert r.code == 0, r.out
     assert "exam mcqa: dev (2 tasks), test (2 tasks)" in r.out
     assert "floor mcqa/dev: " in r.out and "floor mcqa/test: " in r.out and "(the constant \"\\boxed{" in r.out
 
 
-def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:
     r = monte("env", "add", "--dev", "mcqa", "--test", "mcqa", "--as", "two", "--json")
     assert r.code == 0, r.out
     folder = Path(r.json()["environment"]["folder"])
@@ -96,7 +96,7 @@ def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, g
         assert m["provenance"]["floor"][f"mcqa/{split}"]["field"] == "expected_answer"
 
 
-def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:
     """200 generated rows, a third of them syllogisms answered Yes or No: a floor well above 0."""
     r = monte("env", "add", "--benchmark", "reasoning_gym", "--as", "rg", "--json")
     assert r.code == 0, r.out
@@ -114,7 +114,7 @@ def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, 
     assert floor["score"] >= 0.15
 
 
-def test_rows_without_a_reference_answer_record_no_floor_and_say_why(repo: Path, monte, checkout: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_rows_without_a_reference_answer_record_no_floor_and_say_why(repo: Path, monte, checkout: Stack) -> None:
     rows = [{"responses_create_params": {"input": [{"role": "user", "content": f"say {i}"}]}, "rubric": f"r{i}"}
             for i in range(4)]
     add_server(checkout.root, "no_reference", None, rows=rows)  # no app.py: no server is started for it

@@ -17,7 +17,7 @@ from gymhelp import add_server, rows_of, site_packages
 from monte.envs.nemo.stack import Stack
 
 
-def test_available_lists_nemo_gym_beside_the_catalog(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_available_lists_nemo_gym_beside_the_catalog(repo: Path, monte, gym: Stack) -> None:
     rows = monte("env", "list", "--available", "--json").json()
     by = {(r["provider"], r["benchmark"]): r for r in rows}
     assert ("monte", "parity") in by  # the built-in catalog stays
@@ -37,14 +37,14 @@ def test_available_lists_nemo_gym_beside_the_catalog(repo: Path, monte, gym: Sta
     assert len(servers) >= 90  # every resources server 0.4.0 ships with a config (95 folders)
 
 
-def test_available_without_nemo_gym_is_the_catalog(repo: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_available_without_nemo_gym_is_the_catalog(repo: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     for k in ("MONTE_LOCAL", "MONTE_NEMO_GYM_PYTHON"):
         monkeypatch.delenv(k, raising=False)
     rows = monte("env", "list", "--available", "--json").json()
     assert rows and {r["provider"] for r in rows} == {"monte"}
 
 
-def test_bare_list_never_reads_nemo_gym(repo: Path, monte, gym: Stack, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_bare_list_never_reads_nemo_gym(repo: Path, monte, gym: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     import monte.envs.nemo.stack as stack
 
     def boom() -> None:
@@ -66,7 +66,7 @@ def test_bare_list_with_nemo_gym_set_imports_nothing_heavy(repo: Path, gym: Stac
     assert r.returncode == 0 and "MODS=\n" in r.stderr, r.stderr
 
 
-def test_server_freezes_its_rows_in_nemo_gym_shape(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_server_freezes_its_rows_in_nemo_gym_shape(repo: Path, monte, gym: Stack) -> None:
     r = monte("env", "add", "--server", "reasoning_gym", "--dev", "reasoning_gym", "--test", "reasoning_gym",
               "--as", "rg", "--json")
     assert r.code == 0, r.out
@@ -96,7 +96,7 @@ def test_server_freezes_its_rows_in_nemo_gym_shape(repo: Path, monte, gym: Stack
 
 
 def test_a_server_freeze_is_reproducible_and_its_grader_is_in_the_fingerprint(repo: Path, monte, gym: Stack,
-                                                                               tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+                                                                               tmp_path: Path) -> None:
     a = monte("env", "add", "--benchmark", "reasoning_gym", "--as", "a", "--json").json()["environment"]
     b = monte("env", "add", "--benchmark", "reasoning_gym", "--as", "b", "--json").json()["environment"]
     fa, fb = Path(a["folder"]), Path(b["folder"])
@@ -111,7 +111,7 @@ def test_a_server_freeze_is_reproducible_and_its_grader_is_in_the_fingerprint(re
     assert other.fingerprint != m.fingerprint
 
 
-def test_a_server_without_an_offline_curriculum_needs_hf_token(repo: Path, monte, gym: Stack, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_a_server_without_an_offline_curriculum_needs_hf_token(repo: Path, monte, gym: Stack, unchanged) -> None:
     r = monte("env", "add", "--server", "mcqa", "--dev", "mcqa", "--test", "mcqa", "--json")
     assert r.code == 7
     err = r.json()["error"]
@@ -119,7 +119,7 @@ def test_a_server_without_an_offline_curriculum_needs_hf_token(repo: Path, monte
     assert "nvidia/Nemotron-RL-knowledge-mcqa" in err["message"]
 
 
-def test_an_exam_offline_is_the_servers_example_rows(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_an_exam_offline_is_the_servers_example_rows(repo: Path, monte, gym: Stack) -> None:
     r = monte("env", "add", "--benchmark", "mcqa", "--json")
     assert r.code == 0, r.out
     folder = Path(r.json()["environment"]["folder"])
@@ -131,7 +131,7 @@ def test_an_exam_offline_is_the_servers_example_rows(repo: Path, monte, gym: Sta
     assert prov["source"] == "example" and prov["all"]["file"] == "resources_servers/mcqa/data/example.jsonl"
 
 
-def test_math_with_judge_freezes_nemo_gyms_shipped_set_offline(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_math_with_judge_freezes_nemo_gyms_shipped_set_offline(repo: Path, monte, gym: Stack) -> None:
     r = monte("env", "add", "--server", "math_with_judge", "--dev", "math_with_judge", "--test", "math_with_judge",
               "--as", "math", "--json")
     assert r.code == 0, r.out
@@ -143,7 +143,7 @@ def test_math_with_judge_freezes_nemo_gyms_shipped_set_offline(repo: Path, monte
         "resources_servers/ns_tools/data/compmath_test.jsonl"
 
 
-def test_a_benchmark_runs_its_own_prepare_once(repo: Path, monte, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_a_benchmark_runs_its_own_prepare_once(repo: Path, monte, gym: Stack) -> None:
     """answer-judge's prepare writes rows it ships; its prompt_config is applied by NeMo Gym's code."""
     r = monte("env", "add", "--benchmark", "answer-judge", "--json")
     assert r.code == 0, r.out
@@ -160,7 +160,7 @@ def test_a_benchmark_runs_its_own_prepare_once(repo: Path, monte, gym: Stack) ->
     assert prep["prompt_config"] == "benchmarks/prompts/judge/math.yaml"
 
 
-def test_a_row_without_responses_create_params_refuses(repo: Path, monte, checkout: Stack, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_a_row_without_responses_create_params_refuses(repo: Path, monte, checkout: Stack, unchanged) -> None:
     add_server(checkout.root, "bad_rows", "", rows=[{"question": "no chat here", "expected": "1"}])
     r = monte("env", "add", "--benchmark", "server:bad_rows", "--json")
     assert r.code == 6, r.out
@@ -168,12 +168,12 @@ def test_a_row_without_responses_create_params_refuses(repo: Path, monte, checko
     assert err["code"] == "E_BAD_INPUT" and "responses_create_params" in err["message"] and "line 1" in err["message"]
 
 
-def test_names_of_two_providers_refuse(repo: Path, monte, gym: Stack, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_names_of_two_providers_refuse(repo: Path, monte, gym: Stack, unchanged) -> None:
     r = monte("env", "add", "--dev", "parity", "--test", "mcqa", "--as", "mixed", "--json")
     assert r.code == 2 and "one provider" in r.json()["error"]["message"]
 
 
-def test_the_catalog_still_freezes_without_nemo_gym(repo: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_catalog_still_freezes_without_nemo_gym(repo: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MONTE_LOCAL", str(repo / "no-such-checkout"))
     r = monte("env", "add", "--benchmark", "word_sorting", "--json")
     assert r.code == 0, r.out
@@ -186,7 +186,7 @@ def test_the_catalog_still_freezes_without_nemo_gym(repo: Path, monte, monkeypat
 # as in tests/datasets. The rows it serves are NeMo Gym's own (mcqa's example rows).
 
 
-def test_with_a_token_the_configs_datasets_are_frozen(repo: Path, monte, gym: Stack, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_with_a_token_the_configs_datasets_are_frozen(repo: Path, monte, gym: Stack, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import monte.storage.hub as hub
 
@@ -198,7 +198,7 @@ def test_with_a_token_the_configs_datasets_are_frozen(repo: Path, monte, gym: St
     calls: list[tuple[str, ...]] = []
 
     class FakeHfApi:
-        def dataset_info(self, repo_id: str, revision: str | None = None):  # type: ignore[no-untyped-def]
+        def dataset_info(self, repo_id: str, revision: str | None = None):
             calls.append(("dataset_info", repo_id))
             return SimpleNamespace(sha="ab" * 20, siblings=[SimpleNamespace(rfilename="train.jsonl")])
 
@@ -223,14 +223,14 @@ def test_with_a_token_the_configs_datasets_are_frozen(repo: Path, monte, gym: St
     assert "hf_test_token" not in json.dumps(m)
 
 
-def test_the_stack_is_found_from_a_checkout(repo: Path, monte, checkout: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_the_stack_is_found_from_a_checkout(repo: Path, monte, checkout: Stack) -> None:
     r = monte("env", "list", "--available", "--json")
     assert any(x["benchmark"] == "mcqa" and x["provider"] == "nemo-gym" for x in r.json())
     shutil.rmtree(checkout.root / "resources_servers")
     assert {x["provider"] for x in monte("env", "list", "--available", "--json").json()} == {"monte"}
 
 
-def test_a_benchmark_whose_prepare_fails_refuses_and_writes_nothing(repo: Path, monte, gym: Stack, unchanged) -> None:  # type: ignore[no-untyped-def]
+def test_a_benchmark_whose_prepare_fails_refuses_and_writes_nothing(repo: Path, monte, gym: Stack, unchanged) -> None:
     """aime24's prepare downloads from Hugging Face with `datasets` (not installed in the test venv,
     and the hub is unreachable here): NeMo Gym's own error, as a refusal."""
     r = monte("env", "add", "--benchmark", "aime24", "--json")

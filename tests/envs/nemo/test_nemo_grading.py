@@ -18,30 +18,30 @@ from pathlib import Path
 
 import pytest
 from gymhelp import alive
-from helpers import git
+from support.helpers import git
 
 from monte.envs.nemo import server as gym_server
 from monte.envs.nemo.stack import Stack, server_entry
 
 
-def tasks_of(repo: Path, exp: str, run: str) -> list[dict]:  # type: ignore[type-arg]
+def tasks_of(repo: Path, exp: str, run: str) -> list[dict]:
     path = f"runs/{run[0]}/{run[1]}/{run}/tasks.jsonl"
     return [json.loads(line) for line in git(repo, "show", f"monte/{exp}/ledger:{path}").splitlines()]
 
 
-def eval_rows(repo: Path, monte, exp: str) -> list[dict]:  # type: ignore[no-untyped-def, type-arg]
+def eval_rows(repo: Path, monte, exp: str) -> list[dict]:
     return [r for r in monte("status", exp, "--json").json()["rows"] if r["kind"] == "eval"]
 
 
 @pytest.fixture
-def mcqa_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:  # type: ignore[no-untyped-def]
+def mcqa_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:
     assert monte("env", "add", "--benchmark", "mcqa").code == 0
     r = monte("experiment", "init", "g", "--eval", "mcqa", "--model", str(base_model))
     assert r.code == 0, r.err
     return "g"
 
 
-def test_eval_records_the_servers_reward_per_task(repo: Path, monte, mcqa_exp: str, gym: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_eval_records_the_servers_reward_per_task(repo: Path, monte, mcqa_exp: str, gym: Stack) -> None:
     meas = json.loads(git(repo, "show", f"monte/{mcqa_exp}/ledger:measurement.json"))
     # the rows are chats, rendered by the model's chat template; the answer is not cut at a newline
     assert meas["eval"]["chat_template"] is True and meas["eval"]["stop"] == [] and meas["eval"]["max_new_tokens"] == 512
@@ -75,7 +75,7 @@ def test_a_chat_row_is_rendered_by_the_chat_template_and_refused_without_one(bas
     seen: list[str] = []
     real = tok.__class__.__call__
 
-    def spy(self, texts, *a, **k):  # type: ignore[no-untyped-def]
+    def spy(self, texts, *a, **k):
         seen.extend(texts)
         return real(self, texts, *a, **k)
 
@@ -104,12 +104,12 @@ def _launch_pids() -> list[int]:
 
 
 def test_a_server_killed_mid_eval_refuses_records_no_score_and_the_next_eval_works(
-        repo: Path, monte, mcqa_exp: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        repo: Path, monte, mcqa_exp: str, monkeypatch: pytest.MonkeyPatch) -> None:
     real = gym_server.GymServer.verify
     calls: list[str] = []
     lock = threading.Lock()
 
-    def verify(self, row, answer, *, task=""):  # type: ignore[no-untyped-def]
+    def verify(self, row, answer, *, task=""):
         with lock:
             calls.append(task)
             if len(calls) == 3:  # the real server, SIGKILLed while the eval is grading
@@ -132,7 +132,7 @@ def test_a_server_killed_mid_eval_refuses_records_no_score_and_the_next_eval_wor
     assert r.json()["runs"][0]["status"] == "succeeded" and r.json()["runs"][0]["n"] == 5
 
 
-def test_a_server_that_cannot_start_spends_no_touch(repo: Path, monte, checkout: Stack, base_model: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_server_that_cannot_start_spends_no_touch(repo: Path, monte, checkout: Stack, base_model: Path) -> None:
     """The server starts before the eval's started record; and it must be the one frozen."""
     assert monte("env", "add", "--dev", "mcqa", "--test", "mcqa", "--as", "exams").code == 0
     assert monte("experiment", "init", "x", "--eval", "exams", "--model", str(base_model)).code == 0
@@ -199,7 +199,7 @@ class _CountingProxy:
 
 
 @pytest.fixture
-def rg_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:  # type: ignore[no-untyped-def]
+def rg_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:
     r = monte("env", "add", "--server", "reasoning_gym", "--dev", "reasoning_gym", "--test", "reasoning_gym",
               "--as", "rg")
     assert r.code == 0, r.err
@@ -207,7 +207,7 @@ def rg_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:  # type: ign
     return "t"
 
 
-def test_grpo_smoke_gets_its_reward_from_the_server(repo: Path, monte, rg_exp: str, gym: Stack,  # type: ignore[no-untyped-def]
+def test_grpo_smoke_gets_its_reward_from_the_server(repo: Path, monte, rg_exp: str, gym: Stack,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     e = server_entry(gym.root, "reasoning_gym")
     assert e is not None
@@ -228,7 +228,7 @@ def test_grpo_smoke_gets_its_reward_from_the_server(repo: Path, monte, rg_exp: s
     assert len(steps) == 3
 
 
-def test_grpo_smoke_starts_and_stops_its_own_server(repo: Path, monte, rg_exp: str) -> None:  # type: ignore[no-untyped-def]
+def test_grpo_smoke_starts_and_stops_its_own_server(repo: Path, monte, rg_exp: str) -> None:
     r = monte("train", "--experiment", rg_exp, "--recipe", "grpo-tiny", "--source", "rg", "--smoke", "--yes", "--json")
     assert r.code == 0, r.out
     run = r.json()["run"]["run"]

@@ -14,7 +14,7 @@ from monte.envs.nemo.server import LAUNCHER
 from monte.envs.nemo.stack import Stack
 
 
-def test_install_registers_benchmark_configs_nemo_gym_reads(repo: Path, monte, checkout: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_install_registers_benchmark_configs_nemo_gym_reads(repo: Path, monte, checkout: Stack) -> None:
     assert monte("env", "add", "--server", "reasoning_gym", "--dev", "reasoning_gym", "--test", "reasoning_gym",
                  "--dev", "answer-judge", "--test", "mcqa", "--as", "rg").code == 0
     r = monte("env", "install", "rg", "--json")
@@ -50,7 +50,7 @@ def test_install_registers_benchmark_configs_nemo_gym_reads(repo: Path, monte, c
     assert {p: p.read_bytes() for p in base.rglob("*") if p.is_file()} == before
 
 
-def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, checkout: Stack) -> None:  # type: ignore[no-untyped-def]
+def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, checkout: Stack) -> None:
     assert monte("env", "add", "--benchmark", "mcqa").code == 0
     assert monte("env", "install", "mcqa").code == 0
     data = checkout.root / "benchmarks/monte/mcqa/mcqa/data/dev.jsonl"
@@ -65,7 +65,7 @@ def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, che
 
 
 @pytest.mark.parametrize("local", [None, "empty", "missing"])
-def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: Stack, tmp_path: Path,  # type: ignore[no-untyped-def]
+def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: Stack, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch, local: str | None) -> None:
     assert monte("env", "add", "--benchmark", "mcqa").code == 0
     if local == "empty":
@@ -80,7 +80,7 @@ def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: 
     assert "no stack" in err["message"]
 
 
-def test_a_mock_only_environment_installs_anywhere_with_a_note(repo: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_mock_only_environment_installs_anywhere_with_a_note(repo: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MONTE_LOCAL", raising=False)
     assert monte("env", "add", "--benchmark", "word_sorting").code == 0
     r = monte("env", "install", "word_sorting", "--json")

@@ -24,7 +24,7 @@ from monte.envs.nemo.stack import Stack, server_entry
 from monte.errors import MonteError
 
 
-def start(stack: Stack, name: str, **kw) -> gym_server.GymServer:  # type: ignore[no-untyped-def]
+def start(stack: Stack, name: str, **kw) -> gym_server.GymServer:
     e = server_entry(stack.root, name)
     assert e is not None, name
     return gym_server.GymServer.start(stack, config=e.config, instance=e.instance, server=e.server, **kw)

@@ -1,4 +1,5 @@
-"""Helpers shared by the tests (importable as ``from helpers import ...``)."""
+"""Helpers shared by the tests (``from support.helpers import ...``) and the bench scripts (``from
+tests.support.helpers import ...``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pytest itself is not imported: the bench scripts import this module too
     import pytest
+
+    from monte.ledger.records import RunRow
+    from monte.ledger.store import Snapshot
 
 PINNED_ENV = {
     "GIT_AUTHOR_NAME": "Monte Test",
@@ -114,6 +118,11 @@ def fill(at: Path) -> Path:
 # --- runs, clones and pushes -----------------------------------------------------------------------
 
 
+def as_is(row: RunRow) -> Callable[[Snapshot, int], RunRow]:
+    """The ``make`` of an append that writes ``row`` as it is, on whatever tip it lands."""
+    return lambda _snap, _seq: row
+
+
 def append_evals(repo: Path, n: int, exp: str = "exp") -> list[str]:
     """``n`` eval runs, each a started and a failed record, through the ledger's own API, and
     their event files: something for a push to send."""
@@ -126,11 +135,10 @@ def append_evals(repo: Path, n: int, exp: str = "exp") -> list[str]:
     runs = []
     for _ in range(n):
         rid = new_run_id()
-        row = ledger.append_row(lambda snap, seq, rid=rid: RunRow(run=rid, experiment=exp, kind="eval",
-                                                                  status="started", cohort="c", exam="parity",
-                                                                  split="dev", created_at="t"),
+        row = ledger.append_row(as_is(RunRow(run=rid, experiment=exp, kind="eval", status="started", cohort="c",
+                                             exam="parity", split="dev", created_at="t")),
                                 event="started", summary=lambda r: f"eval {r.run} started")
-        ledger.append_row(lambda snap, seq, row=row: row.model_copy(update={"status": "failed", "error": "x"}),
+        ledger.append_row(as_is(row.model_copy(update={"status": "failed", "error": "x"})),
                           event="failed", summary=lambda r: f"eval {r.run} failed")
         runs.append(rid)
         folder = repo / ".monte" / "runs" / exp / rid
@@ -180,7 +188,7 @@ def pushes_failing_on(monkeypatch: pytest.MonkeyPatch, fail: set[int]) -> list[s
     real = results.push
     calls: list[str] = []
 
-    def push(ws: Any, experiment: str, **kw: Any) -> dict[str, Any]:
+    def push(ws: Any, experiment: str, **kw: Any) -> Any:
         calls.append(kw.get("run") or "")
         if len(calls) in fail:
             raise error("E_STORAGE", "the results bucket is unreachable (test)", "retry")

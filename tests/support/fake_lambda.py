@@ -1,11 +1,11 @@
-"""A fake Lambda Cloud API on loopback, for the box tests.
+"""A fake Lambda Cloud API on loopback, for the box, client and watchdog tests.
 
 Lambda's API across the internet cannot be reached here (no network, no account, and a real
 launch costs money), so this is the one faked boundary: a small ``http.server`` in a thread on
 127.0.0.1 that speaks the API's shapes (``{"data": ...}``, ``{"error": {"code", "message",
 "suggestion"}}``), checks the bearer key, and holds instances in memory. The client under test,
 ``monte.remote.lambda_api``, is the same code that talks to the real API; only its base URL
-(``MONTE_LAMBDA_API``) points here.
+(``MONTE_LAMBDA_API``, or a box's ``api_base`` for the watchdog's tick script) points here.
 
 It can be told to misbehave the ways the real one does: no capacity in some regions (or capacity
 listed but refused at launch, as a stale listing is), 429 N times, a 500 on a path, a launch
@@ -39,14 +39,13 @@ WRONG_REGION = {"code": "instance-operations/launch/file-system-in-wrong-region"
                 "suggestion": "Launch in the file system's region."}
 BAD = {"code": "global/invalid-parameters", "message": "Invalid request."}
 
-TYPES = {
+TYPES: dict[str, dict[str, Any]] = {
     "gpu_1x_h100_pcie": {"description": "1x H100 (80 GB PCIe)", "price_cents_per_hour": 249,
                          "specs": {"vcpus": 26, "memory_gib": 200, "storage_gib": 1000, "gpus": 1}},
     "gpu_1x_a10": {"description": "1x A10 (24 GB PCIe)", "price_cents_per_hour": 75,
                    "specs": {"vcpus": 30, "memory_gib": 200, "storage_gib": 1400, "gpus": 1}},
 }
 REGIONS = {"us-east-1": "Virginia, USA", "us-west-1": "California, USA", "us-south-1": "Texas, USA"}
-
 
 
 def shrink_waits(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,14 +126,14 @@ class FakeLambda:
     @property
     def url(self) -> str:
         assert self._server is not None
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/api/v1"
+        return f"http://127.0.0.1:{self._server.server_port}/api/v1"
 
     # --- seeding and reading --------------------------------------------------------------------
 
     def add_instance(self, name: str, *, status: str = "active", region: str = "us-east-1",
-                     type_: str = "gpu_1x_h100_pcie", file_systems: list[str] | None = None) -> str:
-        iid = secrets.token_hex(16)
+                     type_: str = "gpu_1x_h100_pcie", file_systems: list[str] | None = None,
+                     iid: str | None = None) -> str:
+        iid = iid or secrets.token_hex(16)
         with self._lock:
             self.instances[iid] = self._instance(iid, name, region, type_, ["laptop"],
                                                  file_systems or [], status)
@@ -204,7 +203,7 @@ class FakeLambda:
     def _route(self, h: BaseHTTPRequestHandler, route: tuple[str, str], body: Any) -> None:
         method, path = route
         if route == ("GET", "/instance-types"):
-            data = {t: {"instance_type": {"name": t, **spec},
+            data = {t: {"instance_type": {"name": t} | spec,
                         "regions_with_capacity_available": [
                             {"name": r, "description": REGIONS[r]}
                             for r in self.capacity.get(t, [])]}
@@ -219,11 +218,11 @@ class FakeLambda:
                 self._poll(inst)
             return self._send(h, 200, {"data": shown})
         if method == "GET" and path.startswith("/instances/"):
-            inst = self.instances.get(path.removeprefix("/instances/"))
-            if inst is None or inst["status"] == "terminated":
+            one = self.instances.get(path.removeprefix("/instances/"))
+            if one is None or one["status"] == "terminated":
                 return self._send(h, 404, {"error": MISSING})
-            out = self._public(inst)
-            self._poll(inst)
+            out = self._public(one)
+            self._poll(one)
             return self._send(h, 200, {"data": out})
         if route == ("GET", "/file-systems"):
             return self._send(h, 200, {"data": self.file_systems})

@@ -4,7 +4,7 @@ buckets are still consistent and that the next command works.
 
 Shared by the CI test (``tests/reliability/test_crash.py``: a handful of trials per command) and
 the long campaign (``bench/crash_campaign.py``: >= 50 trials per command). Nothing here imports
-pytest, so the bench script can put this folder on ``sys.path`` and use it as it is.
+pytest, so the bench script imports it as it is (``tests.support.crashhelp``).
 
 A trial:
 
@@ -49,9 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the bench script too
-
-from helpers import PINNED_ENV, home_env, new_machine  # noqa: E402
+from .helpers import PINNED_ENV, as_is, home_env, new_machine
 
 #: The commands a trial can kill.
 COMMANDS = ("eval", "eval-test", "train", "env-add", "dataset-add", "push")
@@ -339,10 +337,10 @@ def append_evals(repo: Path, n: int, exp: str = EXP) -> list[str]:
     runs = []
     for _ in range(n):
         rid = new_run_id()
-        row = ledger.append_row(lambda snap, seq, rid=rid: RunRow(
+        row = ledger.append_row(as_is(RunRow(
             run=rid, experiment=exp, kind="eval", status="started", cohort="c0", exam="parity",
-            split="dev", smoke=True, created_at="t"), event="started", summary=lambda r: f"eval {r.run} started")
-        ledger.append_row(lambda snap, seq, row=row: row.model_copy(update={"status": "failed", "error": "x"}),
+            split="dev", smoke=True, created_at="t")), event="started", summary=lambda r: f"eval {r.run} started")
+        ledger.append_row(as_is(row.model_copy(update={"status": "failed", "error": "x"})),
                           event="failed", summary=lambda r: f"eval {r.run} failed")
         folder = repo / ".monte" / "runs" / exp / rid
         folder.mkdir(parents=True, exist_ok=True)
@@ -375,7 +373,8 @@ def read_state(repo: Path) -> State:
 
     store = Store(repo)
     try:
-        rows = {exp: {r.run: r.status for r in read_rows(Ledger(store, exp))} for exp in experiment_names(store)}
+        rows: dict[str, dict[str, str]] = {exp: {r.run: r.status for r in read_rows(Ledger(store, exp))}
+                                           for exp in experiment_names(store)}
         v = Vault(store)
         vault = {}
         for kind in ("environment", "dataset"):

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from helpers import snapshot_state
+from .helpers import snapshot_state
 
 SFT = """\
 # small SFT for tests (TRL SFTTrainer)
