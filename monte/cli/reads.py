@@ -65,18 +65,24 @@ HOOK_ARGS = (["ledger", "verify", "--updates"], ["ledger", "verify", "--updates"
 
 def _hook_updates(args: list[str]) -> bool:
     """``monte ledger verify --updates [--local]``, as a hook runs it: the ``old new ref`` lines on
-    stdin judged together; nothing printed when they pass. Anything else (a refusal, an error) goes
-    to click's command, with the same stdin, which reports it as it always did (and judges again:
-    a refusal is rare, a pass is every push)."""
+    stdin judged together; nothing printed when they pass. A refusal is reported as click's
+    command reports one (:func:`monte.cli.output.handled`); anything else goes to that command,
+    with the same stdin, which reports it as it always did."""
     import io
 
     from monte.api.verify import ledger_verify_updates
+    from monte.errors import MonteError
 
     data = sys.stdin.read()
     try:
         ledger_verify_updates([line for line in data.splitlines() if line.strip()], full="--local" in args)
     except KeyboardInterrupt:
         _interrupted(False)
+    except MonteError as e:  # E_VERIFY, E_USAGE: judged once, said in click's words
+        from monte.cli.output import report_error
+
+        report_error(e, False)
+        sys.exit(int(e.exit_code))
     except Exception:  # noqa: BLE001 - click's command reports it (and exits) as it always did
         sys.stdin = io.StringIO(data)
         return False

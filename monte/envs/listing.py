@@ -18,6 +18,7 @@ COLUMNS = ("name", "kind", "exams", "benchmarks", "files")
 MANIFEST_FIELDS = frozenset({"schema_version", "kind", "name", "frozen_at", "files", "provenance", "env_kind",
                              "form", "exams", "curriculum", "grader", "floors", "dataset_kind", "columns", "rows"})
 FILE_FIELDS = frozenset({"sha256", "size"})
+FLOOR_FIELDS = frozenset({"score", "answer", "n", "candidates"})
 
 
 class EnvListed(TypedDict):
@@ -29,7 +30,6 @@ class EnvListed(TypedDict):
     exams: dict[str, list[str]]
     benchmarks: list[str]
     files: int
-FLOOR_FIELDS = frozenset({"score", "answer", "n", "candidates"})
 
 
 def _int(v: Any) -> bool:
