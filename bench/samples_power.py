@@ -68,7 +68,7 @@ def power(rng: np.random.Generator, n: int, k: int, gain: float, reps: int, exac
             "effective_n": eff, "design_effect": deff, "sd": float(np.mean(d.std(1, ddof=1)))}
 
 
-#: t-vectors drawn per strong-null design (as tests/stats/test_samples.py, same seeds)
+#: t-vectors drawn per strong-null design (as tests/stats/test_samples_sizes.py, same seeds)
 DRAWS = {20: 6, 50: 4, 100: 3, 200: 2}
 
 

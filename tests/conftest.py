@@ -15,14 +15,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
-from support.helpers import PINNED_ENV, git, monte_proc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
+from support.helpers import PINNED_ENV, git, monte_proc, run_dvc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     from monte.ledger.store import Store
@@ -30,10 +30,13 @@ if TYPE_CHECKING:
 # --- the `slow` marker: `pytest -m "not slow"` is the inner loop, `make test` runs everything ---
 #
 # Applied here, never by hand, so a new test lands on the right side by what it uses: a real model
-# (torch), the GCS emulator, a real sshd, NeMo Gym's servers, a subprocess benchmark or the README
-# loop. A fixture parametrized by the name of one of those fixtures (``params=["folder", "gcs"]``,
-# then ``request.getfixturevalue("gcs")``) counts as using it. Everything else (the ledger, its
-# rules, verify, the CLI's refusals on a real git repository) is the fast side.
+# (torch), the GCS emulator, a real sshd, NeMo Gym's servers, DVC's own CLI (each call starts a
+# ~1 s interpreter: ask for the ``dvc_cli`` fixture to run it), a subprocess benchmark, the README
+# loop, or a validation of the statistics by enumeration, simulation or mutants. A
+# fixture parametrized by the name of one of those fixtures (``params=["folder", "gcs"]``, then
+# ``request.getfixturevalue("gcs")``) counts as using it. Everything else (the ledger, its rules,
+# verify, the hooks, the CLI's refusals on a real git repository) is the fast side;
+# tests/test_suite_sides.py checks where a few land.
 SLOW_FIXTURES = frozenset({
     "tiny_models", "base_model", "emulator", "gcs", "read_only_gcs",  # torch; the GCS emulator
     "sshd", "fresh_sshd", "conn", "ssh_keys",  # a real OpenSSH server on loopback
@@ -41,10 +44,28 @@ SLOW_FIXTURES = frozenset({
     "trainable", "ready", "teacher", "exp", "_exp_template", "_baselines_template",
     "_honest_template", "honest",  # experiments whose baselines a real model scored
     "light_wheel", "light_install",  # a wheel of this tree in a fresh virtualenv
+    "dvc_cli",  # DVC's own command line
 })
-SLOW_PATHS = ("training/", "remote/", "envs/nemo/", "reliability/",  # real models, servers, fault campaigns
-              "envs/test_lmeval_exam.py", "evals/test_samples_eval.py", "test_bench.py", "cli/test_readme_loop.py")
+SLOW_PATHS = (
+    "training/", "remote/", "envs/nemo/", "reliability/",  # real models, servers, fault campaigns
+    "models/test_tiny_model.py", "envs/test_lmeval_exam.py", "evals/test_samples_eval.py",
+    "test_bench.py", "cli/test_readme_loop.py",
+    # the statistics' validations, seconds of numpy each (`pytest tests/stats` runs them with the
+    # rest when monte/stats changes): exact enumeration on fine grids, simulations, mutation checks
+    "stats/test_exact.py", "stats/test_samples_sizes.py", "stats/test_cutoff_table.py",
+    "stats/test_mutations.py", "stats/test_sample_mutations.py",
+    "test_suite_sides.py",  # a collection of the whole suite
+)
 SLOW_MODULES = ("torch", "transformers", "trl", "lm_eval", "accelerate")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not slow"`` a file the paths above make slow is not even imported (torch,
+    transformers and NeMo Gym's clients cost seconds to import, per worker)."""
+    root, path = Path(__file__).parent, collection_path.resolve()
+    if config.getoption("markexpr", "").strip() != "not slow" or not path.is_relative_to(root):
+        return None
+    return True if path.is_file() and path.relative_to(root).as_posix().startswith(SLOW_PATHS) else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -58,6 +79,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if ((set(getattr(item, "fixturenames", ())) | params) & SLOW_FIXTURES or rel.startswith(SLOW_PATHS)
                 or imports & set(SLOW_MODULES)):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def dvc_cli() -> Callable[..., str]:
+    """DVC's own command line, as a user runs it: ``dvc_cli(cwd, *args, check=True)``."""
+    return run_dvc
 
 
 @pytest.fixture(autouse=True)

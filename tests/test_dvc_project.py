@@ -7,21 +7,13 @@ the figures to re-measure with ``dvc repro``), and ``dvc metrics show`` prints e
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ruamel.yaml import YAML
 from support.helpers import git
 
 ROOT = Path(__file__).resolve().parents[1]
-DVC = str(Path(sys.executable).parent / "dvc")
-
-
-def _dvc(cwd: Path, *args: str) -> str:
-    r = subprocess.run([DVC, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, f"dvc {' '.join(args)}: {r.stdout}{r.stderr}"
-    return r.stdout
 
 
 def test_the_stages_run_the_python_on_path() -> None:
@@ -32,7 +24,7 @@ def test_the_stages_run_the_python_on_path() -> None:
         assert ".venv" not in json.dumps(stage), name
 
 
-def test_a_fresh_clone_has_the_lock_and_every_figure(tmp_path: Path) -> None:
+def test_a_fresh_clone_has_the_lock_and_every_figure(tmp_path: Path, dvc_cli: Callable[..., str]) -> None:
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(ROOT), str(clone))
     stages = YAML(typ="safe").load((clone / "dvc.yaml").read_text())["stages"]
@@ -41,11 +33,11 @@ def test_a_fresh_clone_has_the_lock_and_every_figure(tmp_path: Path) -> None:
     metrics = [next(iter(m)) for s in stages.values() for m in s["metrics"]]
     for path in metrics:
         assert (clone / path).is_file(), f"{path} is not committed"
-    status = json.loads(_dvc(clone, "status", "--json") or "{}")
+    status = json.loads(dvc_cli(clone, "status", "--json", stderr=False) or "{}")
     for stage, changes in status.items():
         for change in changes:  # only "changed deps" may appear: the figure is older than its code
             assert change == {"changed deps": change.get("changed deps")}, (stage, change)
-    shown = json.loads(_dvc(clone, "metrics", "show", "--json"))
+    shown = json.loads(dvc_cli(clone, "metrics", "show", "--json", stderr=False))
     files = shown[""]["data"] if "" in shown else next(iter(shown.values()))["data"]
     for path in metrics:
         assert files[path]["data"], path

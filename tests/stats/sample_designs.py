@@ -1,6 +1,6 @@
-"""K samples per item: the designs and checks shared by tests/stats/test_samples.py, its mutation
-check and bench/samples_power.py (issue 33). numpy and scipy here; the module under test only
-through the functions each check is handed.
+"""K samples per item: the designs and checks shared by tests/stats/test_samples.py,
+test_samples_sizes.py, the mutation check and bench/samples_power.py (issue 33). numpy and scipy
+here; the module under test only through the functions each check is handed.
 
 A design draws, per item i, the two models' success probabilities ``(p_ai, p_bi)``; each of the K
 samples of each model is then Bernoulli of its own probability, independently. The true delta is

@@ -11,25 +11,16 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, snapshot_state
+from support.helpers import git, run_dvc, snapshot_state
 
-DVC = str(Path(sys.executable).parent / "dvc")
+DvcCli = Callable[..., str]  # the ``dvc_cli`` fixture: DVC's own command line (tests/conftest.py)
 GC_SCOPES = [["-w"], ["-a", "-T"], ["--all-commits"]]
 ROWS = '{"input": "2+2", "output": "4"}\n{"input": "3+3", "output": "6"}\n'
-
-
-def dvc(cwd: Path, *args: str, check: bool = True) -> str:
-    """The real ``dvc`` CLI, as a user runs it."""
-    r = subprocess.run([DVC, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
-    if check and r.returncode != 0:
-        raise AssertionError(f"dvc {' '.join(args)} exited {r.returncode}: {r.stdout}{r.stderr}")
-    return r.stdout + r.stderr
 
 
 @pytest.fixture(params=["folder", "gcs"])
@@ -58,8 +49,8 @@ def vault(request: pytest.FixtureRequest, repo: Path, monte: Any, tmp_path: Path
             return {n.removeprefix("files/md5/") for n in open_store(url, write_key()).list("files/md5/")}
 
         def dvc_remote(clone: Path) -> None:
-            dvc(clone, "remote", "modify", "--local", "vault", "endpointurl", g["host"])
-            dvc(clone, "remote", "modify", "--local", "vault", "allow_anonymous_login", "true")
+            run_dvc(clone, "remote", "modify", "--local", "vault", "endpointurl", g["host"])
+            run_dvc(clone, "remote", "modify", "--local", "vault", "allow_anonymous_login", "true")
     r = monte("config", "set", "vault", url, "--json")
     assert r.code == 0, r.out
     dvc_remote(repo)
@@ -100,7 +91,7 @@ def _assert_restored(clone: Path, manifests: dict[str, dict[str, Any]]) -> None:
 
 
 def test_a_freeze_is_a_dvc_output_that_plain_dvc_sees(repo: Path, vault: dict[str, Any], monte: Any,
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, dvc_cli: DvcCli) -> None:
     from monte.storage.keys import write_key
     from monte.storage.objects import open_store
 
@@ -116,9 +107,9 @@ def test_a_freeze_is_a_dvc_output_that_plain_dvc_sees(repo: Path, vault: dict[st
     staged = git(repo, "diff", "--cached", "--name-only").split()
     assert {".monte/environments/par.dvc", ".monte/datasets/pairs.dvc"} <= set(staged)
     _commit(repo)
-    assert "Data and pipelines are up to date" in dvc(repo, "status")
-    assert json.loads(dvc(repo, "data", "status", "--json").splitlines()[-1] or "{}") == {}
-    listed = set(dvc(repo, "list", ".", "-R", "--dvc-only").split())
+    assert "Data and pipelines are up to date" in dvc_cli(repo, "status")
+    assert json.loads(dvc_cli(repo, "data", "status", "--json").splitlines()[-1] or "{}") == {}
+    listed = set(dvc_cli(repo, "list", ".", "-R", "--dvc-only").split())
     assert {".monte/environments/par/exams/parity/dev.jsonl", ".monte/environments/par/manifest.json",
             ".monte/datasets/pairs/rows.jsonl", ".monte/datasets/pairs/manifest.json"} <= listed
 
@@ -137,16 +128,16 @@ def test_the_dvc_cache_links_the_frozen_files_instead_of_copying_them(repo: Path
 
 
 def test_a_fresh_clone_dvc_pull_restores_every_frozen_file(repo: Path, vault: dict[str, Any], monte: Any,
-                                                           tmp_path: Path) -> None:
+                                                           tmp_path: Path, dvc_cli: DvcCli) -> None:
     _freeze(repo, monte, tmp_path)
     _commit(repo)
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     vault["dvc_remote"](clone)
     assert not (clone / ".monte" / "environments" / "par").exists()
-    dvc(clone, "pull")
+    dvc_cli(clone, "pull")
     _assert_restored(clone, _manifests(clone, "origin/monte/vault"))
-    assert "Data and pipelines are up to date" in dvc(clone, "status")
+    assert "Data and pipelines are up to date" in dvc_cli(clone, "status")
     # the clone holds each frozen byte once too (the committed cache.type links)
     rows = clone / ".monte" / "datasets" / "pairs" / "rows.jsonl"
     assert rows.stat().st_nlink == 2
@@ -154,27 +145,27 @@ def test_a_fresh_clone_dvc_pull_restores_every_frozen_file(repo: Path, vault: di
 
 @pytest.mark.parametrize("scope", GC_SCOPES, ids=lambda s: " ".join(s))
 def test_dvc_gc_keeps_every_frozen_object(repo: Path, vault: dict[str, Any], monte: Any, tmp_path: Path,
-                                          scope: list[str]) -> None:
+                                          scope: list[str], dvc_cli: DvcCli) -> None:
     _freeze(repo, monte, tmp_path)
     _commit(repo)
     before = vault["objects"]()
     assert len(before) >= 6  # two folders: two .dir listings, four files
     cache = {p.name for p in (repo / ".dvc" / "cache").rglob("*") if p.is_file()}
-    dvc(repo, "gc", *scope, "-c", "-f")
+    dvc_cli(repo, "gc", *scope, "-c", "-f")
     assert vault["objects"]() == before
     assert {p.name for p in (repo / ".dvc" / "cache").rglob("*") if p.is_file()} == cache
     # another machine: a fresh clone, no DVC cache at all
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     vault["dvc_remote"](clone)
-    dvc(clone, "gc", *scope, "-c", "-f")
+    dvc_cli(clone, "gc", *scope, "-c", "-f")
     assert vault["objects"]() == before
-    dvc(clone, "pull")
+    dvc_cli(clone, "pull")
     _assert_restored(clone, _manifests(repo))
 
 
 def test_monte_init_writes_the_pointers_a_clone_lacks(repo: Path, vault: dict[str, Any], monte: Any,
-                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dvc_cli: DvcCli) -> None:
     """A machine that has the vault ref but neither the pointers (never committed) nor the
     bytes: `monte init` writes each pointer from the DVC hash its vault commit carries, and then
     `dvc gc` keeps the objects and `dvc pull` restores them."""
@@ -190,9 +181,9 @@ def test_monte_init_writes_the_pointers_a_clone_lacks(repo: Path, vault: dict[st
     assert (other / ".monte" / "environments" / "par.dvc").read_text() == \
         (repo / ".monte" / "environments" / "par.dvc").read_text()
     for scope in GC_SCOPES:
-        dvc(other, "gc", *scope, "-c", "-f")
+        dvc_cli(other, "gc", *scope, "-c", "-f")
     assert vault["objects"]() == before
-    dvc(other, "pull")
+    dvc_cli(other, "pull")
     _assert_restored(other, _manifests(repo))
     # monte agrees with what DVC put there
     assert monte("env", "install", "par", "--json").json()[0]["action"] == "verified"
@@ -200,7 +191,7 @@ def test_monte_init_writes_the_pointers_a_clone_lacks(repo: Path, vault: dict[st
 
 
 def test_objects_deleted_from_the_vault_are_reported_lost(repo: Path, vault: dict[str, Any], monte: Any,
-                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dvc_cli: DvcCli) -> None:
     from monte.storage.keys import write_key
     from monte.storage.objects import open_store
 
@@ -239,7 +230,7 @@ def test_objects_deleted_from_the_vault_are_reported_lost(repo: Path, vault: dic
     assert monte("dataset", "show", "pairs", "--json").json()["verified"] is True
     for pointer in (".monte/environments/par.dvc", ".monte/datasets/pairs.dvc"):  # the same DVC output
         assert (other / pointer).read_text() == (repo / pointer).read_text()
-    assert "Data and pipelines are up to date" in dvc(other, "status")
+    assert "Data and pipelines are up to date" in dvc_cli(other, "status")
 
 
 def test_a_frozen_name_ending_in_dvc_is_refused(repo: Path, monte: Any, tmp_path: Path) -> None:
@@ -254,7 +245,7 @@ def test_a_frozen_name_ending_in_dvc_is_refused(repo: Path, monte: Any, tmp_path
 
 
 def test_a_data_root_outside_the_repository(repo: Path, monte: Any, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                            monkeypatch: pytest.MonkeyPatch, dvc_cli: DvcCli) -> None:
     """DVC tracks nothing outside its repository: the pointers stay in the repository's
     .monte/, so `dvc gc` keeps every object (and `dvc status` says the folder is not here);
     monte's own path (freeze, push, install from the Vault on another machine) works as ever."""
@@ -269,9 +260,9 @@ def test_a_data_root_outside_the_repository(repo: Path, monte: Any, tmp_path: Pa
     _commit(repo)
     objects = {p.name for p in (tmp_path / "vault" / "files").rglob("*") if p.is_file()}
     for scope in GC_SCOPES:
-        dvc(repo, "gc", *scope, "-c", "-f")
+        dvc_cli(repo, "gc", *scope, "-c", "-f")
     assert {p.name for p in (tmp_path / "vault" / "files").rglob("*") if p.is_file()} == objects
-    assert "deleted" in dvc(repo, "status")
+    assert "deleted" in dvc_cli(repo, "status")
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(repo), str(other))
     git(other, "fetch", "-q", "origin", "refs/heads/monte/vault:refs/heads/monte/vault")

@@ -58,6 +58,18 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     return r.stdout
 
 
+#: DVC's own command line, from the environment the tests run in
+DVC = str(Path(sys.executable).parent / "dvc")
+
+
+def run_dvc(cwd: Path, *args: str, check: bool = True, stderr: bool = True, timeout: float = 300) -> str:
+    """The real ``dvc`` CLI, as a user runs it: its stdout, then (``stderr``) its stderr."""
+    r = subprocess.run([DVC, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise AssertionError(f"dvc {' '.join(args)} exited {r.returncode}: {r.stdout}{r.stderr}")
+    return r.stdout + (r.stderr if stderr else "")
+
+
 def monte_proc(*args: str, cwd: Path, env: dict[str, str] | None = None,
                timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``monte`` as a real subprocess (for races, start-up and crash tests)."""
