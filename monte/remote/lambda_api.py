@@ -10,7 +10,7 @@ backoff on 429, 5xx and connection errors, within a bounded total time (the modu
 below; tests shrink them). A launch is retried only when it provably created nothing: a 429, or a
 connection that was never made. When a launch's answer is lost after the request went out (a
 timeout, a reset, a 5xx), the instance may exist, so it is looked up by the unique name monte
-gave it and adopted; an instance that exists is never left running unseen.
+gave it and taken as this launch's; an instance that exists is never left running unseen.
 
 The key: ``MONTE_LAMBDA_KEY``, else the 1Password item ``MONTE_LAMBDA_KEY_OP`` names, read with
 ``op item get NAME --fields label=credential --reveal`` (the secret comes back on stdout, in
@@ -49,8 +49,8 @@ RETRY_BASE_S = 1.0
 RETRY_MAX_SLEEP_S = 15.0
 RETRY_BUDGET_S = 90.0
 #: After a lost launch answer: how long to look for the instance by its name, and how often.
-ADOPT_WAIT_S = 30.0
-ADOPT_POLL_S = 3.0
+FIND_LAUNCHED_WAIT_S = 30.0
+FIND_LAUNCHED_POLL_S = 3.0
 #: Room for a person to approve the 1Password prompt.
 OP_TIMEOUT_S = 120.0
 MAX_RESPONSE_BYTES = 16 << 20
@@ -208,11 +208,11 @@ class LambdaClient:
             data = self._request("POST", "/instance-operations/launch", body, idempotent=False,
                                  what=what)
         except ResponseLost as lost:
-            return self._adopt(name, lost)
+            return self._find_launched(name, lost)
         ids = _expect(data, dict, "the launch").get("instance_ids")
         if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
             # It answered, so something may exist: the name finds it.
-            return self._adopt(name, ResponseLost(f"Lambda's answer to {what} named no instance"))
+            return self._find_launched(name, ResponseLost(f"Lambda's answer to {what} named no instance"))
         if len(ids) > 1:  # one was asked for; never leave extras running
             self.terminate(ids[1:])
         return str(ids[0])
@@ -246,9 +246,9 @@ class LambdaClient:
                 return False
         return True
 
-    def _adopt(self, name: str, lost: MonteError) -> str:
+    def _find_launched(self, name: str, lost: MonteError) -> str:
         """The launch's answer was lost: find the instance it may have made, by its unique name."""
-        deadline = time.monotonic() + ADOPT_WAIT_S
+        deadline = time.monotonic() + FIND_LAUNCHED_WAIT_S
         look = (f"run `monte box status`: if {name} is listed, `monte box down {name}` terminates "
                 "it; then `monte box up` again")
         while True:
@@ -266,8 +266,8 @@ class LambdaClient:
                 return iid
             if time.monotonic() >= deadline:
                 raise error("E_BOX", f"{lost.message}, and no instance named {name} appeared "
-                            f"within {ADOPT_WAIT_S:g} s", look)
-            time.sleep(ADOPT_POLL_S)
+                            f"within {FIND_LAUNCHED_WAIT_S:g} s", look)
+            time.sleep(FIND_LAUNCHED_POLL_S)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None, *,
                  idempotent: bool = True, what: str) -> Any:
