@@ -434,13 +434,14 @@ def remote_gate(*, ws: Workspace | None = None) -> str:
     return gate((ws or open_workspace(require_data_root=False)).repo_root)
 
 
-def submit(*, kind: str, plan: EvalPlan | TrainPlan, box_args: list[str], provider: str = "lambda", host: str | None = None,
+def submit(*, kind: str, plan: EvalPlan | TrainPlan, provider: str = "lambda", host: str | None = None,
            ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> Submitted:
     """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
-    launch the job there detached (see :mod:`monte.remote.submit`)."""
+    launch the job there detached (see :mod:`monte.remote.submit`). The box's command line is
+    derived from ``plan`` (:mod:`monte.remote.jobargs`), so it runs what the plan showed."""
     from monte.remote import submit as remote
 
-    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan, box_args=box_args,
+    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan,
                                            provider=provider, host=host, ssh_key=ssh_key, on_step=on_step))
 
 

@@ -63,13 +63,10 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
                          checkpoint=checkpoint, smoke=smoke, push=push or remote,
                          adopt=dict(a.split("=", 1) for a in adopt if "=" in a), processes=processes)
     if remote:
-        args = ["--experiment", plan.experiment, "--split", split, *(["--model", plan.base_model] if model else []),
-                *(["--step", str(step)] if step is not None else []),
-                *(["--checkpoint", checkpoint] if checkpoint else []), *(["--smoke"] if smoke else [])]
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}; the box pushes "
                              f"its results to {plan.bucket}"], yes=yes, dry_run=False, as_json=as_json):
             return None
-        return api.submit(kind="eval", plan=plan, box_args=args, provider=provider, host=host, ssh_key=ssh_key)
+        return api.submit(kind="eval", plan=plan, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_eval(plan, on_progress=progress("eval", "tasks") if is_tty() and not as_json else None)

@@ -73,13 +73,10 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
                           accelerate_config=accelerate_config, port=port, hosts=hosts,
                           ssh_key=(ssh_key or os.environ.get("MONTE_SSH_KEY_FILE")) if hosts else None)
     if remote:
-        args = ["--experiment", plan.experiment, "--recipe", recipe, "--source", source,
-                *(["--parent", parent] if parent else []), *(["--from-base"] if from_base else []),
-                *(["--model", plan.base_model] if model else []), *(["--smoke"] if smoke else [])]
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}"], yes=yes,
                             dry_run=False, as_json=as_json):
             return None
-        return api.submit(kind="train", plan=plan, box_args=args, provider=provider, host=host, ssh_key=ssh_key)
+        return api.submit(kind="train", plan=plan, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_train(plan, on_progress=progress("train", "steps") if is_tty() and not as_json else None)

@@ -168,11 +168,14 @@ def _hf_token() -> str | None:
         return None
 
 
-def submit(ws: Any, *, kind: str, plan: Any, box_args: list[str], provider: str, host: str | None,
+def submit(ws: Any, *, kind: str, plan: Any, provider: str, host: str | None,
            ssh_key: str | None, on_step: Any = None) -> dict[str, Any]:
     """Submit ``plan`` (already checked here) to a box; returns the runs, the box and the job."""
+    from monte.remote import jobargs
     from monte.storage.locations import url_for
 
+    # before anything is started: a flag the box could not take refuses here
+    box_args = jobargs.eval_args(plan) if kind == "eval" else jobargs.train_args(plan, ws.repo_root)
     step = on_step or (lambda what: None)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()

@@ -112,6 +112,9 @@ class LaunchSpec(BaseModel):
     #: rendezvous on the first); empty: every node on this machine, meeting on 127.0.0.1
     hosts: list[str] = []
     ssh_key: str | None = None  # the key that opens the hosts (an execution detail, never recorded)
+    #: where the user's accelerate YAML is on this machine (None for a profile): a ``--remote``
+    #: job names it in the box's checkout (an execution detail, never recorded)
+    config_path: str | None = None
     #: per_device_train_batch_size x gradient_accumulation_steps x world_size
     effective_batch: int = 0
     per_device_batch: int = 0
@@ -126,7 +129,7 @@ class LaunchSpec(BaseModel):
 
     def record(self) -> dict[str, Any]:
         """What a train row records (the port is an execution detail of one launch)."""
-        return self.model_dump(mode="json", exclude={"port", "ssh_key"})
+        return self.model_dump(mode="json", exclude={"port", "ssh_key", "config_path"})
 
     @property
     def master_addr(self) -> str:
@@ -363,6 +366,8 @@ def plan_launch(settings: dict[str, Any], algorithm: str, *, processes: int | No
         effective_batch=per_device * per_accum * world, per_device_batch=per_device,
         gradient_accumulation_steps=per_accum, config=config,
         config_sha256=config["sha256"] if config else None,
+        config_path=(str(Path(accelerate_config).resolve())
+                     if accelerate_config is not None and config and not config.get("profile") else None),
         seeds={"seed": int(settings.get("seed", 0)), "data_seed": int(settings.get("data_seed", settings.get("seed", 0)))},
         versions=versions(), python=sys.version.split()[0], gpus=gpus() if cuda else [],
         generation=generation_engine(settings, algorithm, vllm=find_spec("vllm") is not None, cuda=cuda))
