@@ -100,14 +100,15 @@ def _provenance(r: Mapping[str, Any]) -> dict[str, Any]:
             "box": remote.get("box"), "launch": launch or None}
 
 
-#: Bump when :func:`_row_facts` changes (the derived cache's key also carries this file's digest).
+#: Bump when :func:`_row_facts` changes (the derived cache's key also carries the installed
+#: package's digest, :func:`monte.codekey.code_digest`).
 FACTS_VERSION = "report-facts 2"
 
 
 def _facts_version() -> str:
-    import hashlib
+    from monte.codekey import code_digest
 
-    return f"{FACTS_VERSION} {hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]}"
+    return f"{FACTS_VERSION} {code_digest()[:16]}"
 
 
 def _row_facts(index: dict[str, Any]) -> list[Any]:

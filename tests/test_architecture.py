@@ -282,7 +282,7 @@ def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
 
 #: layer -> the packages and modules in it (docs/architecture.md's table); the longest prefix decides
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("monte", "monte.errors", "monte.hashing", "monte.names", "monte.manifest", "monte.jsonl",
+    0: ("monte", "monte.errors", "monte.hashing", "monte.codekey", "monte.names", "monte.manifest", "monte.jsonl",
         "monte.processes", "monte.extras", "monte.ci"),
     1: ("monte.ledger", "monte.stats", "monte.workspace", "monte.models.identity",
         "monte.models.tensors"),

@@ -69,7 +69,6 @@ from monte.status.lineage import (
     render_path,
 )
 from monte.status.view import (
-    VIEW_CODE,
     VIEW_VERSION,
     Render,
     code_digest,
@@ -83,7 +82,7 @@ from monte.status.view import (
 __all__ = [
     "BASE_MODEL", "COHORT", "CREATED", "DELTA", "DELTA_HEAD", "EXAM", "FACTS_VERSION", "FULL", "JSON_ROW", "KIND",
     "LEGEND", "N", "ROLE", "RUN", "SCORE", "SEQ", "SMOKE", "SPLIT", "STATUS", "STEP", "TABLE_LINE", "TKIND", "TRUN",
-    "TSTEP", "VIEW_CODE", "VIEW_VERSION", "WHAT", "WHO", "Dead", "FirstEval", "Hop", "Lines", "Render",
+    "TSTEP", "VIEW_VERSION", "WHAT", "WHO", "Dead", "FirstEval", "Hop", "Lines", "Render",
     "add_floors_and_reach", "by_run", "code_digest", "cycles", "delta_head", "derive_facts", "descent_paths",
     "experiment_status", "facts_version", "finish", "first_dev_evals", "floors_and_source", "fold", "from_facts",
     "frozen_floors", "lineage_lines", "lineage_section", "make_view", "new_fold", "path_checkpoints", "rederive_view",

@@ -15,27 +15,22 @@ from monte.ledger.views import ROW_FIELDS, with_row_defaults
 #: cached and loaded per status call, see :mod:`monte.ledger.derived`).
 (SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
  TSTEP, WHAT, DELTA, WHO, FULL, JSON_ROW, TABLE_LINE, DELTA_HEAD) = range(24)
-#: Bump when :func:`row_fact` changes: a cache of facts another version derived is derived again.
-#: The cache's key also carries a digest of this file and of the row fields' module
-#: (:func:`facts_version`), so an edit that forgets the bump cannot serve facts of another code.
+#: Bump when :func:`row_fact` changes the shape of its facts. The cache's key also carries the
+#: digest of the whole installed package (:func:`monte.codekey.code_digest`), so an edit anywhere
+#: the facts reach (a helper in stats/, a rule) derives them again.
 FACTS_VERSION = "status-facts 2"
 
 
 def facts_version() -> str:
-    """:data:`FACTS_VERSION`, a digest of the code that derives the facts, and what derived them:
-    the facts hold each row already serialized by orjson (:func:`dump_row`) where it is
-    installed and nothing where it is not (the light install), so a cache the other install
-    wrote is another version's, derived again, never an entry verify calls forged."""
-    import hashlib
+    """:data:`FACTS_VERSION`, the digest of the code that runs, and what derived them: the facts
+    hold each row already serialized by orjson (:func:`dump_row`) where it is installed and
+    nothing where it is not (the light install), so a cache the other install wrote is another
+    version's, derived again, never an entry verify calls forged."""
     from importlib.util import find_spec
-    from pathlib import Path
 
-    from monte.ledger import views
+    from monte.codekey import code_digest
 
-    h = hashlib.sha256()
-    for path in (__file__, views.__file__):
-        h.update(Path(path).read_bytes())
-    return f"{FACTS_VERSION} {h.hexdigest()[:16]} {'orjson' if find_spec('orjson') else 'json'}"
+    return f"{FACTS_VERSION} {code_digest()[:16]} {'orjson' if find_spec('orjson') else 'json'}"
 
 
 def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -14,28 +14,25 @@ from monte.workspace import Workspace
 if TYPE_CHECKING:
     from monte.ledger.derived import Fold, View
 
-#: Bump when what a view holds changes. A view's key also digests the code that makes the
-#: document (:data:`VIEW_CODE`, :func:`facts_version`) and the renderer's (``code``).
+#: Bump when what a view holds changes. A view's key also digests the code that runs
+#: (:func:`facts_version`: the whole installed package) and any renderer outside it (``code``).
 VIEW_VERSION = "status-view 1"
-#: monte's modules a status document is made by, beside the facts' (paths under ``monte/``)
-VIEW_CODE = ("status/__init__.py", "status/lineage.py", "status/fold.py", "status/document.py", "status/view.py",
-             "ledger/views.py", "ledger/rules.py", "ledger/seal.py", "ledger/experiment.py",
-             "stats/power.py", "stats/paired.py", "stats/printing.py", "stats/inputs.py", "stats/unpaired.py",
-             "stats/t_intervals.py", "jsonl.py")
 #: renders a status document (``api.status``'s dict, ``json_rows`` for ``json``, ``table`` for
 #: ``text``) as the command prints it
 Render = Callable[[dict[str, Any]], "bytes | str"]
 
 
 def code_digest(paths: Sequence[str]) -> str:
-    """A digest of the files that make a view: the facts' code (:func:`facts_version`), :data:`VIEW_CODE`, ``paths``."""
+    """A digest of the code that makes a view: the installed package (:func:`facts_version`) and
+    ``paths`` outside it."""
     import hashlib
     from pathlib import Path
 
     here = Path(__file__).resolve().parents[1]  # monte/
     h = hashlib.sha256(facts_version().encode())
-    for path in (*(here / p for p in VIEW_CODE), *map(Path, paths)):
-        h.update(Path(path).read_bytes())
+    for path in map(Path, paths):
+        if not path.resolve().is_relative_to(here):
+            h.update(path.read_bytes())
     return h.hexdigest()[:32]
 
 

@@ -454,3 +454,42 @@ def test_a_forged_fold_that_passes_its_mac_is_a_verify_failure(built: Path) -> N
     body = derived.MAGIC + marshal.dumps((version, code, tip, state, memo))
     path.write_bytes(body + hmac.new(key, body, hashlib.sha256).digest())
     assert "fold-json: its rows at" in _verify(built)
+
+
+def test_an_edit_to_code_the_facts_call_derives_them_again_and_verify_stays_quiet(built: Path,
+                                                                                  tmp_path: Path) -> None:
+    """The facts' cache was keyed by two files; `delta_head` calls `format_interval`
+    (stats/printing.py) for a bound under 1e-4, so an edit there served the old delta line from
+    the cache, and `monte ledger verify` (with the edited code) then called the user's own cache
+    forged. Now every derived cache is keyed by the whole installed package (monte/codekey.py)."""
+    import monte
+
+    led = Ledger(Store(built), EXP)
+    with_delta = next(r for r in led.rows(led.snapshot()) if r.kind == "eval" and r.delta)
+    led.append_row(lambda _s, _q: with_delta.model_copy(update={
+        "seq": 0, "run": "zz0000000009", "delta": {**with_delta.delta, "lower": 0.00003}}),
+        event="finished", summary=lambda r: f"eval {r.run}")
+    pkg = tmp_path / "pkg"
+    shutil.copytree(Path(monte.__file__).parent, pkg / "monte", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {"PYTHONPATH": str(pkg)}
+
+    def text() -> str:
+        r = monte_proc("status", cwd=built, env=env)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    before = text()
+    assert text() == before and "zz0000000009@" not in before  # warm: the facts and views are kept
+    line = next(x for x in before.splitlines() if "[+0.00003, " in x)
+    printing = pkg / "monte" / "stats" / "printing.py"
+    source = printing.read_text()
+    old = 'return f"[{format_bound(lower, digits)}, {format_bound(upper, digits)}]"'
+    assert old in source
+    printing.write_text(source.replace(old, 'return f"<{format_bound(lower, digits)} .. {format_bound(upper, digits)}>"'))
+    after = text()
+    assert line not in after and "<+0.00003 .. +0." in after
+    for name in CACHES:  # the status the edited code computes with no cache at all
+        derived.cache_path(built / ".git", EXP, name).unlink(missing_ok=True)
+    assert text() == after
+    r = monte_proc("ledger", "verify", cwd=built, env=env)
+    assert "[cache]" not in r.stdout + r.stderr
