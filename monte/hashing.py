@@ -75,3 +75,32 @@ def hash_tree(root: Path) -> dict[str, dict[str, int | str]]:
         p.relative_to(root).as_posix(): {"sha256": digests[str(p)], "size": p.stat().st_size}
         for p in files
     }
+
+
+def read_bounded(path: str | os.PathLike[str], cap: int, what: str = "input") -> bytes:
+    """A regular file's bytes, refusing (``E_BAD_INPUT``) a FIFO, a device, a folder or a file
+    larger than ``cap`` before reading it: opened without blocking (a FIFO with no writer would
+    hang ``open``), judged by ``fstat`` of what was opened, and read to at most ``cap`` bytes
+    (a file that grows while read is refused too)."""
+    import stat
+
+    from monte.errors import error
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise error("E_BAD_INPUT", f"{what} {path} cannot be read: {e.strerror or type(e).__name__}",
+                    "pass a readable regular file") from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error("E_BAD_INPUT", f"{what} {path} is not a regular file (a FIFO, a device or a folder)",
+                        "pass a regular file")
+        if st.st_size > cap:
+            raise error("E_BAD_INPUT", f"{what} {path} is {st.st_size} bytes, over the cap of {cap} bytes",
+                        f"pass a file of at most {cap} bytes")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise error("E_BAD_INPUT", f"{what} {path} grew past the cap of {cap} bytes while read",
+                    f"pass a file of at most {cap} bytes that is not being written")
+    return bytes(data)
