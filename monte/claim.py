@@ -151,7 +151,9 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
     from monte.ledger.lineage import checkpoint_info
 
     info = checkpoint_info(ws.store, ws.data_root, ck, local=False)
-    configs = _card_configs(card, info, ws.data_root) if card is not None else {}
+    configs = _own_configs(info, ws.data_root)
+    if card is not None:
+        _prove_card(card, info, configs)
     subjects, predicate = derive(ws.store, exp, row, rows, snap, info["files"])
     ledger_info = predicate["ledger"]
     statement = {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
@@ -276,26 +278,31 @@ def _matches(path: Path, name: str, digest: str, original: bytes | None) -> bool
     return mine is not None and mine == _computes(original, name)
 
 
-def _card_configs(card: Path, info: dict[str, Any], data_root: Path) -> dict[str, bytes]:
-    """Prove the promoted folder ``card`` against the checkpoint (:func:`_matches`); the
-    checkpoint's own config files its promoted copies were compared with."""
+def _own_configs(info: dict[str, Any], data_root: Path) -> dict[str, bytes]:
+    """The checkpoint's own config files (:data:`PROMOTED_CONFIGS`), from this data root where
+    they are still the bytes its lineage commit records: the bundle carries them, so a folder
+    ``monte promote`` wrote is matched by what its configs compute (:func:`_matches`)."""
     folder = Path(data_root) / str(info.get("weights") or "")
     out: dict[str, bytes] = {}
+    for name in PROMOTED_CONFIGS:
+        digest = info["files"].get(name)
+        try:
+            data = read_bounded(folder / name, 64 << 20) if digest else None
+        except MonteError:
+            continue
+        if data is not None and _sha256(data) == digest:
+            out[name] = data
+    return out
+
+
+def _prove_card(card: Path, info: dict[str, Any], configs: dict[str, bytes]) -> None:
+    """Each file of the promoted folder ``card`` is the checkpoint's (:func:`_matches`)."""
     for name, digest in sorted(info["files"].items()):
         p = card / name
-        original = None
-        if name in PROMOTED_CONFIGS:
-            try:
-                original = read_bounded(folder / name, 64 << 20)
-            except MonteError:
-                original = None
-        if not p.is_file() or not _matches(p, name, digest, original):
+        if not p.is_file() or not _matches(p, name, digest, configs.get(name)):
             raise error("E_INTEGRITY", f"{p} is missing or is not the claimed checkpoint's file",
                         "pass the folder `monte promote` wrote for this checkpoint, on the machine that holds the "
                         "checkpoint's own files (a promoted config is compared with them)")
-        if original is not None and _sha256(original) == digest:
-            out[name] = original
-    return out
 
 
 def read_bounded(path: Path, cap: int) -> bytes:
