@@ -131,15 +131,20 @@ def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, 
     return plan
 
 
+#: the largest exam file (and python grader module) frozen: a read of ``/dev/zero`` or of a FIFO
+#: would otherwise never end
+MAX_EXAM_BYTES = 256 << 20
+MAX_GRADER_BYTES = 16 << 20
+
+
 def read_rows(path: Path, split: str) -> list[Item]:
-    """The file's rows as items, each ``{"id", "prompt", "answer"}`` checked (``E_BAD_INPUT``)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise error("E_NOT_FOUND", f"--{split} file {path} does not exist", "name an existing JSONL file") from None
-    except OSError as e:
-        raise error("E_BAD_INPUT", f"--{split} file {path} cannot be read: {e.strerror}",
-                    "name a readable JSONL file") from None
+    """The file's rows as items, each ``{"id", "prompt", "answer"}`` checked (``E_BAD_INPUT``); a
+    FIFO, a device or a file over :data:`MAX_EXAM_BYTES` is refused before it is read."""
+    from monte.hashing import read_bounded
+
+    if not path.exists() and not path.is_symlink():
+        raise error("E_NOT_FOUND", f"--{split} file {path} does not exist", "name an existing JSONL file")
+    raw = read_bounded(path, MAX_EXAM_BYTES, f"--{split} file")
     items: list[Item] = []
     seen: set[str] = set()
     for n, line in enumerate(raw.split(b"\n"), 1):
@@ -300,8 +305,11 @@ def prepare(plan: JsonlPlan, folder: Path) -> Manifest:
         load_function(source, spec["function"], spec["module"])  # refuse a grader that does not import now
         rel = f"graders/{spec['module']}.py"
         (folder / "graders").mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(source.read_bytes())
-        spec.update(file=rel, sha256=sha256_bytes(source.read_bytes()))
+        from monte.hashing import read_bounded
+
+        code = read_bounded(source, MAX_GRADER_BYTES, "the grader module")
+        (folder / rel).write_bytes(code)
+        spec.update(file=rel, sha256=sha256_bytes(code))
     exam = plan.name
     files_for: dict[str, str] = {}
     floors: dict[str, Floor] = {}
