@@ -248,6 +248,10 @@ class JsonlGrader:
     spec: dict[str, Any]
     folder: Path | None = None  # the frozen environment (a python grader's module copy is there)
     _fn: Any = field(default=None, init=False, repr=False)
+    #: what the python grader raised, and how often (a grader that raises on every item is broken,
+    #: not a model that answered nothing right: :meth:`check_graded`)
+    raised: int = field(default=0, init=False)
+    last_error: str = field(default="", init=False)
 
     def grade(self, item: Item, answer: str) -> float:
         from monte.envs.catalog import MAX_ANSWER_CHARS, extract_answer_text
@@ -287,9 +291,20 @@ class JsonlGrader:
             score = float(self._fn(item, answer))
         except MonteError:
             raise
-        except Exception:  # a grader choking on odd text is a wrong answer, not a crash
+        except Exception as e:  # a grader choking on odd text is a wrong answer, not a crash
+            self.raised += 1
+            self.last_error = f"{type(e).__name__}: {str(e)[:200]}"
             return 0.0
         return 0.0 if score != score else min(1.0, max(0.0, score))
+
+    def check_graded(self, n: int) -> None:
+        """Refuse (``E_BAD_INPUT``) when the python grader raised on each of the ``n`` items just
+        graded: every score would be a zero the grader never gave, spent as a read."""
+        if n and self.raised >= n:
+            raise error("E_BAD_INPUT", f"the python grader {self.spec.get('module')}.{self.spec.get('function')} "
+                        f"raised on every item ({n} of {n}; the last: {self.last_error}): no score is recorded",
+                        "fix the grader and freeze it as a new environment (`monte env add ... --grader "
+                        "python:MODULE:FUNCTION`); a changed grader is a new experiment")
 
 
 def prepare(plan: JsonlPlan, folder: Path) -> Manifest:
