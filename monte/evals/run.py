@@ -31,7 +31,9 @@ from monte.runs.lifecycle import (
     CohortReads,
     Transition,
     adopt_row,
+    answers_digest,
     clear_pending,
+    generated_digest,
     interrupted_message,
     os_reason,
     probe_writable,
@@ -42,6 +44,7 @@ from monte.runs.lifecycle import (
     require_live,
     save_pending,
     sigterm_stops,
+    stamp_generated,
     stopped_message,
     transitions,
     with_retries,
@@ -125,6 +128,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
                     tasks = grades.evaluate(model, tok, plan.settings, on_progress)
                     answers = [str(t.get("answer", "")) for t in tasks]
+                    stamp_generated(ws, plan.experiment, row.run, answers)  # (lm-eval grades as it generates)
                 elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
                     seeds = [gen.sample_seed(i) for i in ids]
@@ -134,6 +138,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                        stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                        on_batch=on_progress)
                     answers = [a for per_item in drawn for a in per_item]
+                    stamp_generated(ws, plan.experiment, row.run, answers)  # what this process wrote, before grading
                     if not is_test_smoke(e.split, plan.smoke):  # smoke on test: nothing graded, as at K = 1
                         tasks = _graded_samples(grades, items, ids, seeds, drawn)
                 elif plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
@@ -155,6 +160,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                     # (a sealed item is never graded, scored or recorded: smoke on test proves that
                     # generation runs on the test split's format, and reveals nothing of it)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
+                    stamp_generated(ws, plan.experiment, row.run, answers)  # what this process wrote, before grading
                     tasks = grades.grade(items, answers, ids)
                 # durable before the finishing append: if that cannot be written, the score is kept
                 try:
@@ -412,7 +418,15 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
         odd = sorted(set(kept) ^ set(ids))
         raise forged(f"its task ids are not the split's ({len(kept)} kept, {len(ids)} in the split"
                      + (f"; e.g. {', '.join(odd[:3])}" if odd else "; in another order") + ")")
+    stamped = generated_digest(ws, ledger.experiment, row.run)
+    if stamped is None:
+        raise forged("no record, signed with this repository's key, that this run's own process generated "
+                     "answers before grading (a result written by hand, or by a monte that kept none)")
     if any("samples" in t for t in tasks):  # K > 1: every sample graded again (issue 33)
+        drawn = [str(x.get("answer", "")) for t in tasks
+                 for x in sorted(t.get("samples") or [], key=lambda x: int(x.get("sample", 0)))]
+        if answers_digest(drawn) != stamped:
+            raise forged("its answers are not the ones this run's process generated")
         return _prove_kept_samples(ws, meas, exam.benchmark, row, items, ids, tasks, forged)
     answers = pending.get("answers")
     if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
@@ -424,6 +438,8 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if any({f: t.get(f) for f in quoted} != {f: grading.answer_fields(a).get(f) for f in quoted}
            for t, a in zip(tasks, answers, strict=True)):
         raise forged("its answers are not the ones its tasks quote")
+    if answers_digest(answers) != stamped:
+        raise forged("its answers are not the ones this run's process generated")
     with grading.ExamGrader(meas.grader, exam.benchmark, row.exam or "", config=ws.config,
                             log=ws.data_root / "logs" / f"gym-{ledger.experiment}-{row.exam}.log") as grader:
         graded = grader.grade(items, answers, ids)

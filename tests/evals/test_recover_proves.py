@@ -84,3 +84,26 @@ def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, mont
     assert row["recovered"] is True and row["role"] == "baseline", row
     assert not kept.exists()
     assert monte("ledger", "verify", "--all", "--json").code == 0
+
+
+def test_recover_records_nothing_the_runs_process_did_not_generate(repo: Path, monte, exp: str) -> None:
+    """Issue 43, case 2: on main a test read killed right after ``started`` was completed from a
+    hand-written ``finish.json`` (answers copied from the sealed split) and recorded as a
+    succeeded read. The generating process now stamps the answers' digest, signed with the
+    repository's key, before it grades (``generated.json``); recover records a kept result only
+    when its answers are the stamped ones. A finish.json with no stamp (a run that never
+    generated), a stamp with a made-up MAC, or a stamp of other answers: refused, nothing recorded."""
+    kept = _killed_after_keeping(repo)
+    stamp = kept.parent / "generated.json"
+    honest_stamp = stamp.read_text()
+    before = snapshot_state(repo)
+    stamp.unlink()  # the state of a run killed before it generated, its result written by hand
+    _refused(monte("recover", "--json"), "no record, signed with this repository's key")
+    forged = json.loads(honest_stamp)
+    forged["mac"] = "00" * 32
+    stamp.write_text(json.dumps(forged))
+    _refused(monte("recover", "--json"), "no record, signed with this repository's key")
+    assert snapshot_state(repo)["refs"] == before["refs"]
+    stamp.write_text(honest_stamp)
+    r = monte("recover", "--json")
+    assert r.code == 0 and r.json()[0]["status"] == "succeeded", r.out
