@@ -104,3 +104,27 @@ def read_bounded(path: str | os.PathLike[str], cap: int, what: str = "input") ->
         raise error("E_BAD_INPUT", f"{what} {path} grew past the cap of {cap} bytes while read",
                     f"pass a file of at most {cap} bytes that is not being written")
     return bytes(data)
+
+
+def copy_hashed(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str:
+    """Copy a regular file, hashing the bytes as they are read: the copy holds exactly the bytes
+    whose sha256 is returned (one read of ``src``; a file swapped after this read is not in the
+    copy). A FIFO or device is refused (``E_BAD_INPUT``) without blocking."""
+    import stat
+
+    from monte.errors import error
+
+    h = hashlib.sha256()
+    buf, view = _buffer()
+    fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error("E_BAD_INPUT", f"{src} is not a regular file (a FIFO, a device or a folder)",
+                        "a model folder holds regular files")
+        with open(dst, "wb") as g:
+            while n := f.readinto(buf):
+                h.update(view[:n])
+                g.write(view[:n])
+            g.flush()
+            os.fsync(g.fileno())
+    return h.hexdigest()

@@ -80,18 +80,77 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     """Run the plan: one row per exam. ``on_transition(row, transition)`` is called right after
     each transition's record lands (started, scored, finished); with ``plan.push`` and none given,
     a :class:`Pusher` uploads the results then, and a finished run's failed final push refuses."""
-    from monte.envs import grading
-    from monte.models import generate as gen
-
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
     measurement = ledger.measurement()
-    grader = measurement.grader  # the catalog's, a NeMo Gym server's, a JSONL's or lm-eval's (monte.envs.grading)
-    env_folder = ws.env_dir(measurement.environment)
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
+    plan, private = private_weights(ws, plan)  # the bytes proven are the bytes loaded (one read of each file)
+    try:
+        return _run_eval(ws, plan, splits, measurement, transition, pusher, sizes, on_progress, load)
+    finally:
+        if private is not None:
+            import shutil
+
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | None]:
+    """A private copy of the target's model files, each hashed as it is read and compared with
+    the identity the plan proved (a checkpoint's lineage commit, the base commit's files), made
+    before the ``started`` record; the plan returned loads it, in this process and in every shard.
+    A file swapped after the proof (while the plan waited at its prompt, or after ``started``)
+    is either not in the copy or refused here, ``E_INTEGRITY``, before anything is spent. The copy
+    lives in a staging folder of the data root (removed after the eval; a killed eval's is swept)."""
+    from dulwich.objects import ObjectID
+
+    from monte.envs.freeze import staging_dir
+    from monte.hashing import copy_hashed
+    from monte.ledger.lineage import read_checkpoint
+
+    if not plan.target.folder:
+        return plan, None
+    if plan.target.kind == "checkpoint" and plan.target.commit:
+        files = dict(read_checkpoint(ws.store, ObjectID(plan.target.commit.encode())).get("files") or {})
+    else:
+        files = dict(plan.base_files)
+    if not files:
+        return plan, None
+    folder = Path(plan.target.folder)
+    dest = staging_dir(ws.data_root)
+    try:
+        for name, digest in sorted(files.items()):
+            out = dest / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                got = copy_hashed(folder / name, out)
+            except FileNotFoundError:
+                got = "missing"
+            if got != digest:
+                raise error("E_INTEGRITY", f"{folder / name} is not the file the plan proved for {plan.target.label} "
+                            f"(sha256 {got[:12]}, proven {digest[:12]}): it changed after it was proven; nothing "
+                            "was started and no read was spent", f"put the proven model back at {folder} and run "
+                            "the command again (never change a model's files while an eval of it runs)")
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    target = plan.target.model_copy(update={"folder": str(dest)})
+    return plan.model_copy(update={"target": target}), dest
+
+
+def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, Any]]], measurement: Any,
+              transition: Any, pusher: Any, sizes: dict[str, int], on_progress: Callable[[int, int], None] | None,
+              load: Callable[[Path], tuple[Any, Any]] | None) -> EvalResult:
+    from monte.envs import grading
+    from monte.models import generate as gen
+
+    ledger = Ledger(ws.store, plan.experiment)
+    grader = measurement.grader  # the catalog's, a NeMo Gym server's, a JSONL's or lm-eval's (monte.envs.grading)
+    env_folder = ws.env_dir(measurement.environment)
     model, tok = preflight_eval(plan, splits, load)  # all a read needs, before any record: a refusal spends nothing
 
     def exam_grader(e: ExamPlan) -> grading.ExamGrader:
