@@ -112,7 +112,9 @@ def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | Non
 
     if not plan.target.folder:
         return plan, None
-    if plan.target.kind == "checkpoint" and plan.target.commit:
+    if plan.target.kind == "checkpoint":
+        if not plan.target.commit:  # a plan an older monte wrote: its checkpoint was proven by path
+            return plan, None
         files = dict(read_checkpoint(ws.store, ObjectID(plan.target.commit.encode())).get("files") or {})
     else:
         files = dict(plan.base_files)
