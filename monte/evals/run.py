@@ -106,8 +106,6 @@ def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | Non
     lives in a staging folder of the data root (removed after the eval; a killed eval's is swept)."""
     from dulwich.objects import ObjectID
 
-    from monte.envs.freeze import staging_dir
-    from monte.hashing import copy_hashed
     from monte.ledger.lineage import read_checkpoint
 
     if not plan.target.folder:
@@ -120,7 +118,17 @@ def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | Non
         files = dict(plan.base_files)
     if not files:
         return plan, None
-    folder = Path(plan.target.folder)
+    dest = private_copy(ws, Path(plan.target.folder), files, plan.target.label)
+    target = plan.target.model_copy(update={"folder": str(dest)})
+    return plan.model_copy(update={"target": target}), dest
+
+
+def private_copy(ws: Workspace, folder: Path, files: dict[str, str], label: str) -> Path:
+    """``files`` of ``folder`` copied into a staging folder of the data root, each hashed in the
+    one read that copies it and compared with its proven sha256 (``E_INTEGRITY`` otherwise)."""
+    from monte.envs.freeze import staging_dir
+    from monte.hashing import copy_hashed
+
     dest = staging_dir(ws.data_root)
     try:
         for name, digest in sorted(files.items()):
@@ -131,7 +139,7 @@ def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | Non
             except FileNotFoundError:
                 got = "missing"
             if got != digest:
-                raise error("E_INTEGRITY", f"{folder / name} is not the file the plan proved for {plan.target.label} "
+                raise error("E_INTEGRITY", f"{folder / name} is not the file proven for {label} "
                             f"(sha256 {got[:12]}, proven {digest[:12]}): it changed after it was proven; nothing "
                             "was started and no read was spent", f"put the proven model back at {folder} and run "
                             "the command again (never change a model's files while an eval of it runs)")
@@ -140,8 +148,51 @@ def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | Non
 
         shutil.rmtree(dest, ignore_errors=True)
         raise
-    target = plan.target.model_copy(update={"folder": str(dest)})
-    return plan.model_copy(update={"target": target}), dest
+    return dest
+
+
+def _regenerated(ws: Workspace, ledger: Ledger, row: RunRow, items: list[dict[str, Any]],
+                 ids: list[str]) -> list[str]:
+    """The answers the test read's model gives again, under the row's own settings (greedy, or
+    each item's seeded samples: deterministic here), from a private copy of the files its target
+    was proven by (a checkpoint's lineage commit, the cohort's base commit)."""
+    import json
+    import shutil
+
+    from dulwich.objects import ObjectID
+
+    from monte.envs import grading
+    from monte.ledger.lineage import read_checkpoint
+    from monte.ledger.refs import base_ref
+    from monte.models import generate as gen
+
+    target = row.plan.get("target") or {}
+    settings = dict(row.plan.get("settings") or {})
+    if target.get("kind") == "checkpoint" and target.get("commit"):
+        info = read_checkpoint(ws.store, ObjectID(str(target["commit"]).encode()))
+        folder, files = ws.data_root / str(info.get("weights") or ""), dict(info.get("files") or {})
+    else:
+        raw = ws.store.snapshot(base_ref(ledger.experiment, row.cohort)).read("base.json")
+        base = json.loads(raw) if raw else {}
+        located = locate.locate(ws, str(row.plan.get("base_model") or base.get("model") or ""), fetch=False)
+        folder, files = Path(located.folder or ""), dict(base.get("files") or {})
+    if not files:
+        raise error("E_INTEGRITY", f"run {row.run}: the files its model was proven by are not recorded",
+                    f"end the run (`monte stop {ledger.experiment}/{row.run}`: its read stays spent)")
+    private = private_copy(ws, folder, files, str(target.get("model") or row.model))
+    try:
+        model, tok = gen.load(private)
+        prompts = [grading.prompt_of(i) for i in items]
+        common = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
+                  "top_p": settings["top_p"], "stop": settings["stop"], "chat_template": settings["chat_template"]}
+        if _sampled(settings):
+            drawn = gen.sample(model, tok, prompts, [gen.sample_seed(i) for i in ids], k=_k(settings), **common)
+            return [a for per in drawn for a in per]
+        execution: dict[str, Any] = dict(row.plan.get("execution") or {})
+        batch = int(execution.get("batch_size") or settings.get("batch_size") or 32)
+        return [str(a) for a in gen.generate(model, tok, prompts, batch_size=batch, **common)]
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
 def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, Any]]], measurement: Any,
@@ -480,6 +531,10 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
         raise forged(f"its task ids are not the split's ({len(kept)} kept, {len(ids)} in the split"
                      + (f"; e.g. {', '.join(odd[:3])}" if odd else "; in another order") + ")")
     stamped = generated_digest(ws, ledger.experiment, row.run)
+    if stamped is None and spends_test_read(row.split, smoke) and not grading.proves_first(meas.grader):
+        # a test read with no stamp (killed before it generated, or kept by a monte that stamped
+        # nothing): its model answers again, greedy or seeded, so the same answers or none
+        stamped = answers_digest(_regenerated(ws, ledger, row, items, ids))
     if stamped is None:
         raise forged("no record, signed with this repository's key, that this run's own process generated "
                      "answers before grading (a result written by hand, or by a monte that kept none)")
@@ -487,7 +542,7 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
         drawn = [str(x.get("answer", "")) for t in tasks
                  for x in sorted(t.get("samples") or [], key=lambda x: int(x.get("sample", 0)))]
         if answers_digest(drawn) != stamped:
-            raise forged("its answers are not the ones this run's process generated")
+            raise forged("its answers are not the ones this run's model generated")
         return _prove_kept_samples(ws, meas, exam.benchmark, row, items, ids, tasks, forged)
     answers = pending.get("answers")
     if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
@@ -500,7 +555,7 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
            for t, a in zip(tasks, answers, strict=True)):
         raise forged("its answers are not the ones its tasks quote")
     if answers_digest(answers) != stamped:
-        raise forged("its answers are not the ones this run's process generated")
+        raise forged("its answers are not the ones this run's model generated")
     with grading.ExamGrader(meas.grader, exam.benchmark, row.exam or "", config=ws.config,
                             log=ws.data_root / "logs" / f"gym-{ledger.experiment}-{row.exam}.log") as grader:
         graded = grader.grade(items, answers, ids)
