@@ -64,6 +64,8 @@ BASELINE_TASKS = "tasks/baseline.jsonl"
 CLAIM_TASKS = "tasks/claim.jsonl"
 FILES = (STATEMENT, SIGNATURE, ENVELOPE, BUNDLE, BASELINE_TASKS, CLAIM_TASKS)
 _MONTE_REFS = "refs/heads/monte/"
+#: the results bucket's mirrors of other experiments (``monte sync``): the seal and the disclosure count them
+MIRRORS = "refs/remotes/results/monte/"
 
 
 def _sha256(data: bytes) -> str:
@@ -104,14 +106,17 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
     subjects and its model card (``README.md``) gains a section naming the Statement's digest and
     how to verify it."""
     from monte.ledger.rules import checkpoints, read_role
-    from monte.ledger.seal import Seal, settings_key
     from monte.ledger.views import run_dir
     from monte.runs import find_run
     from monte.runs.lifecycle import read_rows
-    from monte.training import card as cards
 
     if not key.is_file():
         raise error("E_NOT_FOUND", f"no SSH private key at {key}", "pass --key PATH (ssh-keygen -t ed25519 -f PATH)")
+    who = identity or _identity(ws)
+    if not who or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in who) or "," in who:
+        raise error("E_BAD_INPUT", f"--identity {who!r} is not one allowed_signers principal (no spaces, commas or "
+                    "control characters: it becomes one line of the card's allowed_signers)",
+                    "pass --identity NAME@HOST, one word")
     signer_key = public_key_line(key)
     ledger, row = find_run(ws, ref, experiment)
     exp = ledger.experiment
@@ -146,20 +151,74 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
     from monte.ledger.lineage import checkpoint_info
 
     info = checkpoint_info(ws.store, ws.data_root, ck, local=False)
-    subjects = [{"name": n, "digest": {"sha256": d}} for n, d in sorted(info["files"].items())]
+    configs = _own_configs(info, ws.data_root)
     if card is not None:
-        _prove_folder(card, info["files"])
+        _prove_card(card, info, configs)
+    subjects, predicate = derive(ws.store, exp, row, rows, snap, info["files"])
+    ledger_info = predicate["ledger"]
+    statement = {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
+                 "predicate": predicate}
+    out.mkdir(parents=True, exist_ok=True)
+    if any((out / f).exists() for f in FILES):
+        raise error("E_REFUSED", f"{out} already holds a claim bundle", "pass --out a new or empty folder")
+    (out / "tasks").mkdir(exist_ok=True)
+    (out / BASELINE_TASKS).write_bytes(base_tasks)
+    (out / CLAIM_TASKS).write_bytes(claim_tasks)
+    for name, data in configs.items():  # the checkpoint's own configs, for a promoted folder's
+        (out / CONFIGS_DIR).mkdir(exist_ok=True)
+        (out / CONFIGS_DIR / name).write_bytes(data)
+    _bundle(ws.store.repo.commondir(), out / BUNDLE)
+    ledger_info["bundle_sha256"] = _sha256((out / BUNDLE).read_bytes())
+    payload = canonical(statement)
+    (out / STATEMENT).write_bytes(payload)
+    (out / SIGNATURE).write_bytes(sign_bytes(key, payload))
+    envelope = {"payloadType": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode(),
+                "signatures": [{"keyid": fingerprint(signer_key),
+                                "sig": base64.b64encode(unarmor(sign_bytes(key, pae(PAYLOAD_TYPE, payload))))
+                                .decode()}]}
+    (out / ENVELOPE).write_bytes(canonical(envelope))
+    digest = _sha256(payload)
+    if card is not None:
+        _write_card(card, digest, out.name, who)
+    return Exported(out, digest, f"{who} {signer_key}", {f: (out / f).stat().st_size for f in FILES}, card)
+
+
+def derive(store: Any, exp: str, row: Any, rows: Sequence[Any], snap: Any,
+           files: dict[str, str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The Statement's subjects and predicate for the final claim ``row`` of ``exp``, from the
+    repository alone (``files``: the checkpoint's lineage commit's). Export signs what this
+    returns; verify derives it again from the bundled ledger and refuses a Statement that
+    differs in any field (``ledger.bundle_sha256`` aside: the bundle's own digest, checked
+    against its bytes)."""
+    from monte.ledger.rules import checkpoints
+    from monte.ledger.seal import Seal, settings_key
+    from monte.ledger.views import run_dir
+    from monte.training import card as cards
+
+    delta = row.delta or {}
+    by_run = {r.run: r for r in rows}
+    baseline = by_run.get(str(delta.get("baseline")))
+    claim_tasks = snap.read(f"{run_dir(row.run)}/tasks.jsonl")
+    base_tasks = snap.read(f"{run_dir(str(delta.get('baseline')))}/tasks.jsonl")
+    if baseline is None or claim_tasks is None or base_tasks is None or snap.commit_id is None:
+        raise error("E_INTEGRITY", f"the claim {row.run}'s baseline or a per-item file is not in the ledger",
+                    "run `monte ledger verify`")
+    target = row.plan.get("target") or {}
+    cks = checkpoints(rows)
+    ck = next((c for c in cks if c.run == target.get("run") and c.step == int(target.get("step", -1))), None)
+    if ck is None:
+        raise error("E_INTEGRITY", f"the claim's checkpoint {target.get('run')}@{target.get('step')} is not in the "
+                    "ledger", "run `monte ledger verify`")
     meas_raw = snap.read("measurement.json") or b""
     meas = json.loads(meas_raw) if meas_raw else {}
-    seal = Seal(ws.store, hash_legacy=False)
+    seal = Seal(store, hash_legacy=False)
     seal.know(exp, rows)
     weights = seal.weights_of(exp, row.cohort or "")
-    key_ = _seal_key(row, weights)
-    reads = [r for r in seal.touches(key_)]
+    reads = list(seal.touches(_seal_key(row, weights)))
     split_sha = str(row.plan.get("split_sha256") or "")
     disclosure = seal.disclosure(split_sha)
     hops = cards.hops_for(rows, cks, ck)
-    ledger_info: dict[str, Any] = {"ref": ledger.ref, "commit": tip.decode(), "bundle": BUNDLE}
+    subjects = [{"name": n, "digest": {"sha256": d}} for n, d in sorted(files.items())]
     predicate: dict[str, Any] = {
         "monte_version": __version__,
         "experiment": exp,
@@ -177,31 +236,79 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
                        "repository": disclosure["reads"], "repository_cohorts": disclosure["cohorts"]},
         "lineage": [{k: h.get(k) for k in ("run", "algorithm", "recipe", "recipe_sha256", "source", "start", "end",
                                             "boundary")} for h in hops],
-        "ledger": ledger_info,
+        "ledger": {"ref": f"{_MONTE_REFS}{exp}/ledger", "commit": snap.commit_id.decode(), "bundle": BUNDLE},
     }
-    statement = {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
-                 "predicate": predicate}
-    out.mkdir(parents=True, exist_ok=True)
-    if any((out / f).exists() for f in FILES):
-        raise error("E_REFUSED", f"{out} already holds a claim bundle", "pass --out a new or empty folder")
-    (out / "tasks").mkdir(exist_ok=True)
-    (out / BASELINE_TASKS).write_bytes(base_tasks)
-    (out / CLAIM_TASKS).write_bytes(claim_tasks)
-    _bundle(ws.store.repo.commondir(), out / BUNDLE)
-    ledger_info["bundle_sha256"] = _sha256((out / BUNDLE).read_bytes())
-    payload = canonical(statement)
-    (out / STATEMENT).write_bytes(payload)
-    (out / SIGNATURE).write_bytes(sign_bytes(key, payload))
-    envelope = {"payloadType": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode(),
-                "signatures": [{"keyid": fingerprint(signer_key),
-                                "sig": base64.b64encode(unarmor(sign_bytes(key, pae(PAYLOAD_TYPE, payload))))
-                                .decode()}]}
-    (out / ENVELOPE).write_bytes(canonical(envelope))
-    digest = _sha256(payload)
-    who = identity or _identity(ws)
-    if card is not None:
-        _write_card(card, digest, out.name, who)
-    return Exported(out, digest, f"{who} {signer_key}", {f: (out / f).stat().st_size for f in FILES}, card)
+    return subjects, json.loads(canonical(predicate))  # as it reads back from the signed bytes
+
+
+#: the checkpoint's own config files, beside a bundle exported with ``--card`` (``monte promote``
+#: rewrites them: a promoted folder is matched to the claim by what its configs compute)
+CONFIGS_DIR = "configs"
+#: the config files a promoted folder may hold rewritten, and the keys that change no computation
+PROMOTED_CONFIGS = ("config.json", "tokenizer_config.json")
+
+
+def _computes(data: bytes, name: str) -> Any:
+    """What a config file computes: its JSON less the fields that say where the folder came from
+    (``monte.models.identity.CONFIG_METADATA``, ``use_cache`` among them) and the local-only flags
+    ``monte promote`` drops (``monte.models.publish.LOCAL_ONLY``). None: not a JSON object."""
+    from monte.models.identity import CONFIG_METADATA
+    from monte.models.publish import LOCAL_ONLY
+
+    try:
+        obj = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    drop = set(LOCAL_ONLY) | (set(CONFIG_METADATA) if name == "config.json" else set())
+    return {k: v for k, v in obj.items() if k not in drop}
+
+
+def _matches(path: Path, name: str, digest: str, original: bytes | None) -> bool:
+    """``path`` is the claimed file: its bytes, or (a config ``monte promote`` rewrote) the same
+    computation as the checkpoint's own file ``original`` (whose sha256 is ``digest``)."""
+    from monte.hashing import sha256_file
+
+    if sha256_file(path) == digest:
+        return True
+    if name not in PROMOTED_CONFIGS or original is None or _sha256(original) != digest:
+        return False
+    mine = _computes(read_bounded(path, 64 << 20), name)
+    return mine is not None and mine == _computes(original, name)
+
+
+def _own_configs(info: dict[str, Any], data_root: Path) -> dict[str, bytes]:
+    """The checkpoint's own config files (:data:`PROMOTED_CONFIGS`), from this data root where
+    they are still the bytes its lineage commit records: the bundle carries them, so a folder
+    ``monte promote`` wrote is matched by what its configs compute (:func:`_matches`)."""
+    folder = Path(data_root) / str(info.get("weights") or "")
+    out: dict[str, bytes] = {}
+    for name in PROMOTED_CONFIGS:
+        digest = info["files"].get(name)
+        try:
+            data = read_bounded(folder / name, 64 << 20) if digest else None
+        except MonteError:
+            continue
+        if data is not None and _sha256(data) == digest:
+            out[name] = data
+    return out
+
+
+def _prove_card(card: Path, info: dict[str, Any], configs: dict[str, bytes]) -> None:
+    """Each file of the promoted folder ``card`` is the checkpoint's (:func:`_matches`)."""
+    for name, digest in sorted(info["files"].items()):
+        p = card / name
+        if not p.is_file() or not _matches(p, name, digest, configs.get(name)):
+            raise error("E_INTEGRITY", f"{p} is missing or is not the claimed checkpoint's file",
+                        "pass the folder `monte promote` wrote for this checkpoint, on the machine that holds the "
+                        "checkpoint's own files (a promoted config is compared with them)")
+
+
+def read_bounded(path: Path, cap: int) -> bytes:
+    from monte.hashing import read_bounded as read
+
+    return read(path, cap, "a file of the claim")
 
 
 def _seal_key(row: Any, weights: str) -> Any:
@@ -212,7 +319,10 @@ def _seal_key(row: Any, weights: str) -> Any:
 
 
 def _read(r: Any, tasks: bytes, path: str) -> dict[str, Any]:
+    """A test read as the Statement names it; ``recovered``: recorded by `monte recover` from a
+    kept result, not by the process that generated it."""
     return {"run": r.run, "experiment": r.experiment, "score": r.score, "n": r.n, "role": r.role,
+            "recovered": bool((r.model_extra or {}).get("recovered")),
             "tasks": {"path": path, "sha256": _sha256(tasks)}}
 
 
@@ -232,7 +342,7 @@ def _identity(ws: Any) -> str:
 
 def _bundle(git_dir: str | os.PathLike[str], dest: Path) -> None:
     """Every monte ref of the repository as one git bundle (git's own format: `git fetch` reads it)."""
-    refs = subprocess.run(["git", "--git-dir", str(git_dir), "for-each-ref", "--format=%(refname)", _MONTE_REFS],
+    refs = subprocess.run(["git", "--git-dir", str(git_dir), "for-each-ref", "--format=%(refname)", _MONTE_REFS, MIRRORS],
                           capture_output=True, text=True, check=True).stdout.split()
     if not refs:
         raise error("E_NOT_FOUND", "this repository holds no monte refs to bundle", "export from the claim's repository")
@@ -280,11 +390,15 @@ class VerifiedJson(TypedDict):
 
     statement_sha256: str
     signer: str
+    fingerprint: str
     experiment: str
     checkpoint: str
     delta: str
     verdict: str
     test_reads: int
+    repository_reads: int
+    repository_cohorts: int
+    recovered: list[str]
     records: int
     weights: str
 
@@ -293,11 +407,15 @@ class VerifiedJson(TypedDict):
 class Verified:
     statement_sha256: str
     signer: str
+    fingerprint: str  # the signing key's, as `ssh-keygen -l` prints it
     experiment: str
     checkpoint: str
     delta: str
     verdict: str
-    test_reads: int
+    test_reads: int  # of this exam content in this cohort
+    repository_reads: int  # of this test split, every cohort of the repository
+    repository_cohorts: int
+    recovered: list[str]  # "baseline"/"claim": a read `monte recover` recorded
     records: int
     weights: str  # "checked (N files)" or "not given"
 
@@ -310,11 +428,25 @@ def _fail(what: str, fix: str = "the bundle was changed after it was signed, or 
     return error(code, what, fix)  # type: ignore[arg-type]
 
 
+#: the most a bundle's small files may hold (the Statement, its signature, the envelope, a
+#: per-item file, a config); the ledger bundle is hashed, never read whole
+_SMALL = 64 << 20
+
+
+def _small(path: Path) -> bytes:
+    try:
+        return read_bounded(path, _SMALL)
+    except MonteError as e:
+        raise _fail(f"{path.name}: {e.message}") from None
+
+
 def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], VerifiedLedgers],
-           weights: Path | None = None) -> Verified:
+           weights: Path | None = None, signer: str | None = None) -> Verified:
     """Check a claim bundle with nothing but its files (see the module's docstring).
     ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
-    the bundled ledger."""
+    the bundled ledger. ``signer``: the fingerprint (``SHA256:...``) of the one key accepted."""
+    folder, allowed = folder.absolute(), allowed.absolute()  # git and ssh-keygen run elsewhere
+    weights = weights.absolute() if weights is not None else None
     if not folder.is_dir():
         raise error("E_NOT_FOUND", f"no claim bundle at {folder}", "pass the folder `monte claim export` wrote")
     if not allowed.is_file():
@@ -323,43 +455,88 @@ def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], Verif
     missing = [f for f in FILES if not (folder / f).is_file()]
     if missing:
         raise _fail(f"the bundle lacks {', '.join(missing)}")
-    payload = (folder / STATEMENT).read_bytes()
-    sig = (folder / SIGNATURE).read_bytes()
+    payload = _small(folder / STATEMENT)
+    sig = _small(folder / SIGNATURE)
     try:
-        unarmor(sig)
+        key_fpr = signed_by(unarmor(sig))
     except ValueError:
         raise _fail(f"{SIGNATURE} is not an SSH signature as ssh-keygen writes it") from None
+    if signer is not None and key_fpr != signer:
+        raise _fail(f"{STATEMENT} is signed by the key {key_fpr}, not {signer}",
+                    "drop --signer, or get the claim signed by that key")
     signers = signers_of(allowed, sig, payload)
     if not signers:
         raise _fail(f"{STATEMENT}'s signature is not by a key in {allowed} (or the file changed after signing)",
                     "check allowed_signers holds the signer's key; otherwise the bundle was changed: get it again")
-    signer = signers[0]
+    principal = signers[0]
+    raw_envelope = _small(folder / ENVELOPE)
     try:
         statement = json.loads(payload)
-        envelope = json.loads((folder / ENVELOPE).read_bytes())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise _fail(f"a JSON file of the bundle does not parse ({e})") from None
+        envelope = json.loads(raw_envelope)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise _fail(f"a JSON file of the bundle does not parse ({type(e).__name__})") from None
     if canonical(statement) != payload:
         raise _fail(f"{STATEMENT} is not in monte's canonical form")
-    _check_envelope(envelope, (folder / ENVELOPE).read_bytes(), payload, allowed, signer)
-    if statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != PREDICATE_TYPE:
+    _check_envelope(envelope, raw_envelope, payload, allowed, principal)
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE or \
+            statement.get("predicateType") != PREDICATE_TYPE:
         raise _fail("the Statement is not a monte claim (its _type or predicateType)")
+    _shape(statement)
     p: dict[str, Any] = statement["predicate"]
-    files = {BASELINE_TASKS: p["baseline"]["tasks"]["sha256"], CLAIM_TASKS: p["claim"]["tasks"]["sha256"],
-             BUNDLE: p["ledger"]["bundle_sha256"]}
+    if p["monte_version"] != __version__:
+        raise _fail(f"the claim was exported by monte {p['monte_version']}; this is monte {__version__}, which "
+                    "derives every field again with its own code", f"verify with `pip install "
+                    f"'monte=={p['monte_version']}'`, the version that signed it")
+    files = {BASELINE_TASKS: p["baseline"]["tasks"]["sha256"], CLAIM_TASKS: p["claim"]["tasks"]["sha256"]}
     for name, digest in files.items():
-        if _sha256((folder / name).read_bytes()) != digest:
+        if _sha256(_small(folder / name)) != digest:
             raise _fail(f"{name} is not the file the Statement signs (sha256 differs)")
+    from monte.hashing import sha256_file
+
+    if not (folder / BUNDLE).is_file() or sha256_file(folder / BUNDLE) != p["ledger"]["bundle_sha256"]:
+        raise _fail(f"{BUNDLE} is not the file the Statement signs (sha256 differs)")
     checked = "not given"
     if weights is not None:
-        checked = _check_weights(weights, statement["subject"])
+        checked = _check_weights(weights, statement["subject"], folder)
     base = _tasks(folder / BASELINE_TASKS)
     mine = _tasks(folder / CLAIM_TASKS)
     printed = _recompute(base, mine, p, _samples(folder / BASELINE_TASKS), _samples(folder / CLAIM_TASKS))
-    records = _replay(folder / BUNDLE, p, statement["subject"], (folder / BASELINE_TASKS).read_bytes(),
-                      (folder / CLAIM_TASKS).read_bytes(), verify_ledgers)
-    return Verified(_sha256(payload), signer, p["experiment"], p["checkpoint"]["ref"], printed, str(p["verdict"]),
-                    int(p["test_reads"]["seal"]), records, checked)
+    records = _replay(folder / BUNDLE, statement, _small(folder / BASELINE_TASKS), _small(folder / CLAIM_TASKS),
+                      verify_ledgers)
+    return Verified(_sha256(payload), principal, key_fpr, p["experiment"], p["checkpoint"]["ref"], printed,
+                    str(p["verdict"]), int(p["test_reads"]["seal"]), int(p["test_reads"]["repository"]),
+                    int(p["test_reads"]["repository_cohorts"]),
+                    [side for side in ("baseline", "claim") if p[side]["recovered"]], records, checked)
+
+
+def signed_by(blob: bytes) -> str:
+    """The fingerprint of the public key inside an SSHSIG blob (``SHA256:...``)."""
+    import struct
+
+    if blob[:6] != b"SSHSIG" or len(blob) < 14:
+        raise ValueError("not an SSHSIG blob")
+    (n,) = struct.unpack(">I", blob[10:14])
+    key = blob[14:14 + n]
+    if len(key) != n:
+        raise ValueError("a truncated SSHSIG blob")
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
+
+
+def _shape(statement: dict[str, Any]) -> None:
+    """Every field verify reads has the type export writes: a malformed (but validly signed)
+    Statement is refused by name, ``E_BAD_INPUT``, before any field is used."""
+    from pydantic import ValidationError
+
+    from monte.claim_shape import Statement
+
+    try:
+        Statement.model_validate(statement)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "the Statement"
+        raise _fail(f"the Statement is malformed: {where}: {first['msg']} ({e.error_count()} problem(s))",
+                    "the signer's monte wrote no such Statement: get the claim again from its signer",
+                    code="E_BAD_INPUT") from None
 
 
 def _check_envelope(envelope: Any, raw: bytes, payload: bytes, allowed: Path, signer: str) -> None:
@@ -384,17 +561,22 @@ def _check_envelope(envelope: Any, raw: bytes, payload: bytes, allowed: Path, si
         raise _fail(f"{ENVELOPE}'s keyid {keyid} is not the fingerprint of {signer}'s key")
 
 
-def _check_weights(folder: Path, subjects: Sequence[dict[str, Any]]) -> str:
-    from monte.hashing import sha256_file
-
+def _check_weights(folder: Path, subjects: Sequence[dict[str, Any]], bundle: Path) -> str:
+    """Each subject is in ``folder``, byte for byte, or (a config ``monte promote`` rewrote)
+    computing the same as the checkpoint's own file the bundle carries (``configs/``: exported
+    with ``--card``), itself proven against the subject's digest."""
     for s in subjects:
-        p = folder / str(s["name"])
+        name = str(s["name"])
+        p = folder / name
         if not p.is_file():
-            raise _fail(f"the weights folder {folder} lacks {s['name']}", "pass --weights the claimed model's folder",
+            raise _fail(f"the weights folder {folder} lacks {name}", "pass --weights the claimed model's folder",
                         code="E_INTEGRITY")
-        if sha256_file(p) != s["digest"]["sha256"]:
-            raise _fail(f"{p} is not the claimed file (sha256 differs)", "these are not the weights the claim signs",
-                        code="E_INTEGRITY")
+        kept = bundle / CONFIGS_DIR / name
+        original = _small(kept) if name in PROMOTED_CONFIGS and kept.is_file() else None
+        if not _matches(p, name, s["digest"]["sha256"], original):
+            raise _fail(f"{p} is not the claimed file (sha256 differs"
+                        + (", and it does not compute as the checkpoint's own" if original is not None else "") + ")",
+                        "these are not the weights the claim signs", code="E_INTEGRITY")
     return f"checked ({len(subjects)} files)"
 
 
@@ -446,24 +628,26 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
     return str(got)
 
 
-def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]], base_tasks: bytes,
-            claim_tasks: bytes, verify_ledgers: Callable[[Any], VerifiedLedgers]) -> int:
-    """The bundled ledger, fetched into an empty bare repository and verified there."""
+def _replay(bundle: Path, statement: dict[str, Any], base_tasks: bytes, claim_tasks: bytes,
+            verify_ledgers: Callable[[Any], VerifiedLedgers]) -> int:
+    """The bundled ledger, fetched into an empty bare repository and verified there; then every
+    field of the Statement derived again from it (:func:`derive`) and compared."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import read_checkpoint
     from monte.ledger.rules import read_role
-    from monte.ledger.seal import Seal
-    from monte.ledger.views import run_dir
+    from monte.runs.lifecycle import read_rows
     from monte.workspace import open_git
 
+    p: dict[str, Any] = statement["predicate"]
     with tempfile.TemporaryDirectory(prefix="monte-claim-") as tmp:
         repo = Path(tmp) / "ledger.git"
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         for cmd in (["git", "init", "-q", "--bare", str(repo)],
                     ["git", "-C", str(repo), "bundle", "verify", "-q", str(bundle)],
-                    ["git", "-C", str(repo), "fetch", "-q", str(bundle), "refs/heads/monte/*:refs/heads/monte/*"]):
+                    ["git", "-C", str(repo), "fetch", "-q", str(bundle), "refs/heads/monte/*:refs/heads/monte/*",
+                     f"+{MIRRORS}*:{MIRRORS}*"]):
             r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if r.returncode != 0:
+            if r.returncode != 0 and not (cmd[3:4] == ["fetch"] and "couldn't find remote ref" in r.stderr):
                 raise _fail(f"{BUNDLE} is not a readable git bundle: {r.stderr.strip()[-300:]}")
         ws = open_git(repo)
         try:
@@ -476,28 +660,50 @@ def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]],
         if tip is None or tip.decode() != p["ledger"]["commit"]:
             raise _fail(f"the bundle's ledger tip is not the commit the Statement names ({p['ledger']['commit'][:12]})")
         snap = ledger.snapshot()
-        rows = {r.run: r for r in ledger.rows(snap)}
-        claim, base = rows.get(p["claim"]["run"]), rows.get(p["baseline"]["run"])
+        rows = read_rows(ledger, snap)
+        by_run = {r.run: r for r in rows}
+        claim, base = by_run.get(p["claim"]["run"]), by_run.get(p["baseline"]["run"])
         if claim is None or base is None:
             raise _fail("the bundled ledger lacks the claim or its baseline")
-        if snap.read(f"{run_dir(claim.run)}/tasks.jsonl") != claim_tasks or \
-                snap.read(f"{run_dir(base.run)}/tasks.jsonl") != base_tasks:
-            raise _fail("the per-item files are not the ones the bundled ledger records")
         if read_role(claim) != "claim" or read_role(base) != "baseline" or claim.status != "succeeded":
             raise _fail("the bundled ledger does not record the claim as a succeeded final claim on test@0")
-        if (claim.delta or {}).get("baseline") != base.run or claim.cohort != p["cohort"] or claim.score != \
-                p["claim"]["score"]:
-            raise _fail("the bundled claim row is not the one the Statement describes")
-        seal = Seal(ws.store, hash_legacy=False)
-        reads = seal.touches(_seal_key(claim, seal.weights_of(exp, claim.cohort or "")))
-        runs = [r.run for r in reads]
-        if sorted(runs) != sorted([base.run, claim.run]) or len(runs) != int(p["test_reads"]["seal"]):
-            raise _fail(f"the seal holds {len(runs)} test read(s) of this exam content in this cohort "
-                        f"({', '.join(f'{r.experiment}/{r.run}' for r in reads)}), not test@0 and the claim alone")
         if base.seq >= claim.seq:
             raise _fail("the claim is not the second test read: test@0 must come first")
-        ck = p["checkpoint"]
-        info = read_checkpoint(ws.store, str(ck["lineage_commit"]).encode())  # type: ignore[arg-type]
-        if {s["name"]: s["digest"]["sha256"] for s in subjects} != info.get("files"):
-            raise _fail("the Statement's subjects are not the files the checkpoint's lineage commit records")
+        try:
+            info = read_checkpoint(ws.store, str(p["checkpoint"]["lineage_commit"]).encode())  # type: ignore[arg-type]
+            subjects, derived = derive(ws.store, exp, claim, rows, snap, dict(info.get("files") or {}))
+        except MonteError as e:
+            raise _fail(f"the bundled ledger does not hold what the Statement names: {e.message}") from None
+        derived["ledger"]["bundle_sha256"] = p["ledger"]["bundle_sha256"]  # its own bytes' digest, checked
+        differs = _differences(p, derived) + (["subject"] if statement["subject"] != subjects else [])
+        if differs:
+            raise _fail(f"the Statement says what the bundled ledger does not: {', '.join(differs[:8])} "
+                        "differ from what the ledger derives (the signer signed another claim)")
+        if snap.read(f"{_run_dir(claim.run)}/tasks.jsonl") != claim_tasks or \
+                snap.read(f"{_run_dir(base.run)}/tasks.jsonl") != base_tasks:
+            raise _fail("the per-item files are not the ones the bundled ledger records")
+        if p["test_reads"]["seal"] != 2 or sorted(x.split("/")[-1] for x in p["test_reads"]["runs"]) != \
+                sorted([base.run, claim.run]):
+            raise _fail(f"the seal holds {p['test_reads']['seal']} test read(s) of this exam content in this cohort "
+                        f"({', '.join(p['test_reads']['runs'])}), not test@0 and the claim alone")
         return int(result["records"])
+
+
+def _run_dir(run: str) -> str:
+    from monte.ledger.views import run_dir
+
+    return run_dir(run)
+
+
+def _differences(signed: Any, derived: Any, at: str = "") -> list[str]:
+    """The dotted paths where ``signed`` and ``derived`` differ (a whole subtree named once)."""
+    if isinstance(signed, dict) and isinstance(derived, dict):
+        out: list[str] = []
+        for k in sorted(set(signed) | set(derived)):
+            path = f"{at}.{k}" if at else str(k)
+            if k not in signed or k not in derived:
+                out.append(path)
+            else:
+                out += _differences(signed[k], derived[k], path)
+        return out
+    return [] if canonical(signed) == canonical(derived) else [at or "predicate"]

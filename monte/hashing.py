@@ -75,3 +75,56 @@ def hash_tree(root: Path) -> dict[str, dict[str, int | str]]:
         p.relative_to(root).as_posix(): {"sha256": digests[str(p)], "size": p.stat().st_size}
         for p in files
     }
+
+
+def read_bounded(path: str | os.PathLike[str], cap: int, what: str = "input") -> bytes:
+    """A regular file's bytes, refusing (``E_BAD_INPUT``) a FIFO, a device, a folder or a file
+    larger than ``cap`` before reading it: opened without blocking (a FIFO with no writer would
+    hang ``open``), judged by ``fstat`` of what was opened, and read to at most ``cap`` bytes
+    (a file that grows while read is refused too)."""
+    import stat
+
+    from monte.errors import error
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise error("E_BAD_INPUT", f"{what} {path} cannot be read: {e.strerror or type(e).__name__}",
+                    "pass a readable regular file") from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise error("E_BAD_INPUT", f"{what} {path} is not a regular file (a FIFO, a device or a folder)",
+                        "pass a regular file")
+        if st.st_size > cap:
+            raise error("E_BAD_INPUT", f"{what} {path} is {st.st_size} bytes, over the cap of {cap} bytes",
+                        f"pass a file of at most {cap} bytes")
+        data = f.read(cap + 1)
+    if len(data) > cap:
+        raise error("E_BAD_INPUT", f"{what} {path} grew past the cap of {cap} bytes while read",
+                    f"pass a file of at most {cap} bytes that is not being written")
+    return bytes(data)
+
+
+def copy_hashed(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> str:
+    """Copy a regular file, hashing the bytes as they are read: the copy holds exactly the bytes
+    whose sha256 is returned (one read of ``src``; a file swapped after this read is not in the
+    copy). A FIFO or device is refused (``E_BAD_INPUT``) without blocking."""
+    import stat
+
+    from monte.errors import error
+
+    h = hashlib.sha256()
+    buf, view = _buffer()
+    fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error("E_BAD_INPUT", f"{src} is not a regular file (a FIFO, a device or a folder)",
+                        "a model folder holds regular files")
+        with open(dst, "wb") as g:
+            while n := f.readinto(buf):
+                h.update(view[:n])
+                g.write(view[:n])
+            g.flush()
+            os.fsync(g.fileno())
+    return h.hexdigest()

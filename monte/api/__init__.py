@@ -503,12 +503,14 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
                         identity=identity, card=card).to_dict()
 
 
-def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> VerifiedJson:
+def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
+                 signer: str | None = None) -> VerifiedJson:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
-    replayed ledger and the seal. Needs no repository and no network."""
+    replayed ledger, every field of the Statement derived again from it, and the seal. Needs no
+    repository and no network. ``signer``: the one key fingerprint (``SHA256:...``) accepted."""
     from monte import claim
 
-    return claim.verify(folder, allowed_signers, weights=weights,
+    return claim.verify(folder, allowed_signers, weights=weights, signer=signer,
                         verify_ledgers=lambda ws: ledger_verify(all_=True, ws=ws)).to_dict()
 
 

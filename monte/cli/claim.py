@@ -59,9 +59,15 @@ def export(run: str, experiment_opt: str | None, out: str, key: str, identity: s
 
 def _verified(r: dict[str, Any]) -> None:
     click.echo(f"ok: {r['experiment']} final claim on {r['checkpoint']}: delta {r['delta']} {r['verdict']}")
-    click.echo(f"signed by {r['signer']} (statement sha256 {r['statement_sha256']})")
-    click.echo(f"the bundled ledger keeps every rule ({r['records']} record(s)); the seal holds "
-               f"{r['test_reads']} test reads of that exam in that cohort: test@0, then the claim")
+    click.echo(f"signed by {r['signer']}, key {r['fingerprint']} (statement sha256 {r['statement_sha256']})")
+    click.echo(f"the bundled ledger keeps every rule ({r['records']} record(s)) and derives every field of the "
+               f"statement; the seal holds {r['test_reads']} test reads of that exam in that cohort: test@0, then "
+               "the claim")
+    click.echo(f"the test split was read {r['repository_reads']} time(s) in the repository, over "
+               f"{r['repository_cohorts']} cohort(s)")
+    if r["recovered"]:
+        click.echo(f"recovered: {', '.join(r['recovered'])} recorded by `monte recover` from a kept result, not by "
+                   "the process that generated it")
     click.echo(f"weights: {r['weights']}")
 
 
@@ -70,8 +76,9 @@ def _verified(r: dict[str, Any]) -> None:
 @click.option("--allowed-signers", "allowed", required=True, metavar="FILE",
               help="ssh-keygen's allowed_signers: the keys you trust.")
 @click.option("--weights", metavar="PATH", help="The model folder: each file proven against the claim.")
+@click.option("--signer", metavar="FPR", help="Accept only this key (SHA256:..., as `ssh-keygen -l` prints it).")
 @handled(_verified)
-def verify(folder: str, allowed: str, weights: str | None) -> Any:
+def verify(folder: str, allowed: str, weights: str | None, signer: str | None) -> Any:
     """Check a claim bundle with its files alone: no repository, no network.
 
     \b
@@ -83,4 +90,4 @@ def verify(folder: str, allowed: str, weights: str | None) -> Any:
     from monte import api
 
     return api.claim_verify(folder=Path(folder), allowed_signers=Path(allowed),
-                            weights=Path(weights) if weights else None)
+                            weights=Path(weights) if weights else None, signer=signer)

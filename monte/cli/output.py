@@ -193,7 +193,32 @@ _STORAGE_ERRNOS = {
                   "owns it), then run the command again"),
     errno.EIO: ("an I/O error (the disk or its file system failed)", "check the disk (`dmesg`), then run "
                 "`monte recover` and `monte ledger verify`, and the command again"),
+    # a folder monte keeps (`.git/monte/seal`, say) made a file, or the reverse: written by hand
+    errno.ENOTDIR: ("a part of that path is a file where monte keeps a folder", "move that file away (it was not "
+                    "written by monte), then run the command again"),
+    errno.EISDIR: ("it is a folder where monte keeps a file", "move that folder away (it was not written by "
+                   "monte), then run the command again"),
 }
+
+
+def git_refusal(e: BaseException) -> MonteError | None:
+    """A refusal for what dulwich raises on a damaged repository (a loose object whose bytes are
+    not its name's, a malformed object or ``info/grafts``), naming the object; None otherwise."""
+    name = type(e).__name__
+    if not type(e).__module__.startswith("dulwich"):
+        return None
+    text = str(e)[:300]
+    if name == "ChecksumMismatch":
+        return error("E_INTEGRITY", f"a git object of this repository is not the object its name says ({text}): "
+                     "its file was replaced or damaged", "run `git fsck` to name it, and restore the object from "
+                     "another copy of the repository (`git fetch` from a clone, or `monte sync`)")
+    if name == "ObjectFormatException":
+        if "graft" in text:
+            return error("E_INTEGRITY", f"the repository's info/grafts is malformed ({text})",
+                         "remove or repair `.git/info/grafts` (monte never writes it; grafts rewrite history)")
+        return error("E_INTEGRITY", f"a git object of this repository is malformed ({text})",
+                     "run `git fsck` to name it, and restore it from another copy of the repository")
+    return None
 
 
 def os_refusal(e: OSError) -> MonteError | None:
@@ -237,6 +262,8 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
                 closed_pipe()
             except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG
                 refusal = os_refusal(e) if isinstance(e, OSError) else None
+                if refusal is None:
+                    refusal = git_refusal(e)
                 if isinstance(e, ModuleNotFoundError):  # the light install: the extra's pip line
                     from monte.extras import missing
 

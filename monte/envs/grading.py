@@ -116,8 +116,11 @@ class ExamGrader:
 
     def grade(self, items: Sequence[dict[str, Any]], answers: Sequence[str], ids: Sequence[str]) -> list[dict[str, Any]]:
         if self.file is not None:
-            return [{"id": i, "score": float(self.file.grade(item, a)), **answer_fields(a)}
-                    for i, item, a in zip(ids, items, answers, strict=True)]
+            self.file.raised = 0
+            out = [{"id": i, "score": float(self.file.grade(item, a)), **answer_fields(a)}
+                   for i, item, a in zip(ids, items, answers, strict=True)]
+            self.file.check_graded(len(out))
+            return out
         if not self.gym:
             from monte.envs.registry import get
 

@@ -131,15 +131,20 @@ def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, 
     return plan
 
 
+#: the largest exam file (and python grader module) frozen: a read of ``/dev/zero`` or of a FIFO
+#: would otherwise never end
+MAX_EXAM_BYTES = 256 << 20
+MAX_GRADER_BYTES = 16 << 20
+
+
 def read_rows(path: Path, split: str) -> list[Item]:
-    """The file's rows as items, each ``{"id", "prompt", "answer"}`` checked (``E_BAD_INPUT``)."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise error("E_NOT_FOUND", f"--{split} file {path} does not exist", "name an existing JSONL file") from None
-    except OSError as e:
-        raise error("E_BAD_INPUT", f"--{split} file {path} cannot be read: {e.strerror}",
-                    "name a readable JSONL file") from None
+    """The file's rows as items, each ``{"id", "prompt", "answer"}`` checked (``E_BAD_INPUT``); a
+    FIFO, a device or a file over :data:`MAX_EXAM_BYTES` is refused before it is read."""
+    from monte.hashing import read_bounded
+
+    if not path.exists() and not path.is_symlink():
+        raise error("E_NOT_FOUND", f"--{split} file {path} does not exist", "name an existing JSONL file")
+    raw = read_bounded(path, MAX_EXAM_BYTES, f"--{split} file")
     items: list[Item] = []
     seen: set[str] = set()
     for n, line in enumerate(raw.split(b"\n"), 1):
@@ -243,6 +248,10 @@ class JsonlGrader:
     spec: dict[str, Any]
     folder: Path | None = None  # the frozen environment (a python grader's module copy is there)
     _fn: Any = field(default=None, init=False, repr=False)
+    #: what the python grader raised, and how often (a grader that raises on every item is broken,
+    #: not a model that answered nothing right: :meth:`check_graded`)
+    raised: int = field(default=0, init=False)
+    last_error: str = field(default="", init=False)
 
     def grade(self, item: Item, answer: str) -> float:
         from monte.envs.catalog import MAX_ANSWER_CHARS, extract_answer_text
@@ -282,9 +291,20 @@ class JsonlGrader:
             score = float(self._fn(item, answer))
         except MonteError:
             raise
-        except Exception:  # a grader choking on odd text is a wrong answer, not a crash
+        except Exception as e:  # a grader choking on odd text is a wrong answer, not a crash
+            self.raised += 1
+            self.last_error = f"{type(e).__name__}: {str(e)[:200]}"
             return 0.0
         return 0.0 if score != score else min(1.0, max(0.0, score))
+
+    def check_graded(self, n: int) -> None:
+        """Refuse (``E_BAD_INPUT``) when the python grader raised on each of the ``n`` items just
+        graded: every score would be a zero the grader never gave, spent as a read."""
+        if n and self.raised >= n:
+            raise error("E_BAD_INPUT", f"the python grader {self.spec.get('module')}.{self.spec.get('function')} "
+                        f"raised on every item ({n} of {n}; the last: {self.last_error}): no score is recorded",
+                        "fix the grader and freeze it as a new environment (`monte env add ... --grader "
+                        "python:MODULE:FUNCTION`); a changed grader is a new experiment")
 
 
 def prepare(plan: JsonlPlan, folder: Path) -> Manifest:
@@ -300,8 +320,11 @@ def prepare(plan: JsonlPlan, folder: Path) -> Manifest:
         load_function(source, spec["function"], spec["module"])  # refuse a grader that does not import now
         rel = f"graders/{spec['module']}.py"
         (folder / "graders").mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_bytes(source.read_bytes())
-        spec.update(file=rel, sha256=sha256_bytes(source.read_bytes()))
+        from monte.hashing import read_bounded
+
+        code = read_bounded(source, MAX_GRADER_BYTES, "the grader module")
+        (folder / rel).write_bytes(code)
+        spec.update(file=rel, sha256=sha256_bytes(code))
     exam = plan.name
     files_for: dict[str, str] = {}
     floors: dict[str, Floor] = {}

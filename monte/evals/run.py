@@ -31,7 +31,9 @@ from monte.runs.lifecycle import (
     CohortReads,
     Transition,
     adopt_row,
+    answers_digest,
     clear_pending,
+    generated_digest,
     interrupted_message,
     os_reason,
     probe_writable,
@@ -42,6 +44,7 @@ from monte.runs.lifecycle import (
     require_live,
     save_pending,
     sigterm_stops,
+    stamp_generated,
     stopped_message,
     transitions,
     with_retries,
@@ -77,18 +80,130 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
     """Run the plan: one row per exam. ``on_transition(row, transition)`` is called right after
     each transition's record lands (started, scored, finished); with ``plan.push`` and none given,
     a :class:`Pusher` uploads the results then, and a finished run's failed final push refuses."""
-    from monte.envs import grading
-    from monte.models import generate as gen
-
     ledger = Ledger(ws.store, plan.experiment)
     splits = {e.exam: _read_split(ws, e) for e in plan.exams}  # proven before any touch is spent
     measurement = ledger.measurement()
-    grader = measurement.grader  # the catalog's, a NeMo Gym server's, a JSONL's or lm-eval's (monte.envs.grading)
-    env_folder = ws.env_dir(measurement.environment)
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     # a touch is spent only when its score can be recorded: prove the disks before writing anything
     sizes = {e.exam: min(e.n, SMOKE_TASKS) if plan.smoke else e.n for e in plan.exams}
     probe_writable(ws, plan.experiment, need=sum(sizes.values()) * 1024)
+    plan, private = private_weights(ws, plan)  # the bytes proven are the bytes loaded (one read of each file)
+    try:
+        return _run_eval(ws, plan, splits, measurement, transition, pusher, sizes, on_progress, load)
+    finally:
+        if private is not None:
+            import shutil
+
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | None]:
+    """A private copy of the target's model files, each hashed as it is read and compared with
+    the identity the plan proved (a checkpoint's lineage commit, the base commit's files), made
+    before the ``started`` record; the plan returned loads it, in this process and in every shard.
+    A file swapped after the proof (while the plan waited at its prompt, or after ``started``)
+    is either not in the copy or refused here, ``E_INTEGRITY``, before anything is spent. The copy
+    lives in a staging folder of the data root (removed after the eval; a killed eval's is swept)."""
+    from dulwich.objects import ObjectID
+
+    from monte.ledger.lineage import read_checkpoint
+
+    if not plan.target.folder:
+        return plan, None
+    if plan.target.kind == "checkpoint":
+        if not plan.target.commit:  # a plan an older monte wrote: its checkpoint was proven by path
+            return plan, None
+        files = dict(read_checkpoint(ws.store, ObjectID(plan.target.commit.encode())).get("files") or {})
+    else:
+        files = dict(plan.base_files)
+    if not files:
+        return plan, None
+    dest = private_copy(ws, Path(plan.target.folder), files, plan.target.label)
+    target = plan.target.model_copy(update={"folder": str(dest)})
+    return plan.model_copy(update={"target": target}), dest
+
+
+def private_copy(ws: Workspace, folder: Path, files: dict[str, str], label: str) -> Path:
+    """``files`` of ``folder`` copied into a staging folder of the data root, each hashed in the
+    one read that copies it and compared with its proven sha256 (``E_INTEGRITY`` otherwise)."""
+    from monte.envs.freeze import staging_dir
+    from monte.hashing import copy_hashed
+
+    dest = staging_dir(ws.data_root)
+    try:
+        for name, digest in sorted(files.items()):
+            out = dest / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                got = copy_hashed(folder / name, out)
+            except FileNotFoundError:
+                got = "missing"
+            if got != digest:
+                raise error("E_INTEGRITY", f"{folder / name} is not the file proven for {label} "
+                            f"(sha256 {got[:12]}, proven {digest[:12]}): it changed after it was proven; nothing "
+                            "was started and no read was spent", f"put the proven model back at {folder} and run "
+                            "the command again (never change a model's files while an eval of it runs)")
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    return dest
+
+
+def _regenerated(ws: Workspace, ledger: Ledger, row: RunRow, items: list[dict[str, Any]],
+                 ids: list[str]) -> list[str]:
+    """The answers the test read's model gives again, under the row's own settings (greedy, or
+    each item's seeded samples: deterministic here), from a private copy of the files its target
+    was proven by (a checkpoint's lineage commit, the cohort's base commit)."""
+    import json
+    import shutil
+
+    from dulwich.objects import ObjectID
+
+    from monte.envs import grading
+    from monte.ledger.lineage import read_checkpoint
+    from monte.ledger.refs import base_ref
+    from monte.models import generate as gen
+
+    target = row.plan.get("target") or {}
+    settings = dict(row.plan.get("settings") or {})
+    if target.get("kind") == "checkpoint" and target.get("commit"):
+        info = read_checkpoint(ws.store, ObjectID(str(target["commit"]).encode()))
+        folder, files = ws.data_root / str(info.get("weights") or ""), dict(info.get("files") or {})
+    else:
+        raw = ws.store.snapshot(base_ref(ledger.experiment, row.cohort)).read("base.json")
+        base = json.loads(raw) if raw else {}
+        located = locate.locate(ws, str(row.plan.get("base_model") or base.get("model") or ""), fetch=False)
+        folder, files = Path(located.folder or ""), dict(base.get("files") or {})
+    if not files:
+        raise error("E_INTEGRITY", f"run {row.run}: the files its model was proven by are not recorded",
+                    f"end the run (`monte stop {ledger.experiment}/{row.run}`: its read stays spent)")
+    private = private_copy(ws, folder, files, str(target.get("model") or row.model))
+    try:
+        model, tok = gen.load(private)
+        prompts = [grading.prompt_of(i) for i in items]
+        common = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
+                  "top_p": settings["top_p"], "stop": settings["stop"], "chat_template": settings["chat_template"]}
+        if _sampled(settings):
+            drawn = gen.sample(model, tok, prompts, [gen.sample_seed(i) for i in ids], k=_k(settings), **common)
+            return [a for per in drawn for a in per]
+        execution: dict[str, Any] = dict(row.plan.get("execution") or {})
+        batch = int(execution.get("batch_size") or settings.get("batch_size") or 32)
+        return [str(a) for a in gen.generate(model, tok, prompts, batch_size=batch, **common)]
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, Any]]], measurement: Any,
+              transition: Any, pusher: Any, sizes: dict[str, int], on_progress: Callable[[int, int], None] | None,
+              load: Callable[[Path], tuple[Any, Any]] | None) -> EvalResult:
+    from monte.envs import grading
+    from monte.models import generate as gen
+
+    ledger = Ledger(ws.store, plan.experiment)
+    grader = measurement.grader  # the catalog's, a NeMo Gym server's, a JSONL's or lm-eval's (monte.envs.grading)
+    env_folder = ws.env_dir(measurement.environment)
     model, tok = preflight_eval(plan, splits, load)  # all a read needs, before any record: a refusal spends nothing
 
     def exam_grader(e: ExamPlan) -> grading.ExamGrader:
@@ -125,6 +240,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
                     tasks = grades.evaluate(model, tok, plan.settings, on_progress)
                     answers = [str(t.get("answer", "")) for t in tasks]
+                    stamp_generated(ws, plan.experiment, row.run, answers)  # (lm-eval grades as it generates)
                 elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
                     seeds = [gen.sample_seed(i) for i in ids]
@@ -134,6 +250,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                        stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                        on_batch=on_progress)
                     answers = [a for per_item in drawn for a in per_item]
+                    stamp_generated(ws, plan.experiment, row.run, answers)  # what this process wrote, before grading
                     if not is_test_smoke(e.split, plan.smoke):  # smoke on test: nothing graded, as at K = 1
                         tasks = _graded_samples(grades, items, ids, seeds, drawn)
                 elif plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
@@ -155,6 +272,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                     # (a sealed item is never graded, scored or recorded: smoke on test proves that
                     # generation runs on the test split's format, and reveals nothing of it)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
+                    stamp_generated(ws, plan.experiment, row.run, answers)  # what this process wrote, before grading
                     tasks = grades.grade(items, answers, ids)
                 # durable before the finishing append: if that cannot be written, the score is kept
                 try:
@@ -412,7 +530,19 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
         odd = sorted(set(kept) ^ set(ids))
         raise forged(f"its task ids are not the split's ({len(kept)} kept, {len(ids)} in the split"
                      + (f"; e.g. {', '.join(odd[:3])}" if odd else "; in another order") + ")")
+    stamped = generated_digest(ws, ledger.experiment, row.run)
+    if stamped is None and spends_test_read(row.split, smoke) and not grading.proves_first(meas.grader):
+        # a test read with no stamp (killed before it generated, or kept by a monte that stamped
+        # nothing): its model answers again, greedy or seeded, so the same answers or none
+        stamped = answers_digest(_regenerated(ws, ledger, row, items, ids))
+    if stamped is None:
+        raise forged("no record, signed with this repository's key, that this run's own process generated "
+                     "answers before grading (a result written by hand, or by a monte that kept none)")
     if any("samples" in t for t in tasks):  # K > 1: every sample graded again (issue 33)
+        drawn = [str(x.get("answer", "")) for t in tasks
+                 for x in sorted(t.get("samples") or [], key=lambda x: int(x.get("sample", 0)))]
+        if answers_digest(drawn) != stamped:
+            raise forged("its answers are not the ones this run's model generated")
         return _prove_kept_samples(ws, meas, exam.benchmark, row, items, ids, tasks, forged)
     answers = pending.get("answers")
     if not isinstance(answers, list) or len(answers) != len(items):  # a file kept before answers were
@@ -424,6 +554,8 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if any({f: t.get(f) for f in quoted} != {f: grading.answer_fields(a).get(f) for f in quoted}
            for t, a in zip(tasks, answers, strict=True)):
         raise forged("its answers are not the ones its tasks quote")
+    if answers_digest(answers) != stamped:
+        raise forged("its answers are not the ones this run's model generated")
     with grading.ExamGrader(meas.grader, exam.benchmark, row.exam or "", config=ws.config,
                             log=ws.data_root / "logs" / f"gym-{ledger.experiment}-{row.exam}.log") as grader:
         graded = grader.grade(items, answers, ids)

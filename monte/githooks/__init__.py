@@ -7,8 +7,10 @@ Each script (``reference-transaction``, ``pre-push``, ``pre-receive``) hands the
 every monte/ update (and nothing else) with the line that installs it.
 
 :func:`install` writes each script, whole, into a repository's ``hooks/`` (a working
-repository's, or a bare server repository's), finding the python that runs monte when it runs
-(as CI does) and offering the pinned pip line CI installs; a hook that was there before is kept as ``<name>.local`` and runs first.
+repository's, or a bare server repository's), with the python that runs monte fixed (the
+python that installed them, written into each script: a hook takes no python, path or
+``MONTE_*`` variable from whoever runs git) and offering the pinned pip line CI installs; a hook
+that was there before is kept as ``<name>.local`` and runs first.
 """
 
 from __future__ import annotations
@@ -31,41 +33,38 @@ TEMPLATES = Path(__file__).parent
 
 def script(name: str, python: str | None = None, spec: str | None = None) -> str:
     """The hook ``name`` as installed: the script itself, after a preamble that runs a hook
-    that was there before (``<name>.local``) and finds the python that runs monte.
+    that was there before (``<name>.local``), with the python that runs monte fixed.
 
-    ``python`` names that python for good (a server's, say). Without it the hook finds monte when
-    it runs, as CI does: ``$MONTE_PYTHON``, else the python of the ``monte`` on ``PATH``, else the
-    python that installed the hook while it still has monte, else ``python3``. The install line
-    it offers is the pin CI installs (``spec``: :func:`monte.ci.resolve`), never a local folder."""
+    ``python`` (default: the python installing the hook) is written into the script, once: the
+    hook never looks for monte when it runs (``$MONTE_PYTHON``, ``PATH``, ``PYTHONPATH`` are
+    whoever runs git's, and a pusher's reach a local ``receive-pack``), and it starts that python
+    with ``-E -P`` after dropping every ``PYTHON*`` and ``MONTE_*`` variable. A python that is
+    later gone refuses every monte/ update, offering the pin CI installs (``spec``:
+    :func:`monte.ci.resolve`), never a local folder, and ``monte hooks install`` to record
+    another."""
     body = (TEMPLATES / name).read_text().split("\n", 1)[1]
+    py = python or sys.executable
     install = (f"python3 -m pip install {shlex.quote(spec)}" if spec else
                "python3 -m pip install 'monte @ git+https://github.com/ORG/monte@COMMIT' (the pin CI uses: "
                "`monte init --ci-install SPEC` sets it)")
-    if python is not None:
-        find = f"MONTE_PYTHON={shlex.quote(python)}; export MONTE_PYTHON\n"
-    else:
-        find = (
-            'if [ -z "${MONTE_PYTHON:-}" ]; then\n'
-            '  m=$(command -v monte 2>/dev/null) && MONTE_PYTHON=$(sed -n \'1s/^#![[:space:]]*\\([^[:space:]]*\\).*/\\1/p\' "$m")\n'
-            '  [ -n "$MONTE_PYTHON" ] && [ -x "$MONTE_PYTHON" ] || MONTE_PYTHON=\n'
-            f'  [ -n "$MONTE_PYTHON" ] || {{ {shlex.quote(sys.executable)} -P -c "import monte" 2>/dev/null && '
-            f'MONTE_PYTHON={shlex.quote(sys.executable)}; }}\n'
-            '  [ -n "$MONTE_PYTHON" ] || MONTE_PYTHON=python3\n'
-            "fi\n"
-            "export MONTE_PYTHON\n"
-        )
+    for line, value in ((PY_LINE, f"py={shlex.quote(py)}"), (INSTALL_LINE, f"install={shlex.quote(install)}")):
+        if f"\n{line}\n" not in body:
+            raise AssertionError(f"the {name} template lost its line {line!r}")
+        body = body.replace(f"\n{line}\n", f"\n{value}\n", 1)
     return (
         "#!/bin/sh\n"
         f"{HOOK_MARK}; `monte hooks uninstall` removes it.\n"
         "# A hook that was here before runs first, as <name>.local.\n"
         "input=$(cat)\n"
         'if [ -x "$0.local" ]; then printf "%s\\n" "$input" | "$0.local" "$@" || exit $?; fi\n'
-        + find +
-        f"MONTE_INSTALL={shlex.quote(install)}; export MONTE_INSTALL\n"
         'printf "%s\\n" "$input" | (\n'
         f"{body.rstrip()}\n"
         ")\n"
     )
+
+#: the template lines :func:`script` fixes (a copy made by hand keeps them: python3 on PATH)
+PY_LINE = "py=python3"
+INSTALL_LINE = 'install="$py -m pip install monte"'
 
 
 def install(git_dir: Path, *, python: str | None = None, spec: str | None = None) -> list[str]:

@@ -82,6 +82,15 @@ def _key(folder: Path, *, create: bool) -> bytes | None:
     return key if len(key) == 32 else None
 
 
+def mac(git_dir: str | os.PathLike[str], body: bytes, *, create: bool) -> bytes | None:
+    """HMAC-SHA256 of ``body`` under the repository's key (the one the caches here are signed
+    with), None where there is no key this user can read (or, with ``create``, write). Other
+    memory monte keeps under ``<git dir>/monte`` and trusts without re-deriving (the tips a
+    verify saw pass) is signed with it, so a line appended by hand is not believed."""
+    key = _key(Path(git_dir) / "monte" / "cache", create=create)
+    return None if key is None else hmac.new(key, body, hashlib.sha256).digest()
+
+
 def _load(path: Path) -> tuple[bool, Any]:
     """(rejected, payload): the signed file's payload, None where there is none this user can
     judge (no file, no readable key); ``rejected`` when it is torn, edited or forged."""

@@ -326,8 +326,15 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
     # keyed by the settings and the weights, not the split's file: an exam is its items, and two
     # files of overlapping items are one exam, so every exam of one base and settings shares a lock
     name = sha256_bytes("\0".join((key.settings, key.weights)).encode())[:32]
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError):
+        from monte.errors import error
+
+        raise error("E_STORAGE", f"{folder} (or its lock) is not what monte keeps there: the test read's lock "
+                    "cannot be taken", f"move {folder} away (monte keeps a folder of lock files there and "
+                    "makes it again), then run the command again") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

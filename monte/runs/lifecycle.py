@@ -14,7 +14,7 @@ import os
 import signal
 import socket
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict, get_args
 
 from monte import jsonl
@@ -406,6 +406,60 @@ def save_pending(ws: Workspace, experiment: str, run: str, result: dict[str, Any
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, folder / PENDING)
+
+
+#: the answers' digest the generating process wrote before grading, signed with the repository's
+#: key: `monte recover` records a kept result only when its answers are these
+GENERATED = "generated.json"
+
+
+def answers_digest(answers: Sequence[str]) -> str:
+    """sha256 of the answers, in order (each a JSON string: no separator can be forged in)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps([str(a) for a in answers], ensure_ascii=True).encode()).hexdigest()
+
+
+def _generated_body(run: str, digest: str) -> bytes:
+    return f"monte-generated 1\0{run}\0{digest}".encode()
+
+
+def stamp_generated(ws: Workspace, experiment: str, run: str, answers: Sequence[str]) -> None:
+    """Record, before anything is graded, what this run's process generated (best effort: a run
+    whose stamp cannot be written still finishes; only its `monte recover` is then refused)."""
+    from monte.ledger.derived import mac
+
+    digest = answers_digest(answers)
+    try:
+        sig = mac(ws.store.repo.commondir(), _generated_body(run, digest), create=True)
+        if sig is None:
+            return
+        folder = ws.run_folder(experiment, run)
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{GENERATED}.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"answers_sha256": digest, "mac": sig.hex()}, sort_keys=True))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / GENERATED)
+    except OSError:
+        pass
+
+
+def generated_digest(ws: Workspace, experiment: str, run: str) -> str | None:
+    """The answers' digest the run's own process stamped (:func:`stamp_generated`), None where
+    there is none or its MAC under the repository's key does not hold."""
+    import hmac
+
+    from monte.ledger.derived import mac
+
+    try:
+        data = json.loads((ws.run_folder(experiment, run) / GENERATED).read_text(encoding="utf-8"))
+        digest, got = str(data["answers_sha256"]), bytes.fromhex(str(data["mac"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    want = mac(ws.store.repo.commondir(), _generated_body(run, digest), create=False)
+    return digest if want is not None and hmac.compare_digest(want, got) else None
 
 
 def read_pending(ws: Workspace, experiment: str, run: str) -> dict[str, Any] | None:

@@ -115,3 +115,20 @@ def test_a_python_grader_is_frozen_by_its_hash(repo: Path, monte, base_model: Pa
     r = monte("env", "add", "--dev", f"file:{dev}", "--test", f"file:{test}", "--grader",
               "python:nosuchmodule:score", "--as", "py2", "--json")
     assert r.json()["error"]["code"] == "E_BAD_INPUT"
+
+
+def test_a_python_grader_that_raises_on_every_item_records_no_score(repo: Path, monte, base_model: Path) -> None:
+    """Issue 43, case 9: on main such a grader scored each item 0 and the read succeeded (a test
+    read spent on zeros the grader never gave). It now refuses before any score is recorded."""
+    dev, test = _pair(repo, 6)
+    (repo / "brokengrade.py").write_text("def score(item, answer):\n    raise KeyError('expected')\n")
+    r = monte("env", "add", "--dev", f"file:{dev}", "--test", f"file:{test}", "--grader",
+              "python:brokengrade:score", "--as", "broken", "--json")
+    assert r.code == 0, r.out
+    assert monte("experiment", "init", "e", "--eval", "broken", "--model", str(base_model)).code == 0
+    r = monte("eval", "--yes", "--json")
+    assert r.code not in (0, 1), r.out
+    err = r.json()["error"]
+    assert err["code"] == "E_BAD_INPUT" and "raised on every item" in err["message"] and "KeyError" in err["message"]
+    rows = monte("status", "--json").json()["rows"]
+    assert not any(row.get("score") is not None for row in rows), rows

@@ -24,7 +24,7 @@ def test_any_interleaving_of_stop_finish_crash_verifies(repo: Path, exp: str, op
     from monte import api
     from monte.evals.run import _record_result, recover, start_row
     from monte.ledger.experiment import Ledger
-    from monte.runs.lifecycle import abandon, save_pending
+    from monte.runs.lifecycle import abandon, save_pending, stamp_generated
     from monte.workspace import open_workspace
 
     ws = open_workspace(repo)
@@ -55,10 +55,12 @@ def test_any_interleaving_of_stop_finish_crash_verifies(repo: Path, exp: str, op
                 abandon(ledger, runs[i % len(runs)].run, "stopped on hostB")
             elif op == "finish":
                 row = runs[i % len(runs)]
+                stamp_generated(ws, exp, row.run, answers)  # as the eval does, before it grades
                 save_pending(ws, exp, row.run, kept)
                 _record_result(ws, ledger, row, tasks=tasks, smoke=False, n=len(tasks))
             elif op == "crash":
                 row = runs[i % len(runs)]
+                stamp_generated(ws, exp, row.run, answers)
                 save_pending(ws, exp, row.run, kept)
             elif op == "recover":
                 recover(ws, exp)

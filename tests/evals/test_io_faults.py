@@ -49,7 +49,8 @@ def _test_eval(monte):
 
 def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs,
                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _data_root_on(tmpfs(tmp_path / "ro-root"), repo, monkeypatch)
+    # (16m: an eval copies the model it proves, 4 MB here, onto the data root before its read)
+    root = _data_root_on(tmpfs(tmp_path / "ro-root", "16m"), repo, monkeypatch)
     _remount(root, "ro")
     before = snapshot_state(repo, root)
     r = _test_eval(monte)
@@ -64,7 +65,7 @@ def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpf
 
 def test_a_full_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpfs, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    root = _data_root_on(tmpfs(tmp_path / "full-root"), repo, monkeypatch)
+    root = _data_root_on(tmpfs(tmp_path / "full-root", "16m"), repo, monkeypatch)  # (the model's copy fits)
     filler = fill(root)
     before = snapshot_state(repo, root)
     r = _test_eval(monte)

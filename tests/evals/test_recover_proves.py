@@ -84,3 +84,55 @@ def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, mont
     assert row["recovered"] is True and row["role"] == "baseline", row
     assert not kept.exists()
     assert monte("ledger", "verify", "--all", "--json").code == 0
+
+
+def _answers_from_the_split(repo: Path, exp: str, honest: dict[str, Any]) -> dict[str, Any]:
+    """What a forger writes: every answer copied from the sealed split's answers, graded by the
+    frozen grader (so every kept score is the one the grader gives), quoted as monte quotes."""
+    from monte.envs import grading
+    from monte.evals.plan import ExamPlan
+    from monte.evals.run import _read_split
+    from monte.ledger.experiment import Ledger
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(repo)
+    meas = Ledger(ws.store, exp).measurement()
+    (name, exam), = meas.exams.items()
+    split = exam.splits["test"]
+    items = _read_split(ws, ExamPlan(exam=name, benchmark=exam.benchmark, split="test", path=split.path,
+                                     sha256=split.sha256, n=split.n))
+    answers = [str(i["answer"]) for i in items]
+    ids = [grading.task_id(it, f"{name}/test", k) for k, it in enumerate(items)]
+    with grading.ExamGrader(meas.grader, exam.benchmark, name, config=ws.config, log=repo / "grader.log") as g:
+        tasks = g.grade(items, answers, ids)
+    assert sum(t["score"] for t in tasks) > sum(t["score"] for t in honest["tasks"])  # a better score
+    return {**honest, "tasks": tasks, "answers": answers}
+
+
+def test_recover_records_nothing_the_runs_process_did_not_generate(repo: Path, monte, exp: str) -> None:
+    """Issue 43, case 2: on main a test read killed right after ``started`` was completed from a
+    hand-written ``finish.json`` (answers copied from the sealed split) and recorded as a
+    succeeded read. The generating process now stamps the answers' digest, signed with the
+    repository's key, before it grades (``generated.json``); recover records a kept result only
+    when its answers are the stamped ones. A test read with no stamp (or a stamp whose MAC
+    fails) is generated again by its model, greedy here, and compared: copied answers are
+    refused and nothing is recorded; the run's own answers are recorded, as recovered."""
+    kept = _killed_after_keeping(repo)
+    stamp = kept.parent / "generated.json"
+    honest_stamp, honest = stamp.read_text(), json.loads(kept.read_text())
+    before = snapshot_state(repo)
+    kept.write_text(json.dumps(_answers_from_the_split(repo, exp, honest)))
+    _refused(monte("recover", "--json"), "not the ones this run's model generated")  # the stamp holds
+    stamp.unlink()  # the state of a run killed before it generated
+    _refused(monte("recover", "--json"), "not the ones this run's model generated")  # generated again
+    forged_stamp = json.loads(honest_stamp)
+    forged_stamp["mac"] = "00" * 32
+    stamp.write_text(json.dumps(forged_stamp))
+    _refused(monte("recover", "--json"), "not the ones this run's model generated")
+    assert snapshot_state(repo)["refs"] == before["refs"]
+    stamp.unlink()
+    kept.write_text(json.dumps(honest))  # the run's own result, with no stamp: generated again, the same
+    r = monte("recover", "--json")
+    assert r.code == 0 and r.json()[0]["status"] == "succeeded", r.out
+    row = monte("show", r.json()[0]["run"], "--json").json()
+    assert row["recovered"] is True, row

@@ -146,11 +146,12 @@ def test_the_workflows_install_line_installs_the_wheel_built_from_this_tree(whee
         assert r.returncode == 0 and r.stdout.strip() == "0.1.0", r.stderr
 
 
-def test_the_hooks_find_monte_at_run_time_and_offer_the_pin(repo: Path, tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """Installed with no python named, a hook finds monte when it runs, as CI does: the python of
-    the `monte` on PATH, though the python that installed the hook is gone; the install line it
-    offers is the pin, never `pip install -e <the installer's folder>`."""
+def test_the_hooks_run_the_python_recorded_at_install_and_offer_the_pin(repo: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook runs the python that installed it, never one found when it runs ($MONTE_PYTHON, a
+    `monte` on PATH: whoever runs git chooses those, issue 43 case 5). That python gone, the
+    hook refuses, offering the pin (never `pip install -e <the installer's folder>`) and
+    `monte hooks install` to record another."""
     from monte import githooks
 
     real = sys.executable
@@ -160,22 +161,22 @@ def test_the_hooks_find_monte_at_run_time_and_offer_the_pin(repo: Path, tmp_path
     text = githooks.script("pre-push", spec=ci.install_spec(repo))
     monkeypatch.setattr(sys, "executable", real)
     assert "pip install -e" not in text
-    assert f"\nMONTE_PYTHON={gone}; export" not in text  # only tried, after $MONTE_PYTHON and PATH
+    assert f"\npy={gone}\n" in text
     hook = repo / ".git" / "hooks" / "pre-push"
     hook.write_text(text)
     hook.chmod(0o755)
     line = f"refs/heads/monte/exp/ledger {'1' * 40} refs/heads/monte/exp/ledger {'0' * 40}\n"
-    env = {k: v for k, v in os.environ.items() if k not in ("MONTE_PYTHON", "PYTHONPATH")}
-    # no monte on PATH and the installer gone: python3 has no monte, and the refusal offers the pin
-    r = subprocess.run([str(hook), "origin", "url"], input=line, capture_output=True, text=True, cwd=repo,
-                       env={**env, "PATH": "/usr/bin:/bin"})
-    assert r.returncode != 0 and "cannot import monte" in r.stderr and PIN in r.stderr, r.stderr
-    # a `monte` on PATH (a console script: its first line names its python): that python verifies
+    # a `monte` on PATH and MONTE_PYTHON naming a python that has it: neither is taken
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "monte").write_text(f"#!{real}\nimport sys\nfrom monte.cli.main import main\nsys.exit(main())\n")
     (bin_dir / "monte").chmod(0o755)
-    r = subprocess.run([str(hook), "origin", "url"], input=line, capture_output=True, text=True, cwd=repo,
-                       env={**env, "PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    env = {**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin", "MONTE_PYTHON": real}
+    r = subprocess.run([str(hook), "origin", "url"], input=line, capture_output=True, text=True, cwd=repo, env=env)
+    assert r.returncode != 0 and "cannot import monte" in r.stderr and PIN in r.stderr, r.stderr
+    assert "monte hooks install" in r.stderr, r.stderr
+    # installed by a python that has monte: that python verifies
+    hook.write_text(githooks.script("pre-push", spec=ci.install_spec(repo)))
+    r = subprocess.run([str(hook), "origin", "url"], input=line, capture_output=True, text=True, cwd=repo, env=env)
     assert "cannot import monte" not in r.stderr, r.stderr
     assert r.returncode != 0 and "1111111" in r.stderr, r.stderr  # verify ran, and refused a commit it lacks

@@ -247,3 +247,121 @@ def test_verify_runs_in_the_light_install(exported, light, tmp_path: Path) -> No
     r = subprocess.run([str(light.python), "-m", "monte", "claim", "verify", str(out), "--allowed-signers",
                         str(allowed)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("ok: "), r.stdout + r.stderr
+
+
+# --- issue 43: every signed field derived again; shapes; the signer's key; relative paths ---------
+
+
+def _set(obj: dict, path: str, value: object) -> None:
+    *head, last = path.split(".")
+    for k in head:
+        obj = obj[k]
+    if value is _DROP:
+        del obj[last]
+    else:
+        obj[last] = value
+
+
+_DROP = object()
+
+#: case 6: a Statement re-signed by the signer's own key, each with one field the bundle does not derive
+LIES = {
+    "repository reads": ("predicate.test_reads.repository", 1),
+    "repository cohorts": ("predicate.test_reads.repository_cohorts", 9),
+    "temperature": ("predicate.measurement.content.eval.temperature", 0.7),
+    "base model": ("predicate.base.model", "/elsewhere/another-base"),
+    "base weights": ("predicate.base.weights", "0" * 64),
+    "split hash": ("predicate.exam.test_split_sha256", "0" * 64),
+    "settings": ("predicate.exam.settings_key", "0" * 16),
+    "lineage": ("predicate.lineage", []),
+    "cohort": ("predicate.cohort", "000000000000"),
+    "recovered": ("predicate.claim.recovered", True),
+    "baseline score": ("predicate.baseline.experiment", "another"),
+    "ledger ref": ("predicate.ledger.ref", "refs/heads/monte/another/ledger"),
+}
+
+
+@pytest.mark.parametrize("name", list(LIES))
+def test_a_resigned_statement_with_a_field_the_bundle_does_not_derive_is_refused(
+        exported, monte, tmp_path: Path, name: str) -> None:
+    out, allowed, _, _ = exported
+    path, value = LIES[name]
+    statement = json.loads((out / claim.STATEMENT).read_bytes())
+    _set(statement, path, value)
+    _resign(out, statement, tmp_path / "signer")
+    r = monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--json")
+    assert r.code == 5 and r.json()["error"]["code"] == "E_VERIFY", (name, r.out)
+    assert path.split(".", 1)[1] in r.json()["error"]["message"], (name, r.out)
+
+
+def test_another_monte_version_is_refused_with_the_version_that_signed_it(exported, monte, tmp_path: Path) -> None:
+    out, allowed, _, _ = exported
+    statement = json.loads((out / claim.STATEMENT).read_bytes())
+    statement["predicate"]["monte_version"] = "9.9.9"
+    _resign(out, statement, tmp_path / "signer")
+    r = monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--json")
+    assert r.code == 5 and "monte 9.9.9" in r.json()["error"]["message"], r.out
+    assert "monte==9.9.9" in r.json()["error"]["fix"], r.out
+
+
+#: case 8: validly signed, malformed: each was E_INTERNAL (exit 1) on main
+SHAPES = {
+    "no baseline": ("predicate.baseline", _DROP),
+    "seal not a number": ("predicate.test_reads.seal", "x"),
+    "subject a number": ("subject", 5),
+    "bad lineage commit": ("predicate.checkpoint.lineage_commit", "not-a-commit"),
+    "claim tasks null": ("predicate.claim.tasks", None),
+    "ledger commit null": ("predicate.ledger.commit", None),
+    "predicate a list": ("predicate", []),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_a_malformed_statement_is_refused_by_name(exported, monte, tmp_path: Path, name: str) -> None:
+    out, allowed, _, _ = exported
+    path, value = SHAPES[name]
+    statement = json.loads((out / claim.STATEMENT).read_bytes())
+    _set(statement, path, value)
+    _resign(out, statement, tmp_path / "signer")
+    r = monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--json")
+    assert r.code != 1 and r.json()["error"]["code"] == "E_BAD_INPUT", (name, r.out)
+    assert "malformed" in r.json()["error"]["message"], (name, r.out)
+
+
+def test_verify_prints_the_repository_reads_and_the_key_and_takes_signer(exported, monte, tmp_path: Path) -> None:
+    out, allowed, _, _ = exported
+    fpr = subprocess.run(["ssh-keygen", "-l", "-f", str(tmp_path / "signer.pub")], capture_output=True,
+                         text=True, check=True).stdout.split()[1]
+    r = monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--json")
+    v = r.json()
+    assert r.code == 0 and v["fingerprint"] == fpr, r.out
+    p = json.loads((out / claim.STATEMENT).read_bytes())["predicate"]
+    assert v["repository_reads"] == p["test_reads"]["repository"] >= 2 and v["recovered"] == [], r.out
+    human = monte("claim", "verify", str(out), "--allowed-signers", str(allowed))
+    assert fpr in human.out and f"read {v['repository_reads']} time(s) in the repository" in human.out, human.out
+    assert monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--signer", fpr).code == 0
+    other = subprocess.run(["ssh-keygen", "-l", "-f", str(_key(tmp_path, "other")) + ".pub"], capture_output=True,
+                           text=True, check=True).stdout.split()[1]
+    r = monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--signer", other, "--json")
+    assert r.code == 5 and other in r.json()["error"]["message"] and fpr in r.json()["error"]["message"], r.out
+
+
+def test_relative_paths_verify(exported, monte, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Case 7: `monte claim verify claim --allowed-signers allowed_signers`, as docs/claims.md
+    writes it, refused on main: git ran the bundle's relative path from another folder."""
+    out, allowed, _, _ = exported
+    monkeypatch.chdir(out.parent)
+    r = monte("claim", "verify", out.name, "--allowed-signers", allowed.name, "--json")
+    assert r.code == 0, r.out
+
+
+@pytest.mark.parametrize("identity", ["alice@example.org\nbob ssh-ed25519 AAAA", "two words", "a,b", "tab\there"])
+def test_an_identity_that_is_not_one_principal_is_refused(honest: Honest, monte, tmp_path: Path,
+                                                          identity: str) -> None:
+    """Case 9: a newline in --identity landed in the card's allowed_signers line."""
+    run = _claim_run(honest)
+    key = _key(tmp_path, "signer")
+    r = monte("claim", "export", f"exp/{run}", "--out", str(tmp_path / "c"), "--key", str(key), "--identity",
+              identity, "--json")
+    assert r.code != 1 and r.json()["error"]["code"] == "E_BAD_INPUT" and "--identity" in r.json()["error"]["fix"], r.out
+    assert not (tmp_path / "c").exists()

@@ -107,3 +107,38 @@ def test_a_deleted_experiment_keeps_its_read_for_the_next_experiment_on_that_sea
         _refused_first(r, tip)
         assert "was deleted" in r.json()["error"]["message"], r.out
     assert snapshot_state(honest.path) == before
+
+
+# --- issue 43, cases 3 and 4: no unauthenticated memory; every remembered monte ref ---------------
+
+
+def test_a_line_appended_to_verified_log_does_not_make_a_forged_tip_verified(honest: Honest, monte) -> None:
+    """Case 3: on main one appended ``<ref> <sha>`` line in ``.git/monte/verified.log`` made the
+    check skip a forged tip and a third read was taken. The lines are signed with the
+    repository's key now: a hand-written one (old shape, or with a made-up MAC) is not believed."""
+    _, claimed = _claim(honest, monte)
+    forged = _delete_claim(honest, claimed)
+    log = honest.path / ".git" / "monte" / "verified.log"
+    assert log.is_file()
+    with open(log, "ab") as f:
+        f.write(f"{ledger_ref()} {forged}\n".encode())
+        f.write(f"{ledger_ref()} {forged} {'0' * 64}\n".encode())
+    before = snapshot_state(honest.path)
+    _refused_first(monte("eval", "--split", "test", "--yes", "--json"), forged)
+    assert snapshot_state(honest.path) == before
+
+
+def test_a_deleted_base_ref_refuses_before_a_test_read(honest: Honest, monte) -> None:
+    """Case 4: a cohort's base ref deleted by hand (tips.log kept): on main the CLI checked only
+    ledger refs for rewinds and went on; every remembered ``refs/heads/monte/`` ref is checked now."""
+    _claim(honest, monte)
+    base = f"refs/heads/monte/exp/base/{honest['cohort']}"
+    tip = rev(honest.path, base)
+    assert tip is not None
+    assert git_run(honest.path, "update-ref", "-d", base, env={"MONTE_HOOKS": "off"}).returncode == 0
+    before = snapshot_state(honest.path)
+    for args in (("--dry-run",), ("--yes",)):
+        r = monte("eval", "--split", "test", *args, "--json")
+        _refused_first(r, tip)
+        assert f"{base} was deleted" in r.json()["error"]["message"], r.out
+    assert snapshot_state(honest.path) == before

@@ -40,18 +40,20 @@ def verify_before_spend(store: Store) -> None:
     """Before a test read is spent: every ledger of the repository (each one a seal key may be
     counted in, and each one monte remembers, deleted or not) is verified from the tip this
     check last saw pass (:data:`VERIFIED`; the whole history the first time) to its tip now, and
-    none was moved back or removed. A forged forward commit (a read's row deleted by hand) or a
-    rewind refuses ``E_VERIFY`` here, before the ``started`` record, instead of letting the read
-    be planned and counted on the forged count. Between two test reads a ledger has moved by
-    the records made since: only those are walked."""
+    no ``refs/heads/monte/`` ref monte remembers (a ledger, a cohort's base, a lineage, the
+    vault: as ``monte ledger verify`` checks them) was moved back or removed. A forged forward
+    commit (a read's row deleted by hand) or a rewind refuses ``E_VERIFY`` here, before the
+    ``started`` record, instead of letting the read be planned and counted on the forged count.
+    Between two test reads a ledger has moved by the records made since: only those are walked."""
     from monte.errors import error
 
     v = Verifier(store)
     found: list[tuple[str, Violation]] = []
     verified = _verified(store)
+    for x in v.rewound(PREFIX):  # a deleted base ref frees the seal key its cohort was counted under
+        found.append((_experiment_of(x), x))
     for exp in experiments(store):
         ref = ledger_ref(exp)
-        found += [(exp, x) for x in v.rewound(ref, exact=True)]
         tip = store.tip(ref)
         if tip is None:
             continue
@@ -72,12 +74,33 @@ def verify_before_spend(store: Store) -> None:
                     "commits (`git show COMMIT`) and restore the ref from a good copy",
                     details=[{"experiment": exp, **x.to_dict()} for exp, x in found])
 
+def _experiment_of(x: Violation) -> str:
+    """The experiment a rewind's message names (its ref ``refs/heads/monte/<exp>/...``), ``-``
+    for the vault."""
+    for word in x.message.split():
+        if word.startswith(PREFIX) and word.count("/") >= 4:
+            return word[len(PREFIX):].split("/")[0]
+    return "-"
+
 VERIFIED = "monte/verified.log"
+
+def _line(store: Store, ref: str, tip: bytes, *, create: bool) -> bytes | None:
+    """One :data:`VERIFIED` line, ``<ref> <sha> <mac>``, signed with the repository's key
+    (:func:`monte.ledger.derived.mac`); None where no key can be read or made."""
+    from monte.ledger.derived import mac
+
+    body = b"%s %s" % (ref.encode(), tip)
+    sig = mac(store.repo.commondir(), body, create=create)
+    return None if sig is None else b"%s %s\n" % (body, sig.hex().encode())
 
 def _verified(store: Store) -> dict[str, ObjectID]:
     """ref -> the newest tip :func:`verify_before_spend` saw pass (``<git dir>/monte/verified.log``,
-    one ``<ref> <sha>`` line per pass). Not ``tips.log``: monte also logs there each tip it
-    appended, and an append on top of a commit forged by hand does not make it verified."""
+    one ``<ref> <sha> <mac>`` line per pass). Not ``tips.log``: monte also logs there each tip it
+    appended, and an append on top of a commit forged by hand does not make it verified. A line
+    whose MAC under the repository's key does not hold (appended by hand, torn, or written before
+    lines were signed) is not believed: that ledger is walked again from further back."""
+    import hmac
+
     out: dict[str, ObjectID] = {}
     try:
         data = (Path(store.repo.commondir()) / VERIFIED).read_bytes()
@@ -85,8 +108,12 @@ def _verified(store: Store) -> dict[str, ObjectID]:
         return out
     for line in data.split(b"\n"):
         parts = line.split(b" ")
-        if len(parts) == 2 and len(parts[1]) == 40:
-            out[parts[0].decode(errors="replace")] = ObjectID(parts[1])
+        if len(parts) != 3 or len(parts[1]) != 40:
+            continue
+        ref = parts[0].decode(errors="replace")
+        expected = _line(store, ref, parts[1], create=False)
+        if expected is not None and hmac.compare_digest(expected, line + b"\n"):
+            out[ref] = ObjectID(parts[1])
     return out
 
 def _remember_verified(store: Store, ref: str, tip: ObjectID) -> None:
@@ -94,15 +121,18 @@ def _remember_verified(store: Store, ref: str, tip: ObjectID) -> None:
         return
     path = Path(store.repo.commondir()) / VERIFIED
     try:
+        line = _line(store, ref, tip, create=True)
+        if line is None:
+            return  # no key this user can write: the next read verifies again
         if path.exists() and path.stat().st_size > 1 << 20:  # keep the newest line of each ref
-            keep = b"".join(b"%s %s\n" % (r.encode(), sha) for r, sha in _verified(store).items())
+            keep = b"".join(_line(store, r, sha, create=False) or b"" for r, sha in _verified(store).items())
             tmp = path.with_name(f"{path.name}.{os.getpid()}")
             tmp.write_bytes(keep)
             os.replace(tmp, path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, b"%s %s\n" % (ref.encode(), tip))
+            os.write(fd, line)
         finally:
             os.close(fd)
     except OSError:
