@@ -95,6 +95,7 @@ metric_list:
   - metric: acc_norm
     aggregation: mean
     higher_is_better: true
+num_fewshot: {shots}
 metadata:
   version: 1.0
 """
@@ -184,13 +185,18 @@ def write_gsm(root: Path, *, n_test: int = 40, n_train: int = 20, shots: int = 2
     return folder
 
 
-def write_arc(root: Path, *, n: int = 24) -> Path:
+def write_arc(root: Path, *, n: int = 24, shots: int = 0, shared: int = 0) -> Path:
+    """The ARC-shaped task folder; ``shots`` few-shot examples drawn from ``train`` by lm-eval's
+    default sampler; ``shared`` validation documents that are copies of test ones (as ARC's own
+    splits share some questions), placed early so every later document's draws depend on them."""
     folder = root / "arc"
     data = root / "arc-data"
-    paths = {s: json.dumps(_write_jsonl(data / f"{s}.jsonl", arc_docs(n, k))) for k, s in
-             enumerate(("train", "validation", "test"))}
+    docs = {s: arc_docs(n, k) for k, s in enumerate(("train", "validation", "test"))}
+    for i in range(shared):
+        docs["validation"][1 + 2 * i] = dict(docs["test"][5 + i], id=f"copy_{i}")
+    paths = {s: json.dumps(_write_jsonl(data / f"{s}.jsonl", rows)) for s, rows in docs.items()}
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "arc_local.yaml").write_text(ARC_TASK.format(**paths))
+    (folder / "arc_local.yaml").write_text(ARC_TASK.format(shots=shots, **paths))
     return folder
 
 

@@ -70,8 +70,10 @@ def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str) ->
 
 def _same_docs(spec: dict[str, Any], dev: list[dict[str, Any]], tasks: list[dict[str, Any]],
                direct: list[dict[str, Any]]) -> None:
+    """Each item's hashes, score and answer equal lm-eval's for its document (``direct`` may hold
+    more documents: a plain run of the whole split)."""
     mine = [s for s in direct if s["filter"] == spec["filter"]]
-    assert len(mine) == len(dev) == len(tasks)
+    assert len(mine) >= len(dev) == len(tasks)
     by_source = {int(s["doc_id"]): s for s in mine}
     for item, t in zip(dev, tasks, strict=True):
         s = by_source[item["source"]["index"]]
@@ -99,10 +101,12 @@ def test_gsm8k_shaped_generate_until_scores_equal_lm_eval_doc_by_doc(repo: Path,
     test = [json.loads(x) for x in (env / "exams/gsm_local/test.jsonl").read_text().splitlines()]
     assert not {d["source"]["index"] for d in dev} & {t["source"]["index"] for t in test}
     assert len(dev) + len(test) + sum(spec["dropped_for_disjointness"].values()) == 40
-    # lm-eval itself, on the same model and the same (dev) documents
-    direct = _direct(base_model, folder, "gsm_local", [d["source"]["index"] for d in dev])
+    # lm-eval itself, on the same model, the task as written (its whole split: the few-shot draws
+    # of a document depend on every document rendered before it)
+    direct = _direct(base_model, folder, "gsm_local", None)
     _same_docs(spec, dev, tasks, direct)
-    assert _task_hash(direct) == spec["task_hash"]["dev"]
+    ours = {d["source"]["index"] for d in dev}  # lm-eval's task hash over its samples of dev's documents
+    assert _task_hash([s for s in direct if int(s["doc_id"]) in ours]) == spec["task_hash"]["dev"]
 
 
 def test_arc_shaped_multiple_choice_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
@@ -130,6 +134,44 @@ def test_own_yaml_with_a_function_metric_scores_equal_lm_eval_doc_by_doc(repo: P
     direct = _direct(base_model, direct_folder, "own_task", None, split="validation")
     _same_docs(spec, dev, tasks, direct)
     assert _task_hash(direct) == spec["task_hash"]["dev"]
+
+
+def _both_splits(repo: Path, monte, model: Path, folder: Path, task: str
+                 ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """Freeze ``task``, evaluate dev and then test (the baseline's test read) on ``model``."""
+    spec, dev, dev_tasks = _freeze_and_eval(repo, monte, model, folder, task)
+    env = repo / ".monte/environments/lm"
+    test = [json.loads(x) for x in (env / f"exams/{task}/test.jsonl").read_text().splitlines()]
+    r = monte("eval", "--yes", "--json", "--split", "test")
+    assert r.code == 0, r.out + r.err
+    return spec, {"dev": dev, "test": test}, {"dev": dev_tasks, "test": _tasks(repo, "e", r.json()["runs"][0]["run"])}
+
+
+def test_gsm8k_5_shot_from_train_equals_a_plain_lm_eval_run_of_the_whole_split(repo: Path, monte, base_model: Path,
+                                                                               tmp_path: Path) -> None:
+    # GSM8K's own shape: one eval split (test), five examples a prompt drawn from train by lm-eval's
+    # default sampler, whose one random.Random advances over every document lm-eval renders
+    folder = write_gsm(tmp_path / "tasks", n_test=60, n_train=20, shots=5)
+    spec, items, tasks = _both_splits(repo, monte, base_model, folder, "gsm_local")
+    assert spec["num_fewshot"] == 5 and spec["split_seed"] is not None
+    # lm_eval itself on the task as written: the whole test split, no --samples restriction
+    direct = _direct(base_model, folder, "gsm_local", None)
+    assert len(direct) == 2 * 60  # every document, once per filter
+    _same_docs(spec, items["dev"], tasks["dev"], direct)
+    _same_docs(spec, items["test"], tasks["test"], direct)
+    assert len(items["dev"]) + len(items["test"]) + sum(spec["dropped_for_disjointness"].values()) == 60
+
+
+def test_arc_shaped_few_shot_with_its_own_validation_and_test_equals_lm_eval(repo: Path, monte, base_model: Path,
+                                                                             tmp_path: Path) -> None:
+    # a validation document that is a copy of a test one is dropped from dev; the documents after
+    # it keep the examples lm-eval gives them in its run of the whole validation split
+    folder = write_arc(tmp_path / "tasks", n=30, shots=3, shared=2)
+    spec, items, tasks = _both_splits(repo, monte, base_model, folder, "arc_local")
+    assert spec["dropped_for_disjointness"]["dev"] >= 2  # (and test drops its own repeats)
+    assert not {1, 3} & {d["source"]["index"] for d in items["dev"]}
+    _same_docs(spec, items["test"], tasks["test"], _direct(base_model, folder, "arc_local", None))  # `--tasks arc_local`
+    _same_docs(spec, items["dev"], tasks["dev"], _direct(base_model, folder, "arc_local", None, split="validation"))
 
 
 def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:

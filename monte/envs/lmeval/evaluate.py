@@ -54,7 +54,9 @@ class Prepared:
             if sha256_bytes(raw) != digest:
                 raise error("E_INTEGRITY", f"{path} does not match the sha256 frozen with the environment",
                             "restore it with `monte env install ENV`; never edit a frozen task")
-        self.task = freeze.build(freeze.eval_config(spec, folder, split))
+        # a part of a split whose few-shot examples are drawn replays the whole split's draws
+        self.task = freeze.replayed(freeze.build(freeze.eval_config(spec, folder, split)),
+                                    (spec.get("positions") or {}).get(split))
         rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]))
         self.check({r["doc_id"]: r for r in rendered})
 

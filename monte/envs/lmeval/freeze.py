@@ -404,6 +404,44 @@ def eval_config(spec: dict[str, Any], folder: Path, split: str) -> dict[str, Any
     return dict(cfg)
 
 
+class Replay:
+    """lm-eval's few-shot sampler, advanced over the documents of the whole eval split that this
+    part of it leaves out, so each document gets the examples a plain ``lm_eval`` run gives it.
+
+    lm-eval's default sampler draws from one ``random.Random`` (seeded 1234) once per document, in
+    ``doc_id`` order, over every document it renders: a dev or test half rendered alone would give
+    most documents other examples. ``positions`` are this part's documents' places in the whole
+    split (lm-eval's ``doc_id`` there, after ``process_docs``); before each document the draws of
+    the documents skipped since the last one are made and thrown away. A draw depends on the pool
+    and ``n`` only (no eval document is passed: a pool that is the exam's own split is refused), so
+    the replay is exact; the freeze proves it against the whole split's rendering all the same."""
+
+    def __init__(self, inner: Any, positions: list[int]) -> None:
+        self.inner, self.positions, self.calls = inner, list(positions), 0
+
+    def set_rnd(self, rnd: int | None) -> Replay:
+        self.inner.set_rnd(rnd)
+        self.calls = 0  # a new seed is a new pass over the split
+        return self
+
+    def sample(self, n: int, eval_doc: Any = None, df: Any = None, **kwargs: Any) -> Any:
+        start = self.positions[self.calls - 1] + 1 if self.calls else 0
+        for _ in range(self.positions[self.calls] - start):
+            self.inner.sample(n, eval_doc=None, df=df, **kwargs)
+        self.calls += 1
+        return self.inner.sample(n, eval_doc=eval_doc, df=df, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def replayed(task: Any, positions: list[int] | None) -> Any:
+    """``task`` with its sampler replaying the whole split (:class:`Replay`) when it draws at all."""
+    if positions is not None and (task.config.num_fewshot or 0) > 0 and hasattr(task, "sampler"):
+        task.sampler = Replay(task.sampler, positions)
+    return task
+
+
 def requests_of(task: Any, seed: int) -> list[dict[str, Any]]:
     """Per document, in doc_id order: the prompt, target, choices and lm-eval's three hashes,
     computed as lm-eval's evaluator logs them (no model needed)."""
@@ -439,6 +477,44 @@ def task_hash(hashes: list[dict[str, Any]], filters: list[str]) -> str:
     from lm_eval.utils import hash_string
 
     return str(hash_string("".join(h["doc_hash"] + h["prompt_hash"] + h["target_hash"] for _ in filters for h in hashes)))
+
+
+def _places(processed: list[dict[str, Any] | None]) -> dict[int, int]:
+    """Raw index -> lm-eval's ``doc_id`` (its place after ``process_docs`` dropped some)."""
+    kept = [i for i, d in enumerate(processed) if d is not None]
+    return {i: n for n, i in enumerate(kept)}
+
+
+def whole_split(plan: LmEvalPlan, task: Any, split: str) -> list[dict[str, Any]]:
+    """Every document of ``split`` as a plain ``lm_eval`` run of the task renders it (its whole
+    split, lm-eval's order, its seed): the task as written, or, for a split that is not its eval
+    split (a validation split beside a test split), the task with that split as its eval split."""
+    cfg = task.config
+    own = cfg.test_split if task.has_test_docs() else cfg.validation_split
+    if split != own:
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        raw = load_yaml(plan.yaml_path, resolve_func=True)
+        raw.update(test_split=split, validation_split=None)
+        task = build(raw)
+    return requests_of(task, FEWSHOT_SEED)
+
+
+def _same_as_lm_eval(plan: LmEvalPlan, task: Any, split: str, positions: list[int],
+                     hashes: list[dict[str, Any]], rendered: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """Refuse a frozen prompt that a plain run of the whole split does not render (a sampler whose
+    draws depend on the document cannot be replayed on a part of the split)."""
+    if split not in rendered:  # dev and test cut from one split: it is rendered once
+        rendered[split] = {r["doc_id"]: r for r in whole_split(plan, task, split)}
+    reference = rendered[split]
+    for pos, h in zip(positions, hashes, strict=True):
+        want = reference.get(pos)
+        if want is None or want["prompt_hash"] != h["prompt_hash"] or want["doc_hash"] != h["doc_hash"]:
+            raise error("E_REFUSED", f"task {plan.task!r}: document {pos} of {split} renders another prompt as part "
+                        f"of the exam than in lm-eval's run of the whole split (its few-shot sampler "
+                        f"{type(getattr(task, 'sampler', None)).__name__} cannot be replayed on a part of the "
+                        "split), so its scores would not be lm-eval's", "give the task the default sampler or "
+                        "fewshot_config: {sampler: first_n}")
 
 
 def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:
@@ -495,15 +571,21 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     dropped: dict[str, int] = {}
     picked: dict[str, list[dict[str, Any]]] = {}
     sources: dict[str, list[int]] = {}
+    positions: dict[str, list[int]] = {}  # each kept document's doc_id in lm-eval's run of its whole split
+    whole: dict[str, list[dict[str, Any] | None]] = {}
     seen: set[str] = set()
     for split in ("test", "dev"):
         if split not in splits:
             continue
         name, idx = splits[split]
         raw = _rows(task, name)
+        if name not in whole:
+            whole[name] = _processed(task, raw)
+        place = _places(whole[name])
         rows = [raw[i] for i in idx]
         keep_rows, keep_idx, keys, d = [], [], set(), 0
-        for i, doc, processed in zip(idx, rows, _processed(task, rows), strict=True):
+        for i, doc in zip(idx, rows, strict=True):
+            processed = whole[name][i]
             if processed is None:
                 continue  # process_docs drops it: it would never be scored
             k = _key(task, processed)
@@ -515,6 +597,7 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
             keep_idx.append(i)
         seen |= keys
         picked[split], sources[split], dropped[split] = keep_rows, keep_idx, d
+        positions[split] = [place[i] for i in keep_idx]
         if not keep_rows:
             raise error("E_REFUSED", f"task {plan.task!r} leaves no {split} document (after dropping those shared "
                         "with test)", "freeze a task with more documents")
@@ -548,12 +631,17 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
         "split_seed": seed,
         "dropped_for_disjointness": dropped,
     }
-    # the frozen task, built from the frozen files, renders every prompt and hashes it
+    if (cfg.num_fewshot or 0) > 0:  # the sampler draws: each part replays the whole split's draws
+        spec["positions"] = positions
+    # the frozen task, built from the frozen files, renders every prompt and hashes it; each prompt
+    # must be the one lm-eval renders in a plain run of the task's whole split
     task_hashes: dict[str, str] = {}
     files_for: dict[str, str] = {}
+    rendered: dict[str, dict[int, dict[str, Any]]] = {}
     for split in picked:
-        frozen = build(eval_config(spec, folder, split))
+        frozen = replayed(build(eval_config(spec, folder, split)), (spec.get("positions") or {}).get(split))
         hashes = requests_of(frozen, FEWSHOT_SEED)
+        _same_as_lm_eval(plan, task, splits[split][0], positions[split], hashes, rendered)
         if len(hashes) != len(picked[split]):
             raise error("E_REFUSED", f"task {plan.task!r}: its process_docs gives {len(hashes)} documents of the "
                         f"{len(picked[split])} frozen for {split}", "freeze a task whose process_docs keeps each "
