@@ -209,3 +209,33 @@ def write_own(root: Path) -> Path:
     (folder / "own_task.yaml").write_text(OWN_TASK.format(validation=json.dumps(validation), test=json.dumps(test)))
     (folder / "utils.py").write_text(OWN_UTILS)
     return folder
+
+
+SHARED_UTILS = """\
+import yaml  # an installed distribution: recorded by its version, not frozen
+
+from shared_overlap import overlap  # a module on PYTHONPATH that no distribution owns: frozen
+
+
+def letters_in_common(doc, results):
+    return {"overlap": overlap(results[0].strip(), doc["reversed"])}
+"""
+
+SHARED_OVERLAP = '''\
+def overlap(got, want):
+    """The share of the reference's letters that the answer holds."""
+    return sum(1 for c in set(want) if c in got) / len(set(want))
+'''
+
+
+def write_shared(root: Path) -> tuple[Path, Path]:
+    """``own_task`` whose ``utils.py`` imports its metric from ``shared_overlap``, a module in
+    another folder (put on ``sys.path``), with an unrelated script beside the YAML; returns
+    (the task folder, the module's folder)."""
+    folder = write_own(root)
+    (folder / "utils.py").write_text(SHARED_UTILS)
+    (folder / "make_data.py").write_text("raise SystemExit('a script that writes the data, never imported')\n")
+    lib = root / "pylib"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "shared_overlap.py").write_text(SHARED_OVERLAP)
+    return folder, lib

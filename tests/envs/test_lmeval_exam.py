@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lmeval_tasks import write_arc, write_gsm, write_own
+from lmeval_tasks import write_arc, write_gsm, write_own, write_shared
 from support.helpers import git, snapshot_state
 
 pytest.importorskip("lm_eval")
@@ -172,6 +172,46 @@ def test_arc_shaped_few_shot_with_its_own_validation_and_test_equals_lm_eval(rep
     assert not {1, 3} & {d["source"]["index"] for d in items["dev"]}
     _same_docs(spec, items["test"], tasks["test"], _direct(base_model, folder, "arc_local", None))  # `--tasks arc_local`
     _same_docs(spec, items["dev"], tasks["dev"], _direct(base_model, folder, "arc_local", None, split="validation"))
+
+
+def test_a_function_modules_imports_are_frozen_and_graded_from_the_frozen_copy(
+        repo: Path, monte, base_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+    import stat
+    import sys
+
+    folder, lib = write_shared(tmp_path / "tasks")
+    monkeypatch.syspath_prepend(str(lib))  # PYTHONPATH, in-process
+    spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "own_task")
+    env = repo / ".monte/environments/lm"
+    task_files = sorted(p.name for p in (env / "lmeval/own_task/task").iterdir())
+    assert task_files == ["own_task.yaml", "utils.py"]  # make_data.py is not imported: not frozen
+    frozen = env / "lmeval/own_task/modules/shared_overlap.py"
+    assert frozen.read_text() == (lib / "shared_overlap.py").read_text()
+    assert spec["modules"] == {"shared_overlap": "lmeval/own_task/modules/shared_overlap.py"}
+    assert spec["distributions"] == {"PyYAML": importlib.metadata.version("PyYAML")}
+    for p in [*(env / "lmeval/own_task/task").iterdir(), frozen]:
+        assert not p.stat().st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH), p
+    assert sum(t["score"] for t in tasks) < len(tasks)  # the module moved on would give every document 1.0
+    # the module on the path moves on: the exam is graded by the frozen copy all the same
+    (lib / "shared_overlap.py").write_text("def overlap(got, want):\n    return 1.0\n")
+    sys.modules.pop("shared_overlap", None)
+    r = monte("eval", "--yes", "--json")
+    assert r.code == 0, r.out
+    assert [t["score"] for t in _tasks(repo, "e", r.json()["runs"][0]["run"])] == [t["score"] for t in tasks]
+    # ... and gone: still the frozen copy
+    (lib / "shared_overlap.py").unlink()
+    sys.modules.pop("shared_overlap", None)
+    r = monte("eval", "--yes", "--json")
+    assert r.code == 0, r.out
+    assert [t["score"] for t in _tasks(repo, "e", r.json()["runs"][0]["run"])] == [t["score"] for t in tasks]
+    # the frozen copy missing refuses by name, before the touch
+    frozen.unlink()
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_NOT_FOUND" and "shared_overlap.py" in err["message"], r.out
+    assert snapshot_state(repo) == before
 
 
 def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
 from monte.envs.answers import answer_fields
 from monte.envs.lmeval import freeze
+from monte.envs.lmeval.imports import check_distributions, frozen_imports
 from monte.errors import error
 from monte.hashing import sha256_bytes
 
@@ -54,11 +56,25 @@ class Prepared:
             if sha256_bytes(raw) != digest:
                 raise error("E_INTEGRITY", f"{path} does not match the sha256 frozen with the environment",
                             "restore it with `monte env install ENV`; never edit a frozen task")
-        # a part of a split whose few-shot examples are drawn replays the whole split's draws
-        self.task = freeze.replayed(freeze.build(freeze.eval_config(spec, folder, split)),
-                                    (spec.get("positions") or {}).get(split))
-        rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]))
+        check_distributions(spec["task"], dict(spec.get("distributions") or {}))
+        self.imports = freeze.imports_of(spec, folder)
+        with self.frozen():
+            # a part of a split whose few-shot examples are drawn replays the whole split's draws
+            self.task = freeze.replayed(freeze.build(freeze.eval_config(spec, folder, split)),
+                                        (spec.get("positions") or {}).get(split))
+            rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]))
         self.check({r["doc_id"]: r for r in rendered})
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The task's frozen modules imported, and a module it still cannot find refused by name."""
+        with frozen_imports(*self.imports):
+            try:
+                yield
+            except ModuleNotFoundError as e:
+                raise error("E_NOT_FOUND", f"lm-eval task {self.spec['task']!r} imports {e.name}, which is neither "
+                            "frozen with it nor installed here", f"install {e.name}, or freeze the task again where "
+                            "it imports (`monte env add`) and start a new experiment on it") from None
 
     def check(self, got: dict[int, dict[str, Any]]) -> None:
         """Every item's three hashes against what lm-eval gives now."""
@@ -80,9 +96,10 @@ class Prepared:
         freeze.quiet()
         lm = MonteLM(model, tok, batch_size=batch_size, on_progress=on_progress)
         n = len(self.items)
-        result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
-                                 log_samples=True, bootstrap_iters=0, limit=n if n < self.total else None,
-                                 fewshot_random_seed=int(self.spec["fewshot_seed"]))
+        with self.frozen():
+                result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
+                                     log_samples=True, bootstrap_iters=0, limit=n if n < self.total else None,
+                                     fewshot_random_seed=int(self.spec["fewshot_seed"]))
         assert result is not None
         samples = [s for s in result["samples"][self.spec["task"]] if s["filter"] == self.spec["filter"]]
         self.check({int(s["doc_id"]): s for s in samples})

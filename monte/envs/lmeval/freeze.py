@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from monte.envs.lmeval import KIND, PREFIX, is_task_spec
+from monte.envs.lmeval.imports import Closure, frozen_imports, scan
 from monte.errors import MonteError, error
 from monte.hashing import hash_tree, sha256_bytes
 from monte.manifest import MANIFEST, FileEntry, Manifest
@@ -214,8 +215,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
-    """The merged raw config, every file of the task's closure, and the folder they are kept under.
+def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path, Closure]:
+    """The merged raw config, the task's files (its YAMLs and the ``!function`` modules beside
+    them, nothing else of their folders), the folder they are kept under, and what those modules
+    import (:func:`monte.envs.lmeval.imports.scan`).
 
     Every ``!function`` must import (``E_BAD_INPUT`` naming it otherwise), as lm-eval resolves it:
     a module file beside the YAML that names it, else an importable module."""
@@ -224,6 +227,7 @@ def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
     yamls: list[Path] = []
     merged = _walk(yaml_path, yamls)
     files = list(yamls)
+    named: list[str] = []
     for y in yamls:
         for fn in _functions(_load_raw(y)):
             try:
@@ -231,10 +235,15 @@ def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
             except Exception as e:
                 raise error("E_BAD_INPUT", f"the !function {fn} in {y} does not import: {type(e).__name__}: {e}",
                             "fix the function's module (it is looked for beside the YAML, then on the path)") from None
-        files += sorted(p.resolve() for p in y.parent.glob("*.py"))
+            mod = fn.rpartition(".")[0]
+            beside = (y.parent / f"{mod.replace('.', '/')}.py").resolve()
+            if beside.exists():  # lm-eval loads it by its path
+                files.append(beside)
+            else:  # lm-eval imports it by its name
+                named.append(mod)
     unique = sorted(set(files))
     root = Path(os.path.commonpath([str(p.parent) for p in unique]))
-    return merged, unique, root
+    return merged, unique, root, scan([p for p in unique if p.suffix == ".py"], named)
 
 
 # --- the documents ------------------------------------------------------------------------------------------------
@@ -314,7 +323,7 @@ def build(cfg: dict[str, Any] | Path) -> Any:
     name = cfg.get("task") if isinstance(cfg, dict) else str(cfg)
     try:
         loaded = tm.load([cfg if isinstance(cfg, dict) else str(cfg)])
-    except MonteError:
+    except (MonteError, ModuleNotFoundError):  # a module it imports: the caller names it
         raise
     except Exception as e:
         raise error("E_BAD_INPUT", f"lm-eval could not build task {name!r}: {type(e).__name__}: {e}",
@@ -442,6 +451,14 @@ def replayed(task: Any, positions: list[int] | None) -> Any:
     return task
 
 
+def imports_of(spec: dict[str, Any], folder: Path) -> tuple[Path | None, list[str]]:
+    """The frozen ``modules/`` folder of a task and the modules it holds (none: an older freeze)."""
+    modules = dict(spec.get("modules") or {})
+    if not modules:
+        return None, []
+    return folder / str(spec["modules_dir"]), list(modules)
+
+
 def requests_of(task: Any, seed: int) -> list[dict[str, Any]]:
     """Per document, in doc_id order: the prompt, target, choices and lm-eval's three hashes,
     computed as lm-eval's evaluator logs them (no model needed)."""
@@ -532,7 +549,7 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     import lm_eval
 
     quiet()
-    merged, files, root = closure(Path(plan.yaml_path))
+    merged, files, root, imported = closure(Path(plan.yaml_path))
     check_data(plan.task, merged)
     task = build(Path(plan.yaml_path))
     if task.OUTPUT_TYPE not in OUTPUT_TYPES:
@@ -603,10 +620,12 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
                         "with test)", "freeze a task with more documents")
     # the closure, then the documents, into the folder
     base = f"lmeval/{exam}"
-    for p in files:
-        dest = folder / base / "task" / p.relative_to(root)
+    copies = [(p, folder / base / "task" / p.relative_to(root)) for p in files]
+    copies += [(imported.modules[m], folder / base / "modules" / imported.relpath(m)) for m in imported.modules]
+    for origin, dest in copies:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, dest)
+        shutil.copyfile(origin, dest)
+        dest.chmod(0o444)  # frozen: an edit is refused at the next eval anyway, and should not be easy
     data: dict[str, str] = {}
     for split, rows in picked.items():
         data[split] = f"{base}/data/{split}.jsonl"
@@ -630,6 +649,11 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
         "source_splits": {s: splits[s][0] for s in picked},
         "split_seed": seed,
         "dropped_for_disjointness": dropped,
+        # what the task's modules import: the modules no distribution owns, frozen under modules/
+        # (imported from there at every eval), and the distributions, by version
+        "modules": {m: f"{base}/modules/{imported.relpath(m)}" for m in sorted(imported.modules)},
+        "modules_dir": f"{base}/modules",
+        "distributions": dict(sorted(imported.distributions.items())),
     }
     if (cfg.num_fewshot or 0) > 0:  # the sampler draws: each part replays the whole split's draws
         spec["positions"] = positions
@@ -639,13 +663,14 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     files_for: dict[str, str] = {}
     rendered: dict[str, dict[int, dict[str, Any]]] = {}
     for split in picked:
-        frozen = replayed(build(eval_config(spec, folder, split)), (spec.get("positions") or {}).get(split))
-        hashes = requests_of(frozen, FEWSHOT_SEED)
-        _same_as_lm_eval(plan, task, splits[split][0], positions[split], hashes, rendered)
+        with frozen_imports(*imports_of(spec, folder)):
+            frozen = replayed(build(eval_config(spec, folder, split)), (spec.get("positions") or {}).get(split))
+            hashes = requests_of(frozen, FEWSHOT_SEED)
         if len(hashes) != len(picked[split]):
             raise error("E_REFUSED", f"task {plan.task!r}: its process_docs gives {len(hashes)} documents of the "
                         f"{len(picked[split])} frozen for {split}", "freeze a task whose process_docs keeps each "
                         "document it is given")
+        _same_as_lm_eval(plan, task, splits[split][0], positions[split], hashes, rendered)
         task_hashes[split] = task_hash(hashes, filters)
         items = []
         for h, src in zip(hashes, sources[split], strict=True):
