@@ -214,6 +214,54 @@ def test_a_function_modules_imports_are_frozen_and_graded_from_the_frozen_copy(
     assert snapshot_state(repo) == before
 
 
+def test_processes_shard_an_lm_eval_exams_generation_with_the_same_results(repo: Path, monte, base_model: Path,
+                                                                           tmp_path: Path) -> None:
+    folder = write_gsm(tmp_path / "tasks", n_test=80)  # dev: 40 documents, two batches of the default 32
+    spec, dev, one = _freeze_and_eval(repo, monte, base_model, folder, "gsm_local")
+    r = monte("eval", "--yes", "--processes", "2")
+    assert r.code == 0, r.out + r.err
+    assert "generated in 2 processes" in r.out
+    r = monte("eval", "--yes", "--json", "--processes", "2")
+    assert r.code == 0, r.out + r.err
+    row = r.json()["runs"][0]
+    assert row["plan"]["processes"] == 2
+    assert _tasks(repo, "e", row["run"]) == one  # every document's score, metrics and answer
+    shards = sorted((repo / ".monte").rglob(f"*{row['run']}*/shards/shard-*.json"))
+    answered = [json.loads(p.read_text())["indices"] for p in shards if p.name != "job.json"]
+    assert len(answered) == 2 and all(answered), shards  # two processes, each with its whole batches
+
+
+def test_plans_and_rows_state_the_tasks_own_requests(repo: Path, monte, base_model: Path, tmp_path: Path) -> None:
+    folder = write_arc(tmp_path / "tasks")
+    assert monte("env", "add", "--dev", "lm-eval:arc_local", "--test", "lm-eval:arc_local", "--as", "lm",
+                 "--include-path", str(folder)).code == 0
+    assert monte("experiment", "init", "e", "--eval", "lm", "--model", str(base_model)).code == 0
+    r = monte("eval", "--dry-run")
+    assert r.code == 0, r.out + r.err
+    assert "24 documents as lm-eval multiple_choice (loglikelihood of each choice: no generation)" in r.out, r.out
+    assert "generations" not in r.out and "new tokens" not in r.out, r.out  # the experiment's defaults, unused
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json", "--processes", "2")
+    err = r.json()["error"]
+    assert r.code == 2 and err["code"] == "E_USAGE" and "loglikelihoods" in err["message"], r.out
+    assert err["fix"].startswith("drop --processes") and snapshot_state(repo) == before
+    r = monte("eval", "--yes", "--json")
+    assert r.code == 0, r.out
+    assert r.json()["runs"][0]["plan"]["lm_eval"] == {"output_type": "multiple_choice", "request_type": "loglikelihood",
+                                                      "generation_kwargs": None, "num_fewshot": 0}
+    # a generate_until task: its own generation_kwargs, not the experiment's max_new_tokens and stop
+    gsm = write_gsm(tmp_path / "more")
+    assert monte("env", "add", "--dev", "lm-eval:gsm_local", "--test", "lm-eval:gsm_local", "--as", "g",
+                 "--include-path", str(gsm)).code == 0
+    assert monte("experiment", "init", "g", "--eval", "g", "--model", str(base_model)).code == 0
+    r = monte("eval", "--dry-run", "--experiment", "g")
+    assert "lm-eval generate_until requests, 2-shot, max 12 new tokens each, until ['Question:', '</s>', " \
+           "'<|im_end|>'], greedy" in r.out, r.out
+    r = monte("eval", "--yes", "--json", "--experiment", "g", "--smoke")
+    req = r.json()["runs"][0]["plan"]["lm_eval"]
+    assert req["request_type"] == "generate_until" and req["generation_kwargs"]["max_gen_toks"] == 12
+
+
 def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:
     def add(folder: Path, task: str) -> dict[str, Any]:
         before = snapshot_state(repo)

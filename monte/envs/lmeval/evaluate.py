@@ -30,6 +30,8 @@ from monte.errors import error
 from monte.hashing import sha256_bytes
 
 HASHES = ("doc_hash", "prompt_hash", "target_hash")
+#: generates answers for prompts under generation settings (``--processes N``'s shards)
+Generator = Callable[[list[str], dict[str, Any]], list[str]]
 
 
 def _drift(spec: dict[str, Any], doc_id: int, which: str) -> Exception:
@@ -89,12 +91,15 @@ class Prepared:
                     raise _drift(self.spec, doc_id, h)
 
     def run(self, model: Any, tok: Any, *, batch_size: int = 32,
-            on_progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-        """lm-eval's evaluation of these items with ``model``; one ``tasks.jsonl`` entry a document."""
+            on_progress: Callable[[int, int], None] | None = None,
+            generate_with: Generator | None = None) -> list[dict[str, Any]]:
+        """lm-eval's evaluation of these items with ``model``; one ``tasks.jsonl`` entry a document.
+        ``generate_with(prompts, settings)`` generates instead of ``model`` (``--processes N``'s
+        shards, which take whole batches of the order one process makes: the same answers)."""
         from lm_eval import simple_evaluate
 
         freeze.quiet()
-        lm = MonteLM(model, tok, batch_size=batch_size, on_progress=on_progress)
+        lm = MonteLM(model, tok, batch_size=batch_size, on_progress=on_progress, generate_with=generate_with)
         n = len(self.items)
         with self.frozen():
                 result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
@@ -153,11 +158,13 @@ class MonteLM(_lm_base()):  # type: ignore[misc]
     backend = "causal"
 
     def __init__(self, model: Any, tok: Any, *, batch_size: int = 32,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: Callable[[int, int], None] | None = None,
+                 generate_with: Generator | None = None) -> None:
         super().__init__()
         self.model, self.tokenizer = model, tok
         self._batch = max(1, int(batch_size))
         self.on_progress = on_progress
+        self.generate_with = generate_with
 
     @property
     def eot_token_id(self) -> int:
@@ -248,10 +255,13 @@ class MonteLM(_lm_base()):  # type: ignore[misc]
             kwargs = normalize_gen_kwargs(dict(requests[idx[0]].args[1]), 256)
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             sample = bool(kwargs.get("do_sample"))
-            answers = gen.generate(self.model, self.tokenizer, [requests[i].args[0] for i in idx],
-                                   max_new_tokens=int(kwargs["max_gen_toks"]), batch_size=self._batch,
-                                   temperature=float(kwargs.get("temperature") or 0.0) if sample else 0.0,
-                                   top_p=float(kwargs.get("top_p") or 1.0), stop=())
+            settings: dict[str, Any] = {"max_new_tokens": int(kwargs["max_gen_toks"]), "batch_size": self._batch,
+                                        "temperature": float(kwargs.get("temperature") or 0.0) if sample else 0.0,
+                                        "top_p": float(kwargs.get("top_p") or 1.0), "stop": [],
+                                        "chat_template": False}
+            prompts = [requests[i].args[0] for i in idx]
+            answers = (self.generate_with(prompts, settings) if self.generate_with is not None else
+                       gen.generate(self.model, self.tokenizer, prompts, **settings))
             for i, a in zip(idx, answers, strict=True):
                 out[i] = postprocess_generated_text(a, stop=until, think_end_token=None)
             done += len(idx)
