@@ -139,6 +139,8 @@ def add(
     plan = _plan(name=name, benchmark=benchmark, server=server, dev=dev, test=test, grader=grader,
                  include_path=include_path)
     check_name(plan.name, "environment name")
+    if getattr(plan, "provider", None) == lmeval.KIND:  # where lm-eval's warnings go, off the terminal
+        plan.log = str(ws.data_root / "logs" / f"lm-eval-{plan.name}.log")
     tracking.check_trackable("environment", plan.name)
     vault = Vault(ws.store)
     dest = ws.env_dir(plan.name)

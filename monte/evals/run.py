@@ -129,6 +129,8 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
                                       cwd=ws.repo_root) if plan.processes > 1 else None
                     tasks = grades.evaluate(model, tok, {**plan.settings, "batch_size": _batch_size(plan)}, on_progress,
                                             generate_with=sharded)
+                    if grades.lmeval.said:  # lm-eval's warnings: the run's event file, not the terminal
+                        log_event(ws, plan.experiment, row.run, "lm-eval", said=list(grades.lmeval.said))
                     answers = [str(t.get("answer", "")) for t in tasks]
                 elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]

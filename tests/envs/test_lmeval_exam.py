@@ -262,6 +262,24 @@ def test_plans_and_rows_state_the_tasks_own_requests(repo: Path, monte, base_mod
     assert req["request_type"] == "generate_until" and req["generation_kwargs"]["max_gen_toks"] == 12
 
 
+def test_lm_evals_bars_and_warnings_go_to_the_logs_not_the_terminal(repo: Path, monte, base_model: Path,
+                                                                    tmp_path: Path) -> None:
+    folder = write_arc(tmp_path / "tasks", shots=2)  # lm-eval warns: few-shot from train, no fewshot_split
+    warning = "num_fewshot > 0 but fewshot_split is None"
+    r = monte("env", "add", "--dev", "lm-eval:arc_local", "--test", "lm-eval:arc_local", "--as", "lm",
+              "--include-path", str(folder))
+    assert r.code == 0, r.out + r.err
+    assert warning not in r.err and "it/s]" not in r.err and "Building contexts" not in r.err, r.err
+    assert warning in (repo / ".monte/logs/lm-eval-lm.log").read_text()
+    assert monte("experiment", "init", "e", "--eval", "lm", "--model", str(base_model)).code == 0
+    r = monte("eval", "--yes")
+    assert r.code == 0, r.out + r.err
+    assert warning not in r.err and "it/s]" not in r.err and "Running loglikelihood" not in r.err, r.err
+    events = [json.loads(x) for p in (repo / ".monte/runs/e").rglob("events.jsonl") for x in p.read_text().splitlines()]
+    said = [e for e in events if e["event"] == "lm-eval"]
+    assert len(said) == 1 and any(warning in line for line in said[0]["said"]), events
+
+
 def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:
     def add(folder: Path, task: str) -> dict[str, Any]:
         before = snapshot_state(repo)

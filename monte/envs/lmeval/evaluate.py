@@ -60,6 +60,8 @@ class Prepared:
                             "restore it with `monte env install ENV`; never edit a frozen task")
         check_distributions(spec["task"], dict(spec.get("distributions") or {}))
         self.imports = freeze.imports_of(spec, folder)
+        #: what lm-eval said (its warnings), kept off the terminal for the run's event file
+        self.said: list[str] = []
         with self.frozen():
             # a part of a split whose few-shot examples are drawn replays the whole split's draws
             self.task = freeze.replayed(freeze.build(freeze.eval_config(spec, folder, split)),
@@ -70,13 +72,17 @@ class Prepared:
     @contextmanager
     def frozen(self) -> Iterator[None]:
         """The task's frozen modules imported, and a module it still cannot find refused by name."""
-        with frozen_imports(*self.imports):
-            try:
-                yield
-            except ModuleNotFoundError as e:
-                raise error("E_NOT_FOUND", f"lm-eval task {self.spec['task']!r} imports {e.name}, which is neither "
-                            "frozen with it nor installed here", f"install {e.name}, or freeze the task again where "
-                            "it imports (`monte env add`) and start a new experiment on it") from None
+        said: list[str] = []
+        try:
+            with frozen_imports(*self.imports), freeze.captured() as said:
+                try:
+                    yield
+                except ModuleNotFoundError as e:
+                    raise error("E_NOT_FOUND", f"lm-eval task {self.spec['task']!r} imports {e.name}, which is "
+                                "neither frozen with it nor installed here", f"install {e.name}, or freeze the task "
+                                "again where it imports (`monte env add`) and start a new experiment on it") from None
+        finally:
+            self.said.extend(said)  # filled as the capture ends
 
     def check(self, got: dict[int, dict[str, Any]]) -> None:
         """Every item's three hashes against what lm-eval gives now."""

@@ -26,6 +26,9 @@ import json
 import os
 import random
 import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +58,8 @@ class LmEvalPlan:
     env_kind: Literal["eval-only"] = "eval-only"
     provider: str = KIND
     exams: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: where the freeze writes what lm-eval said (its warnings), instead of the terminal
+    log: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "form": self.form, "kind": self.env_kind, "exams": self.exams,
@@ -73,6 +78,63 @@ def quiet() -> None:
         datasets.disable_progress_bars()
     except ImportError:  # pragma: no cover - lm-eval depends on datasets
         pass
+
+
+#: the loggers lm-eval's run writes to (its own, and the datasets it loads through)
+CHATTY = ("lm_eval", "datasets")
+
+
+@contextmanager
+def captured() -> Iterator[list[str]]:
+    """Inside: lm-eval kept off the terminal. Its log records (warnings and up) and the Python
+    warnings it raises are collected, one line each, into the list yielded (filled on exit), for
+    the run's event file; its progress bars (``tqdm`` in ``lm_eval.api``) are not drawn, so monte's
+    own progress is the one shown."""
+    import logging
+    import warnings
+
+    import lm_eval.api.model
+    import lm_eval.api.task  # noqa: F401 - their progress bars are turned off below
+
+    quiet()
+    out: list[str] = []
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.WARNING)
+    saved = []
+    for name in CHATTY:
+        logger = logging.getLogger(name)
+        saved.append((logger, list(logger.handlers), logger.propagate))
+        logger.handlers, logger.propagate = [keep], False
+    bars = []
+    for name in ("lm_eval.api.task", "lm_eval.api.model"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "tqdm"):
+            bars.append((module, module.tqdm))
+            module.tqdm = _no_bar(module.tqdm)  # type: ignore[attr-defined]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield out
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers, logger.propagate = handlers, propagate
+        for module, bar in bars:
+            module.tqdm = bar  # type: ignore[attr-defined]
+        out += [f"{r.levelname} {r.name}: {r.getMessage()}" for r in records]
+        out += [f"{w.category.__name__}: {w.message}" for w in caught]
+
+
+def _no_bar(bar: Any) -> Any:
+    """``tqdm`` never drawn, whatever ``disable=`` its caller passes."""
+    def drawn_nowhere(*args: Any, **kwargs: Any) -> Any:
+        return bar(*args, **{**kwargs, "disable": True})
+
+    return drawn_nowhere
 
 
 def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],
@@ -545,7 +607,21 @@ def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:
 
 
 def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
-    """Freeze the task into ``folder`` and return its manifest (not yet written)."""
+    """Freeze the task into ``folder`` and return its manifest (not yet written); what lm-eval
+    said meanwhile goes to ``plan.log``, not the terminal."""
+    said: list[str] = []
+    try:
+        with captured() as said:
+            return _prepare(plan, folder)
+    finally:
+        if plan.log and said:
+            log = Path(plan.log)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a", encoding="utf-8") as f:
+                f.write("".join(f"{line}\n" for line in said))
+
+
+def _prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     import lm_eval
 
     quiet()
