@@ -26,7 +26,8 @@ def _tasks(repo: Path, exp: str, run: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in git(repo, "show", f"{ref}/tasks.jsonl").splitlines()]
 
 
-def _direct(model: Path, folder: Path, task: str, indices: list[int] | None, split: str | None = None) -> list[dict[str, Any]]:
+def _direct(model: Path, folder: Path, task: str, indices: list[int] | None, split: str | None = None,
+            **rendering: Any) -> list[dict[str, Any]]:
     """lm-eval run directly: its own hf model on the same folder, the same documents."""
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
@@ -40,7 +41,7 @@ def _direct(model: Path, folder: Path, task: str, indices: list[int] | None, spl
         spec["test_split"] = split
     res = simple_evaluate(model="hf", model_args={"pretrained": str(model)}, tasks=[spec], task_manager=tm,
                           batch_size=32, device="cpu", log_samples=True, bootstrap_iters=0,
-                          samples={task: indices} if indices is not None else None)
+                          samples={task: indices} if indices is not None else None, **rendering)
     assert res is not None
     return list(res["samples"][task])
 
@@ -51,9 +52,10 @@ def _task_hash(samples: list[dict[str, Any]]) -> str:
     return hash_string("".join(s["doc_hash"] + s["prompt_hash"] + s["target_hash"] for s in samples))
 
 
-def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str,
+                     *flags: str) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
     r = monte("env", "add", "--dev", f"lm-eval:{task}", "--test", f"lm-eval:{task}", "--as", "lm",
-              "--include-path", str(folder), "--json")
+              "--include-path", str(folder), "--json", *flags)
     assert r.code == 0, r.out + r.err
     env = repo / ".monte/environments/lm"
     manifest = json.loads((env / "manifest.json").read_text())
@@ -69,7 +71,8 @@ def _freeze_and_eval(repo: Path, monte, model: Path, folder: Path, task: str) ->
 
 
 def _same_docs(spec: dict[str, Any], dev: list[dict[str, Any]], tasks: list[dict[str, Any]],
-               direct: list[dict[str, Any]]) -> None:
+               direct: list[dict[str, Any]], hashes: tuple[str, ...] = ("doc_hash", "prompt_hash", "target_hash")
+               ) -> None:
     """Each item's hashes, score and answer equal lm-eval's for its document (``direct`` may hold
     more documents: a plain run of the whole split)."""
     mine = [s for s in direct if s["filter"] == spec["filter"]]
@@ -77,7 +80,7 @@ def _same_docs(spec: dict[str, Any], dev: list[dict[str, Any]], tasks: list[dict
     by_source = {int(s["doc_id"]): s for s in mine}
     for item, t in zip(dev, tasks, strict=True):
         s = by_source[item["source"]["index"]]
-        assert {h: s[h] for h in ("doc_hash", "prompt_hash", "target_hash")} == item["lm_eval"]
+        assert {h: s[h] for h in hashes} == {h: item["lm_eval"][h] for h in hashes}
         assert t["score"] == float(s[spec["metric"]]), (item["id"], t, s)
         if spec["output_type"] == "multiple_choice":  # the same pick; loglikelihoods equal to float noise
             lls = [float(r[0]) for r in s["filtered_resps"]]
@@ -136,10 +139,10 @@ def test_own_yaml_with_a_function_metric_scores_equal_lm_eval_doc_by_doc(repo: P
     assert _task_hash(direct) == spec["task_hash"]["dev"]
 
 
-def _both_splits(repo: Path, monte, model: Path, folder: Path, task: str
+def _both_splits(repo: Path, monte, model: Path, folder: Path, task: str, *flags: str
                  ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """Freeze ``task``, evaluate dev and then test (the baseline's test read) on ``model``."""
-    spec, dev, dev_tasks = _freeze_and_eval(repo, monte, model, folder, task)
+    spec, dev, dev_tasks = _freeze_and_eval(repo, monte, model, folder, task, *flags)
     env = repo / ".monte/environments/lm"
     test = [json.loads(x) for x in (env / f"exams/{task}/test.jsonl").read_text().splitlines()]
     r = monte("eval", "--yes", "--json", "--split", "test")
@@ -278,6 +281,34 @@ def test_lm_evals_bars_and_warnings_go_to_the_logs_not_the_terminal(repo: Path, 
     events = [json.loads(x) for p in (repo / ".monte/runs/e").rglob("events.jsonl") for x in p.read_text().splitlines()]
     said = [e for e in events if e["event"] == "lm-eval"]
     assert len(said) == 1 and any(warning in line for line in said[0]["said"]), events
+
+
+def test_a_chat_template_renders_as_lm_evals_apply_chat_template(repo: Path, monte, base_model: Path,
+                                                                 tmp_path: Path) -> None:
+    # the tiny model's tokenizer carries a chat template (monte.models.tiny.CHAT_TEMPLATE, ChatML's shape)
+    folder = write_gsm(tmp_path / "tasks")
+    system = "Solve the problem. End with #### and the number."
+    spec, items, tasks = _both_splits(repo, monte, base_model, folder, "gsm_local", "--apply-chat-template",
+                                      "--system-instruction", system)
+    assert spec["chat"] == {"apply_chat_template": True, "fewshot_as_multiturn": True, "system_instruction": system}
+    # lm_eval --apply_chat_template --fewshot_as_multiturn --system_instruction ..., the whole split
+    direct = _direct(base_model, folder, "gsm_local", None, apply_chat_template=True, fewshot_as_multiturn=True,
+                     system_instruction=system)
+    arguments = direct[0]["arguments"]
+    prompt = arguments[0][0] if isinstance(arguments, list) else arguments["gen_args_0"]["arg_0"]
+    assert prompt.startswith(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n"), prompt
+    assert prompt.count("<|im_start|>assistant") == 3  # two shots as turns, and the turn to answer
+    for split in ("dev", "test"):  # the same generations, so the same prompts, and the same scores
+        _same_docs(spec, items[split], tasks[split], direct, hashes=("doc_hash", "target_hash"))
+    # the rendering is the grader's: the same documents in plain text are another environment's exam
+    r = monte("env", "add", "--dev", "lm-eval:gsm_local", "--test", "lm-eval:gsm_local", "--as", "plain",
+              "--include-path", str(folder), "--json", "--system-instruction", system)
+    assert r.code == 0, r.out
+    plain = json.loads((repo / ".monte/environments/plain/manifest.json").read_text())["grader"]["tasks"]["gsm_local"]
+    assert plain["chat"]["apply_chat_template"] is False and plain["chat"] != spec["chat"]
+    r = monte("env", "add", "--dev", "lm-eval:gsm_local", "--test", "lm-eval:gsm_local", "--as", "bad",
+              "--include-path", str(folder), "--json", "--fewshot-as-multiturn")
+    assert r.code == 2 and "--apply-chat-template" in r.json()["error"]["fix"], r.out
 
 
 def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:

@@ -38,11 +38,24 @@ def requests(spec: dict[str, Any]) -> dict[str, Any]:
     if gen is not None:
         gen.setdefault("max_gen_toks", MAX_GEN_TOKS)
     return {"output_type": kind, "request_type": REQUEST_TYPES.get(kind, kind), "generation_kwargs": gen,
-            "num_fewshot": int(spec.get("num_fewshot") or 0)}
+            "num_fewshot": int(spec.get("num_fewshot") or 0), **({"chat": spec["chat"]} if spec.get("chat") else {})}
 
 
 def describe(req: dict[str, Any], n: int) -> str:
     """One line for the plan: ``N lm-eval generate_until requests, max 12 new tokens, until [...]``."""
+    return _what(req, n) + _rendering(req.get("chat"))
+
+
+def _rendering(chat: dict[str, Any] | None) -> str:
+    if not chat:
+        return ""
+    template = chat.get("apply_chat_template")
+    out = ("; the model's chat template" + (f" {template!r}" if isinstance(template, str) else "")
+           + (", few-shot as turns" if chat.get("fewshot_as_multiturn") else "")) if template else ""
+    return out + ("; a system instruction" if chat.get("system_instruction") else "")
+
+
+def _what(req: dict[str, Any], n: int) -> str:
     if req["request_type"] != "generate_until":
         return (f"{n} documents as lm-eval {req['output_type']} ({req['request_type']} of each choice: no "
                 f"generation), {req['num_fewshot']}-shot")

@@ -62,11 +62,14 @@ class Prepared:
         self.imports = freeze.imports_of(spec, folder)
         #: what lm-eval said (its warnings), kept off the terminal for the run's event file
         self.said: list[str] = []
+        #: how lm-eval renders each prompt for the model (frozen with the exam)
+        self.chat: dict[str, Any] = {"apply_chat_template": False, "fewshot_as_multiturn": False,
+                                     "system_instruction": None, **(spec.get("chat") or {})}
         with self.frozen():
             # a part of a split whose few-shot examples are drawn replays the whole split's draws
             self.task = freeze.replayed(freeze.build(freeze.eval_config(spec, folder, split)),
                                         (spec.get("positions") or {}).get(split))
-            rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]))
+            rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]), self.chat["system_instruction"])
         self.check({r["doc_id"]: r for r in rendered})
 
     @contextmanager
@@ -84,15 +87,15 @@ class Prepared:
         finally:
             self.said.extend(said)  # filled as the capture ends
 
-    def check(self, got: dict[int, dict[str, Any]]) -> None:
-        """Every item's three hashes against what lm-eval gives now."""
+    def check(self, got: dict[int, dict[str, Any]], which: tuple[str, ...] = HASHES) -> None:
+        """Every item's hashes (``which``) against what lm-eval gives now."""
         for item in self.items:
             doc_id = int(item["doc_id"])
             now = got.get(doc_id)
             if now is None:
                 raise error("E_INTEGRITY", f"lm-eval task {self.spec['task']!r} has no document {doc_id} of "
                             f"{self.split} now", "restore the environment with `monte env install ENV`")
-            for h in HASHES:
+            for h in which:
                 if now[h] != item["lm_eval"][h]:
                     raise _drift(self.spec, doc_id, h)
 
@@ -110,10 +113,12 @@ class Prepared:
         with self.frozen():
                 result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
                                      log_samples=True, bootstrap_iters=0, limit=n if n < self.total else None,
-                                     fewshot_random_seed=int(self.spec["fewshot_seed"]))
+                                     fewshot_random_seed=int(self.spec["fewshot_seed"]), **self.chat)
         assert result is not None
         samples = [s for s in result["samples"][self.spec["task"]] if s["filter"] == self.spec["filter"]]
-        self.check({int(s["doc_id"]): s for s in samples})
+        # under a chat template the prompt is the model's rendering of the one proven above
+        self.check({int(s["doc_id"]): s for s in samples},
+                   HASHES if not self.chat["apply_chat_template"] else ("doc_hash", "target_hash"))
         by_doc = {int(s["doc_id"]): s for s in samples}
         out = []
         for item in self.items:
@@ -171,6 +176,25 @@ class MonteLM(_lm_base()):  # type: ignore[misc]
         self._batch = max(1, int(batch_size))
         self.on_progress = on_progress
         self.generate_with = generate_with
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "") or "").replace("/", "__")
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The chat rendered by the model's tokenizer exactly as lm-eval's ``HFLM`` renders it (a
+        template that refuses a system turn is retried without it, as there)."""
+        import jinja2
+
+        def render(history: list[dict[str, str]]) -> str:
+            return str(self.tokenizer.apply_chat_template(history, tokenize=False,
+                                                          add_generation_prompt=add_generation_prompt,
+                                                          continue_final_message=not add_generation_prompt))
+
+        try:
+            return render(chat_history)
+        except jinja2.exceptions.TemplateError:
+            return render([m for m in chat_history if m["role"] != "system"])
 
     @property
     def eot_token_id(self) -> int:

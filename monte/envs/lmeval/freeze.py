@@ -60,6 +60,8 @@ class LmEvalPlan:
     exams: dict[str, dict[str, str]] = field(default_factory=dict)
     #: where the freeze writes what lm-eval said (its warnings), instead of the terminal
     log: str | None = None
+    #: how lm-eval renders the prompts for the model (:func:`chat_options`); None: as plain text
+    chat: dict[str, Any] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "form": self.form, "kind": self.env_kind, "exams": self.exams,
@@ -135,6 +137,22 @@ def _no_bar(bar: Any) -> Any:
         return bar(*args, **{**kwargs, "disable": True})
 
     return drawn_nowhere
+
+
+def chat_options(apply_chat_template: str | None, fewshot_as_multiturn: bool | None,
+                 system_instruction: str | None) -> dict[str, Any] | None:
+    """The rendering options as lm-eval's CLI takes them: ``apply_chat_template`` (True, or a
+    template's name in a tokenizer holding several), ``fewshot_as_multiturn`` (default: on with a
+    chat template, as lm-eval's CLI has it; refused without one), ``system_instruction``."""
+    if apply_chat_template is None and fewshot_as_multiturn is None and system_instruction is None:
+        return None
+    if fewshot_as_multiturn and apply_chat_template is None:
+        raise error("E_USAGE", "--fewshot-as-multiturn renders the few-shot examples as chat turns: it needs a chat "
+                    "template", "add --apply-chat-template (or drop --fewshot-as-multiturn)")
+    chat: Any = False if apply_chat_template is None else apply_chat_template or True
+    return {"apply_chat_template": True if chat == "default" else chat,
+            "fewshot_as_multiturn": bool(chat) if fewshot_as_multiturn is None else fewshot_as_multiturn,
+            "system_instruction": system_instruction}
 
 
 def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],
@@ -521,13 +539,14 @@ def imports_of(spec: dict[str, Any], folder: Path) -> tuple[Path | None, list[st
     return folder / str(spec["modules_dir"]), list(modules)
 
 
-def requests_of(task: Any, seed: int) -> list[dict[str, Any]]:
-    """Per document, in doc_id order: the prompt, target, choices and lm-eval's three hashes,
-    computed as lm-eval's evaluator logs them (no model needed)."""
+def requests_of(task: Any, seed: int, system_instruction: str | None = None) -> list[dict[str, Any]]:
+    """Per document, in doc_id order: the prompt (as plain text: a chat template is the model's,
+    applied at eval), target, choices and lm-eval's three hashes, computed as lm-eval's evaluator
+    logs them (no model needed)."""
     from lm_eval.utils import handle_non_serializable, hash_string
 
     task.set_fewshot_seed(seed=seed)
-    task.build_all_requests(limit=None, rank=0, world_size=1)
+    task.build_all_requests(limit=None, rank=0, world_size=1, system_instruction=system_instruction)
     by_doc: dict[int, list[Any]] = {}
     for inst in task.instances:
         by_doc.setdefault(inst.doc_id, []).append(inst)
@@ -576,7 +595,7 @@ def whole_split(plan: LmEvalPlan, task: Any, split: str) -> list[dict[str, Any]]
         raw = load_yaml(plan.yaml_path, resolve_func=True)
         raw.update(test_split=split, validation_split=None)
         task = build(raw)
-    return requests_of(task, FEWSHOT_SEED)
+    return requests_of(task, FEWSHOT_SEED, (plan.chat or {}).get("system_instruction"))
 
 
 def _same_as_lm_eval(plan: LmEvalPlan, task: Any, split: str, positions: list[int],
@@ -731,6 +750,8 @@ def _prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
         "modules_dir": f"{base}/modules",
         "distributions": dict(sorted(imported.distributions.items())),
     }
+    if plan.chat is not None:  # the rendering is part of the exam's grader: another cohort, same documents
+        spec["chat"] = dict(plan.chat)
     if (cfg.num_fewshot or 0) > 0:  # the sampler draws: each part replays the whole split's draws
         spec["positions"] = positions
     # the frozen task, built from the frozen files, renders every prompt and hashes it; each prompt
@@ -741,7 +762,7 @@ def _prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     for split in picked:
         with frozen_imports(*imports_of(spec, folder)):
             frozen = replayed(build(eval_config(spec, folder, split)), (spec.get("positions") or {}).get(split))
-            hashes = requests_of(frozen, FEWSHOT_SEED)
+            hashes = requests_of(frozen, FEWSHOT_SEED, (plan.chat or {}).get("system_instruction"))
         if len(hashes) != len(picked[split]):
             raise error("E_REFUSED", f"task {plan.task!r}: its process_docs gives {len(hashes)} documents of the "
                         f"{len(picked[split])} frozen for {split}", "freeze a task whose process_docs keeps each "
