@@ -6,7 +6,13 @@
 - ``arc_local``: ARC-Easy's YAML (``multiple_choice`` over loglikelihoods, ``acc``/``acc_norm``),
   with ``train``/``validation``/``test``: dev is ``validation`` and test is ``test``.
 - ``own_task``: a task of our own whose metric is a ``!function`` (``process_results`` in
-  ``utils.py``, beside the YAML), with ``validation`` and ``test``.
+  ``utils.py``, beside the YAML), with ``validation`` and ``test``; :func:`write_shared` makes its
+  ``utils.py`` import the metric from a module in another folder (on ``PYTHONPATH``), with an
+  unrelated script beside the YAML.
+
+``write_gsm(shots=5)`` is GSM8K's own few-shot shape (5 examples a prompt drawn from ``train`` by
+lm-eval's default sampler); ``write_arc(shots=N, shared=K)`` draws N examples from ``train`` and
+makes K validation questions copies of test ones.
 
 The documents are generated here (deterministic), one JSON object per line, like the hub's.
 """

@@ -6,6 +6,12 @@ evaluated through monte on the tiny model, and the same documents are evaluated 
 itself (``simple_evaluate`` with its ``hf`` model on the same model folder): the per-document
 scores, the generations and lm-eval's per-sample hashes are equal document by document, and the
 task hash lm-eval computes equals the one monte recorded at the freeze.
+
+Issue 44: against a *plain* ``lm_eval`` run (no ``samples=``: its sampler's draws over the whole
+split) with few-shot from ``train`` (GSM8K's shape, 5-shot) and with an ARC-shaped task's own
+validation and test; with ``--apply_chat_template`` on the tiny model's chat template; a
+``!function`` module's imports frozen; ``--processes 2`` sharding; plans and rows stating the
+task's requests; lm-eval's bars and warnings off the terminal.
 """
 
 from __future__ import annotations
