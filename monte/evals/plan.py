@@ -95,7 +95,6 @@ class EvalPlan(BaseModel):
     processes: int = 1
 
     def lines(self) -> list[str]:
-        n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams)
         out = [f"plan: eval {self.target.label} of cohort {self.cohort} in {self.experiment}"
                + (" (smoke: decides nothing, no score)" if self.smoke else "")]
         for e in self.exams:

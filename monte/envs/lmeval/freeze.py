@@ -628,16 +628,14 @@ def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:
 def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     """Freeze the task into ``folder`` and return its manifest (not yet written); what lm-eval
     said meanwhile goes to ``plan.log``, not the terminal."""
-    said: list[str] = []
-    try:
-        with captured() as said:
-            return _prepare(plan, folder)
-    finally:
-        if plan.log and said:
-            log = Path(plan.log)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with open(log, "a", encoding="utf-8") as f:
-                f.write("".join(f"{line}\n" for line in said))
+    with captured() as said:
+        manifest = _prepare(plan, folder)
+    if plan.log and said:  # (a refused freeze writes nothing, this log included)
+        log = Path(plan.log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as f:
+            f.write("".join(f"{line}\n" for line in said))
+    return manifest
 
 
 def _prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
