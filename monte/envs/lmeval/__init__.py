@@ -3,7 +3,7 @@
 :mod:`.freeze` freezes a task's whole closure (its YAML and ``include:`` parents, its
 ``!function`` modules, its documents rewritten to local JSON lines, its few-shot pool) and
 records, per document, lm-eval's own ``doc_hash``/``prompt_hash``/``target_hash`` and the task
-hash. :mod:`.evaluate` grades with lm-eval's own code: an ``lm_eval.api.model.LM`` backed by
+hash; :mod:`.imports` follows what its ``!function`` modules import. :mod:`.evaluate` grades with lm-eval's own code: an ``lm_eval.api.model.LM`` backed by
 monte's loaded model is handed to ``simple_evaluate``, so lm-eval's filters, ``process_results``
 and metrics score every document, and every hash is proven again before anything is spent.
 

@@ -2,14 +2,23 @@
 
 What lands in the environment's folder, for the exam named after the task:
 
-- ``lmeval/<exam>/task/...``: the task's YAML, every ``include:`` parent, and every Python file
-  beside them (a ``!function`` module and what it imports from its folder), in their layout;
+- ``lmeval/<exam>/task/...``: the task's YAML, every ``include:`` parent, and the ``!function``
+  modules beside them (nothing else of their folders), in their layout;
+- ``lmeval/<exam>/modules/...``: every module those import that no installed distribution owns
+  (:mod:`monte.envs.lmeval.imports`), imported from there at every eval; the distributions are
+  recorded by version. Every frozen file is read-only;
 - ``lmeval/<exam>/data/{dev,test,fewshot}.jsonl``: the documents of each split, as the task's
   dataset gave them (before ``process_docs``, which runs again at every eval), and the few-shot
   pool; at eval the task reads these through ``dataset_path: json`` (nothing reads a hub again);
 - ``exams/<exam>/{dev,test}.jsonl``: the exam's items, one a document: ``id``, ``doc_id``, the
   rendered ``prompt`` (few-shot context included), the ``answer`` (lm-eval's target), and lm-eval's
   own ``doc_hash``/``prompt_hash``/``target_hash`` of it.
+
+Each prompt is the one a plain ``lm_eval`` run of the task renders: dev and test are parts of
+lm-eval's run of their whole split, the few-shot sampler's draws for the documents a part leaves
+out replayed (:class:`Replay`), and every prompt proven against that run at the freeze. A chat
+template, few-shot turns and a system instruction (``chat``) are lm-eval's renderings, recorded in
+the grader and applied by lm-eval at eval with the model's tokenizer.
 
 Dev and test come from the task's own ``validation_split`` and ``test_split`` when it has both;
 else monte splits its one eval split in two with a recorded seed. Either way a document whose
