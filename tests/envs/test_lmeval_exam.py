@@ -317,6 +317,65 @@ def test_a_chat_template_renders_as_lm_evals_apply_chat_template(repo: Path, mon
     assert r.code == 2 and "--apply-chat-template" in r.json()["error"]["fix"], r.out
 
 
+def test_an_imported_distribution_is_recorded_by_version_and_proven_at_eval(
+        repo: Path, monte, base_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a real (if tiny) installed distribution: a package with its .dist-info on sys.path
+    site = tmp_path / "site"
+    (site / "probe_metric").mkdir(parents=True)
+    (site / "probe_metric/__init__.py").write_text("def overlap(got, want):\n"
+                                                   "    return sum(1 for c in set(want) if c in got) / len(set(want))\n")
+    info = site / "probe_metric-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-metric\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("probe_metric\n")
+    monkeypatch.syspath_prepend(str(site))
+    folder = write_own(tmp_path / "tasks")
+    (folder / "utils.py").write_text("from probe_metric import overlap\n\n\ndef letters_in_common(doc, results):\n"
+                                     "    return {'overlap': overlap(results[0].strip(), doc['reversed'])}\n")
+    spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "own_task")
+    assert spec["distributions"] == {"probe-metric": "1.0"} and spec["modules"] == {}  # recorded, not frozen
+    env = repo / ".monte/environments/lm"
+    assert not (env / "lmeval/own_task/modules").exists()
+    # another version installed: the eval refuses before its touch, naming the pip line
+    info.rename(site / "probe_metric-1.1.dist-info")
+    (site / "probe_metric-1.1.dist-info/METADATA").write_text("Metadata-Version: 2.1\nName: probe-metric\n"
+                                                              "Version: 1.1\n")
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_INTEGRITY" and "probe-metric 1.1, not 1.0" in err["message"], r.out
+    assert err["fix"] == "install it as frozen: pip install 'probe-metric==1.0'" and snapshot_state(repo) == before
+    # ... and none installed
+    import shutil
+
+    shutil.rmtree(site / "probe_metric-1.1.dist-info")
+    r = monte("eval", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_NOT_FOUND" and "probe-metric" in err["message"], r.out
+    assert snapshot_state(repo) == before
+
+
+def test_a_sampler_that_cannot_be_replayed_refuses_at_the_freeze(repo: Path, monte, tmp_path: Path) -> None:
+    # a sampler of the task's own whose draws follow the clock, not lm-eval's seeded generator: no
+    # part of the split can be rendered as lm-eval's run of the whole split renders it
+    folder = write_gsm(tmp_path / "tasks")
+    (folder / "sampling.py").write_text(
+        "import time\n\nfrom lm_eval.api.samplers import ContextSampler\n\n\n"
+        "class ClockSampler(ContextSampler):\n"
+        "    def sample(self, n, eval_doc=None, df=None, **kwargs):\n"
+        "        docs = self.fewshot_docs()\n"
+        "        k = time.perf_counter_ns() // 1000\n"
+        "        return [docs[(k + i) % len(docs)] for i in range(n)]\n")
+    y = folder / "gsm_local.yaml"
+    y.write_text(y.read_text() + "fewshot_config:\n  sampler: !function sampling.ClockSampler\n")
+    before = snapshot_state(repo)
+    r = monte("env", "add", "--dev", "lm-eval:gsm_local", "--test", "lm-eval:gsm_local", "--as", "x",
+              "--include-path", str(folder), "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_REFUSED" and "ClockSampler" in err["message"] and "sampler" in err["fix"], r.out
+    assert snapshot_state(repo) == before
+
+
 def test_bad_tasks_refuse_and_write_nothing(repo: Path, monte, tmp_path: Path) -> None:
     def add(folder: Path, task: str) -> dict[str, Any]:
         before = snapshot_state(repo)
