@@ -13,11 +13,13 @@ documents (200 by default):
   re-proof of the logged samples, ``tasks.jsonl`` and the finished record;
 - direct: ``lm_eval.simple_evaluate`` with lm-eval's own ``HFLM`` wrapping the same model object
   (``batch_size`` the experiment's), on the original task YAML, restricted to the same documents
-  (``samples=``).
+  (``samples=``): the same work. (Restricted, lm-eval's sampler draws other few-shot examples for
+  most of them than in its run of the whole split, which monte's prompts equal.)
 
 Rounds alternate monte/direct after one untimed warm-up of each; the report gives each side's
-seconds (best and median) and the ratio monte/direct, and checks that both scored every document
-alike (per-document ``exact_match`` and generations).
+seconds (best and median) and the ratio monte/direct, and checks, against one untimed ``lm_eval``
+run of the whole split (no ``samples=``: what a team's plain run is), that monte scored every dev
+document alike (per-document ``exact_match``, generation and prompt hash).
 
     .venv/bin/python bench/lmeval_overhead.py                 # 3 rounds, 200 documents
     .venv/bin/python bench/lmeval_overhead.py --quick         # 1 round, 6 documents
@@ -78,7 +80,8 @@ def run_monte(ws: Any, load: Any) -> tuple[float, dict[str, Any]]:
     return time.perf_counter() - t0, result.runs[0]
 
 
-def run_direct(model: Any, tok: Any, folder: Path, indices: list[int], batch_size: int) -> tuple[float, list[dict[str, Any]]]:
+def run_direct(model: Any, tok: Any, folder: Path, indices: list[int] | None,
+               batch_size: int) -> tuple[float, list[dict[str, Any]]]:
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
@@ -87,7 +90,7 @@ def run_direct(model: Any, tok: Any, folder: Path, indices: list[int], batch_siz
     lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size)
     tm = TaskManager(include_path=str(folder), include_defaults=False)
     res = simple_evaluate(model=lm, tasks=[TASK], task_manager=tm, log_samples=True, bootstrap_iters=0,
-                          samples={TASK: indices})
+                          samples={TASK: indices} if indices is not None else None)
     assert res is not None
     return time.perf_counter() - t0, list(res["samples"][TASK])
 
@@ -150,14 +153,17 @@ def main(argv: list[str] | None = None) -> int:
             monte_s.append(t)
             t, samples = run_direct(model, tok, folder, indices, batch)
             direct_s.append(t)
+        _, samples = run_direct(model, tok, folder, None, batch)  # the plain run, whole split, untimed
         tree = Ledger(ws.store, EXPERIMENT).snapshot()
         raw = tree.read(f"{run_dir(row['run'])}/tasks.jsonl")
         assert raw is not None
         tasks = [json.loads(x) for x in raw.decode().splitlines()]
         strict = {int(s["doc_id"]): s for s in samples if s["filter"] == "strict-match"}
-        same = all(t["score"] == float(strict[i["source"]["index"]]["exact_match"])
-                   and t["answer"] == strict[i["source"]["index"]]["filtered_resps"][0][:200]
-                   for t, i in zip(tasks, items, strict=True))
+        same = len(tasks) == len(items) and all(
+            t["score"] == float(strict[i["source"]["index"]]["exact_match"])
+            and t["answer"] == strict[i["source"]["index"]]["filtered_resps"][0][:200]
+            and i["lm_eval"]["prompt_hash"] == strict[i["source"]["index"]]["prompt_hash"]
+            for t, i in zip(tasks, items, strict=True))
         result.update(
             monte_s={"best": min(monte_s), "median": statistics.median(monte_s), "all": monte_s},
             direct_s={"best": min(direct_s), "median": statistics.median(direct_s), "all": direct_s},

@@ -113,6 +113,9 @@ def env_add(
     dry_run: bool = False,
     grader: str | None = None,
     include_path: str | None = None,
+    apply_chat_template: str | None = None,
+    fewshot_as_multiturn: bool | None = None,
+    system_instruction: str | None = None,
     ws: Workspace | None = None,
 ) -> EnvAddResult:
     """Freeze an Environment from the catalog (the three forms of docs/environments.md), then push it
@@ -127,12 +130,16 @@ def env_add(
 
     Besides the catalog's and NeMo Gym's names, an exam may be ``lm-eval:TASK`` (an
     lm-evaluation-harness task, its YAMLs found under ``include_path`` or lm-eval's own) or
-    ``file:PATH.jsonl`` (rows ``{"id", "prompt", "answer"}``, scored by ``grader``).
+    ``file:PATH.jsonl`` (rows ``{"id", "prompt", "answer"}``, scored by ``grader``); an lm-eval
+    task's prompts are rendered as lm-eval's ``--apply_chat_template [NAME]``,
+    ``--fewshot_as_multiturn`` and ``--system_instruction`` render them (docs/lm-eval.md).
     """
     from monte.envs import manage
 
     return manage.add(ws or open_workspace(), benchmark=benchmark, server=server, dev=dev, test=test,
-                      name=name, dry_run=dry_run, grader=grader, include_path=include_path)
+                      name=name, dry_run=dry_run, grader=grader, include_path=include_path,
+                      apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn,
+                      system_instruction=system_instruction)
 
 
 def env_list(

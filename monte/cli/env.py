@@ -48,10 +48,16 @@ def _added(r) -> None:  # type: ignore[no-untyped-def]
 @click.option("--grader", metavar="G", help="A file: exam's grader: exact[:ignore_case,...], numeric[:TOL], "
               "regex:PATTERN or python:MODULE:FUNCTION.")
 @click.option("--include-path", metavar="DIR", help="Where lm-eval:TASK's YAML is (else lm-eval's own tasks).")
+@click.option("--apply-chat-template", is_flag=False, flag_value="default", default=None, metavar="[NAME]",
+              help="lm-eval:TASK: render each prompt with the model's chat template (NAME: one of several).")
+@click.option("--fewshot-as-multiturn/--no-fewshot-as-multiturn", default=None,
+              help="lm-eval:TASK: few-shot examples as chat turns (default: on with a chat template).")
+@click.option("--system-instruction", metavar="TEXT", help="lm-eval:TASK: a system instruction before each prompt.")
 @click.option("--dry-run", is_flag=True, help="Print what would be frozen; change nothing.")
 @handled(_added)
 def add(benchmark: str | None, server: str | None, dev: tuple[str, ...], test: tuple[str, ...],
-        name: str | None, grader: str | None, include_path: str | None, dry_run: bool) -> object:
+        name: str | None, grader: str | None, include_path: str | None, apply_chat_template: str | None,
+        fewshot_as_multiturn: bool | None, system_instruction: str | None, dry_run: bool) -> object:
     """Freeze an Environment. Three forms:
 
     \b
@@ -63,12 +69,14 @@ def add(benchmark: str | None, server: str | None, dev: tuple[str, ...], test: t
 
     \b
       monte env add --dev lm-eval:TASK --test lm-eval:TASK --as NAME [--include-path DIR]
+          [--apply-chat-template [NAME]] [--fewshot-as-multiturn] [--system-instruction TEXT]
       monte env add --dev file:DEV.jsonl --test file:TEST.jsonl --grader G --as NAME
     """
     from monte import api
 
     return api.env_add(benchmark=benchmark, server=server, dev=dev, test=test, name=name, dry_run=dry_run,
-                       grader=grader, include_path=include_path)
+                       grader=grader, include_path=include_path, apply_chat_template=apply_chat_template,
+                       fewshot_as_multiturn=fewshot_as_multiturn, system_instruction=system_instruction)
 
 
 @env.command("list")

@@ -127,6 +127,9 @@ def add(
     dry_run: bool,
     grader: str | None = None,
     include_path: str | None = None,
+    apply_chat_template: str | None = None,
+    fewshot_as_multiturn: bool | None = None,
+    system_instruction: str | None = None,
 ) -> EnvAddResult:
     """See :func:`monte.api.env_add`."""
     from monte.envs import freeze
@@ -139,6 +142,15 @@ def add(
     plan = _plan(name=name, benchmark=benchmark, server=server, dev=dev, test=test, grader=grader,
                  include_path=include_path)
     check_name(plan.name, "environment name")
+    chat = (apply_chat_template, fewshot_as_multiturn, system_instruction)
+    if getattr(plan, "provider", None) == lmeval.KIND:  # where lm-eval's warnings go, off the terminal
+        from monte.envs.lmeval import freeze as lm_freeze
+
+        plan.log = str(ws.data_root / "logs" / f"lm-eval-{plan.name}.log")
+        plan.chat = lm_freeze.chat_options(*chat)  # how lm-eval renders the prompts: part of the grader
+    elif any(c is not None for c in chat):
+        raise error("E_USAGE", "--apply-chat-template, --fewshot-as-multiturn and --system-instruction are lm-eval's "
+                    "renderings: no exam here is lm-eval:TASK", "drop them, or name the exams as lm-eval:TASK")
     tracking.check_trackable("environment", plan.name)
     vault = Vault(ws.store)
     dest = ws.env_dir(plan.name)

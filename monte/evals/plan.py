@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from monte.envs import lmeval
 from monte.envs.items import exam_sketch, read_items
 from monte.errors import MonteError, error
 from monte.evals import shards
@@ -67,6 +68,9 @@ class ExamPlan(BaseModel):
     detectable: dict[str, Any] | None = None
     #: a test split: its items (monte.envs.items.exam_sketch), what the seal knows it by
     exam_id: dict[str, Any] | None = None
+    #: an lm-eval exam: what lm-eval asks the model (monte.envs.lmeval.requests), not the
+    #: experiment's generation settings, which it does not use
+    requests: dict[str, Any] | None = None
 
 
 class EvalPlan(BaseModel):
@@ -91,13 +95,15 @@ class EvalPlan(BaseModel):
     processes: int = 1
 
     def lines(self) -> list[str]:
-        n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams)
         out = [f"plan: eval {self.target.label} of cohort {self.cohort} in {self.experiment}"
                + (" (smoke: decides nothing, no score)" if self.smoke else "")]
         for e in self.exams:
             role = {"baseline": " - spends test touch 1 of 2 (test@0)",
                     "claim": " - spends test touch 2 of 2: the final claim"}.get(e.role or "", "")
             out.append(f"  {e.exam}/{e.split}: {min(e.n, SMOKE_TASKS) if self.smoke else e.n} tasks{role}")
+            if e.requests is not None:
+                out.append(f"    {lmeval.describe(e.requests, min(e.n, SMOKE_TASKS) if self.smoke else e.n)}"
+                           + (f", generated in {self.processes} processes" if self.processes > 1 else ""))
             if e.floor is not None:
                 out.append(f"    constant-answer floor {e.floor:.4f}: a score at or below it is not learning")
             if e.detectable is not None:
@@ -109,10 +115,12 @@ class EvalPlan(BaseModel):
             out.append(f"  base model {self.base_folder} is named {self.base_register!r} in .monte.yaml when recorded "
                        f"(another machine says where it is with {locate.env_var(self.base_register)})")
         k = int(self.settings.get("samples", 1))
-        out.append(f"  {n * k} generations" + (f" ({n} items x K = {k} samples, temperature "
-                                               f"{self.settings['temperature']:g})" if k > 1 else "")
-                   + f", max {self.settings['max_new_tokens']} new tokens each"
-                   + (f", in {self.processes} processes" if self.processes > 1 else ""))
+        n = sum(min(e.n, SMOKE_TASKS) if self.smoke else e.n for e in self.exams if e.requests is None)
+        if n:  # (an lm-eval exam said what it asks above)
+            out.append(f"  {n * k} generations" + (f" ({n} items x K = {k} samples, temperature "
+                                                   f"{self.settings['temperature']:g})" if k > 1 else "")
+                       + f", max {self.settings['max_new_tokens']} new tokens each"
+                       + (f", in {self.processes} processes" if self.processes > 1 else ""))
         if self.push:
             out.append(f"  push: results to {self.bucket} after each transition")
         return out
@@ -150,6 +158,11 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
         raise error("E_USAGE", f"experiment {exp} samples its answers (K = {meas.eval.samples}, temperature "
                     f"{meas.eval.temperature:g}); each item's samples are drawn in one process from its own seed",
                     "drop --processes (one process samples every item)")
+    for e in exams if processes > 1 else []:
+        why = lmeval.sharding_refusal(e.requests) if e.requests is not None else None
+        if why:
+            raise error("E_USAGE", f"--processes {processes} cannot shard lm-eval exam {e.exam}: {why}",
+                        "drop --processes (one process runs it)")
     shards.check(processes, {e.exam: min(e.n, SMOKE_TASKS) if smoke else e.n for e in exams})
     seal = Seal(ws.store, exam_of=exam_of(ws))
     keys = {e.exam: SealKey(e.sha256, settings_key(meas.eval.model_dump()), base.weights, base.legacy_cohort,
@@ -275,8 +288,11 @@ def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
             # a test split's items: what the seal knows the exam by (any order, file or name)
             path = ws.data_root / s.path
             exam_id = exam_sketch(read_items(str(path))) if split == "test" and path.is_file() else None
+            lm = (meas.grader or {}).get("kind") == lmeval.KIND  # lm-eval builds this exam's requests
+            task = ((meas.grader or {}).get("tasks") or {}).get(exam) if lm else None
             out.append(ExamPlan(exam=exam, benchmark=x.benchmark, split=split, path=s.path,
-                                sha256=s.sha256, n=s.n, exam_id=exam_id))
+                                sha256=s.sha256, n=s.n, exam_id=exam_id,
+                                requests=lmeval.requests(task) if isinstance(task, dict) else None))
     if not out:
         raise error("E_NOT_FOUND", f"experiment {meas.experiment} has no {split} split",
                     "an eval-only --benchmark environment has a dev exam only")

@@ -238,7 +238,14 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                 transition(row, "started")
                 tasks: list[dict[str, Any]] | None = None
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
-                    tasks = grades.evaluate(model, tok, plan.settings, on_progress)
+                    # (with --processes N its generations in whole batches across N shard processes)
+                    sharded = partial(shards.generate, Path(plan.target.folder or plan.target.model),
+                                      processes=plan.processes, work=ws.run_folder(plan.experiment, row.run) / "shards",
+                                      cwd=ws.repo_root) if plan.processes > 1 else None
+                    tasks = grades.evaluate(model, tok, {**plan.settings, "batch_size": _batch_size(plan)}, on_progress,
+                                            generate_with=sharded)
+                    if grades.lmeval.said:  # lm-eval's warnings: the run's event file, not the terminal
+                        log_event(ws, plan.experiment, row.run, "lm-eval", said=list(grades.lmeval.said))
                     answers = [str(t.get("answer", "")) for t in tasks]
                     stamp_generated(ws, plan.experiment, row.run, answers)  # (lm-eval grades as it generates)
                 elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
@@ -401,6 +408,8 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
                       plan={"target": plan.target.recorded(), "benchmark": e.benchmark,
                             "split_sha256": e.sha256, "settings": plan.settings, "execution": plan.execution,
                             **({"exam_id": e.exam_id} if e.exam_id else {}),
+                            # an lm-eval exam: what it asked the model (the settings above are unused)
+                            **({"lm_eval": e.requests} if e.requests else {}),
                             "base_model": plan.base_model, **code, **(extra_plan or {})},
                       **who)
 

@@ -6,7 +6,13 @@
 - ``arc_local``: ARC-Easy's YAML (``multiple_choice`` over loglikelihoods, ``acc``/``acc_norm``),
   with ``train``/``validation``/``test``: dev is ``validation`` and test is ``test``.
 - ``own_task``: a task of our own whose metric is a ``!function`` (``process_results`` in
-  ``utils.py``, beside the YAML), with ``validation`` and ``test``.
+  ``utils.py``, beside the YAML), with ``validation`` and ``test``; :func:`write_shared` makes its
+  ``utils.py`` import the metric from a module in another folder (on ``PYTHONPATH``), with an
+  unrelated script beside the YAML.
+
+``write_gsm(shots=5)`` is GSM8K's own few-shot shape (5 examples a prompt drawn from ``train`` by
+lm-eval's default sampler); ``write_arc(shots=N, shared=K)`` draws N examples from ``train`` and
+makes K validation questions copies of test ones.
 
 The documents are generated here (deterministic), one JSON object per line, like the hub's.
 """
@@ -95,6 +101,7 @@ metric_list:
   - metric: acc_norm
     aggregation: mean
     higher_is_better: true
+num_fewshot: {shots}
 metadata:
   version: 1.0
 """
@@ -184,13 +191,18 @@ def write_gsm(root: Path, *, n_test: int = 40, n_train: int = 20, shots: int = 2
     return folder
 
 
-def write_arc(root: Path, *, n: int = 24) -> Path:
+def write_arc(root: Path, *, n: int = 24, shots: int = 0, shared: int = 0) -> Path:
+    """The ARC-shaped task folder; ``shots`` few-shot examples drawn from ``train`` by lm-eval's
+    default sampler; ``shared`` validation documents that are copies of test ones (as ARC's own
+    splits share some questions), placed early so every later document's draws depend on them."""
     folder = root / "arc"
     data = root / "arc-data"
-    paths = {s: json.dumps(_write_jsonl(data / f"{s}.jsonl", arc_docs(n, k))) for k, s in
-             enumerate(("train", "validation", "test"))}
+    docs = {s: arc_docs(n, k) for k, s in enumerate(("train", "validation", "test"))}
+    for i in range(shared):
+        docs["validation"][1 + 2 * i] = dict(docs["test"][5 + i], id=f"copy_{i}")
+    paths = {s: json.dumps(_write_jsonl(data / f"{s}.jsonl", rows)) for s, rows in docs.items()}
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "arc_local.yaml").write_text(ARC_TASK.format(**paths))
+    (folder / "arc_local.yaml").write_text(ARC_TASK.format(shots=shots, **paths))
     return folder
 
 
@@ -203,3 +215,33 @@ def write_own(root: Path) -> Path:
     (folder / "own_task.yaml").write_text(OWN_TASK.format(validation=json.dumps(validation), test=json.dumps(test)))
     (folder / "utils.py").write_text(OWN_UTILS)
     return folder
+
+
+SHARED_UTILS = """\
+import yaml  # an installed distribution: recorded by its version, not frozen
+
+from shared_overlap import overlap  # a module on PYTHONPATH that no distribution owns: frozen
+
+
+def letters_in_common(doc, results):
+    return {"overlap": overlap(results[0].strip(), doc["reversed"])}
+"""
+
+SHARED_OVERLAP = '''\
+def overlap(got, want):
+    """The share of the reference's letters that the answer holds."""
+    return sum(1 for c in set(want) if c in got) / len(set(want))
+'''
+
+
+def write_shared(root: Path) -> tuple[Path, Path]:
+    """``own_task`` whose ``utils.py`` imports its metric from ``shared_overlap``, a module in
+    another folder (put on ``sys.path``), with an unrelated script beside the YAML; returns
+    (the task folder, the module's folder)."""
+    folder = write_own(root)
+    (folder / "utils.py").write_text(SHARED_UTILS)
+    (folder / "make_data.py").write_text("raise SystemExit('a script that writes the data, never imported')\n")
+    lib = root / "pylib"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "shared_overlap.py").write_text(SHARED_OVERLAP)
+    return folder, lib

@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
 from monte.envs.answers import answer_fields
 from monte.envs.lmeval import freeze
+from monte.envs.lmeval.imports import check_distributions, frozen_imports
 from monte.errors import error
 from monte.hashing import sha256_bytes
 
 HASHES = ("doc_hash", "prompt_hash", "target_hash")
+#: generates answers for prompts under generation settings (``--processes N``'s shards)
+Generator = Callable[[list[str], dict[str, Any]], list[str]]
 
 
 def _drift(spec: dict[str, Any], doc_id: int, which: str) -> Exception:
@@ -54,36 +58,67 @@ class Prepared:
             if sha256_bytes(raw) != digest:
                 raise error("E_INTEGRITY", f"{path} does not match the sha256 frozen with the environment",
                             "restore it with `monte env install ENV`; never edit a frozen task")
-        self.task = freeze.build(freeze.eval_config(spec, folder, split))
-        rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]))
+        check_distributions(spec["task"], dict(spec.get("distributions") or {}))
+        self.imports = freeze.imports_of(spec, folder)
+        #: what lm-eval said (its warnings), kept off the terminal for the run's event file
+        self.said: list[str] = []
+        #: how lm-eval renders each prompt for the model (frozen with the exam)
+        self.chat: dict[str, Any] = {"apply_chat_template": False, "fewshot_as_multiturn": False,
+                                     "system_instruction": None, **(spec.get("chat") or {})}
+        with self.frozen():
+            # a part of a split whose few-shot examples are drawn replays the whole split's draws
+            self.task = freeze.replayed(freeze.build(freeze.eval_config(spec, folder, split)),
+                                        (spec.get("positions") or {}).get(split))
+            rendered = freeze.requests_of(self.task, int(spec["fewshot_seed"]), self.chat["system_instruction"])
         self.check({r["doc_id"]: r for r in rendered})
 
-    def check(self, got: dict[int, dict[str, Any]]) -> None:
-        """Every item's three hashes against what lm-eval gives now."""
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The task's frozen modules imported, and a module it still cannot find refused by name."""
+        said: list[str] = []
+        try:
+            with frozen_imports(*self.imports), freeze.captured() as said:
+                try:
+                    yield
+                except ModuleNotFoundError as e:
+                    raise error("E_NOT_FOUND", f"lm-eval task {self.spec['task']!r} imports {e.name}, which is "
+                                "neither frozen with it nor installed here", f"install {e.name}, or freeze the task "
+                                "again where it imports (`monte env add`) and start a new experiment on it") from None
+        finally:
+            self.said.extend(said)  # filled as the capture ends
+
+    def check(self, got: dict[int, dict[str, Any]], which: tuple[str, ...] = HASHES) -> None:
+        """Every item's hashes (``which``) against what lm-eval gives now."""
         for item in self.items:
             doc_id = int(item["doc_id"])
             now = got.get(doc_id)
             if now is None:
                 raise error("E_INTEGRITY", f"lm-eval task {self.spec['task']!r} has no document {doc_id} of "
                             f"{self.split} now", "restore the environment with `monte env install ENV`")
-            for h in HASHES:
+            for h in which:
                 if now[h] != item["lm_eval"][h]:
                     raise _drift(self.spec, doc_id, h)
 
     def run(self, model: Any, tok: Any, *, batch_size: int = 32,
-            on_progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-        """lm-eval's evaluation of these items with ``model``; one ``tasks.jsonl`` entry a document."""
+            on_progress: Callable[[int, int], None] | None = None,
+            generate_with: Generator | None = None) -> list[dict[str, Any]]:
+        """lm-eval's evaluation of these items with ``model``; one ``tasks.jsonl`` entry a document.
+        ``generate_with(prompts, settings)`` generates instead of ``model`` (``--processes N``'s
+        shards, which take whole batches of the order one process makes: the same answers)."""
         from lm_eval import simple_evaluate
 
         freeze.quiet()
-        lm = MonteLM(model, tok, batch_size=batch_size, on_progress=on_progress)
+        lm = MonteLM(model, tok, batch_size=batch_size, on_progress=on_progress, generate_with=generate_with)
         n = len(self.items)
-        result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
-                                 log_samples=True, bootstrap_iters=0, limit=n if n < self.total else None,
-                                 fewshot_random_seed=int(self.spec["fewshot_seed"]))
+        with self.frozen():
+                result = simple_evaluate(model=lm, tasks=[self.task], task_manager=freeze.task_manager(None, False),
+                                     log_samples=True, bootstrap_iters=0, limit=n if n < self.total else None,
+                                     fewshot_random_seed=int(self.spec["fewshot_seed"]), **self.chat)
         assert result is not None
         samples = [s for s in result["samples"][self.spec["task"]] if s["filter"] == self.spec["filter"]]
-        self.check({int(s["doc_id"]): s for s in samples})
+        # under a chat template the prompt is the model's rendering of the one proven above
+        self.check({int(s["doc_id"]): s for s in samples},
+                   HASHES if not self.chat["apply_chat_template"] else ("doc_hash", "target_hash"))
         by_doc = {int(s["doc_id"]): s for s in samples}
         out = []
         for item in self.items:
@@ -134,11 +169,32 @@ class MonteLM(_lm_base()):  # type: ignore[misc]
     backend = "causal"
 
     def __init__(self, model: Any, tok: Any, *, batch_size: int = 32,
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: Callable[[int, int], None] | None = None,
+                 generate_with: Generator | None = None) -> None:
         super().__init__()
         self.model, self.tokenizer = model, tok
         self._batch = max(1, int(batch_size))
         self.on_progress = on_progress
+        self.generate_with = generate_with
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(getattr(self.tokenizer, "name_or_path", "") or "").replace("/", "__")
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The chat rendered by the model's tokenizer exactly as lm-eval's ``HFLM`` renders it (a
+        template that refuses a system turn is retried without it, as there)."""
+        import jinja2
+
+        def render(history: list[dict[str, str]]) -> str:
+            return str(self.tokenizer.apply_chat_template(history, tokenize=False,
+                                                          add_generation_prompt=add_generation_prompt,
+                                                          continue_final_message=not add_generation_prompt))
+
+        try:
+            return render(chat_history)
+        except jinja2.exceptions.TemplateError:
+            return render([m for m in chat_history if m["role"] != "system"])
 
     @property
     def eot_token_id(self) -> int:
@@ -229,10 +285,13 @@ class MonteLM(_lm_base()):  # type: ignore[misc]
             kwargs = normalize_gen_kwargs(dict(requests[idx[0]].args[1]), 256)
             until = handle_stop_sequences(kwargs.pop("until", None), eos=eos)
             sample = bool(kwargs.get("do_sample"))
-            answers = gen.generate(self.model, self.tokenizer, [requests[i].args[0] for i in idx],
-                                   max_new_tokens=int(kwargs["max_gen_toks"]), batch_size=self._batch,
-                                   temperature=float(kwargs.get("temperature") or 0.0) if sample else 0.0,
-                                   top_p=float(kwargs.get("top_p") or 1.0), stop=())
+            settings: dict[str, Any] = {"max_new_tokens": int(kwargs["max_gen_toks"]), "batch_size": self._batch,
+                                        "temperature": float(kwargs.get("temperature") or 0.0) if sample else 0.0,
+                                        "top_p": float(kwargs.get("top_p") or 1.0), "stop": [],
+                                        "chat_template": False}
+            prompts = [requests[i].args[0] for i in idx]
+            answers = (self.generate_with(prompts, settings) if self.generate_with is not None else
+                       gen.generate(self.model, self.tokenizer, prompts, **settings))
             for i, a in zip(idx, answers, strict=True):
                 out[i] = postprocess_generated_text(a, stop=until, think_end_token=None)
             done += len(idx)

@@ -2,14 +2,23 @@
 
 What lands in the environment's folder, for the exam named after the task:
 
-- ``lmeval/<exam>/task/...``: the task's YAML, every ``include:`` parent, and every Python file
-  beside them (a ``!function`` module and what it imports from its folder), in their layout;
+- ``lmeval/<exam>/task/...``: the task's YAML, every ``include:`` parent, and the ``!function``
+  modules beside them (nothing else of their folders), in their layout;
+- ``lmeval/<exam>/modules/...``: every module those import that no installed distribution owns
+  (:mod:`monte.envs.lmeval.imports`), imported from there at every eval; the distributions are
+  recorded by version. Every frozen file is read-only;
 - ``lmeval/<exam>/data/{dev,test,fewshot}.jsonl``: the documents of each split, as the task's
   dataset gave them (before ``process_docs``, which runs again at every eval), and the few-shot
   pool; at eval the task reads these through ``dataset_path: json`` (nothing reads a hub again);
 - ``exams/<exam>/{dev,test}.jsonl``: the exam's items, one a document: ``id``, ``doc_id``, the
   rendered ``prompt`` (few-shot context included), the ``answer`` (lm-eval's target), and lm-eval's
   own ``doc_hash``/``prompt_hash``/``target_hash`` of it.
+
+Each prompt is the one a plain ``lm_eval`` run of the task renders: dev and test are parts of
+lm-eval's run of their whole split, the few-shot sampler's draws for the documents a part leaves
+out replayed (:class:`Replay`), and every prompt proven against that run at the freeze. A chat
+template, few-shot turns and a system instruction (``chat``) are lm-eval's renderings, recorded in
+the grader and applied by lm-eval at eval with the model's tokenizer.
 
 Dev and test come from the task's own ``validation_split`` and ``test_split`` when it has both;
 else monte splits its one eval split in two with a recorded seed. Either way a document whose
@@ -26,11 +35,15 @@ import json
 import os
 import random
 import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from monte.envs.lmeval import KIND, PREFIX, is_task_spec
+from monte.envs.lmeval.imports import Closure, frozen_imports, scan
 from monte.errors import MonteError, error
 from monte.hashing import hash_tree, sha256_bytes
 from monte.manifest import MANIFEST, FileEntry, Manifest
@@ -54,6 +67,10 @@ class LmEvalPlan:
     env_kind: Literal["eval-only"] = "eval-only"
     provider: str = KIND
     exams: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: where the freeze writes what lm-eval said (its warnings), instead of the terminal
+    log: str | None = None
+    #: how lm-eval renders the prompts for the model (:func:`chat_options`); None: as plain text
+    chat: dict[str, Any] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "form": self.form, "kind": self.env_kind, "exams": self.exams,
@@ -72,6 +89,79 @@ def quiet() -> None:
         datasets.disable_progress_bars()
     except ImportError:  # pragma: no cover - lm-eval depends on datasets
         pass
+
+
+#: the loggers lm-eval's run writes to (its own, and the datasets it loads through)
+CHATTY = ("lm_eval", "datasets")
+
+
+@contextmanager
+def captured() -> Iterator[list[str]]:
+    """Inside: lm-eval kept off the terminal. Its log records (warnings and up) and the Python
+    warnings it raises are collected, one line each, into the list yielded (filled on exit), for
+    the run's event file; its progress bars (``tqdm`` in ``lm_eval.api``) are not drawn, so monte's
+    own progress is the one shown."""
+    import logging
+    import warnings
+
+    import lm_eval.api.model
+    import lm_eval.api.task  # noqa: F401 - their progress bars are turned off below
+
+    quiet()
+    out: list[str] = []
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.WARNING)
+    saved = []
+    for name in CHATTY:
+        logger = logging.getLogger(name)
+        saved.append((logger, list(logger.handlers), logger.propagate))
+        logger.handlers, logger.propagate = [keep], False
+    bars = []
+    for name in ("lm_eval.api.task", "lm_eval.api.model"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "tqdm"):
+            bars.append((module, module.tqdm))
+            module.tqdm = _no_bar(module.tqdm)  # type: ignore[attr-defined]
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield out
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers, logger.propagate = handlers, propagate
+        for module, bar in bars:
+            module.tqdm = bar  # type: ignore[attr-defined]
+        out += [f"{r.levelname} {r.name}: {r.getMessage()}" for r in records]
+        out += [f"{w.category.__name__}: {w.message}" for w in caught]
+
+
+def _no_bar(bar: Any) -> Any:
+    """``tqdm`` never drawn, whatever ``disable=`` its caller passes."""
+    def drawn_nowhere(*args: Any, **kwargs: Any) -> Any:
+        return bar(*args, **{**kwargs, "disable": True})
+
+    return drawn_nowhere
+
+
+def chat_options(apply_chat_template: str | None, fewshot_as_multiturn: bool | None,
+                 system_instruction: str | None) -> dict[str, Any] | None:
+    """The rendering options as lm-eval's CLI takes them: ``apply_chat_template`` (True, or a
+    template's name in a tokenizer holding several), ``fewshot_as_multiturn`` (default: on with a
+    chat template, as lm-eval's CLI has it; refused without one), ``system_instruction``."""
+    if apply_chat_template is None and fewshot_as_multiturn is None and system_instruction is None:
+        return None
+    if fewshot_as_multiturn and apply_chat_template is None:
+        raise error("E_USAGE", "--fewshot-as-multiturn renders the few-shot examples as chat turns: it needs a chat "
+                    "template", "add --apply-chat-template (or drop --fewshot-as-multiturn)")
+    chat: Any = False if apply_chat_template is None else apply_chat_template or True
+    return {"apply_chat_template": True if chat == "default" else chat,
+            "fewshot_as_multiturn": bool(chat) if fewshot_as_multiturn is None else fewshot_as_multiturn,
+            "system_instruction": system_instruction}
 
 
 def plan_freeze(*, name: str | None, benchmark: str | None, server: str | None, dev: tuple[str, ...],
@@ -214,8 +304,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
-    """The merged raw config, every file of the task's closure, and the folder they are kept under.
+def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path, Closure]:
+    """The merged raw config, the task's files (its YAMLs and the ``!function`` modules beside
+    them, nothing else of their folders), the folder they are kept under, and what those modules
+    import (:func:`monte.envs.lmeval.imports.scan`).
 
     Every ``!function`` must import (``E_BAD_INPUT`` naming it otherwise), as lm-eval resolves it:
     a module file beside the YAML that names it, else an importable module."""
@@ -224,6 +316,7 @@ def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
     yamls: list[Path] = []
     merged = _walk(yaml_path, yamls)
     files = list(yamls)
+    named: list[str] = []
     for y in yamls:
         for fn in _functions(_load_raw(y)):
             try:
@@ -231,10 +324,15 @@ def closure(yaml_path: Path) -> tuple[dict[str, Any], list[Path], Path]:
             except Exception as e:
                 raise error("E_BAD_INPUT", f"the !function {fn} in {y} does not import: {type(e).__name__}: {e}",
                             "fix the function's module (it is looked for beside the YAML, then on the path)") from None
-        files += sorted(p.resolve() for p in y.parent.glob("*.py"))
+            mod = fn.rpartition(".")[0]
+            beside = (y.parent / f"{mod.replace('.', '/')}.py").resolve()
+            if beside.exists():  # lm-eval loads it by its path
+                files.append(beside)
+            else:  # lm-eval imports it by its name
+                named.append(mod)
     unique = sorted(set(files))
     root = Path(os.path.commonpath([str(p.parent) for p in unique]))
-    return merged, unique, root
+    return merged, unique, root, scan([p for p in unique if p.suffix == ".py"], named)
 
 
 # --- the documents ------------------------------------------------------------------------------------------------
@@ -314,7 +412,7 @@ def build(cfg: dict[str, Any] | Path) -> Any:
     name = cfg.get("task") if isinstance(cfg, dict) else str(cfg)
     try:
         loaded = tm.load([cfg if isinstance(cfg, dict) else str(cfg)])
-    except MonteError:
+    except (MonteError, ModuleNotFoundError):  # a module it imports: the caller names it
         raise
     except Exception as e:
         raise error("E_BAD_INPUT", f"lm-eval could not build task {name!r}: {type(e).__name__}: {e}",
@@ -404,13 +502,60 @@ def eval_config(spec: dict[str, Any], folder: Path, split: str) -> dict[str, Any
     return dict(cfg)
 
 
-def requests_of(task: Any, seed: int) -> list[dict[str, Any]]:
-    """Per document, in doc_id order: the prompt, target, choices and lm-eval's three hashes,
-    computed as lm-eval's evaluator logs them (no model needed)."""
+class Replay:
+    """lm-eval's few-shot sampler, advanced over the documents of the whole eval split that this
+    part of it leaves out, so each document gets the examples a plain ``lm_eval`` run gives it.
+
+    lm-eval's default sampler draws from one ``random.Random`` (seeded 1234) once per document, in
+    ``doc_id`` order, over every document it renders: a dev or test half rendered alone would give
+    most documents other examples. ``positions`` are this part's documents' places in the whole
+    split (lm-eval's ``doc_id`` there, after ``process_docs``); before each document the draws of
+    the documents skipped since the last one are made and thrown away. A draw depends on the pool
+    and ``n`` only (no eval document is passed: a pool that is the exam's own split is refused), so
+    the replay is exact; the freeze proves it against the whole split's rendering all the same."""
+
+    def __init__(self, inner: Any, positions: list[int]) -> None:
+        self.inner, self.positions, self.calls = inner, list(positions), 0
+
+    def set_rnd(self, rnd: int | None) -> Replay:
+        self.inner.set_rnd(rnd)
+        self.calls = 0  # a new seed is a new pass over the split
+        return self
+
+    def sample(self, n: int, eval_doc: Any = None, df: Any = None, **kwargs: Any) -> Any:
+        start = self.positions[self.calls - 1] + 1 if self.calls else 0
+        for _ in range(self.positions[self.calls] - start):
+            self.inner.sample(n, eval_doc=None, df=df, **kwargs)
+        self.calls += 1
+        return self.inner.sample(n, eval_doc=eval_doc, df=df, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def replayed(task: Any, positions: list[int] | None) -> Any:
+    """``task`` with its sampler replaying the whole split (:class:`Replay`) when it draws at all."""
+    if positions is not None and (task.config.num_fewshot or 0) > 0 and hasattr(task, "sampler"):
+        task.sampler = Replay(task.sampler, positions)
+    return task
+
+
+def imports_of(spec: dict[str, Any], folder: Path) -> tuple[Path | None, list[str]]:
+    """The frozen ``modules/`` folder of a task and the modules it holds (none: an older freeze)."""
+    modules = dict(spec.get("modules") or {})
+    if not modules:
+        return None, []
+    return folder / str(spec["modules_dir"]), list(modules)
+
+
+def requests_of(task: Any, seed: int, system_instruction: str | None = None) -> list[dict[str, Any]]:
+    """Per document, in doc_id order: the prompt (as plain text: a chat template is the model's,
+    applied at eval), target, choices and lm-eval's three hashes, computed as lm-eval's evaluator
+    logs them (no model needed)."""
     from lm_eval.utils import handle_non_serializable, hash_string
 
     task.set_fewshot_seed(seed=seed)
-    task.build_all_requests(limit=None, rank=0, world_size=1)
+    task.build_all_requests(limit=None, rank=0, world_size=1, system_instruction=system_instruction)
     by_doc: dict[int, list[Any]] = {}
     for inst in task.instances:
         by_doc.setdefault(inst.doc_id, []).append(inst)
@@ -441,6 +586,44 @@ def task_hash(hashes: list[dict[str, Any]], filters: list[str]) -> str:
     return str(hash_string("".join(h["doc_hash"] + h["prompt_hash"] + h["target_hash"] for _ in filters for h in hashes)))
 
 
+def _places(processed: list[dict[str, Any] | None]) -> dict[int, int]:
+    """Raw index -> lm-eval's ``doc_id`` (its place after ``process_docs`` dropped some)."""
+    kept = [i for i, d in enumerate(processed) if d is not None]
+    return {i: n for n, i in enumerate(kept)}
+
+
+def whole_split(plan: LmEvalPlan, task: Any, split: str) -> list[dict[str, Any]]:
+    """Every document of ``split`` as a plain ``lm_eval`` run of the task renders it (its whole
+    split, lm-eval's order, its seed): the task as written, or, for a split that is not its eval
+    split (a validation split beside a test split), the task with that split as its eval split."""
+    cfg = task.config
+    own = cfg.test_split if task.has_test_docs() else cfg.validation_split
+    if split != own:
+        from lm_eval.tasks._yaml_loader import load_yaml
+
+        raw = load_yaml(plan.yaml_path, resolve_func=True)
+        raw.update(test_split=split, validation_split=None)
+        task = build(raw)
+    return requests_of(task, FEWSHOT_SEED, (plan.chat or {}).get("system_instruction"))
+
+
+def _same_as_lm_eval(plan: LmEvalPlan, task: Any, split: str, positions: list[int],
+                     hashes: list[dict[str, Any]], rendered: dict[str, dict[int, dict[str, Any]]]) -> None:
+    """Refuse a frozen prompt that a plain run of the whole split does not render (a sampler whose
+    draws depend on the document cannot be replayed on a part of the split)."""
+    if split not in rendered:  # dev and test cut from one split: it is rendered once
+        rendered[split] = {r["doc_id"]: r for r in whole_split(plan, task, split)}
+    reference = rendered[split]
+    for pos, h in zip(positions, hashes, strict=True):
+        want = reference.get(pos)
+        if want is None or want["prompt_hash"] != h["prompt_hash"] or want["doc_hash"] != h["doc_hash"]:
+            raise error("E_REFUSED", f"task {plan.task!r}: document {pos} of {split} renders another prompt as part "
+                        f"of the exam than in lm-eval's run of the whole split (its few-shot sampler "
+                        f"{type(getattr(task, 'sampler', None)).__name__} cannot be replayed on a part of the "
+                        "split), so its scores would not be lm-eval's", "give the task the default sampler or "
+                        "fewshot_config: {sampler: first_n}")
+
+
 def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -452,11 +635,23 @@ def _write_docs(path: Path, rows: list[dict[str, Any]], task: str) -> None:
 
 
 def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
-    """Freeze the task into ``folder`` and return its manifest (not yet written)."""
+    """Freeze the task into ``folder`` and return its manifest (not yet written); what lm-eval
+    said meanwhile goes to ``plan.log``, not the terminal."""
+    with captured() as said:
+        manifest = _prepare(plan, folder)
+    if plan.log and said:  # (a refused freeze writes nothing, this log included)
+        log = Path(plan.log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a", encoding="utf-8") as f:
+            f.write("".join(f"{line}\n" for line in said))
+    return manifest
+
+
+def _prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     import lm_eval
 
     quiet()
-    merged, files, root = closure(Path(plan.yaml_path))
+    merged, files, root, imported = closure(Path(plan.yaml_path))
     check_data(plan.task, merged)
     task = build(Path(plan.yaml_path))
     if task.OUTPUT_TYPE not in OUTPUT_TYPES:
@@ -495,15 +690,21 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
     dropped: dict[str, int] = {}
     picked: dict[str, list[dict[str, Any]]] = {}
     sources: dict[str, list[int]] = {}
+    positions: dict[str, list[int]] = {}  # each kept document's doc_id in lm-eval's run of its whole split
+    whole: dict[str, list[dict[str, Any] | None]] = {}
     seen: set[str] = set()
     for split in ("test", "dev"):
         if split not in splits:
             continue
         name, idx = splits[split]
         raw = _rows(task, name)
+        if name not in whole:
+            whole[name] = _processed(task, raw)
+        place = _places(whole[name])
         rows = [raw[i] for i in idx]
         keep_rows, keep_idx, keys, d = [], [], set(), 0
-        for i, doc, processed in zip(idx, rows, _processed(task, rows), strict=True):
+        for i, doc in zip(idx, rows, strict=True):
+            processed = whole[name][i]
             if processed is None:
                 continue  # process_docs drops it: it would never be scored
             k = _key(task, processed)
@@ -515,15 +716,18 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
             keep_idx.append(i)
         seen |= keys
         picked[split], sources[split], dropped[split] = keep_rows, keep_idx, d
+        positions[split] = [place[i] for i in keep_idx]
         if not keep_rows:
             raise error("E_REFUSED", f"task {plan.task!r} leaves no {split} document (after dropping those shared "
                         "with test)", "freeze a task with more documents")
     # the closure, then the documents, into the folder
     base = f"lmeval/{exam}"
-    for p in files:
-        dest = folder / base / "task" / p.relative_to(root)
+    copies = [(p, folder / base / "task" / p.relative_to(root)) for p in files]
+    copies += [(imported.modules[m], folder / base / "modules" / imported.relpath(m)) for m in imported.modules]
+    for origin, dest in copies:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, dest)
+        shutil.copyfile(origin, dest)
+        dest.chmod(0o444)  # frozen: an edit is refused at the next eval anyway, and should not be easy
     data: dict[str, str] = {}
     for split, rows in picked.items():
         data[split] = f"{base}/data/{split}.jsonl"
@@ -547,17 +751,30 @@ def prepare(plan: LmEvalPlan, folder: Path) -> Manifest:
         "source_splits": {s: splits[s][0] for s in picked},
         "split_seed": seed,
         "dropped_for_disjointness": dropped,
+        # what the task's modules import: the modules no distribution owns, frozen under modules/
+        # (imported from there at every eval), and the distributions, by version
+        "modules": {m: f"{base}/modules/{imported.relpath(m)}" for m in sorted(imported.modules)},
+        "modules_dir": f"{base}/modules",
+        "distributions": dict(sorted(imported.distributions.items())),
     }
-    # the frozen task, built from the frozen files, renders every prompt and hashes it
+    if plan.chat is not None:  # the rendering is part of the exam's grader: another cohort, same documents
+        spec["chat"] = dict(plan.chat)
+    if (cfg.num_fewshot or 0) > 0:  # the sampler draws: each part replays the whole split's draws
+        spec["positions"] = positions
+    # the frozen task, built from the frozen files, renders every prompt and hashes it; each prompt
+    # must be the one lm-eval renders in a plain run of the task's whole split
     task_hashes: dict[str, str] = {}
     files_for: dict[str, str] = {}
+    rendered: dict[str, dict[int, dict[str, Any]]] = {}
     for split in picked:
-        frozen = build(eval_config(spec, folder, split))
-        hashes = requests_of(frozen, FEWSHOT_SEED)
+        with frozen_imports(*imports_of(spec, folder)):
+            frozen = replayed(build(eval_config(spec, folder, split)), (spec.get("positions") or {}).get(split))
+            hashes = requests_of(frozen, FEWSHOT_SEED, (plan.chat or {}).get("system_instruction"))
         if len(hashes) != len(picked[split]):
             raise error("E_REFUSED", f"task {plan.task!r}: its process_docs gives {len(hashes)} documents of the "
                         f"{len(picked[split])} frozen for {split}", "freeze a task whose process_docs keeps each "
                         "document it is given")
+        _same_as_lm_eval(plan, task, splits[split][0], positions[split], hashes, rendered)
         task_hashes[split] = task_hash(hashes, filters)
         items = []
         for h, src in zip(hashes, sources[split], strict=True):
