@@ -19,7 +19,7 @@ def _msgs(role: str, text: str) -> list[dict[str, str]]:
     return [{"role": role, "content": text}]
 
 
-SHAPES = {
+SHAPES: dict[str, tuple[list[object], dict[str, str]]] = {
     "explicit text": ([{"prompt": "p 12 =", "chosen": " even", "rejected": " odd"}],
                       {"prompt": "prompt", "chosen": "chosen", "rejected": "rejected"}),
     "implicit text": ([{"chosen": "p 12 = even", "rejected": "p 12 = odd"}],

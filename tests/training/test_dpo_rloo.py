@@ -12,29 +12,12 @@ from typing import Any
 import pytest
 from support.helpers import git, run_events
 from support.trainhelp import (
-    DPO,
-    RLOO,
-    curriculum,
     exam_prompts,
     refused,
     trained,
-    write_preference_rows,
-    write_recipe,
 )
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
-
-
-@pytest.fixture
-def prefs(repo: Path, monte, ready: str, tmp_path: Path) -> str:
-    """``ready`` plus the preference Dataset ``parity-pref`` (right answer chosen, the other
-    rejected) from the curriculum, and the repo recipes ``dpo-t`` and ``rloo-t``."""
-    rows = write_preference_rows(tmp_path / "parity-pref.jsonl", curriculum(repo)[:256])
-    r = monte("dataset", "add", "parity-pref", "--from-file", str(rows), "--kind", "preference")
-    assert r.code == 0, r.err
-    write_recipe(repo, "dpo-t", DPO)
-    write_recipe(repo, "rloo-t", RLOO)
-    return ready
 
 
 def _lineage(monte, *args: str) -> list[str]:
