@@ -349,6 +349,9 @@ def test_the_vllm_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert generation_engine({}, "grpo", vllm=True, cuda=False) == "hf"
     assert generation_engine({"use_vllm": False}, "grpo", vllm=True, cuda=True) == "hf"
     assert generation_engine({}, "sft", vllm=True, cuda=True) is None
+    assert generation_engine({}, "rloo", vllm=True, cuda=True) == "vllm"  # RLOO samples as GRPO does
+    assert generation_engine({}, "rloo", vllm=True, cuda=False) == "hf"
+    assert generation_engine({}, "dpo", vllm=True, cuda=True) is None  # DPO samples nothing
     with pytest.raises(MonteError) as e:
         generation_engine({"use_vllm": True}, "grpo", vllm=False, cuda=False)
     assert e.value.code == "E_LAUNCH" and "not installed" in e.value.message
