@@ -158,9 +158,10 @@ def main() -> int:
           ["eval", "--yes"], ["eval", "--split", "test", "--yes"], cwd=repo)
     report: dict[str, object] = {"steps": a.steps, "rounds": a.rounds}
     for algo in algorithms:
-        report[algo] = _compare(algo, a.steps, a.rounds, repo, root, rows if algo == "sft" else pairs)
+        figures = _compare(algo, a.steps, a.rounds, repo, root, rows if algo == "sft" else pairs)
+        report[algo] = figures
         if len(algorithms) == 1:
-            report.update(report[algo])  # type: ignore[arg-type]  # the single-algorithm layout, as before
+            report.update(figures)  # the single-algorithm layout, as before
     if a.json_out:
         Path(a.json_out).write_text(json.dumps(report, indent=2))
     shutil.rmtree(root, ignore_errors=True)
