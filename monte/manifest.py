@@ -71,7 +71,7 @@ class Manifest(BaseModel):
     #: freeze time, so not part of the fingerprint; absent in manifests frozen before issue 18)
     floors: dict[str, dict[str, Floor]] = Field(default_factory=dict)
     # datasets
-    dataset_kind: Literal["sft"] | None = None
+    dataset_kind: Literal["sft", "preference"] | None = None
     columns: dict[str, str] | None = None
     rows: int | None = None
 

@@ -26,6 +26,25 @@ DATASET = "parity-sft"
 EXPERIMENT = "quickstart"
 
 
+def preference_rows(curriculum: Path, out: Path) -> Path:
+    """A ``--kind preference`` pile from an environment's curriculum (what a dpo recipe trains
+    on): the prompt, the right answer as ``chosen`` and a wrong one as ``rejected`` (the next
+    distinct answer of the curriculum, in sorted order: for parity, the other word). The answer
+    follows the prompt's ``=`` after a space, as in the SFT rows the quickstart makes."""
+    with open(curriculum, encoding="utf-8") as f:
+        items = [json.loads(line) for line in f if line.strip()]
+    answers = sorted({str(it["answer"]) for it in items})
+    if len(answers) < 2:
+        raise error("E_BAD_INPUT", f"{curriculum} has one answer for every item, so no wrong one to reject",
+                    "build the pairs from a curriculum with more than one answer")
+    wrong = {a: answers[(k + 1) % len(answers)] for k, a in enumerate(answers)}
+    with open(out, "w", encoding="utf-8") as f:
+        for it in items:
+            a = str(it["answer"])
+            f.write(json.dumps({"prompt": it["prompt"], "chosen": " " + a, "rejected": " " + wrong[a]}) + "\n")
+    return out
+
+
 def commit(folder: Path, message: str) -> None:
     """Commit what is staged on ``main``, as the user would (their own git identity; a machine
     with none gets monte's, for this throwaway repository only)."""

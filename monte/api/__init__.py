@@ -189,13 +189,19 @@ def dataset_add(
     output_key: str = "output",
     dry_run: bool = False,
     ws: Workspace | None = None,
+    prompt_key: str = "prompt",
+    chosen_key: str = "chosen",
+    rejected_key: str = "rejected",
 ) -> DatasetAddResult:
     """Freeze a JSONL pile as a Dataset: prove every line, hash it, record where it came from,
-    then push it to the Vault (as :func:`env_add` does)."""
+    then push it to the Vault (as :func:`env_add` does). ``kind``: ``sft`` (``input_key`` /
+    ``output_key`` pairs, or messages) or ``preference`` (``prompt_key`` / ``chosen_key`` /
+    ``rejected_key``, TRL's preference shapes), each screened row by row."""
     from monte.datasets import manage
 
     return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws)
+                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
+                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
 
 
 def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetInfo] | list[VaultEntry]:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 @click.group()
 def dataset() -> None:
-    """Datasets: frozen piles of JSONL rows (what an sft recipe trains on)."""
+    """Datasets: frozen piles of JSONL rows (what an sft or a dpo recipe trains on)."""
 
 
 def _added(r: DatasetAddResult) -> None:
@@ -39,18 +39,25 @@ def _added(r: DatasetAddResult) -> None:
 @click.option("--from-file", type=click.Path(path_type=Path, dir_okay=False), help="A local JSONL file.")
 @click.option("--from-hf", metavar="REPO[@REV]", help="A Hugging Face dataset repo, optionally pinned.")
 @click.option("--file", "hf_file", metavar="PATH", help="The repo-relative JSONL file of --from-hf.")
-@click.option("--kind", type=click.Choice(["sft"]), help="Screen the rows for the SFT trainer.")
-@click.option("--input-key", default="input", show_default=True, help="Prompt column (flat piles).")
-@click.option("--output-key", default="output", show_default=True, help="Completion column (flat piles).")
+@click.option("--kind", type=click.Choice(["sft", "preference"]),
+              help="Screen the rows for a trainer: sft (demonstrations) or preference (chosen/rejected pairs, dpo).")
+@click.option("--input-key", default="input", show_default=True, help="Prompt column (flat sft piles).")
+@click.option("--output-key", default="output", show_default=True, help="Completion column (flat sft piles).")
+@click.option("--prompt-key", default="prompt", show_default=True,
+              help="Prompt column of a preference pile (absent from a row: an implicit prompt).")
+@click.option("--chosen-key", default="chosen", show_default=True, help="Preferred completion (preference).")
+@click.option("--rejected-key", default="rejected", show_default=True, help="Dispreferred completion (preference).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @handled(_added)
 def add(name: str, from_file: Path | None, from_hf: str | None, hf_file: str | None, kind: str | None,
-        input_key: str, output_key: str, dry_run: bool) -> object:
+        input_key: str, output_key: str, prompt_key: str, chosen_key: str, rejected_key: str,
+        dry_run: bool) -> object:
     """Freeze a Dataset: prove every line is a JSON object, hash it, record its provenance."""
     from monte import api
 
     return api.dataset_add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                           input_key=input_key, output_key=output_key, dry_run=dry_run)
+                           input_key=input_key, output_key=output_key, prompt_key=prompt_key,
+                           chosen_key=chosen_key, rejected_key=rejected_key, dry_run=dry_run)
 
 
 @dataset.command("list")

@@ -24,7 +24,7 @@ def _human(r: Any) -> None:
 
 @click.command()
 @click.option("--recipe", required=True, metavar="R", shell_complete=complete.recipes, help="A recipe name (see `monte config`) or a YAML path.")
-@click.option("--source", required=True, metavar="S", shell_complete=complete.sources, help="A frozen Dataset (sft) or trainable Environment.")
+@click.option("--source", required=True, metavar="S", shell_complete=complete.sources, help="A frozen Dataset (sft, dpo) or trainable Environment (grpo, rloo, distillation).")
 @click.option("--parent", metavar="RUN@STEP", shell_complete=complete.checkpoints, help="Continue (same recipe) or warm-start (other recipe) from it.")
 @click.option("--from-base", is_flag=True, help="Open a fresh branch from the base model at step 0.")
 @click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")

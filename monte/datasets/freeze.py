@@ -12,14 +12,22 @@ from monte.errors import error
 
 
 def screen_jsonl(
-    path: Path, *, kind: str | None, input_key: str, output_key: str
+    path: Path, *, kind: str | None, input_key: str, output_key: str,
+    prompt_key: str = "prompt", chosen_key: str = "chosen", rejected_key: str = "rejected",
 ) -> tuple[int, dict[str, str] | None]:
-    """Prove every line of ``path`` is a JSON object; with ``kind="sft"`` also that every row
-    carries what the SFT trainer needs. Returns the row count and the declared columns.
+    """Prove every line of ``path`` is a JSON object; with a ``kind`` also that every row carries
+    what that kind's trainer needs. Returns the row count and the declared columns.
 
-    A row is SFT-ready as a flat pair (``input_key`` and ``output_key``, both non-empty strings)
-    or as a conversation (``messages``: a list of ``{"role", "content"}`` objects). A pile must
-    use one shape throughout.
+    ``kind="sft"``: a flat pair (``input_key`` and ``output_key``, both non-empty strings) or a
+    conversation (``messages``: a list of ``{"role", "content"}`` objects).
+
+    ``kind="preference"`` (what DPO trains on, in TRL's shapes): ``chosen_key`` and
+    ``rejected_key`` both text, or both conversations (lists of messages), with the prompt
+    explicit (``prompt_key``: text, or a conversation, of the same form) or implicit (absent: the
+    shared start of chosen and rejected). A pair whose chosen equals its rejected teaches nothing
+    and is refused.
+
+    A pile must use one shape throughout.
     """
     fix = f"fix the line in {path} and add it again"
     shape: str | None = None
@@ -63,10 +71,21 @@ def screen_jsonl(
                     if shape and this != shape:
                         raise error("E_BAD_INPUT", f"{path}, line {lineno}: mixes {this} rows with {shape} rows", fix)
                     shape = this
+                elif kind == "preference":
+                    this, why = _preference_shape(row, prompt_key, chosen_key, rejected_key)
+                    if this is None:
+                        raise error("E_BAD_INPUT", f"{path}, line {lineno}: not a preference row: {why}",
+                                    "name the columns with --prompt-key/--chosen-key/--rejected-key, or fix the row")
+                    if shape and this != shape:
+                        raise error("E_BAD_INPUT", f"{path}, line {lineno}: mixes {this} rows with {shape} rows", fix)
+                    shape = this
         except UnicodeDecodeError:
             raise error("E_BAD_INPUT", f"{path}, line {lineno + 1}: not UTF-8 text", fix) from None
     if rows == 0:
         raise error("E_BAD_INPUT", f"{path} holds no rows", "a dataset needs at least one JSON object line")
+    if kind == "preference":
+        explicit = shape is not None and shape.startswith("explicit")
+        return rows, {**({"prompt": prompt_key} if explicit else {}), "chosen": chosen_key, "rejected": rejected_key}
     if kind != "sft":
         return rows, None
     if shape == "messages":
@@ -88,12 +107,44 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
+def _messages(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
+
+
+def _form(value: Any) -> str | None:
+    """``text`` (a non-empty string), ``conversational`` (a list of messages), or None."""
+    if isinstance(value, str) and value:
+        return "text"
+    return "conversational" if _messages(value) else None
+
+
+def _preference_shape(row: dict, prompt_key: str, chosen_key: str,  # type: ignore[type-arg]
+                      rejected_key: str) -> tuple[str | None, str]:
+    """The row's shape (``explicit text``, ``implicit conversational``, ...), or None and why not."""
+    missing = [k for k in (chosen_key, rejected_key) if k not in row]
+    if missing:
+        return None, (f"it has no {' and no '.join(repr(k) for k in missing)} (a preference row holds "
+                      f"{chosen_key!r} and {rejected_key!r}, and optionally {prompt_key!r})")
+    chosen, rejected = _form(row[chosen_key]), _form(row[rejected_key])
+    for key, form in ((chosen_key, chosen), (rejected_key, rejected)):
+        if form is None:
+            return None, f"{key!r} is neither non-empty text nor a list of {{role, content}} messages"
+    if chosen != rejected:
+        return None, f"{chosen_key!r} is {chosen} and {rejected_key!r} is {rejected}; a pair has one form"
+    if row[chosen_key] == row[rejected_key]:
+        return None, f"{chosen_key!r} equals {rejected_key!r}: the pair prefers nothing"
+    if prompt_key not in row:
+        return f"implicit {chosen}", ""
+    prompt = _form(row[prompt_key])
+    if prompt != chosen:
+        return None, (f"{prompt_key!r} is {prompt or 'neither text nor a list of messages'} and the pair is "
+                      f"{chosen}; the prompt has the pair's form")
+    return f"explicit {chosen}", ""
+
+
 def _sft_shape(row: dict, input_key: str, output_key: str) -> str | None:  # type: ignore[type-arg]
-    msgs = row.get("messages")
-    if isinstance(msgs, list) and msgs and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-        for m in msgs
-    ):
+    if _messages(row.get("messages")):
         return "messages"
     a, b = row.get(input_key), row.get(output_key)
     if isinstance(a, str) and isinstance(b, str) and a and b:

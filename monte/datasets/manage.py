@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from monte.storage.vault import VaultEntry
 
 
+#: the kinds a Dataset is screened as: sft (demonstrations), preference (chosen/rejected pairs, DPO)
+KINDS = (None, "sft", "preference")
+
+
 class DatasetInfo(BaseModel):
     name: str
     kind: str | None
@@ -72,6 +76,9 @@ def add(
     output_key: str,
     dry_run: bool,
     ws: Workspace | None,
+    prompt_key: str = "prompt",
+    chosen_key: str = "chosen",
+    rejected_key: str = "rejected",
 ) -> DatasetAddResult:
     """See :func:`monte.api.dataset_add`. ``ws`` is resolved here, after the arguments are checked,
     so a bad one is refused the same inside a repository or outside one."""
@@ -88,8 +95,8 @@ def add(
                     "monte dataset add NAME --from-file rows.jsonl")
     if hf_file and not from_hf:
         raise error("E_USAGE", "--file picks a file of a --from-hf repo", "drop --file, or use --from-hf")
-    if kind not in (None, "sft"):
-        raise error("E_USAGE", f"unknown --kind {kind!r}", "the only kind today is sft")
+    if kind not in KINDS:
+        raise error("E_USAGE", f"unknown --kind {kind!r}", f"use one of: {', '.join(k for k in KINDS if k)}")
     ws = ws or open_workspace()
     vault = Vault(ws.store)
     dest = ws.dataset_dir(name)
@@ -127,6 +134,9 @@ def add(
         assert from_file is not None
         plan = {"name": name, "source": "file", "path": str(Path(from_file).resolve())}
     plan.update(kind=kind, input_key=input_key, output_key=output_key)
+    if kind == "preference":  # the keys of the kind it is screened as
+        plan.update(prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
+        del plan["input_key"], plan["output_key"]
     if dry_run:
         return DatasetAddResult(dry_run=True, plan=plan, note=where.note)
     if from_hf:
@@ -143,7 +153,8 @@ def add(
         inside = src.resolve().is_relative_to(ws.repo_root.resolve())
         provenance = ({"source": "file", "path": src.resolve().relative_to(ws.repo_root.resolve()).as_posix()}
                       if inside else {"source": "file", "file": src.name})
-    rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key)
+    rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key,
+                                 prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
     staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
     recorded = False
     added: list[str] = []  # objects this freeze put into DVC's cache

@@ -55,7 +55,7 @@ def _plainly_valid(m: Any) -> bool:
             and type(m["name"]) is str and type(m.get("frozen_at", "")) is str
             and type(m.get("provenance", {})) is dict and m.get("env_kind") in (None, "eval-only", "trainable")
             and m.get("form") in (None, "benchmark", "server", "exams") and _opt(m.get("curriculum"), str)
-            and _opt(m.get("grader"), dict) and m.get("dataset_kind") in (None, "sft") and _opt(m.get("rows"), int)
+            and _opt(m.get("grader"), dict) and m.get("dataset_kind") in (None, "sft", "preference") and _opt(m.get("rows"), int)
             and type(files) is dict and type(exams) is dict and type(floors) is dict):
         return False
     grader, provenance = m.get("grader") or {}, m.get("provenance", {})

@@ -125,7 +125,7 @@ class LaunchSpec(BaseModel):
     versions: dict[str, str | None] = {}
     python: str = ""
     gpus: list[dict[str, str]] = []  # {model, driver}, one per GPU (none on CPU)
-    generation: str | None = None  # grpo / distillation: "vllm" (TRL's use_vllm) or "hf"
+    generation: str | None = None  # grpo / rloo / distillation: "vllm" (TRL's use_vllm) or "hf"
 
     def record(self) -> dict[str, Any]:
         """What a train row records (the port is an execution detail of one launch)."""
@@ -290,10 +290,10 @@ def read_accelerate_config(path: Path | str, *, cuda: bool) -> dict[str, Any]:
 
 
 def generation_engine(settings: dict[str, Any], algorithm: str, *, vllm: bool, cuda: bool) -> str | None:
-    """GRPO's and distillation's generation: TRL's vLLM path (``use_vllm``) where vLLM and a GPU
-    exist and the recipe does not turn it off, else the trainer's own HF ``generate``. A recipe
-    that asks for vLLM where it is not refuses E_LAUNCH."""
-    if algorithm not in ("grpo", "distillation"):
+    """GRPO's, RLOO's and distillation's generation: TRL's vLLM path (``use_vllm``) where vLLM and
+    a GPU exist and the recipe does not turn it off, else the trainer's own HF ``generate``. A
+    recipe that asks for vLLM where it is not refuses E_LAUNCH."""
+    if algorithm not in ("grpo", "rloo", "distillation"):
         return None
     asked = settings.get("use_vllm")
     if asked is True and not (vllm and cuda):
@@ -302,7 +302,7 @@ def generation_engine(settings: dict[str, Any], algorithm: str, *, vllm: bool, c
                     "drop use_vllm (monte then uses vLLM where it exists, HF generation elsewhere)")
     if asked is False:
         return "hf"
-    return "vllm" if vllm and cuda and algorithm == "grpo" else "hf"
+    return "vllm" if vllm and cuda and algorithm in ("grpo", "rloo") else "hf"
 
 
 def _split_batch(batch: int, accum: int, world: int) -> tuple[int, int]:

@@ -90,7 +90,11 @@ class TrainPlan(BaseModel):
             f"  recipe {self.recipe.name} (sha256 {self.recipe.sha256[:12]}), {self.steps} steps: "
             f"{self.start_step} -> {self.start_step + self.steps}",
             f"  {move}",
-            f"  source {self.source.kind} {self.source.name}"
+            *([f"  reference model (beta {self.recipe.settings['beta']:g}): the stage's start, {self.stage_ref}"
+               + (" (the parent checkpoint)" if self.boundary else "")]
+              if self.recipe.algorithm in ("dpo", "grpo", "rloo") and self.recipe.settings.get("beta") else []),
+            f"  source {self.source.dataset_kind + ' ' if self.source.dataset_kind else ''}{self.source.kind} "
+            f"{self.source.name}"
             + (f" ({self.leak['dev_overlap']} item(s) also in a dev exam)" if self.leak.get("dev_overlap") else ""),
             f"  cohort {self.cohort} (base model {self.base_model}"
             + (f", here {self.base_folder})" if self.base_folder else ")"),
@@ -122,7 +126,7 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
     plan.launch = launch.plan_launch(plan.recipe.settings, plan.recipe.algorithm, processes=processes, nodes=nodes,
                                      accelerate_config=accelerate_config, port=port, hosts=hosts,
                                      ssh_key=ssh_key)
-    if plan.resume_from and plan.parent and plan.recipe.algorithm != "sft":
+    if plan.resume_from and plan.parent and plan.recipe.algorithm not in ("sft", "dpo"):  # those sample nothing
         _same_world(ws, plan)
     if not remote:
         check_machine(plan)
@@ -214,7 +218,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
 
 
 def _same_world(ws: Workspace, plan: TrainPlan) -> None:
-    """A sampling trainer (GRPO, distillation) continues only on its parent's world size: the
+    """A sampling trainer (GRPO, RLOO, distillation) continues only on its parent's world size: the
     trainer keeps one RNG state per rank, and another count would not restore them, so the
     continuation would not equal one longer chunk."""
     assert plan.launch is not None and plan.parent is not None

@@ -62,7 +62,7 @@ def check_machine(plan: TrainPlan) -> None:
         warnings.simplefilter("ignore")
         args = trainer_args(rec, out=Path(tmp) / "trainer", end=plan.resume_step + plan.steps, smoke=plan.smoke,
                             cuda=cuda)
-        if rec.algorithm == "grpo":
+        if rec.algorithm in recipes.GENERATING:
             args = {"steps_per_generation": args.get("gradient_accumulation_steps", 1), "num_iterations": 1, **args}
         try:
             recipes.trl_config_class(rec.algorithm)(**args)

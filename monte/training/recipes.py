@@ -1,8 +1,9 @@
 """Recipes: the training method of one Run, as a YAML file.
 
-A recipe names its ``algorithm`` (sft, grpo or distillation), optionally a ``model``, and any
-field of TRL's own config class for that algorithm (``SFTConfig``, ``GRPOConfig``,
-``DistillationConfig``: read from ``dataclasses.fields``, not a hand-kept list), except the
+A recipe names its ``algorithm`` (sft, dpo, grpo, rloo or distillation), optionally a ``model``,
+and any field of TRL's own config class for that algorithm (``SFTConfig``, ``DPOConfig``,
+``GRPOConfig``, ``RLOOConfig``, ``DistillationConfig``: read from ``dataclasses.fields``, not a
+hand-kept list), except the
 fields monte owns (:data:`OWNED`, each with its reason). Every bad key of a recipe is named in one
 refusal. A recipe cannot set the step count: ``steps_per_chunk`` belongs to the experiment,
 because that count is what ``train@N`` means (``num_train_epochs`` is accepted, and, as in TRL
@@ -73,6 +74,23 @@ class GRPORecipe(_Common):
     reward_threshold: float = Field(1.0, gt=0, le=1)  # reward 1 only for a full grader score
 
 
+class DPORecipe(_Common):
+    algorithm: Literal["dpo"]
+    # the reference model is the stage's starting weights (the parent checkpoint at a stage
+    # boundary, the base model from base): TRL loads it from the path the policy came from
+    beta: float = Field(0.1, gt=0)  # the strength of the pull toward that reference
+    max_length: Annotated[int, Field(ge=8)] | None = 256  # prompt + completion tokens; None: no truncation
+
+
+class RLOORecipe(_Common):
+    algorithm: Literal["rloo"]
+    num_generations: int = Field(4, ge=2)  # the leave-one-out baseline needs at least two
+    beta: float = Field(0.05, ge=0)  # the KL penalty toward the stage's starting checkpoint
+    max_completion_length: int = Field(16, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    reward_threshold: float = Field(1.0, gt=0, le=1)  # reward 1 only for a full grader score
+
+
 class DistillationRecipe(_Common):
     algorithm: Literal["distillation"]
     teacher: str  # a model folder (absolute, or relative to the repository root)
@@ -81,10 +99,14 @@ class DistillationRecipe(_Common):
     beta: float = Field(0.0, ge=0, le=1)
 
 
-Recipe = SFTRecipe | GRPORecipe | DistillationRecipe
-_BY_ALGO: dict[str, type[BaseModel]] = {"sft": SFTRecipe, "grpo": GRPORecipe, "distillation": DistillationRecipe}
+Recipe = SFTRecipe | DPORecipe | GRPORecipe | RLOORecipe | DistillationRecipe
+_BY_ALGO: dict[str, type[BaseModel]] = {"sft": SFTRecipe, "dpo": DPORecipe, "grpo": GRPORecipe, "rloo": RLOORecipe,
+                                        "distillation": DistillationRecipe}
 #: The TRL config class of each algorithm (``trl.<name>``).
-TRL_CONFIG = {"sft": "SFTConfig", "grpo": "GRPOConfig", "distillation": "DistillationConfig"}
+TRL_CONFIG = {"sft": "SFTConfig", "dpo": "DPOConfig", "grpo": "GRPOConfig", "rloo": "RLOOConfig",
+              "distillation": "DistillationConfig"}
+#: Algorithms that sample completions in generation buffers (a chunk edge must not split one).
+GENERATING = frozenset({"grpo", "rloo"})
 #: Recipe keys that are monte's, not TRL's (never passed to the trainer).
 MONTE_KEYS = frozenset({"algorithm", "model", "teacher", "reward_threshold", "schedule_steps"})
 
@@ -182,7 +204,7 @@ def _field_names(algorithm: str) -> set[str]:
 
 
 def check_chunk(rec: ResolvedRecipe, resume_step: int, steps: int) -> None:
-    """Refuse a chunk the recipe cannot run exactly: past its schedule's horizon, or (GRPO) ending
+    """Refuse a chunk the recipe cannot run exactly: past its schedule's horizon, or (GRPO, RLOO) ending
     inside a generation buffer, which a checkpoint does not keep."""
     s = rec.settings
     horizon = s.get("schedule_steps")
@@ -197,7 +219,7 @@ def check_chunk(rec: ResolvedRecipe, resume_step: int, steps: int) -> None:
                     f"train steps {resume_step} -> {resume_step + steps} of its stage",
                     "cross a stage boundary with another recipe (its schedule starts afresh), or raise "
                     "schedule_steps in a new recipe")
-    if rec.algorithm == "grpo":
+    if rec.algorithm in GENERATING:
         gas = int(s.get("gradient_accumulation_steps", 1))
         cycle = int(s.get("steps_per_generation") or gas) * int(s.get("num_iterations") or 1)
         if (steps * gas) % cycle:
@@ -267,10 +289,11 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
                     "bomb?)", "fix the file")
     algo = data.get("algorithm")
     if algo is None:
-        raise error("E_BAD_INPUT", f"recipe {path} has no 'algorithm'", "add `algorithm: sft` (or grpo, distillation)")
+        raise error("E_BAD_INPUT", f"recipe {path} has no 'algorithm'",
+                    "add `algorithm: sft` (or dpo, grpo, rloo, distillation)")
     if not isinstance(algo, str) or algo not in _BY_ALGO:
         raise error("E_BAD_INPUT", f"recipe {path}: unknown algorithm {algo!r}",
-                    "use one of: sft, grpo, distillation")
+                    f"use one of: {', '.join(_BY_ALGO)}")
     model = _BY_ALGO[algo]
     cls = trl_config_class(algo)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}

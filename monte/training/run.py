@@ -30,7 +30,7 @@ from monte.runs.lifecycle import (
     stopped_message,
     transitions,
 )
-from monte.training import launch
+from monte.training import launch, recipes
 from monte.training.plan import TrainPlan, row_plan
 from monte.training.preflight import preflight_train
 from monte.training.trainers import build, trainer_args
@@ -259,7 +259,8 @@ def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
 
     with ExitStack() as cleanup:  # a NeMo Gym reward server lives exactly as long as the training
         reward = reward_function(plan, r.reward_threshold, rows, cleanup, config=ws.config,
-                         log=ws.run_folder(plan.experiment, run) / "gym-server.log") if plan.recipe.algorithm == "grpo" else None
+                                 log=ws.run_folder(plan.experiment, run) / "gym-server.log") \
+            if plan.recipe.algorithm in recipes.GENERATING else None  # grpo and rloo: the grader's reward
         trainer = build(plan, r, common, tok, rows, [Progress(), StopAt()], reward)
         for cb in (PrinterCallback, ProgressCallback):  # monte logs events itself; stdout stays monte's
             trainer.remove_callback(cb)

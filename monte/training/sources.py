@@ -1,5 +1,6 @@
-"""What a Run trains on (``--source``): a frozen Dataset (sft) or a trainable Environment's
-curriculum (grpo, distillation). One namespace for both; a name held by both refuses."""
+"""What a Run trains on (``--source``): a frozen Dataset (sft: demonstrations; dpo: preference
+pairs) or a trainable Environment's curriculum (grpo, rloo, distillation). One namespace for both;
+a name held by both refuses."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from monte.ledger.records import Measurement
 from monte.manifest import read_manifest, verify_folder
 from monte.workspace import Workspace
 
-NEEDS = {"sft": "dataset", "grpo": "environment", "distillation": "environment"}
+NEEDS = {"sft": "dataset", "dpo": "dataset", "grpo": "environment", "rloo": "environment",
+         "distillation": "environment"}
+#: the dataset kind (``monte dataset add --kind``) each dataset-trained algorithm takes
+DATASET_KIND = {"sft": "sft", "dpo": "preference"}
 
 
 class Source(BaseModel):
@@ -24,6 +28,7 @@ class Source(BaseModel):
     kind: str  # "dataset" | "environment"
     rows: str  # the rows file on the data root
     columns: dict[str, str] | None = None
+    dataset_kind: str | None = None  # datasets: "sft" or "preference"
     benchmark: str | None = None  # environments: the curriculum's benchmark (its grader)
     #: environments: the manifest's grader (a NeMo Gym curriculum is graded by its server)
     grader: dict[str, Any] | None = None
@@ -42,12 +47,13 @@ def resolve(ws: Workspace, name: str) -> Source:
                     "the --source namespace is shared; re-freeze one of them under another name")
     if ds is not None:
         verify_folder(ws.dataset_dir(name), ds)
-        if ds.dataset_kind != "sft" or not ds.columns:
-            raise error("E_REFUSED", f"dataset {name!r} was frozen without --kind sft, so it declares no "
+        if ds.dataset_kind not in ("sft", "preference") or not ds.columns:
+            raise error("E_REFUSED", f"dataset {name!r} was frozen without --kind sft or --kind preference, so it declares no "
                         "columns and cannot be trained on",
-                        "freeze it again under a new name with `monte dataset add NEW --from-file ... --kind sft`")
+                        "freeze it again under a new name with `monte dataset add NEW --from-file ... --kind sft` "
+                        "(or --kind preference for a dpo recipe)")
         return Source(name=name, kind="dataset", rows=str(ws.dataset_dir(name) / "rows.jsonl"),
-                      columns=ds.columns, fingerprint=ds.fingerprint)
+                      columns=ds.columns, dataset_kind=ds.dataset_kind, fingerprint=ds.fingerprint)
     if env is not None:
         if env.env_kind != "trainable" or not env.curriculum:
             raise error("E_REFUSED", f"environment {name!r} is eval-only: it has no curriculum to train on",
@@ -62,13 +68,25 @@ def resolve(ws: Workspace, name: str) -> Source:
 
 
 def check_pairing(algorithm: str, source: Source) -> None:
-    need = NEEDS[algorithm]
-    if source.kind != need:
+    """An algorithm trains on its kind of source: sft on demonstrations, dpo on preference pairs
+    (Datasets of those kinds), grpo, rloo and distillation on a trainable Environment."""
+    need, kind = NEEDS[algorithm], DATASET_KIND.get(algorithm)
+    if source.kind == need and (kind is None or source.dataset_kind == kind):
+        return
+    what = f"{source.dataset_kind} dataset" if source.kind == "dataset" and source.dataset_kind else source.kind
+    if algorithm == "sft":
         fix = ("an sft recipe trains on demonstrations: pass --source a Dataset frozen with --kind sft"
-               if algorithm == "sft" else
-               f"a {algorithm} recipe reads its reward or prompts from an environment: pass --source a "
-               "trainable Environment (or use an sft recipe with this Dataset)")
-        raise error("E_REFUSED", f"a {algorithm} recipe cannot train on {source.kind} {source.name!r}", fix)
+               + (" (a preference dataset trains a dpo recipe)" if source.dataset_kind == "preference" else ""))
+    elif algorithm == "dpo":
+        fix = ("a dpo recipe trains on preference pairs: pass --source a Dataset frozen with --kind preference "
+               "(`monte dataset add NAME --from-file F --kind preference`)"
+               + (" (this one trains an sft recipe)" if source.dataset_kind == "sft" else
+                  " (an environment trains a grpo or rloo recipe)" if source.kind == "environment" else ""))
+    else:
+        fix = (f"a {algorithm} recipe reads its reward or prompts from an environment: pass --source a "
+               "trainable Environment (or use an " + ("sft" if source.dataset_kind != "preference" else "dpo")
+               + " recipe with this Dataset)")
+    raise error("E_REFUSED", f"a {algorithm} recipe cannot train on {what} {source.name!r}", fix)
 
 
 def rows_of(source: Source) -> list[tuple[str, Any]]:

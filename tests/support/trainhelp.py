@@ -91,3 +91,32 @@ def refused(monte: Any, repo: Path, *args: str, code: str, exit_code: int) -> di
     assert err["code"] == code, err
     assert snapshot_state(repo) == before
     return err
+
+
+DPO = """\
+# small DPO for tests (TRL DPOTrainer): the reference model is the stage's start
+algorithm: dpo
+learning_rate: 1.0e-3
+lr_scheduler_type: constant
+per_device_train_batch_size: 16
+beta: 0.1
+max_length: 32
+"""
+
+RLOO = """\
+# small RLOO for tests: the environment's grader is the reward, as for GRPO
+algorithm: rloo
+learning_rate: 1.0e-4
+lr_scheduler_type: constant
+per_device_train_batch_size: 8
+num_generations: 4
+max_completion_length: 4
+"""
+
+
+def write_preference_rows(path: Path, items: list[dict[str, Any]]) -> Path:
+    """``{"prompt", "chosen": " " + answer, "rejected": " " + the other answer}`` rows of parity items."""
+    other = {"even": "odd", "odd": "even"}
+    path.write_text("".join(json.dumps({"prompt": it["prompt"], "chosen": " " + it["answer"],
+                                        "rejected": " " + other[it["answer"]]}) + "\n" for it in items))
+    return path

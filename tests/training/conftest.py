@@ -10,7 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.trainhelp import GRPO, SFT, curriculum, distill, write_recipe, write_sft_rows
+from support.trainhelp import (
+    DPO,
+    GRPO,
+    RLOO,
+    SFT,
+    curriculum,
+    distill,
+    write_preference_rows,
+    write_recipe,
+    write_sft_rows,
+)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,3 +59,15 @@ def ready(trainable: str, monte) -> str:
     assert monte("eval", "--yes").code == 0
     assert monte("eval", "--split", "test", "--yes").code == 0
     return trainable
+
+
+@pytest.fixture
+def prefs(repo: Path, monte, ready: str, tmp_path: Path) -> str:
+    """``ready`` plus the preference Dataset ``parity-pref`` (right answer chosen, the other
+    rejected) from the curriculum, and the repo recipes ``dpo-t`` and ``rloo-t``."""
+    rows = write_preference_rows(tmp_path / "parity-pref.jsonl", curriculum(repo)[:256])
+    r = monte("dataset", "add", "parity-pref", "--from-file", str(rows), "--kind", "preference")
+    assert r.code == 0, r.err
+    write_recipe(repo, "dpo-t", DPO)
+    write_recipe(repo, "rloo-t", RLOO)
+    return ready

@@ -237,6 +237,23 @@ def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
+def test_two_processes_train_a_dpo_chunk_equal_to_one(prefs: str, repo: Path, monte) -> None:
+    """`--processes` works for DPO as for SFT: 2 processes x 8 pairs = 1 process x 16, within the
+    stated tolerance, and a DPO continuation may change the process count (it samples nothing)."""
+    two = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base", "--processes", "2")
+    launch = two["plan"]["launch"]
+    assert launch["world_size"] == 2 and launch["per_device_batch"] == 8 and launch["effective_batch"] == 16
+    assert launch["generation"] is None  # DPO generates nothing
+    one = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")
+    l1, l2 = _losses(repo, one["run"]), _losses(repo, two["run"])
+    assert len(l1) == len(l2) == 4
+    assert all(abs(a - b) <= LOSS_RTOL * abs(a) for a, b in zip(l1, l2, strict=True)), (l1, l2)
+    assert _max_diff(_ck(repo, one["run"], 4), _ck(repo, two["run"], 4)) <= WEIGHTS_ATOL
+    more = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--parent", f"{one['run']}@4",
+                   "--processes", "2")
+    assert more["step"] == 8 and more["plan"]["launch"]["world_size"] == 2
+
+
 def test_a_grpo_continuation_keeps_its_parents_process_count(ready: str, repo: Path, monte) -> None:
     one = trained(monte, "--recipe", "grpo-t", "--source", "parity", "--from-base")
     err = refused(monte, repo, "train", "--recipe", "grpo-t", "--source", "parity", "--parent", f"{one['run']}@4",
@@ -332,6 +349,9 @@ def test_the_vllm_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert generation_engine({}, "grpo", vllm=True, cuda=False) == "hf"
     assert generation_engine({"use_vllm": False}, "grpo", vllm=True, cuda=True) == "hf"
     assert generation_engine({}, "sft", vllm=True, cuda=True) is None
+    assert generation_engine({}, "rloo", vllm=True, cuda=True) == "vllm"  # RLOO samples as GRPO does
+    assert generation_engine({}, "rloo", vllm=True, cuda=False) == "hf"
+    assert generation_engine({}, "dpo", vllm=True, cuda=True) is None  # DPO samples nothing
     with pytest.raises(MonteError) as e:
         generation_engine({"use_vllm": True}, "grpo", vllm=False, cuda=False)
     assert e.value.code == "E_LAUNCH" and "not installed" in e.value.message

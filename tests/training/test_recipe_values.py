@@ -41,7 +41,7 @@ def _dump(algorithm: str, **kw: object) -> str:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("algorithm", ["sft", "grpo"])
+@pytest.mark.parametrize("algorithm", ["sft", "dpo", "grpo", "rloo"])
 def test_a_trl_to_dict_dump_is_a_recipe(tmp_path: Path, algorithm: str) -> None:
     path = tmp_path / "pasted.yaml"
     path.write_text(_dump(algorithm))
@@ -90,6 +90,17 @@ def test_a_pasted_dump_trains_and_its_plan_names_what_it_ignored(repo: Path, mon
     assert r.code == 0, r.out + r.err
     assert r.json()["run"]["status"] == "succeeded"
     assert "output_dir" not in r.json()["run"]["plan"]["settings"]
+
+
+def test_a_pasted_dpo_dump_plans_and_trains(repo: Path, monte, prefs: str) -> None:
+    write_recipe(repo, "pasted-dpo", _dump("dpo", per_device_train_batch_size=8, max_length=32))
+    r = monte("train", "--recipe", "pasted-dpo", "--source", "parity-pref", "--from-base", "--dry-run")
+    assert r.code == 0, r.out + r.err
+    assert "plan: train dpo:parity-pref from base" in r.out and "recipe keys ignored" in r.out
+    r = monte("train", "--recipe", "pasted-dpo", "--source", "parity-pref", "--smoke", "--yes", "--json")
+    assert r.code == 0, r.out + r.err
+    assert r.json()["run"]["status"] == "succeeded"
+    assert r.json()["run"]["plan"]["settings"]["loss_type"] == ["sigmoid"]
 
 
 def _cpus_plus_one() -> str:

@@ -128,7 +128,7 @@ def test_every_packaged_recipe_is_valid(tmp_path: Path) -> None:
     names = sorted(p.stem for p in PACKAGED.glob("*.y*ml"))
     assert names
     for name in names:
-        assert resolve(name, tmp_path).algorithm in ("sft", "grpo", "distillation")
+        assert resolve(name, tmp_path).algorithm in ("sft", "dpo", "grpo", "rloo", "distillation")
 
 
 def test_path_spelled_recipes_resolve_relative_to_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -218,7 +218,7 @@ def _trl_dump(algorithm: str) -> str:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("algorithm", ["sft", "grpo", "distillation"])
+@pytest.mark.parametrize("algorithm", ["sft", "dpo", "grpo", "rloo", "distillation"])
 def test_a_full_trl_config_dump_is_a_recipe(tmp_path: Path, algorithm: str) -> None:
     import dataclasses
 
@@ -306,11 +306,12 @@ def test_every_recipe_setting_reaches_trls_config_and_monte_keeps_its_own(tmp_pa
     SFTConfig(**args)  # TRL takes them as they are
 
 
-def test_a_grpo_chunk_may_not_end_inside_a_generation_buffer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("algorithm", ["grpo", "rloo"])
+def test_a_sampling_chunk_may_not_end_inside_a_generation_buffer(tmp_path: Path, algorithm: str) -> None:
     from monte.training.recipes import check_chunk
 
     path = tmp_path / "g.yaml"
-    path.write_text(GRPO + "num_iterations: 2\n")
+    path.write_text(GRPO.replace("algorithm: grpo", f"algorithm: {algorithm}") + "num_iterations: 2\n")
     rec = resolve(str(path), tmp_path)
     check_chunk(rec, 0, 4)  # two buffers of two micro-batches each
     with pytest.raises(MonteError) as e:

@@ -1,13 +1,18 @@
-"""The TRL trainers a chunk runs on, one module per algorithm (``sft``, ``grpo``, ``distillation``).
+"""The TRL trainers a chunk runs on, one module per algorithm (``sft``, ``dpo``, ``grpo``, ``rloo``,
+``distillation``).
 
 Which TRL classes, and why:
 
 - ``sft``: ``trl.SFTTrainer`` on a prompt/completion (or conversational) dataset made from a
   frozen ``--kind sft`` Dataset; loss on the completion only.
+- ``dpo``: ``trl.DPOTrainer`` on the pairs of a frozen ``--kind preference`` Dataset; the
+  reference model is the stage's starting weights (TRL loads it from where the policy came from).
 - ``grpo``: ``trl.GRPOTrainer`` with one reward function that calls the environment's own grader
   and pays 1 only for a full score (partial credit gets gamed). ``steps_per_generation`` equals
   ``gradient_accumulation_steps`` and ``num_iterations`` is 1, so a chunk edge never falls inside
   a generation buffer (that buffer is not in a checkpoint).
+- ``rloo``: ``trl.RLOOTrainer`` with GRPO's reward and GRPO's rule on generation buffers; the
+  baseline of each completion is the others' mean reward for its prompt (leave one out).
 - ``distillation``: ``trl.DistillationTrainer`` (on-policy: the student samples and is trained
   toward the teacher's token distribution), prompts from the environment's curriculum.
 
@@ -32,7 +37,7 @@ if TYPE_CHECKING:
     from monte.training.plan import TrainPlan
 
 #: algorithm -> the module (under monte.training.trainers) whose ``build`` makes its TRL trainer
-BUILDERS = {"sft": "sft", "grpo": "grpo", "distillation": "distillation"}
+BUILDERS = {"sft": "sft", "dpo": "dpo", "grpo": "grpo", "rloo": "rloo", "distillation": "distillation"}
 
 
 def trainer_args(rec: recipes.ResolvedRecipe, *, out: Path, end: int, smoke: bool, cuda: bool) -> dict[str, Any]:
