@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from monte.errors import error
-from monte.mcp.paging import fit, page
+from monte.mcp.paging import BUDGET, fit, page, size
 
 Kind = Literal["read", "write", "test"]
 KINDS: tuple[Kind, ...] = ("read", "write", "test")
@@ -127,7 +127,15 @@ def _logs(a: dict[str, Any], call: Call) -> Any:
 
 
 def _per_item(doc: dict[str, Any], a: dict[str, Any]) -> Any:
+    """A diff paged by item; its groups, most flips first, as many as a third of the budget holds
+    (a field with a value per item, say, has as many groups as items: ``groups_total`` says so)."""
     items = doc.pop("items")
+    groups = doc.get("groups")
+    if groups:
+        groups.sort(key=lambda g: (-(g["fixed"] + g["broken"]), str(g["group"])))
+        doc["groups_total"] = len(groups)
+        while len(groups) > 1 and size(groups) > BUDGET // 3:
+            del groups[max(1, len(groups) * 2 // 3):]
     return page(doc, "items", items, cursor=a.get("cursor"), limit=a.get("limit"))
 
 
@@ -246,7 +254,7 @@ def _recipe_add(a: dict[str, Any], call: Call) -> Any:
 def _test_read(a: dict[str, Any], call: Call, role: str) -> Any:
     from monte import api
 
-    plan = api.plan_eval(experiment=a.get("experiment"), split="test", step=0 if role == "baseline" else None)
+    plan = api.plan_eval(experiment=a.get("experiment"), split="test")  # the rules pick the target
     wrong = [e.exam for e in plan.exams if e.role != role]
     if wrong:
         other = "test_baseline" if role == "claim" else "claim"

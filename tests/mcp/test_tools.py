@@ -10,7 +10,6 @@ from typing import Any
 
 import anyio
 import pytest
-
 from support.mcpclient import LIMIT, session
 
 GOLDEN = Path(__file__).with_name("tools.golden.json")
@@ -87,7 +86,7 @@ def test_a_refusal_per_write_tool_is_structured_and_writes_nothing(repo: Path, u
     after each (the next call is answered), and the repository is as it was."""
     bad = tmp_path / "rows.jsonl"
     bad.write_text("not json\n")
-    calls = [
+    calls: list[tuple[str, dict[str, Any], str]] = [
         ("train", {"recipe": "no-such-recipe", "source": "parity-sft", "from_base": True}, "E_NOT_FOUND"),
         ("eval", {"checkpoint": "nope@50"}, "E_NOT_FOUND"),
         ("nominate", {"checkpoint": "nope@50"}, "E_NOT_FOUND"),
