@@ -20,8 +20,8 @@ from typing import Any
 from monte.errors import error
 from monte.workspace import Workspace, open_workspace
 
-#: a score at or above this passes, below fails (a partial credit counts as a fail for the flip,
-#: as the paired statistics' McNemar counts do for fractional scores: docs/statistics.md)
+#: a score at or above this passes, below fails: a partial credit is not a pass, so a flip is an
+#: exact-match flip (the verdict on fractional scores has its own method: docs/statistics.md)
 PASS = 1.0
 FLIPS = ("fixed", "broken")
 

@@ -221,7 +221,10 @@ def _eval_rows(r: Any) -> dict[str, Any]:
     keep = ("run", "exam", "split", "step", "score", "n", "role", "delta", "status", "smoke")
     return {"experiment": r.experiment,
             "runs": [{**{k: row.get(k) for k in keep},
-                      "floor": r.floors.get(f"{row.get('exam')}/{row.get('split')}")} for row in r.runs]}
+                      "floor": r.floors.get(f"{row.get('exam')}/{row.get('split')}"),
+                      "exact_match": r.exact.get(f"{row.get('exam')}/{row.get('split')}"),
+                      "grader": r.rules.get(str(row.get("exam")))} for row in r.runs],
+            "settings": r.settings}
 
 
 def _eval(a: dict[str, Any], call: Call) -> Any:

@@ -12,25 +12,13 @@ from typing import Any
 
 import anyio
 import pytest
+from support.agentloop import parity_experiment
 from support.mcpclient import LIMIT, Reply, Session, session
 
 
 @pytest.fixture
 def parity_exp(repo: Path, tiny_models: dict[int, Path]) -> Path:
-    """Experiment ``exp`` on the trainable parity environment (dev 200, test 200), its SFT
-    dataset made from the curriculum, base model seed 0; nothing evaluated yet."""
-    from monte import api
-    from monte.workspace import open_workspace
-
-    ws = open_workspace(repo)
-    api.env_add(server="parity", dev=("parity",), test=("parity",), ws=ws)
-    rows = repo.parent / "parity-sft.jsonl"
-    with open(ws.env_dir("parity") / "curriculum.jsonl") as src, open(rows, "w") as out:
-        for line in src:
-            item = json.loads(line)
-            out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
-    api.dataset_add(name="parity-sft", from_file=rows, kind="sft", ws=ws)
-    api.experiment_init(name="exp", eval_env="parity", model=str(tiny_models[0]), ws=ws)
+    parity_experiment(repo, tiny_models[0])
     return repo
 
 
