@@ -92,7 +92,10 @@ def build(*, read_only: bool = False, allow_test: bool = False) -> Any:
 
         call = Call(progress if tool.long else None)
         try:
-            doc, is_error = await anyio.to_thread.run_sync(run_tool, tool, arguments, call)
+            # a long call is let go of when cancelled (its worker runs on to its next progress
+            # report); a short one is waited for: it ends soon and leaves nothing half done
+            doc, is_error = await anyio.to_thread.run_sync(run_tool, tool, arguments, call,
+                                                           abandon_on_cancel=tool.long)
         except anyio.get_cancelled_exc_class():
             call.cancelled = True
             with anyio.CancelScope(shield=True):

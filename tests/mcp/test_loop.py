@@ -152,3 +152,43 @@ def test_the_sealed_check_would_see_a_leak(parity_exp: Path) -> None:
     sealed = sealed_strings(parity_exp)
     text = next((parity_exp / ".monte" / "environments").rglob("test.jsonl")).read_text()
     assert any(s in text for s in sealed)
+
+
+def test_a_cancelled_chunk_is_recorded_abandoned_as_monte_stop_records_it(parity_exp: Path) -> None:
+    """The client cancels ``train`` at its first progress report: the run reads ``abandoned``
+    with the client's reason, the session answers the next call, and no checkpoint is recorded."""
+    from monte import api
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(parity_exp)
+    api.eval_(split="dev", ws=ws)
+    api.eval_(split="test", ws=ws)
+
+    async def body() -> tuple[dict[str, Any], Reply]:
+        async with session(parity_exp) as s:
+            first = anyio.Event()
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                first.set()
+
+            async with anyio.create_task_group() as tg:
+                async def train() -> None:
+                    await s.client.call_tool("train", {"recipe": "sft-tiny", "source": "parity-sft",
+                                                       "from_base": True}, progress_callback=on_progress)
+                tg.start_soon(train)
+                await first.wait()
+                tg.cancel_scope.cancel()
+            rows = await s.call("status", section="rows")
+            trains = [r for r in rows.doc["rows"] if r["kind"] == "train"]
+            assert len(trains) == 1
+            for _ in range(600):  # the worker ends at its next step; the record stands as stop left it
+                shown = await s.call("show", run=trains[0]["run"])
+                if shown.doc["status"] != "started" and shown.doc["status"] != "running":
+                    break
+                await anyio.sleep(0.1)
+            return shown.doc, await s.call("recipes")
+
+    row, after = anyio.run(body)
+    assert row["status"] == "abandoned" and "cancelled by the MCP client" in (row["error"] or "")
+    assert row["checkpoints"] == []
+    assert not after.error  # the session went on
