@@ -4,7 +4,7 @@
 ``logs`` and the git hooks (dulwich, click, pydantic, ruamel.yaml, rich). Everything heavy is
 an extra (``pyproject.toml``): ``train`` (torch, transformers, TRL, datasets, reasoning-gym,
 matplotlib, numpy, scipy), ``storage`` (DVC, GCS, the Hugging Face Hub), ``remote`` (Fabric),
-``lm-eval`` (lm-evaluation-harness), and ``all``. A command that imports a module of a missing extra is refused with the pip line
+``lm-eval`` (lm-evaluation-harness), ``mcp`` (the MCP SDK, for ``monte mcp``), and ``all``. A command that imports a module of a missing extra is refused with the pip line
 that installs it, spelled for the way this copy of monte was installed (an index, a path, a
 git URL: PEP 610's ``direct_url.json``).
 """
@@ -24,6 +24,7 @@ EXTRA_OF = {
                     "storage"),
     **dict.fromkeys(("fabric", "paramiko", "invoke"), "remote"),
     "lm_eval": "lm-eval",
+    **dict.fromkeys(("mcp", "mcp_types", "jsonschema"), "mcp"),
 }
 
 #: what each extra is for, in a refusal's words
@@ -32,6 +33,7 @@ PURPOSE = {
     "storage": "the Vault and the results bucket (DVC, Google Cloud Storage) and the model hub",
     "remote": "remote boxes over SSH (Fabric)",
     "lm-eval": "exams from lm-evaluation-harness tasks, graded by lm-eval's own code",
+    "mcp": "`monte mcp`, the Model Context Protocol server an agent drives the loop through",
 }
 
 

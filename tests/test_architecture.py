@@ -289,11 +289,11 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),
     3: ("monte.runs",),
     4: ("monte.evals", "monte.training", "monte.experiments", "monte.repository", "monte.configshow", "monte.status",
-        "monte.reads",
+        "monte.reads", "monte.diff",
         "monte.plot", "monte.claim", "monte.claim_signature", "monte.report"),
     5: ("monte.remote",),
     6: ("monte.api", "monte.quickstart"),
-    7: ("monte.cli", "monte.__main__", "monte.githooks.pre_commit"),  # entry points
+    7: ("monte.cli", "monte.__main__", "monte.githooks.pre_commit", "monte.mcp"),  # entry points
 }
 #: two packages of one layer that must not import each other either
 APART = (("monte.evals", "monte.training"),)

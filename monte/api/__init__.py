@@ -360,6 +360,32 @@ def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dic
     return reads.row_json(ws, ref, experiment)
 
 
+def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """The one-screen summary ``monte status --brief`` and the MCP ``status`` tool print: the best
+    paired dev delta with its interval (and search verdict where status has one), the floor, the
+    test budget left, the last move (:func:`monte.status.brief.brief`; docs/agents.md)."""
+    from monte.status.brief import brief
+
+    return brief(status(experiment=experiment, ws=ws))
+
+
+def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "flips",
+         group_by: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+    """Two dev evals of one exam item by item: prompt, expected, both outputs, the flip
+    (:func:`monte.diff.diff`); a test-split eval is refused E_SEALED."""
+    from monte import diff as diffs
+
+    return diffs.diff(run_a=run_a, run_b=run_b, experiment=experiment, only=only, group_by=group_by, ws=ws)
+
+
+def flips(*, run: str, experiment: str | None = None, only: str = "flips", group_by: str | None = None,
+          ws: Workspace | None = None) -> dict[str, Any]:
+    """A dev eval against the baseline of its paired delta, item by item (:func:`monte.diff.flips`)."""
+    from monte import diff as diffs
+
+    return diffs.flips(run=run, experiment=experiment, only=only, group_by=group_by, ws=ws)
+
+
 def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Rerun:
     """The exact command and environment that would launch a train run's chunk again, from its
     launch record (:func:`monte.training.launch.rerun`); nothing runs."""
@@ -482,6 +508,14 @@ def train(*, recipe: str, source: str, parent: str | None = None, from_base: boo
     plan = plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model, smoke=smoke,
                       push=push, experiment=experiment, ws=ws)
     return run_train(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
+
+
+def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> dict[str, Any]:
+    """Write ``recipes/NAME.yaml`` from ``text`` once it resolves as a recipe; a taken name is
+    refused (:func:`monte.training.recipes.add_recipe`)."""
+    from monte.training.recipes import add_recipe
+
+    return add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text)
 
 
 def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:

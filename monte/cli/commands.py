@@ -18,6 +18,7 @@ COMMANDS = {
     "status": "monte.cli.runs:status",
     "show": "monte.cli.runs:show",
     "logs": "monte.cli.runs:logs",
+    "diff": "monte.cli.diff:diff",
     "stop": "monte.cli.runs:stop",
     "recover": "monte.cli.runs:recover",
     "train": "monte.cli.train:train",
@@ -32,6 +33,7 @@ COMMANDS = {
     "hooks": "monte.cli.ledger:hooks",
     "box": "monte.cli.box:box",
     "claim": "monte.cli.claim:claim",
+    "mcp": "monte.cli.mcp:mcp",
 }
 
 
@@ -50,6 +52,7 @@ SHORT_HELP = {
     'status': 'Rows, delta lines, lineage, cycles and checkpoints of an experiment.',
     'show': 'One full row with all provenance fields.',
     'logs': "The run's event file, as JSON lines.",
+    'diff': 'Two dev evals of one exam, item by item: prompt, expected answer, both outputs, the flip.',
     'stop': 'Terminate a running Run; its row reads abandoned.',
     'recover': 'Record the results runs kept in their folders when the ledger could not be written.',
     'train': "Train one chunk (the experiment's steps_per_chunk steps, 50 by default).",
@@ -64,6 +67,7 @@ SHORT_HELP = {
     'hooks': 'Git hooks that make git itself refuse a forged ledger record.',
     'box': 'Ephemeral Lambda GPU boxes: up, status, down.',
     'claim': 'A final claim anyone can check: a signed bundle that verifies without the repository.',
+    'mcp': "Serve this repository's loop to an agent: a Model Context Protocol server over stdio.",
 }
 
 #: one example per command, shown at the end of its --help (the README walks the whole loop)
@@ -80,6 +84,7 @@ EXAMPLES = {
     "status": "monte status          # or: monte status EXP, monte status -e EXP",
     "show": "monte show RUN --json",
     "logs": "monte logs RUN --follow",
+    "diff": "monte diff BASELINE_EVAL EVAL --group-by number   # the flips, counted by a metadata field",
     "stop": "monte stop RUN",
     "recover": "monte recover EXP",
     "train": "monte train --recipe sft-tiny --source parity-sft --from-base --yes",
@@ -95,6 +100,7 @@ EXAMPLES = {
     "box": "monte box up --type gpu_1x_h100_pcie",
     "claim": "monte claim export RUN --out claim --key ~/.ssh/id_ed25519\n"
              "  monte claim verify claim --allowed-signers allowed_signers --weights promoted",
+    "mcp": "monte mcp --read-only   # in the repository; an agent client starts it (docs/agents.md)",
 }
 
 #: one example per subcommand of a group (``env add``, ...), shown at the end of its --help

@@ -22,6 +22,9 @@ def _human(r: Any) -> None:
             click.echo(f"{row['run']}  {what}  smoke ok ({row['n']} tasks, no score)")
             continue
         line = f"{row['run']}  {what}  score {row['score']:.4f} (n={row['n']})"
+        exact = r.exact.get(f"{row['exam']}/{row['split']}")
+        if exact is not None:  # partial credit: the score is not accuracy; say the exact-match rate beside it
+            line += f"  exact-match {exact:.4f}"
         d = row.get("delta")
         if d:
             kind = "paired" if d["paired"] else "unpaired"
@@ -32,6 +35,14 @@ def _human(r: Any) -> None:
             line += (f"  - at or below the constant-answer floor {floor:.4f}" if row["score"] <= floor
                      else f"  (constant-answer floor {floor:.4f})")
         click.echo(line)
+    for exam, rule in r.rules.items():
+        click.echo(f"  {exam} graded: {rule}")
+    st = r.settings
+    if st:  # what was generated, which only --json showed before
+        click.echo(f"  generated: max_new_tokens {st.get('max_new_tokens')}, stop {st.get('stop')!r}, "
+                   + ("greedy" if not float(st.get("temperature") or 0) else
+                      f"temperature {st.get('temperature')}, top_p {st.get('top_p')}")
+                   + (f", {st['samples']} samples per item" if int(st.get("samples") or 1) > 1 else ""))
 
 
 @click.command("eval")

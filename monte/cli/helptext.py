@@ -28,6 +28,7 @@ TEXT = (
     '  status      Rows, delta lines, lineage, cycles and checkpoints of an...\n'
     '  show        One full row with all provenance fields.\n'
     "  logs        The run's event file, as JSON lines.\n"
+    '  diff        Two dev evals of one exam, item by item: prompt, expected...\n'
     '  stop        Terminate a running Run; its row reads abandoned.\n'
     '  recover     Record the results runs kept in their folders when the...\n'
     "  train       Train one chunk (the experiment's steps_per_chunk steps, 50...\n"
@@ -42,6 +43,7 @@ TEXT = (
     '  hooks       Git hooks that make git itself refuse a forged ledger record.\n'
     '  box         Ephemeral Lambda GPU boxes: up, status, down.\n'
     '  claim       A final claim anyone can check: a signed bundle that...\n'
+    "  mcp         Serve this repository's loop to an agent: a Model Context...\n"
     '\n'
     '  Exit codes:\n'
     '    0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found\n'

@@ -25,9 +25,18 @@ def _at_floor(floor: float | None) -> str:
     return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
+class Brief(dict[str, Any]):
+    """``monte status --brief``'s document (:func:`monte.status.brief.brief`)."""
+
+
 def render_status(r: Any) -> None:
     if isinstance(r, Rendered):  # the status as this state of the repository printed it before
         r.write()
+        return
+    if isinstance(r, Brief):
+        from monte.status.brief import brief_text
+
+        click.echo(brief_text(r), nl=False)
         return
     from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
@@ -81,8 +90,9 @@ def render_status(r: Any) -> None:
 @click.command()
 @click.argument("experiment", required=False, shell_complete=complete.experiments)
 @experiment_option
+@click.option("--brief", is_flag=True, help="One screen of what an agent decides on (docs/agents.md).")
 @handled(render_status)
-def status(experiment: str | None, experiment_opt: str | None, as_json: bool) -> Any:
+def status(experiment: str | None, experiment_opt: str | None, brief: bool, as_json: bool) -> Any:
     """Rows, delta lines, lineage, cycles and checkpoints of an experiment.
 
     Example: monte status, or monte status EXP (also -e EXP) with several experiments.
@@ -90,6 +100,8 @@ def status(experiment: str | None, experiment_opt: str | None, as_json: bool) ->
     from monte import api
 
     name = experiment_named(experiment, experiment_opt)
+    if brief:
+        return Brief(api.status_brief(experiment=name))
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
         return api.status(experiment=name)
     # for a program (a pipe, a file): the output as printed, made once per state of the

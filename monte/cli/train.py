@@ -20,6 +20,15 @@ def _human(r: Any) -> None:
     cks = ", ".join(f"{row['run']}@{c['step']}" for c in row["checkpoints"]) or "none (smoke)"
     click.echo(f"{row['run']}  {row['plan']['recipe']['algorithm']}:{row['plan']['source']}  {row['status']}"
                f"  checkpoints: {cks}")
+    c = getattr(r, "curve", None)
+    if c:  # what the chunk learned, in the numbers an agent decides on (monte.runs.curve)
+        click.echo(f"  loss {c['first_loss']:.4f} -> {c['last_loss']:.4f} (min {c['min_loss']:.4f} at step "
+                   f"{c['min_loss_step']}), grad norm {_num(c['grad_norm_last'])}, samples {c['samples']}, "
+                   f"epochs {_num(c['epochs'], '.2f')}, {_num(c['seconds'], '.1f')} s")
+
+
+def _num(v: Any, spec: str = ".4f") -> str:
+    return "-" if v is None else format(v, spec)
 
 
 @click.command()

@@ -279,3 +279,25 @@ def builtin_benchmarks() -> dict[str, Benchmark]:
         ),
     ]
     return {b.name: b for b in benchmarks}
+
+
+#: each built-in benchmark's grading rule, in words (docs/environments.md states the same). The
+#: graded text is :func:`extract_answer_text`'s: the last ``<answer>`` tag's content, else the
+#: whole output; its first line; for a short-form task its first token.
+_INSIDE = ("when the reference appears inside a longer graded text, len(reference) / len(text) "
+           "(partial credit)")
+RULES = {
+    "parity": "1 when the first token of the output is the reference (odd or even, any case), else 0; "
+              "no partial credit",
+    "chain_sum": "reasoning-gym's score_answer on the first token: 1 when it equals the reference as a decimal "
+                 f"number (sign, leading zeros, trailing decimals and commas tolerated); {_INSIDE}; else 0",
+    "basic_arithmetic": "reasoning-gym's default score_answer on the first token: 1 for exactly the reference; "
+                        f"{_INSIDE}; else 0",
+    "spell_backward": "reasoning-gym's score_answer on the first token, case-insensitive: 1 for the reversed "
+                      "word; else the share of its letters matched position by position (partial credit)",
+    "word_sorting": "reasoning-gym's score_answer on the first line, split on commas: 1 for the sorted list; "
+                    "else the share of words in their right position, at least 0.2 when the words are right "
+                    "but out of order (partial credit)",
+    "letter_counting": "reasoning-gym's default score_answer on the first line: 1 for exactly the count; "
+                       f"{_INSIDE}; else 0",
+}

@@ -212,3 +212,36 @@ class Reward:
 
     def close(self) -> None:
         self.server.close()
+
+
+def rule(grader: dict[str, Any] | None, benchmark: str, exam: str) -> str:
+    """What a score of this exam means: its grader's rule, in words, and whether it can give
+    partial credit (a score between 0 and 1 for one item)."""
+    from monte.envs.catalog import RULES
+
+    kind = (grader or {}).get("kind")
+    if is_gym(grader):
+        server = ((grader or {}).get("servers") or {}).get(exam) or {}
+        return f"NeMo Gym's {server.get('server', 'resources')} server's /verify reward (its own rule, 0 to 1)"
+    if kind == LMEVAL:
+        return "lm-evaluation-harness's own filters and metric for the task, per document"
+    if kind == JSONL:
+        g = dict(((grader or {}).get("graders") or {}).get(exam) or {})
+        what = {"exact": "1 when the graded answer (the last <answer> tag, else the first line) equals the "
+                         "reference" + (f" ({', '.join(g.get('options') or [])})" if g.get("options") else "")
+                         + ", else 0",
+                "numeric": f"1 when the graded answer is a number within {g.get('tolerance')} of the reference, "
+                           "else 0",
+                "regex": f"the pattern {g.get('pattern')!r}'s match in the output, compared exactly; else 0",
+                "python": f"{g.get('module')}:{g.get('function')}'s score, 0 to 1"}
+        return what.get(str(g.get("kind")), "the JSONL exam's named grader")
+    return RULES.get(benchmark, f"the {benchmark} benchmark's own grader, 0 to 1")
+
+
+def exact_rate(tasks: Sequence[dict[str, Any]]) -> float | None:
+    """The share of items scored 1 (exact match), where some item got partial credit (a score
+    strictly between 0 and 1); None where every score is 0 or 1 (the score is that share)."""
+    scores = [float(t.get("score") or 0.0) for t in tasks]
+    if not scores or not any(0.0 < s < 1.0 for s in scores):
+        return None
+    return sum(s >= 1.0 for s in scores) / len(scores)

@@ -72,6 +72,13 @@ class EvalResult(BaseModel):
     runs: list[dict[str, Any]]
     #: "<exam>/<split>" -> the constant-answer floor of what was scored (issue 18), when recorded
     floors: dict[str, float] = {}
+    #: exam -> what its score means: the grader's rule in words (:func:`monte.envs.grading.rule`)
+    rules: dict[str, str] = {}
+    #: "<exam>/<split>" -> the share of items scored exactly 1, where the grader gave partial credit
+    #: (then the score is not accuracy; issue 49)
+    exact: dict[str, float] = {}
+    #: what was generated: the measurement's eval settings (tokens, stop, sampling)
+    settings: dict[str, Any] = {}
 
 
 def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int], None] | None = None,
@@ -220,6 +227,7 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
     with sigterm_stops():
         recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
         results = []
+        exact: dict[str, float] = {}
         for i, e in enumerate(plan.exams):
             items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
             if i:  # the disks again before each further touch
@@ -303,6 +311,9 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
             # one record both scores the run and ends it: the "scored" and "finished" transitions land
             # together, so one push reports both
             done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(items), kept=kept)
+            rate = grading.exact_rate(tasks) if tasks and not plan.smoke else None
+            if rate is not None:
+                exact[f"{e.exam}/{e.split}"] = rate
             try:
                 log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
             except OSError:
@@ -312,7 +323,9 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
     if pusher is not None:
         pusher.check()
     return EvalResult(experiment=plan.experiment, runs=results,
-                      floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
+                      floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None},
+                      rules={e.exam: grading.rule(grader, e.benchmark, e.exam) for e in plan.exams},
+                      exact=exact, settings=dict(plan.settings))
 
 
 def _k(settings: dict[str, Any]) -> int:

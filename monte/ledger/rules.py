@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow
 
 LIVE = ("started", "running")
+#: how many reads of an exam's sealed test split a cohort gets: ``test@0`` and one final claim
+TEST_READS = 2
 
 E_PREFLIGHT_MESSAGE = (
     "this cohort has no test baseline (test@0), so a checkpoint test eval would spend the final "
@@ -134,7 +136,7 @@ def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkp
     elsewhere = experiment is not None and any(t.experiment != experiment for t in touches)
     span = (" (the seal spans the repository: the same test items, output settings and base weights"
             f"{note})" if elsewhere else "")
-    if len(touches) >= 2:
+    if len(touches) >= TEST_READS:
         raise error("E_SEALED",
                     f"the test split of exam {exam!r} has been read twice in cohort {cohort} "
                     f"({_names(touches[:2], elsewhere)}){span}; a third read is refused",

@@ -276,7 +276,9 @@ def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str 
         and proc_start(row.pid) == row.proc_start
     # recorded first, then signalled: the stopped process finds its row abandoned and leaves it so
     done = abandon(ledger, row.run, reason or f"stopped by `monte stop` on {socket.gethostname()}")
-    if local and row.pid:
+    # a process stopping its own run (`monte mcp` cancelling a tool call) is not signalled: its
+    # worker ends the run at its next progress report, and the abandoned record stands
+    if local and row.pid and row.pid != os.getpid():
         try:
             os.kill(row.pid, signal.SIGTERM)
             killed = True

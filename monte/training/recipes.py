@@ -491,3 +491,25 @@ def _plain(obj: Any, budget: list[int] | None = None) -> Any:
         if isinstance(obj, t):
             return t(obj)
     return obj
+
+
+def add_recipe(repo_root: Path, name: str, text: str) -> dict[str, Any]:
+    """``recipes/NAME.yaml`` written from ``text``, refused unless it resolves as any recipe does
+    (every bad key named) and NAME is not a recipe already (a recipe is part of a run's record:
+    its bytes are hashed into each plan, so one is never overwritten)."""
+    from monte.names import check_name
+
+    check_name(name, "recipe name")
+    folder = repo_root / "recipes"
+    taken = [f for d in search_path(repo_root) for f in (d / f"{name}.yaml", d / f"{name}.yml") if f.is_file()]
+    if taken:
+        raise error("E_NAME_TAKEN", f"a recipe named {name!r} exists ({taken[0]})",
+                    "pick another name (`monte config` lists the recipes)")
+    raw = text.encode()
+    path = folder / f"{name}.yaml"
+    settings = _validate(raw, path)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.yaml.tmp"
+    tmp.write_bytes(raw)
+    os.replace(tmp, path)
+    return {"name": name, "path": str(path), "sha256": sha256_bytes(raw), "algorithm": settings["algorithm"]}

@@ -41,6 +41,9 @@ from monte.workspace import Workspace
 class TrainResult(BaseModel):
     experiment: str
     run: dict[str, Any]
+    #: the chunk's loss curve in a few numbers (:func:`monte.runs.curve.summary`), None where it
+    #: logged no loss (a smoke chunk, a launch whose ranks log elsewhere)
+    curve: dict[str, Any] | None = None
 
 
 def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int], None] | None = None,
@@ -106,7 +109,16 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     done = finish_chunk(ws, plan.experiment, row, "succeeded")
     transition(done, "finished")
     _refuse_unfinished_uploads(done, hub_failures, pusher)
-    return TrainResult(experiment=plan.experiment, run=done.model_dump(mode="json"))
+    return TrainResult(experiment=plan.experiment, run=done.model_dump(mode="json"), curve=_curve(ws, plan, done.run))
+
+
+def _curve(ws: Workspace, plan: TrainPlan, run: str) -> dict[str, Any] | None:
+    from monte.runs.curve import read_events, summary
+
+    try:
+        return summary(read_events(ws.run_folder(plan.experiment, run) / "events.jsonl"))
+    except OSError:  # the run is recorded; a curve it cannot read is only not shown
+        return None
 
 
 def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pusher: Any) -> None:

@@ -46,7 +46,8 @@ def _imported(repo: Path, *argv: str) -> set[str]:
     return set(json.loads(r.stderr.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["status"], ["status", "--json"], ["show", "RUN"], ["show", "RUN", "--json"],
+@pytest.mark.parametrize("argv", [["--help"], ["status"], ["status", "--json"], ["status", "--brief"],
+                                  ["status", "--brief", "--json"], ["show", "RUN"], ["show", "RUN", "--json"],
                                   ["logs", "RUN"], ["logs", "RUN", "--json"], ["env", "list"],
                                   ["env", "list", "--json"], ["config"]])
 def test_a_read_only_command_imports_only_what_it_needs(ledger30: tuple[Path, str], argv: list[str]) -> None:

@@ -1,0 +1,70 @@
+"""``monte diff RUN_A RUN_B`` and a chunk's curve on the command line, on the tiny model (issue 49:
+an agent joined files by hand for a per-item view, and parsed ``monte logs`` to see any learning,
+because ``tasks.jsonl`` holds no prompt or expected answer and ``monte train`` printed no loss)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.agentloop import parity_experiment
+
+
+@pytest.fixture
+def trained(repo: Path, tiny_models: dict[int, Path], monte: Any) -> dict[str, Any]:
+    """Both baselines, one chunk from base (its human output kept), its dev eval."""
+    parity_experiment(repo, tiny_models[0])
+    dev0 = monte("eval", "--yes", "--json").json()["runs"][0]["run"]
+    test0 = monte("eval", "--split", "test", "--yes", "--json").json()["runs"][0]["run"]
+    chunk = monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes")
+    assert chunk.code == 0, chunk.err
+    lines = chunk.out.splitlines()  # the plan, then the run's line, then its curve
+    at = next(i for i, line in enumerate(lines) if "checkpoints:" in line)
+    run = lines[at].split()[0]
+    dev1 = monte("eval", "--checkpoint", f"{run}@50", "--yes", "--json").json()["runs"][0]
+    return {"dev0": dev0, "test0": test0, "train": run, "train_out": lines[at:], "dev1": dev1}
+
+
+def test_diff_lists_each_flip_with_its_prompt_expected_and_both_outputs(trained: dict[str, Any], monte: Any,
+                                                                        repo: Path) -> None:
+    r = monte("diff", trained["dev0"], trained["dev1"]["run"], "--json")
+    assert r.code == 0, r.err
+    d = r.json()
+    delta = trained["dev1"]["delta"]
+    assert d["counts"]["fixed"] == delta["fixed"] and d["counts"]["broken"] == delta["broken"]
+    assert len(d["items"]) == delta["fixed"] + delta["broken"] > 0
+    dev = {json.loads(line)["id"]: json.loads(line)
+           for line in (repo / ".monte" / "environments" / "parity" / "exams" / "parity" / "dev.jsonl")
+           .read_text().splitlines()}
+    for it in d["items"]:  # the frozen item's own prompt and answer, joined by id
+        assert (it["prompt"], it["expected"]) == (dev[it["id"]]["prompt"], dev[it["id"]]["answer"])
+        assert it["flip"] == ("fixed" if it["b"]["score"] == 1.0 else "broken")
+    human = monte("diff", trained["dev0"], trained["dev1"]["run"], "--only", "fixed")
+    assert human.code == 0 and human.out.splitlines()[0].startswith("parity/dev")
+    assert sum(line.startswith("fixed") for line in human.out.splitlines()) == delta["fixed"]
+    grouped = monte("diff", trained["dev0"], trained["dev1"]["run"], "--group-by", "number", "--only", "all",
+                    "--json").json()
+    assert sum(g["fixed"] + g["broken"] + g["same"] for g in grouped["groups"]) == 200
+    assert all(isinstance(it["group"], int) for it in grouped["items"])
+
+
+def test_diff_refuses_what_it_cannot_show_and_the_chunk_said_its_curve(trained: dict[str, Any], monte: Any) -> None:
+    """(One chunk serves these checks: a chunk is most of a test's time on CPU.)"""
+    for a, b, code, status in [
+        (trained["test0"], trained["dev1"]["run"], "E_SEALED", 3),  # a sealed read never leaves the seal
+        (trained["dev0"], trained["train"], "E_USAGE", 2),  # a train run holds no items
+        ("nosuchrun", trained["dev0"], "E_NOT_FOUND", 4),
+    ]:
+        r = monte("diff", a, b, "--json")
+        assert r.code == status and r.json()["error"]["code"] == code, (a, b, r.out)
+    sealed = monte("diff", trained["test0"], trained["dev1"]["run"])
+    assert sealed.out == "" and "E_SEALED" in sealed.err
+    line = trained["train_out"][1]  # the line after the run's: its loss curve
+    assert line.strip().startswith("loss ") and "samples 6400" in line and "epochs" in line
+    text = monte("status", "--brief")
+    assert text.code == 0 and f"best dev parity: {trained['train']}@50" in text.out
+    assert "1 of 2 reads spent, 1 left" in text.out
+    doc = monte("status", "--brief", "--json").json()
+    assert doc["test"]["parity"]["left"] == 1 and doc["best"]["parity"]["eval"] == trained["dev1"]["run"]
