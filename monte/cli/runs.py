@@ -22,7 +22,7 @@ from monte.cli.output import (
 
 
 def _at_floor(floor: float | None) -> str:
-    return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
+    return f" - not learning: at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
 def render_status(r: Any) -> None:
@@ -31,6 +31,8 @@ def render_status(r: Any) -> None:
         return
     from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
+    from monte.status.facts import vs_parent
+    from monte.status.search import search_line
 
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
@@ -67,7 +69,10 @@ def render_status(r: Any) -> None:
         out(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""))
     several = len({c["exam"] for c in r["cycles"]}) > 1
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
-                            + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
+                            + f" {c['verdict']}" + (" not learning" if c.get("not_learning") else "")
+                            + (f" ({vs_parent(c['parent'])})" if c.get("parent") else "")
+                            for i, c in enumerate(r["cycles"])))
+    lines += map(search_line, r.get("search", ()))  # K tried, the best judged as the best of K (issue 45)
     out("checkpoints:" + ("" if r["checkpoints"] else " none"))
     for c in r["checkpoints"]:
         floors = r.get("floors", {})

@@ -183,6 +183,8 @@ def lineage_section(meas: MeasurementLike, acc: dict[str, Any]) -> dict[str, Any
 def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str]) -> dict[str, Any]:
     """The status document from what :func:`fold` gathered (its containers become the
     document's: ``acc`` is not used again)."""
+    from monte.status.search import search_section
+
     section = lineage_section(meas, acc)
     cohorts = acc["cohorts"]
     for cohort, ck in nominations.items():
@@ -196,6 +198,7 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
         "deltas": (RawJson(b"[" + b",".join(acc["deltas_json"]) + b"]") if acc.get("deltas_json") is not None
                    else acc["deltas"]),
         **section,
+        "search": search_section(acc["first"], nominations),
         "_test_reads": acc["test_reads"],
         "_scores": acc["scores"],
         "_dev_summary": acc["dev_summary"],

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 VIEW_VERSION = "status-view 1"
 #: monte's modules a status document is made by, beside the facts' (paths under ``monte/``)
 VIEW_CODE = ("status/__init__.py", "status/lineage.py", "status/fold.py", "status/document.py", "status/view.py",
+             "status/search.py", "stats/search.py",
              "ledger/views.py", "ledger/rules.py", "ledger/seal.py", "ledger/experiment.py",
              "stats/power.py", "stats/paired.py", "stats/printing.py", "stats/inputs.py", "stats/unpaired.py",
              "stats/t_intervals.py", "jsonl.py")
