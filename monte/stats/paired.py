@@ -336,10 +336,11 @@ def binomial_window(n: int, p: float, floor: float = _PMF_FLOOR) -> tuple[int, l
     return mode - len(left), [*left[::-1], top, *right]
 
 
-def mcnemar_critical(n: int) -> list[int]:
-    """For D = 0 .. n discordant tasks, the smallest ``fixed`` the exact test calls an
-    improvement (``D + 1`` where none is): what the power of the verdict is computed from."""
-    k0, d0 = _cutoff(n)
+def mcnemar_critical(n: int, alpha: float = ALPHA) -> list[int]:
+    """For D = 0 .. n discordant tasks, the smallest ``fixed`` the exact test (at level
+    ``alpha``) calls an improvement (``D + 1`` where none is): what the power of the verdict is
+    computed from."""
+    k0, d0 = _cutoff(n) if alpha == ALPHA else level_cutoff(n, alpha)
     out = []
     for d in range(n + 1):
         f = d // 2 + 1
@@ -432,10 +433,11 @@ def score_bounds(fixed: Any, broken: Any, n: int, where: Where = _where, alpha: 
     return lower, upper
 
 
-def score_root(fixed: int, broken: int, n: int, c: float) -> float:
+def score_root(fixed: Any, broken: Any, n: int, c: float, where: Where = _where) -> Any:
     """The d0 at which Tango's score statistic equals ``c`` (it decreases in d0): the lower
-    score bound at the normal quantile ``c``, searched on whichever side of 0 it lies."""
-    return float(_score_lower(fixed, broken, n, c, _score(fixed, broken, n, 0.0) > c, _where))
+    score bound at the normal quantile ``c``, searched on whichever side of 0 it lies. Ints or
+    numpy arrays (then pass ``where=numpy.where``)."""
+    return _score_lower(fixed, broken, n, c, _score(fixed, broken, n, 0.0) > c, where)
 
 
 def binary_bounds(fixed: Any, broken: Any, n: int, where: Where = _where, alpha: float = ALPHA) -> tuple[Any, Any]:

@@ -66,7 +66,7 @@ def adjusted_estimate(fixed: int, broken: int, n: int, k: int) -> float:
     raw = (fixed - broken) / n
     if _k(k) == 1:
         return raw
-    return max(-1.0, min(raw, score_root(fixed, broken, n, NormalDist().inv_cdf(1.0 - 0.5 / k))))
+    return max(-1.0, min(raw, float(score_root(fixed, broken, n, NormalDist().inv_cdf(1.0 - 0.5 / k)))))
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,10 @@ class Candidate:
     def of(cls, checkpoint: str, d: Mapping[str, Any], step: int = 0) -> Candidate:
         """From a delta line (``monte eval``'s record, status's ``deltas``)."""
         fixed, broken = d.get("fixed"), d.get("broken")
-        counts = fixed is not None and broken is not None and (d.get("samples") or 1) == 1
+        one_sample = (d.get("samples") or 1) == 1  # K samples an item: the item is the unit, no counts
         return cls(checkpoint, float(d["delta"]), float(d["lower"]), float(d["upper"]), int(d["n"]),
-                   int(fixed) if counts else None, int(broken) if counts else None,
+                   int(fixed) if fixed is not None and broken is not None and one_sample else None,
+                   int(broken) if fixed is not None and broken is not None and one_sample else None,
                    d.get("verdict") if d.get("paired") else None, step)
 
 
