@@ -31,7 +31,7 @@ def render_status(r: Any) -> None:
         return
     from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
-    from monte.status.facts import vs_parent
+    from monte.status.facts import move_verdict
     from monte.status.search import search_line
 
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
@@ -69,9 +69,13 @@ def render_status(r: Any) -> None:
         out(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""))
     several = len({c["exam"] for c in r["cycles"]}) > 1
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
-                            + f" {c['verdict']}" + (" not learning" if c.get("not_learning") else "")
-                            + (f" ({vs_parent(c['parent'])})" if c.get("parent") else "")
-                            for i, c in enumerate(r["cycles"])))
+                            + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
+    moves = [f"{c['checkpoint']} {move_verdict(c['parent'])}" for c in r["cycles"] if c.get("parent")]
+    if moves:  # what each move did, against its parent checkpoint (issue 45)
+        out("cycles vs parent: " + "; ".join(moves))
+    if any(c.get("not_learning") for c in r["cycles"]):
+        out("cycles not learning (at or below the constant-answer floor): "
+            + ", ".join(c["checkpoint"] for c in r["cycles"] if c.get("not_learning")))
     lines += map(search_line, r.get("search", ()))  # K tried, the best judged as the best of K (issue 45)
     out("checkpoints:" + ("" if r["checkpoints"] else " none"))
     for c in r["checkpoints"]:

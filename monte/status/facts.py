@@ -104,6 +104,12 @@ def delta_head(d: Mapping[str, Any]) -> str:
             + (f"; {vs_parent(d['parent'])}" if d.get("parent") else ""))
 
 
+def move_verdict(p: Mapping[str, Any]) -> str:
+    """A cycle's delta against its parent, compactly: ``vs A@50 -0.1250 regression``."""
+    word = "regression" if p.get("regression") else p.get("verdict") or "unjudged"
+    return f"vs {p['checkpoint']} {p['delta']:+.4f} {word}"
+
+
 def vs_parent(p: Mapping[str, Any]) -> str:
     """A checkpoint's delta against its parent checkpoint (issue 45), as status prints it."""
     from monte.stats.paired import format_interval
