@@ -11,12 +11,14 @@ from typing import Any
 from support.helpers import as_is
 from support.ledger import measurement
 
+from monte.evals.plan import ExamPlan, _searched
 from monte.evals.run import _finish
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.records import RunRow
 from monte.ledger.store import Store
 from monte.stats.paired import paired_delta
+from monte.status.search import search_line
 
 MEASUREMENT = measurement("exp", exams=("arith",), split_n=200)
 N = 200
@@ -116,3 +118,20 @@ def test_no_move_helped_many_tries_the_best_is_not_ok_as_the_best_of_k(store: St
     assert s["delta"] == 0.04 and s["estimate"] < 0.04 and s["lower"] <= 0
     assert sum(c["verdict"] == "ok" for c in doc["cycles"]) == 1  # the per-cycle verdict said ok once
 
+
+
+def test_the_final_claims_plan_shows_the_claimed_checkpoint_as_the_best_of_k(store: Store) -> None:
+    ledger = Ledger(store, "exp")
+    _eval(ledger, {"kind": "base"}, BASE)
+    refs = []
+    for j, (fixed, broken) in enumerate([(7, 7), (11, 3), (6, 8)]):
+        run = _train(ledger, None, 10)
+        _eval(ledger, {"kind": "checkpoint", "run": run, "step": 10},
+              _broken(_fixed(BASE, range(100, 100 + fixed)), range(j, j + broken)))
+        refs.append(f"{run}@10")
+    exam = ExamPlan(exam="arith", benchmark="arith", split="test", path="p", sha256="0", n=200)
+    _searched(ledger.rows(), "c", [exam], refs[1])
+    s = exam.search
+    assert s is not None and (s["k"], s["checkpoint"], s["chosen"], s["verdict"]) == (3, refs[1], "claimed", "ok")
+    assert s["search_verdict"] == "STRIKE"
+    assert search_line(s).startswith(f"search arith/dev (cohort c): K 3 checkpoint(s) tried; claimed {refs[1]} +0.0400")
