@@ -493,14 +493,13 @@ def _parent_delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[
     checkpoint the run started from) with an admissible dev eval on this exam in this cohort,
     paired as against the base; None from the base, or when no ancestor was evaluated or its
     tasks do not pair (the verdict against the base is then the only one)."""
-    from monte.ledger.predicates import is_admissible
     from monte.stats.paired import verdict
 
     t = row.plan.get("target", {})
     if t.get("kind") != "checkpoint" or row.split != "dev":
         return None
     run, step = str(t.get("run")), int(t.get("step", -1))
-    firsts: dict[tuple[str, int], RunRow] | None = None
+    firsts: dict[tuple[str, int], tuple[str, int]] | None = None
     for _ in range(PARENT_HOPS):
         train = ledger.row(run, snap)
         if train is None or train.kind != "train":
@@ -513,27 +512,50 @@ def _parent_delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[
             run, step = str(start["run"]), int(start.get("step", -1))
         else:
             return None  # from the base: the delta against the base is the move's
-        if firsts is None:  # each checkpoint's first admissible dev eval of this exam and cohort
-            firsts = {}
-            for r in read_rows(ledger, snap):
-                rt = r.plan.get("target", {})
-                if (is_admissible(r) and r.cohort == row.cohort and r.exam == row.exam and r.split == "dev"
-                        and rt.get("kind") == "checkpoint" and r.run != row.run):
-                    key = (str(rt.get("run")), int(rt.get("step", -1)))
-                    if key not in firsts or r.seq < firsts[key].seq:
-                        firsts[key] = r
+        if firsts is None:
+            firsts = _first_dev_evals(ledger, snap, row)
         ev = firsts.get((run, step))
         if ev is None:
             continue
-        paired = _paired(ledger, snap, read_tasks(snap, ev.run), tasks)
+        paired = _paired(ledger, snap, read_tasks(snap, ev[0]), tasks)
         if paired is None:
             return None
         d, extra = paired
-        return {"checkpoint": f"{run}@{step}", "eval": ev.run, "delta": d.delta, "lower": d.lower,
+        return {"checkpoint": f"{run}@{step}", "eval": ev[0], "delta": d.delta, "lower": d.lower,
                 "upper": d.upper, "n": d.n, "fixed": d.fixed, "broken": d.broken, "method": d.method,
                 "verdict": verdict(d), "regression": d.significant_regression,
                 **{k: v for k, v in extra.items() if k in ("samples", "pvalue")}}
     return None
+
+
+def _first_dev_evals(ledger: Ledger, snap: Snapshot, row: RunRow) -> dict[tuple[str, int], tuple[str, int]]:
+    """Each checkpoint's first admissible dev eval of ``row``'s exam and cohort, ``(run, step) ->
+    (eval run, seq)``, from the facts ``monte status`` derives (:mod:`monte.ledger.derived`'s
+    cache: an append re-derives one fan-out index, not every row)."""
+    from monte.status.facts import (
+        COHORT,
+        EXAM,
+        KIND,
+        RUN,
+        SEQ,
+        SMOKE,
+        SPLIT,
+        STATUS,
+        TKIND,
+        TRUN,
+        TSTEP,
+        derive_facts,
+        facts_version,
+    )
+
+    out: dict[tuple[str, int], tuple[str, int]] = {}
+    for f in ledger.derived(snap, "status", facts_version(), derive_facts):
+        if (f[KIND] == "eval" and f[STATUS] == "succeeded" and not f[SMOKE] and f[COHORT] == row.cohort
+                and f[EXAM] == row.exam and f[SPLIT] == "dev" and f[TKIND] == "checkpoint" and f[RUN] != row.run):
+            key = (str(f[TRUN]), int(f[TSTEP] if f[TSTEP] is not None else -1))
+            if key not in out or f[SEQ] < out[key][1]:
+                out[key] = (str(f[RUN]), int(f[SEQ]))
+    return out
 
 
 def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -190,7 +190,12 @@ def memo_effect(n: int, discordance: float, memo: dict[Any, Any] | None) -> floa
 
 
 def recompute_memo(key: Any) -> Any:
-    """What :func:`memo_effect` keeps under ``key``, computed again (for verify)."""
+    """What :func:`memo_effect` keeps under ``key``, computed again (for verify); a search
+    cutoff's key, :func:`monte.stats.search.recompute_memo`'s."""
+    if key[0] == "cutoff":
+        from monte.stats.search import recompute_memo as cutoff
+
+        return cutoff(key)
     _, n, discordance, target = key
     return minimum_detectable_effect(int(n), float(discordance), float(target))
 

@@ -25,20 +25,29 @@ figures in docs/statistics.md, ``bench/search_verdict.py``):
 
 Pass/fail deltas only (the counts ``fixed``/``broken``): a fractional, sampled (K samples per
 item) or unpaired best gets no search verdict beyond K = 1, and says so. Pure functions; imports
-nothing heavier than :mod:`math` and :mod:`statistics`.
+nothing heavier than :mod:`math` (:mod:`statistics` for a quantile, once K > 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
 from typing import Any
 
 from monte.stats.inputs import check_counts, clip
-from monte.stats.paired import ALPHA, OK, STRIKE, binary_bounds, mcnemar_rejects, score_root
+from monte.stats.paired import (
+    ALPHA,
+    OK,
+    STRIKE,
+    binary_bounds,
+    level_cutoff,
+    mcnemar_rejects,
+    normal_quantile,
+    score_root,
+)
 
-__all__ = ["METHOD", "Candidate", "Search", "adjusted_estimate", "judge", "search_bounds", "search_rejects"]
+__all__ = ["METHOD", "Candidate", "Search", "adjusted_estimate", "cutoff_memo", "judge", "recompute_memo",
+           "search_bounds", "search_rejects"]
 
 #: Delta.method-style name of the search verdict, stored in the status JSON.
 METHOD = "bonferroni-exact-mcnemar"
@@ -66,7 +75,7 @@ def adjusted_estimate(fixed: int, broken: int, n: int, k: int) -> float:
     raw = (fixed - broken) / n
     if _k(k) == 1:
         return raw
-    return max(-1.0, min(raw, float(score_root(fixed, broken, n, NormalDist().inv_cdf(1.0 - 0.5 / k)))))
+    return max(-1.0, min(raw, float(score_root(fixed, broken, n, normal_quantile(1.0 - 0.5 / k)))))
 
 
 @dataclass(frozen=True)
@@ -150,6 +159,25 @@ def judge(candidates: Sequence[Candidate], nominated: str | None = None) -> Sear
     ok = pick.verdict == OK and search_rejects(pick.fixed, pick.broken, pick.n, k)
     return made(OK if ok else STRIKE, lower if ok else min(lower, 0.0), upper,
                 adjusted_estimate(pick.fixed, pick.broken, pick.n, k))
+
+
+def cutoff_memo(n: int, k: int, memo: dict[Any, Any] | None) -> None:
+    """Know the search test's cutoff for (n, k) through ``memo`` (a status's kept figures,
+    :class:`monte.ledger.derived.Fold`): taken from it when there, added to it when not, so a
+    status after an append does not calibrate it again (0.1 s at n = 200, K = 900)."""
+    if memo is None or _k(k) == 1:
+        return
+    key = ("cutoff", n, _level(k))
+    known = memo.get(key)
+    cut = level_cutoff(n, _level(k), seed=known if isinstance(known, tuple) and len(known) == 2 else None)
+    if known is None:
+        memo[key] = cut
+
+
+def recompute_memo(key: Any) -> Any:
+    """What :func:`cutoff_memo` keeps under ``key``, computed again (for verify)."""
+    _, n, alpha = key
+    return level_cutoff(int(n), float(alpha), fresh=True)
 
 
 def _k(k: int) -> int:

@@ -77,7 +77,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
         judged = list(acc["judged"])
-        out = finish(meas, acc, noms)
+        out = finish(meas, acc, noms, memo)
         seal = Seal(ws.store, hash_legacy=False)
         # the seal reads a test read's run, experiment, cohort, plan, kind, split and smoke: the
         # index's dicts as attributes (no model object)

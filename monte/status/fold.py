@@ -180,9 +180,11 @@ def lineage_section(meas: MeasurementLike, acc: dict[str, Any]) -> dict[str, Any
     return section
 
 
-def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str]) -> dict[str, Any]:
+def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str],
+           memo: dict[Any, Any] | None = None) -> dict[str, Any]:
     """The status document from what :func:`fold` gathered (its containers become the
-    document's: ``acc`` is not used again)."""
+    document's: ``acc`` is not used again). ``memo``: figures kept between reads (the search
+    tests' cutoffs, :func:`monte.status.search.search_section`)."""
     from monte.status.search import search_section
 
     section = lineage_section(meas, acc)
@@ -198,7 +200,7 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
         "deltas": (RawJson(b"[" + b",".join(acc["deltas_json"]) + b"]") if acc.get("deltas_json") is not None
                    else acc["deltas"]),
         **section,
-        "search": search_section(acc["first"], nominations),
+        "search": search_section(acc["first"], nominations, memo),
         "_test_reads": acc["test_reads"],
         "_scores": acc["scores"],
         "_dev_summary": acc["dev_summary"],

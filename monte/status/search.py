@@ -12,12 +12,14 @@ from monte.stats.printing import format_bound, format_interval
 __all__ = ["search_line", "search_section"]
 
 
-def search_section(first: Mapping[tuple[str, int, str], Any], nominations: Mapping[str, str]) -> list[dict[str, Any]]:
+def search_section(first: Mapping[tuple[str, int, str], Any], nominations: Mapping[str, str],
+                   memo: dict[Any, Any] | None = None) -> list[dict[str, Any]]:
     """One entry per (cohort, dev exam): ``cohort``, ``exam``, ``split`` and the search verdict's
     fields (:class:`monte.stats.search.Search`). ``first``: each checkpoint's first admissible dev
     eval, ``(checkpoint run, step, exam) -> (eval run, seq, delta line)``, as the fold keeps it;
-    a checkpoint whose first dev eval has no delta (no baseline) is no try."""
-    from monte.stats.search import Candidate, judge
+    a checkpoint whose first dev eval has no delta (no baseline) is no try. ``memo``: the status's
+    kept figures, where each search test's cutoff is kept (:func:`monte.stats.search.cutoff_memo`)."""
+    from monte.stats.search import Candidate, cutoff_memo, judge
 
     groups: dict[tuple[str, str], list[tuple[int, Candidate]]] = {}
     for (trun, tstep, exam), (_run, seq, delta) in first.items():
@@ -28,6 +30,8 @@ def search_section(first: Mapping[tuple[str, int, str], Any], nominations: Mappi
     out = []
     for (cohort, exam), tried in sorted(groups.items()):
         tried.sort(key=lambda sc: sc[0])
+        for n in {c.n for _, c in tried}:
+            cutoff_memo(n, len(tried), memo)
         s = judge([c for _, c in tried], nominations.get(cohort))
         if s is not None:
             out.append({"cohort": cohort, "exam": exam, "split": "dev", **s.record()})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from support.helpers import as_is
 from support.ledger import measurement
 
@@ -117,6 +118,24 @@ def test_no_move_helped_many_tries_the_best_is_not_ok_as_the_best_of_k(store: St
     assert s["k"] == 12 and s["verdict"] == "ok" and s["search_verdict"] == "STRIKE"
     assert s["delta"] == 0.04 and s["estimate"] < 0.04 and s["lower"] <= 0
     assert sum(c["verdict"] == "ok" for c in doc["cycles"]) == 1  # the per-cycle verdict said ok once
+    # the cutoff at 0.025 / 12 is kept with the status's fold (no calibration after an append),
+    # and `monte ledger verify` derives the kept fold and its figures again: they hold
+    from monte.ledger.derived import FOLD_PREFIX, _load, cached_files
+
+    kept = [_load(path)[1] for _, name, path in cached_files(store.repo.commondir()) if name.startswith(FOLD_PREFIX)]
+    assert kept and all(("cutoff", N, 0.025 / 12) in payload[-1] for payload in kept)
+    from monte.api.verify import _derived_caches
+    from monte.cli.runs import STATUS_RENDERERS
+    from monte.workspace import open_workspace
+
+    assert _derived_caches(open_workspace(), STATUS_RENDERERS) == []  # what `monte ledger verify` checks
+    with pytest.MonkeyPatch.context() as mp:  # a kept cutoff other than the calibration's is named
+        mp.setattr("monte.stats.search.recompute_memo", lambda key: (1, 1))
+        assert [c["rule"] for c in _derived_caches(open_workspace(), STATUS_RENDERERS)] == ["cache"] * len(kept)
+    _eval(ledger, {"kind": "checkpoint", "run": parent[0] if parent else "", "step": parent[1] if parent else 0},
+          BASE)  # a re-eval of the last checkpoint: no new try
+    again = monte("status", "--json").json()["search"]
+    assert again == doc["search"]
 
 
 
