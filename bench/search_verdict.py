@@ -18,7 +18,12 @@
    the real move planted among K - 1 no-op candidates (also at 20 % discordance): how often it is
    the chosen best *and* its search verdict says ``ok``.
 
-    .venv/bin/python bench/search_verdict.py --markdown        # ~3 min on the 2-core machine
+3. **What it costs a status** (``--status-repo``, a ledger ``bench/status_10k.py --keep`` built):
+   ``api.status()`` in process beside the search section alone (K = the checkpoints tried), and
+   the calibration of the cutoff at 0.025 / K (once; then kept in the status's memo).
+
+    .venv/bin/python bench/search_verdict.py --markdown        # ~1 min on the 2-core machine
+    .venv/bin/python bench/search_verdict.py --status-repo /tmp/.../repo   # part 3 only
     .venv/bin/python bench/search_verdict.py --quick --json-out /tmp/s.json   # seconds
 """
 
@@ -144,6 +149,42 @@ def power_cells(rng: np.random.Generator, reps: int, n: int = 200) -> list[dict[
     return out
 
 
+def status_cost(repo: Path, repeats: int = 7) -> dict[str, Any]:
+    """Part 3: the search section's share of an in-process status of ``repo``."""
+    import os
+    import statistics
+
+    from monte import api
+    from monte.stats.paired import level_cutoff
+    from monte.status import search as section
+
+    os.chdir(repo)
+    real = section.search_section
+    got: dict[str, Any] = {}
+
+    def spy(first: Any, noms: Any, memo: Any = None) -> Any:
+        got.update(first=first, noms=noms)
+        return real(first, noms, memo)
+
+    section.search_section = spy  # type: ignore[assignment]
+    try:
+        whole, alone = [], []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            api.status()
+            whole.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            real(got["first"], got["noms"], {})
+            alone.append(time.perf_counter() - t)
+    finally:
+        section.search_section = real  # type: ignore[assignment]
+    k = len(got["first"])
+    t = time.perf_counter()
+    level_cutoff(200, ALPHA / k, fresh=True)
+    return {"tries": k, "status_s": statistics.median(whole), "section_s": statistics.median(alone),
+            "ratio": statistics.median(alone) / statistics.median(whole), "calibration_s": time.perf_counter() - t}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="a few hundred replicates: seconds (the suite's run)")
@@ -152,7 +193,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=45)
     ap.add_argument("--markdown", action="store_true", help="print the tables of docs/statistics.md")
     ap.add_argument("--json-out", type=Path)
+    ap.add_argument("--status-repo", type=Path, help="only part 3, on this status_10k ledger")
     args = ap.parse_args(argv)
+    if args.status_repo:
+        cost = status_cost(args.status_repo.resolve())
+        print(f"tries {cost['tries']}: api.status() median {cost['status_s']:.4f} s, the search section "
+              f"{cost['section_s'] * 1e3:.2f} ms ({cost['ratio']:.4f} of it); calibrating the cutoff at "
+              f"0.025/{cost['tries']} (n 200): {cost['calibration_s']:.3f} s, once")
+        if args.json_out:
+            args.json_out.write_text(json.dumps(cost, indent=1))
+        return 0
     reps, chain = (300, 200) if args.quick else (args.reps, args.chain_reps)
     rng = np.random.default_rng(args.seed)
     t0 = time.perf_counter()

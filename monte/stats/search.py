@@ -46,7 +46,7 @@ from monte.stats.paired import (
     score_root,
 )
 
-__all__ = ["METHOD", "Candidate", "Search", "adjusted_estimate", "cutoff_memo", "judge", "recompute_memo",
+__all__ = ["METHOD", "Candidate", "Search", "adjusted_estimate", "cutoff_memo", "judge", "judge_chosen", "recompute_memo",
            "search_bounds", "search_rejects"]
 
 #: Delta.method-style name of the search verdict, stored in the status JSON.
@@ -135,12 +135,16 @@ def judge(candidates: Sequence[Candidate], nominated: str | None = None) -> Sear
     the later step, then the later eval, as the claim's rule picks), judged as the best of ``K = len(candidates)``. None for no candidate."""
     if not candidates:
         return None
-    k = len(candidates)
     pick = next((c for c in candidates if c.checkpoint == nominated), None) if nominated else None
     chosen = "nominated" if pick is not None else "best"
     if pick is None:
         # as the claim's rule picks (monte/ledger/rules.py): highest delta, then step, then the later eval
         pick = max(enumerate(candidates), key=lambda ic: (ic[1].delta, ic[1].step, ic[0]))[1]
+    return judge_chosen(pick, len(candidates), chosen)
+
+
+def judge_chosen(pick: Candidate, k: int, chosen: str) -> Search:
+    """:func:`judge` once the candidate is chosen (``chosen``: how) among ``k`` tried."""
     level = _level(k)
 
     def made(search_verdict: str | None, lower: float | None, upper: float | None, estimate: float | None,

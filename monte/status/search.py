@@ -19,22 +19,25 @@ def search_section(first: Mapping[tuple[str, int, str], Any], nominations: Mappi
     eval, ``(checkpoint run, step, exam) -> (eval run, seq, delta line)``, as the fold keeps it;
     a checkpoint whose first dev eval has no delta (no baseline) is no try. ``memo``: the status's
     kept figures, where each search test's cutoff is kept (:func:`monte.stats.search.cutoff_memo`)."""
-    from monte.stats.search import Candidate, cutoff_memo, judge
+    from monte.stats.search import Candidate, cutoff_memo, judge_chosen
 
-    groups: dict[tuple[str, str], list[tuple[int, Candidate]]] = {}
+    # (a plain tuple a try: a status of 10,000 runs holds ~900 of them; one becomes a Candidate)
+    groups: dict[tuple[str, str], list[tuple[float, int, int, str, Mapping[str, Any]]]] = {}
     for (trun, tstep, exam), (_run, seq, delta) in first.items():
         if not delta or delta.get("delta") is None:
             continue
         key = (str(delta.get("cohort") or "-"), exam)
-        groups.setdefault(key, []).append((seq, Candidate.of(f"{trun}@{tstep}", delta, int(tstep))))
+        groups.setdefault(key, []).append((float(delta["delta"]), int(tstep), seq, f"{trun}@{tstep}", delta))
     out = []
     for (cohort, exam), tried in sorted(groups.items()):
-        tried.sort(key=lambda sc: sc[0])
-        for n in {c.n for _, c in tried}:
-            cutoff_memo(n, len(tried), memo)
-        s = judge([c for _, c in tried], nominations.get(cohort))
-        if s is not None:
-            out.append({"cohort": cohort, "exam": exam, "split": "dev", **s.record()})
+        nominated = nominations.get(cohort)
+        pick = next((t for t in tried if t[3] == nominated), None) if nominated else None
+        chosen = "nominated" if pick is not None else "best"
+        if pick is None:  # as the claim's rule picks: the highest delta, then the later step, then eval
+            pick = max(tried, key=lambda t: t[:3])
+        cand = Candidate.of(pick[3], pick[4], pick[1])
+        cutoff_memo(cand.n, len(tried), memo)
+        out.append({"cohort": cohort, "exam": exam, "split": "dev", **judge_chosen(cand, len(tried), chosen).record()})
     return out
 
 
