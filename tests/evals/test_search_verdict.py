@@ -6,6 +6,7 @@ made to do on purpose); everything else is monte's own code."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,6 +88,12 @@ def test_a_chunk_that_falls_from_its_parent_is_a_regression_there_and_ok_against
     assert s["verdict"] == s["search_verdict"] == "ok" and s["estimate"] < s["delta"] == 0.2
     assert f"search arith/dev (cohort c): K 2 checkpoint(s) tried; best {a}@50 +0.2000 per cycle ok; " \
            "as the best of 2: ok" in out
+    # the report says the same
+    r = monte("report", "--out", "report.html")
+    assert r.code == 0, r.err
+    page = Path("report.html").read_text(encoding="utf-8")
+    assert f"cycles vs parent: {b}@100 vs {a}@50 -0.1250 regression" in page
+    assert f"K 2 checkpoint(s) tried; best {a}@50 +0.2000 per cycle ok" in page
 
 
 def test_k1_status_is_todays_verdict(store: Store, monte) -> None:
