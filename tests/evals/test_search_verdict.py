@@ -141,8 +141,10 @@ def test_no_move_helped_many_tries_the_best_is_not_ok_as_the_best_of_k(store: St
         assert [c["rule"] for c in _derived_caches(open_workspace(), STATUS_RENDERERS)] == ["cache"] * len(kept)
     _eval(ledger, {"kind": "checkpoint", "run": parent[0] if parent else "", "step": parent[1] if parent else 0},
           BASE)  # a re-eval of the last checkpoint: no new try
-    again = monte("status", "--json").json()["search"]
-    assert again == doc["search"]
+    again = monte("status", "--json").json()
+    assert again["search"] == doc["search"]
+    # K so far beside each dev delta: 1 .. 12, and the re-eval of the last checkpoint no new try
+    assert [d["tries"] for d in again["deltas"] if d["split"] == "dev"] == [*range(1, 13), 12]
 
 
 
