@@ -380,6 +380,22 @@ def _cycles_html(status: Mapping[str, Any], pair_of: Mapping[int, tuple[str, str
                    "constant-answer floor", "test read detects", ""], rows, "cycles")
 
 
+def _search_html(status: Mapping[str, Any]) -> str:
+    """Issue 45, as ``monte status`` prints it: each cohort's search (K tried, the best judged as
+    the best of K), each cycle against its parent checkpoint, and the cycles not learning."""
+    from monte.status.facts import move_verdict
+    from monte.status.search import search_line
+
+    lines = [search_line(s) for s in status.get("search", ())]
+    moves = [f"{c['checkpoint']} {move_verdict(c['parent'])}" for c in status["cycles"] if c.get("parent")]
+    if moves:
+        lines.append("cycles vs parent: " + "; ".join(moves))
+    idle = [c["checkpoint"] for c in status["cycles"] if c.get("not_learning")]
+    if idle:
+        lines.append("cycles not learning (at or below the constant-answer floor): " + ", ".join(idle))
+    return "".join(f'<p class="note mono search">{_e(line)}</p>' for line in lines)
+
+
 def _claims_html(status: Mapping[str, Any]) -> str:
     noms = {c["cohort"]: c.get("nomination") for c in status["cohorts"] if c.get("cohort")}
     out = []
@@ -499,7 +515,7 @@ a double dashed hop is a stage boundary (weights-only warm start) · click a che
 <ul class="paths">{lineage}</ul></section>
 <section id="cycles"><h2>Cycles</h2>
 <p class="note">the first admissible dev eval at a new highest step along each path, paired against its cohort's
-dev baseline; click one for the tasks that flipped</p>{_cycles_html(status, pairs)}</section>
+dev baseline; click one for the tasks that flipped</p>{_cycles_html(status, pairs)}{_search_html(status)}</section>
 <section id="flips"><h2>Flips</h2>
 <div class="pick">exam split <select id="key"></select> baseline <select id="base"></select>
 candidate <select id="cand"></select> <input id="search" type="search" placeholder="search prompt, answer, id"></div>

@@ -22,7 +22,7 @@ from monte.cli.output import (
 
 
 def _at_floor(floor: float | None) -> str:
-    return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
+    return f" - not learning: at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
 class Brief(dict[str, Any]):
@@ -40,6 +40,8 @@ def render_status(r: Any) -> None:
         return
     from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
+    from monte.status.facts import move_verdict
+    from monte.status.search import search_line
 
     click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
@@ -77,6 +79,13 @@ def render_status(r: Any) -> None:
     several = len({c["exam"] for c in r["cycles"]}) > 1
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
                             + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
+    moves = [f"{c['checkpoint']} {move_verdict(c['parent'])}" for c in r["cycles"] if c.get("parent")]
+    if moves:  # what each move did, against its parent checkpoint (issue 45)
+        out("cycles vs parent: " + "; ".join(moves))
+    if any(c.get("not_learning") for c in r["cycles"]):
+        out("cycles not learning (at or below the constant-answer floor): "
+            + ", ".join(c["checkpoint"] for c in r["cycles"] if c.get("not_learning")))
+    lines += map(search_line, r.get("search", ()))  # K tried, the best judged as the best of K (issue 45)
     out("checkpoints:" + ("" if r["checkpoints"] else " none"))
     for c in r["checkpoints"]:
         floors = r.get("floors", {})

@@ -66,6 +66,9 @@ class ExamPlan(BaseModel):
     floor: float | None = None  # the split's constant-answer floor (monte.envs.floor)
     #: a test read: what it can show (monte.stats.power.detectable), before the touch is spent
     detectable: dict[str, Any] | None = None
+    #: a final claim: its checkpoint judged as the best of the K dev-evaluated (issue 45,
+    #: monte.stats.search), shown before the touch is spent, never recorded as evidence
+    search: dict[str, Any] | None = None
     #: a test split: its items (monte.envs.items.exam_sketch), what the seal knows it by
     exam_id: dict[str, Any] | None = None
     #: an lm-eval exam: what lm-eval asks the model (monte.envs.lmeval.requests), not the
@@ -108,6 +111,10 @@ class EvalPlan(BaseModel):
                 out.append(f"    constant-answer floor {e.floor:.4f}: a score at or below it is not learning")
             if e.detectable is not None:
                 out.append(f"    {describe_detectable(e.detectable)}")
+            if e.search is not None:
+                from monte.status.search import search_line
+
+                out.append(f"    {search_line(e.search)}")
         out.append(f"  model: {self.target.model}" + (f" ({self.target.folder})" if self.target.folder else ""))
         if self.target.why:
             out.append(f"  chosen: {self.target.why}")
@@ -180,6 +187,8 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
             e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint",
                                            experiment=exp, touches=touches, note=overlap_note(seal, touches))
     _advise(ws, meas, rows, cohort, exams, test_read=test_read)
+    if test_read and target.kind == "checkpoint":
+        _searched(rows, cohort, exams, f"{target.run}@{target.step}")
     bucket = push_bucket(ws) if push else None
     return EvalPlan(experiment=exp, cohort=cohort, weights=base.weights, legacy_cohort=base.legacy_cohort,
                     base_model=where.ref, base_folder=str(where.folder), base_register=where.register,
@@ -297,6 +306,26 @@ def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
         raise error("E_NOT_FOUND", f"experiment {meas.experiment} has no {split} split",
                     "an eval-only --benchmark environment has a dev exam only")
     return out
+
+
+def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claimed: str) -> None:
+    """Issue 45, in the final claim's plan: the claimed checkpoint's first dev delta judged as
+    the best of the K checkpoints of this cohort dev-evaluated on the exam (each first admissible
+    dev eval with a delta, as ``monte status`` counts them)."""
+    from monte.stats.search import Candidate, judge
+
+    for e in exams:
+        first: dict[str, Candidate] = {}
+        for r in sorted(rows, key=lambda r: r.seq):
+            t = r.plan.get("target") or {}
+            if (r.delta and is_admissible(r) and r.cohort == cohort and r.exam == e.exam and r.split == "dev"
+                    and t.get("kind") == "checkpoint"):
+                ref = f"{t.get('run')}@{t.get('step')}"
+                if ref not in first:
+                    first[ref] = Candidate.of(ref, r.delta, int(t.get("step", 0)))
+        s = judge(list(first.values()), nominated=claimed) if claimed in first else None
+        if s is not None:
+            e.search = {"cohort": cohort, "exam": e.exam, "split": "dev", **s.record(), "chosen": "claimed"}
 
 
 def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], *,

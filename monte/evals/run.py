@@ -618,11 +618,104 @@ def _failed(ledger: Ledger, row: RunRow, reason: str) -> RunRow:
     return _finish(ledger, row, "failed", error_text=reason)
 
 
+def _paired(ledger: Ledger, snap: Snapshot, older: list[dict[str, Any]] | None,
+            tasks: list[dict[str, Any]]) -> tuple[Any, dict[str, Any]] | None:
+    """The paired delta of ``tasks`` against ``older``'s (a Delta and the fields a K > 1 delta
+    adds), or None when ``older`` cannot be read or its tasks are not these."""
+    from monte.stats.paired import paired_delta
+    from monte.stats.samples import sampled_delta, samples_of
+
+    mine = {t["id"]: float(t["score"]) for t in tasks}
+    if older is None or {t["id"] for t in older} != set(mine):
+        return None
+    ids = [t["id"] for t in older]
+    mine_samples, older_samples = samples_of(tasks), samples_of(older)
+    if mine_samples is not None and older_samples is not None:  # K > 1: the item is the unit (issue 33)
+        s = sampled_delta([older_samples[i] for i in ids], [mine_samples[i] for i in ids],
+                          pass_at=ledger.measurement(snap).pass_at)
+        return s.d, s.record()
+    return paired_delta([float(t["score"]) for t in older], [mine[i] for i in ids]), {}
+
+
+#: how many hops up its lineage a checkpoint's dev eval looks for an evaluated ancestor
+PARENT_HOPS = 10_000
+
+
+def _parent_delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A checkpoint's dev delta against its parent checkpoint (issue 45): what this move did.
+    The parent is the nearest ancestor on its lineage (the run's previous checkpoint, or the
+    checkpoint the run started from) with an admissible dev eval on this exam in this cohort,
+    paired as against the base; None from the base, or when no ancestor was evaluated or its
+    tasks do not pair (the verdict against the base is then the only one)."""
+    from monte.stats.paired import verdict
+
+    t = row.plan.get("target", {})
+    if t.get("kind") != "checkpoint" or row.split != "dev":
+        return None
+    run, step = str(t.get("run")), int(t.get("step", -1))
+    firsts: dict[tuple[str, int], tuple[str, int]] | None = None
+    for _ in range(PARENT_HOPS):
+        train = ledger.row(run, snap)
+        if train is None or train.kind != "train":
+            return None
+        earlier = [int(ck["step"]) for ck in train.checkpoints if int(ck["step"]) < step]
+        start = train.plan.get("parent")
+        if earlier:
+            run, step = run, max(earlier)
+        elif isinstance(start, dict) and start.get("run"):
+            run, step = str(start["run"]), int(start.get("step", -1))
+        else:
+            return None  # from the base: the delta against the base is the move's
+        if firsts is None:
+            firsts = _first_dev_evals(ledger, snap, row)
+        ev = firsts.get((run, step))
+        if ev is None:
+            continue
+        paired = _paired(ledger, snap, read_tasks(snap, ev[0]), tasks)
+        if paired is None:
+            return None
+        d, extra = paired
+        return {"checkpoint": f"{run}@{step}", "eval": ev[0], "delta": d.delta, "lower": d.lower,
+                "upper": d.upper, "n": d.n, "fixed": d.fixed, "broken": d.broken, "method": d.method,
+                "verdict": verdict(d), "regression": d.significant_regression,
+                **{k: v for k, v in extra.items() if k in ("samples", "pvalue")}}
+    return None
+
+
+def _first_dev_evals(ledger: Ledger, snap: Snapshot, row: RunRow) -> dict[tuple[str, int], tuple[str, int]]:
+    """Each checkpoint's first admissible dev eval of ``row``'s exam and cohort, ``(run, step) ->
+    (eval run, seq)``, from the facts ``monte status`` derives (:mod:`monte.ledger.derived`'s
+    cache: an append re-derives one fan-out index, not every row)."""
+    from monte.status.facts import (
+        COHORT,
+        EXAM,
+        KIND,
+        RUN,
+        SEQ,
+        SMOKE,
+        SPLIT,
+        STATUS,
+        TKIND,
+        TRUN,
+        TSTEP,
+        derive_facts,
+        facts_version,
+    )
+
+    out: dict[tuple[str, int], tuple[str, int]] = {}
+    for f in ledger.derived(snap, "status", facts_version(), derive_facts):
+        if (f[KIND] == "eval" and f[STATUS] == "succeeded" and not f[SMOKE] and f[COHORT] == row.cohort
+                and f[EXAM] == row.exam and f[SPLIT] == "dev" and f[TKIND] == "checkpoint" and f[RUN] != row.run):
+            key = (str(f[TRUN]), int(f[TSTEP] if f[TSTEP] is not None else -1))
+            if key not in out or f[SEQ] < out[key][1]:
+                out[key] = (str(f[RUN]), int(f[SEQ]))
+    return out
+
+
 def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Paired against the cohort's baseline on this exam and split (unpaired when a per-task
     file cannot be read or the tasks do not line up)."""
-    from monte.stats.paired import paired_delta, verdict
-    from monte.stats.samples import sampled_delta, samples_of
+    from monte.stats.paired import verdict
     from monte.stats.unpaired import unpaired_delta
 
     if row.plan.get("target", {}).get("kind") == "base":
@@ -633,15 +726,12 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
     base_tasks = read_tasks(snap, base.run)
     mine = {t["id"]: float(t["score"]) for t in tasks}
     extra: dict[str, Any] = {}
-    if base_tasks is not None and {t["id"] for t in base_tasks} == set(mine):
-        ids = [t["id"] for t in base_tasks]
-        mine_samples, base_samples = samples_of(tasks), samples_of(base_tasks)
-        if mine_samples is not None and base_samples is not None:  # K > 1: the item is the unit (issue 33)
-            s = sampled_delta([base_samples[i] for i in ids], [mine_samples[i] for i in ids],
-                              pass_at=ledger.measurement(snap).pass_at)
-            d, extra = s.d, s.record()
-        else:
-            d = paired_delta([float(t["score"]) for t in base_tasks], [mine[i] for i in ids])
+    paired = _paired(ledger, snap, base_tasks, tasks)
+    if paired is not None:
+        d, extra = paired
+        parent = _parent_delta(ledger, snap, row, tasks)
+        if parent is not None:  # what this move did (issue 45): beside the verdict against the base
+            extra = {**extra, "parent": parent}
     else:
         scores = list(mine.values())
         binary = all(s in (0.0, 1.0) for s in scores)

@@ -54,6 +54,8 @@ __all__ = [
     "binary_interval",
     "bonett_price_bounds",
     "bonett_price_interval",
+    "level_cutoff",
+    "normal_quantile",
     "clustered_t_interval",
     "format_bound",
     "format_interval",
@@ -64,6 +66,7 @@ __all__ = [
     "paired_delta",
     "paired_t_interval",
     "score_bounds",
+    "score_root",
     "skew_corrected_bounds",
     "skew_corrected_interval",
     "verdict",
@@ -145,18 +148,19 @@ _GRID_PER_ROOT_N = 25
 _PMF_FLOOR = 1e-14  # relative; the mass left out is added to the size as if every task flipped
 
 
-def mcnemar_rejects(fixed: Any, broken: Any, n: int) -> Any:
-    """The exact unconditional test at level :data:`ALPHA` says "improved": ``z > c_n``.
+def mcnemar_rejects(fixed: Any, broken: Any, n: int, alpha: float = ALPHA) -> Any:
+    """The exact unconditional test at level ``alpha`` (:data:`ALPHA`: the verdict's) says
+    "improved": ``z > c_n``.
 
     ``z = (fixed - broken) / sqrt(fixed + broken)`` is McNemar's statistic; the comparison is
     done in exact integers against the cutoff's boundary point. Ints or numpy int arrays.
     """
-    k0, d0 = _cutoff(n)
+    k0, d0 = _cutoff(n) if alpha == ALPHA else level_cutoff(n, alpha)
     k = fixed - broken
     return (k > 0) & (k * k * d0 > k0 * k0 * (fixed + broken))
 
 
-def mcnemar_cutoff(n: int) -> float:
+def mcnemar_cutoff(n: int, alpha: float = ALPHA) -> float:
     """``c_n``: the smallest cutoff ``>= 1.96`` for McNemar's z whose size is at most 2.5 %.
 
     Suissa and Shuster (1991): under "no difference" (p_fixed = p_broken = p / 2) the number of
@@ -167,8 +171,11 @@ def mcnemar_cutoff(n: int) -> float:
     ``p = sin^2(theta)`` with ``25 sqrt(n)`` steps in theta, and the probability mass a window
     leaves out counts as a rejection. ``inf`` when no cutoff up to 3 has that size (no n >= 10
     measured). Computed once per n and cached (0.03 s at n = 200, 0.25 s at n = 1,000).
+
+    ``alpha`` below :data:`ALPHA` (the search verdict's ``ALPHA / K``, :mod:`monte.stats.search`):
+    the same calibration at that level, searched from the normal quantile ``z_{1 - alpha}`` up.
     """
-    k0, d0 = _cutoff(n)
+    k0, d0 = _cutoff(n) if alpha == ALPHA else level_cutoff(n, alpha)
     return math.inf if d0 == 0 else k0 / math.sqrt(d0)
 
 
@@ -182,15 +189,54 @@ def _cutoff(n: int) -> Cutoff:
     return CUTOFFS[n - 1] if n <= len(CUTOFFS) else _computed_cutoff(n)
 
 
-def _computed_cutoff(n: int) -> Cutoff:
-    """The calibration itself (what ``monte.stats._cutoffs`` holds for n <= 1,024)."""
+def normal_quantile(p: float) -> float:
+    """The standard normal's ``p`` quantile (:mod:`statistics`, imported here: ~3 ms that a
+    status at K = 1 skips)."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(p)
+
+
+#: level_cutoff's, by (n, alpha): computed here, or seeded from a kept memo (monte.stats.search.cutoff_memo)
+_LEVELS: dict[tuple[int, float], Cutoff] = {}
+
+
+def level_cutoff(n: int, alpha: float, *, fresh: bool = False, seed: Cutoff | None = None) -> Cutoff:
+    """The boundary point of the exact test at level ``alpha`` (``0 < alpha <= ALPHA``): the
+    smallest cutoff ``>= z_{1 - alpha}`` whose size is at most ``alpha`` at every discordance of
+    the nuisance grid (:func:`_computed_cutoff`); :data:`ALPHA` reads the table, as the verdict does.
+    The cutoff only rises as ``alpha`` falls (a larger cutoff rejects a subset at every
+    discordance), so a test at ``alpha < ALPHA`` never says "improved" where the verdict does not.
+    Computed once per (n, alpha) in a process (0.01 s at n = 200 and K = 200, 0.1 s at K = 900);
+    ``seed``: a value kept from an earlier computation (a status's memo) to use instead;
+    ``fresh``: compute it again, whatever is known (verify)."""
+    if not 0.0 < alpha <= ALPHA:
+        raise ValueError(f"alpha must be in (0, {ALPHA}], got {alpha!r}")
+    if alpha == ALPHA and not fresh:
+        return _cutoff(n)
+    if isinstance(n, bool) or operator.index(n) < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    n = operator.index(n)
+    if fresh:
+        return _computed_cutoff(n, alpha)
+    if seed is not None:
+        _LEVELS.setdefault((n, alpha), (int(seed[0]), int(seed[1])))
+    cut = _LEVELS.get((n, alpha))
+    if cut is None:
+        cut = _LEVELS[n, alpha] = _computed_cutoff(n, alpha)
+    return cut
+
+
+def _computed_cutoff(n: int, alpha: float = ALPHA) -> Cutoff:
+    """The calibration itself (what ``monte.stats._cutoffs`` holds for n <= 1,024 at :data:`ALPHA`)."""
     grid = _null_grid(n)
+    z_lo = Z95 if alpha == ALPHA else normal_quantile(1.0 - alpha)
     for z_max in _Z_RANGES:
-        candidates = _candidates(n, z_max)
+        candidates = _candidates(n, z_max + z_lo - Z95, z_lo)
         lo, hi = 0, len(candidates)  # candidates[len] stands for "none feasible up to z_max"
         while lo < hi:
             mid = (lo + hi) // 2
-            if _size(n, candidates[mid], grid) <= ALPHA:
+            if _size(n, candidates[mid], grid, alpha) <= alpha:
                 hi = mid
             else:
                 lo = mid + 1
@@ -217,14 +263,14 @@ def cutoff_table_source(n_max: int) -> str:
     return head + "CUTOFFS: tuple[tuple[int, int], ...] = (\n" + "\n".join(lines) + "\n)\n"
 
 
-def _candidates(n: int, z_max: float) -> list[Cutoff]:
-    """Every boundary point whose z lies in (1.96, z_max], plus the largest z <= 1.96 (which
-    cuts like 1.96 itself), in increasing order of z, equal values once."""
+def _candidates(n: int, z_max: float, z_lo: float = Z95) -> list[Cutoff]:
+    """Every boundary point whose z lies in (z_lo, z_max], plus the largest z <= z_lo (which
+    cuts like z_lo itself), in increasing order of z, equal values once (z_lo: 1.96)."""
     below: Cutoff | None = None
     pairs: list[tuple[float, int, int]] = []
     for d in range(1, n + 1):
         root = math.sqrt(d)
-        k = math.floor(Z95 * root)
+        k = math.floor(z_lo * root)
         if (k - d) % 2:
             k -= 1
         if k >= 1 and (below is None or k * k * below[1] > below[0] ** 2 * d):
@@ -312,10 +358,11 @@ def binomial_window(n: int, p: float, floor: float = _PMF_FLOOR) -> tuple[int, l
     return mode - len(left), [*left[::-1], top, *right]
 
 
-def mcnemar_critical(n: int) -> list[int]:
-    """For D = 0 .. n discordant tasks, the smallest ``fixed`` the exact test calls an
-    improvement (``D + 1`` where none is): what the power of the verdict is computed from."""
-    k0, d0 = _cutoff(n)
+def mcnemar_critical(n: int, alpha: float = ALPHA) -> list[int]:
+    """For D = 0 .. n discordant tasks, the smallest ``fixed`` the exact test (at level
+    ``alpha``) calls an improvement (``D + 1`` where none is): what the power of the verdict is
+    computed from."""
+    k0, d0 = _cutoff(n) if alpha == ALPHA else level_cutoff(n, alpha)
     out = []
     for d in range(n + 1):
         f = d // 2 + 1
@@ -325,15 +372,15 @@ def mcnemar_critical(n: int) -> list[int]:
     return out
 
 
-def _size(n: int, cut: Cutoff, grid: list[tuple[int, list[float], float]]) -> float:
-    """The largest rejection rate at zero difference over the grid (stops once above ALPHA)."""
+def _size(n: int, cut: Cutoff, grid: list[tuple[int, list[float], float]], alpha: float = ALPHA) -> float:
+    """The largest rejection rate at zero difference over the grid (stops once above ``alpha``)."""
     s = _conditional_sizes(n, cut)
     worst = 0.0
     for start, pmf, left_out in grid:
         size = sum(map(operator.mul, pmf, s[start:start + len(pmf)])) + left_out
         if size > worst:
             worst = size
-            if worst > ALPHA:
+            if worst > alpha:
                 break
     return worst
 
@@ -397,18 +444,25 @@ def _score_lower(fixed: Any, broken: Any, n: int, c: float, up: Any, where: Wher
     return (lo + hi) / 2
 
 
-def score_bounds(fixed: Any, broken: Any, n: int, where: Where = _where) -> tuple[Any, Any]:
+def score_bounds(fixed: Any, broken: Any, n: int, where: Where = _where, alpha: float = ALPHA) -> tuple[Any, Any]:
     """Tango's (1998) score interval inverted at the exact test's cutoff ``c_n`` (not joined
     with Bonett-Price: :func:`binary_bounds` is what is printed). Its lower end is above 0
     exactly when :func:`mcnemar_rejects`, its upper end below 0 exactly when the mirrored test
     does. Ints or numpy arrays (then pass ``where=numpy.where``)."""
-    c = mcnemar_cutoff(n)
-    lower = _score_lower(fixed, broken, n, c, mcnemar_rejects(fixed, broken, n), where)
-    upper = -_score_lower(broken, fixed, n, c, mcnemar_rejects(broken, fixed, n), where)
+    c = mcnemar_cutoff(n, alpha)
+    lower = _score_lower(fixed, broken, n, c, mcnemar_rejects(fixed, broken, n, alpha), where)
+    upper = -_score_lower(broken, fixed, n, c, mcnemar_rejects(broken, fixed, n, alpha), where)
     return lower, upper
 
 
-def binary_bounds(fixed: Any, broken: Any, n: int, where: Where = _where) -> tuple[Any, Any]:
+def score_root(fixed: Any, broken: Any, n: int, c: float, where: Where = _where) -> Any:
+    """The d0 at which Tango's score statistic equals ``c`` (it decreases in d0): the lower
+    score bound at the normal quantile ``c``, searched on whichever side of 0 it lies. Ints or
+    numpy arrays (then pass ``where=numpy.where``)."""
+    return _score_lower(fixed, broken, n, c, _score(fixed, broken, n, 0.0) > c, where)
+
+
+def binary_bounds(fixed: Any, broken: Any, n: int, where: Where = _where, alpha: float = ALPHA) -> tuple[Any, Any]:
     """The printed pass/fail interval, unclipped; ``lower > 0`` exactly when the exact test says
     "improved" (:func:`mcnemar_rejects`), ``upper < 0`` exactly when it says "regressed".
 
@@ -417,12 +471,13 @@ def binary_bounds(fixed: Any, broken: Any, n: int, where: Where = _where) -> tup
     a bound across 0. The score interval alone covers as little as 0.91 when nearly every task
     flips, Bonett-Price alone 0.92-0.93 on one-directional changes; the join keeps >= 0.93 on a
     fine grid at every n from 20 to 500 (docs/statistics.md). Ints or numpy arrays (then pass
-    ``where=numpy.where``).
+    ``where=numpy.where``). ``alpha`` below :data:`ALPHA`: the same construction at that
+    one-sided level (the search verdict's simultaneous interval, :mod:`monte.stats.search`).
     """
-    up = mcnemar_rejects(fixed, broken, n)
-    down = mcnemar_rejects(broken, fixed, n)
-    score_lo, score_hi = score_bounds(fixed, broken, n, where)
-    bp_lo, bp_hi = bonett_price_bounds(fixed, broken, n)
+    up = mcnemar_rejects(fixed, broken, n, alpha)
+    down = mcnemar_rejects(broken, fixed, n, alpha)
+    score_lo, score_hi = score_bounds(fixed, broken, n, where, alpha)
+    bp_lo, bp_hi = bonett_price_bounds(fixed, broken, n, Z95 if alpha == ALPHA else normal_quantile(1 - alpha))
     lower = where(up & (bp_lo <= 0), score_lo, where(bp_lo < score_lo, bp_lo, score_lo))
     upper = where(down & (bp_hi >= 0), score_hi, where(bp_hi > score_hi, bp_hi, score_hi))
     return lower, upper

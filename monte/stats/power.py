@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from monte.stats.paired import binomial_window, mcnemar_critical
+from monte.stats.paired import ALPHA, binomial_window, mcnemar_critical
 
 __all__ = ["PRIOR_DISCORDANCE", "TARGET_POWER", "add_to_summary", "describe_detectable", "detectable",
            "detectable_from", "detectable_items", "memo_effect", "minimum_detectable_effect", "new_summary",
@@ -30,14 +30,15 @@ TARGET_POWER = 0.8
 PRIOR_DISCORDANCE = 0.2
 
 
-def power(n: int, discordance: float, effect: float) -> float:
+def power(n: int, discordance: float, effect: float, alpha: float = ALPHA) -> float:
     """The probability that the pass/fail verdict says ``ok`` for a true gain ``effect`` when a
-    share ``discordance`` of the n tasks flip (``0 <= effect <= discordance <= 1``)."""
+    share ``discordance`` of the n tasks flip (``0 <= effect <= discordance <= 1``). ``alpha``:
+    the test's level (the search verdict of the best of K: ``ALPHA / K``, issue 45)."""
     if not 0.0 <= effect <= discordance <= 1.0:
         raise ValueError(f"need 0 <= effect <= discordance <= 1 (got {effect}, {discordance})")
     if discordance == 0.0:
         return 0.0
-    return _power(mcnemar_critical(n), *binomial_window(n, discordance), discordance, effect)
+    return _power(mcnemar_critical(n, alpha), *binomial_window(n, discordance), discordance, effect)
 
 
 def _power(critical: list[int], start: int, pmf: list[float], discordance: float, effect: float) -> float:
@@ -189,7 +190,12 @@ def memo_effect(n: int, discordance: float, memo: dict[Any, Any] | None) -> floa
 
 
 def recompute_memo(key: Any) -> Any:
-    """What :func:`memo_effect` keeps under ``key``, computed again (for verify)."""
+    """What :func:`memo_effect` keeps under ``key``, computed again (for verify); a search
+    cutoff's key, :func:`monte.stats.search.recompute_memo`'s."""
+    if key[0] == "cutoff":
+        from monte.stats.search import recompute_memo as cutoff
+
+        return cutoff(key)
     _, n, discordance, target = key
     return minimum_detectable_effect(int(n), float(discordance), float(target))
 

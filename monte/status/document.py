@@ -77,7 +77,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
             if raw:
                 noms[cohort] = json.loads(raw)["checkpoint"]
         judged = list(acc["judged"])
-        out = finish(meas, acc, noms)
+        out = finish(meas, acc, noms, memo)
         seal = Seal(ws.store, hash_legacy=False)
         # the seal reads a test read's run, experiment, cohort, plan, kind, split and smoke: the
         # index's dicts as attributes (no model object)
@@ -202,6 +202,9 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
     for c in out["checkpoints"]:
         c["at_floor"] = sorted(e for e, s in c["dev"].items()
                                if s is not None and f"{e}/dev" in floor and s <= floor[f"{e}/dev"])
+    at_floor = {c["checkpoint"]: c["at_floor"] for c in out["checkpoints"]}
+    for cy in out.get("cycles", ()):  # beating a garbage base at or below the floor is no learning (issue 45)
+        cy["not_learning"] = cy["exam"] in at_floor.get(cy["checkpoint"], ())
     for x in out.get("exams", []):
         test = meas.exams[x["exam"]].splits["test"]
         summary = summaries.get(x["exam"]) if summaries is not None else None

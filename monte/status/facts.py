@@ -95,7 +95,22 @@ def delta_head(d: Mapping[str, Any]) -> str:
     interval = (f"[{lo:+.4f}, {hi:+.4f}]" if abs(lo) >= 1e-4 and abs(hi) >= 1e-4
                 else format_interval(lo, hi))
     return (f"delta {d['exam']}/{d['split']} {d['target']} vs base: {d['delta']:+.4f} {interval} {kind} "
-            f"(n {d['n']}{counts})" + (f" {d['verdict']}" if d.get("verdict") else ""))
+            f"(n {d['n']}{counts})" + (f" {d['verdict']}" if d.get("verdict") else "")
+            + (f"; {vs_parent(d['parent'])}" if d.get("parent") else ""))
+
+
+def move_verdict(p: Mapping[str, Any]) -> str:
+    """A cycle's delta against its parent, compactly: ``vs A@50 -0.1250 regression``."""
+    word = "regression" if p.get("regression") else p.get("verdict") or "unjudged"
+    return f"vs {p['checkpoint']} {p['delta']:+.4f} {word}"
+
+
+def vs_parent(p: Mapping[str, Any]) -> str:
+    """A checkpoint's delta against its parent checkpoint (issue 45), as status prints it."""
+    from monte.stats.paired import format_interval
+
+    return (f"vs parent {p['checkpoint']}: {p['delta']:+.4f} {format_interval(p['lower'], p['upper'])} "
+            f"{p.get('verdict') or 'unjudged'}" + (" (a significant regression)" if p.get("regression") else ""))
 
 
 def target_of(kind: str | None, run: Any, step: Any) -> str:

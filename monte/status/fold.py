@@ -56,7 +56,7 @@ def new_fold(facts: Sequence[tuple[Any, ...]], *, json_rows: bool = False, table
     ``deltas_json`` (a kept fold is continued only under the same floors)."""
     serialized = json_rows and all(f[JSON_ROW] is not None for f in facts)
     return {"table": table, "serialized": serialized,
-            "max_seq": None, "judged": [], "deltas": [], "cohorts": {}, "dev_scores": {}, "first": {},
+            "max_seq": None, "judged": [], "deltas": [], "cohorts": {}, "dev_scores": {}, "first": {}, "tried": {},
             "trains": [], "test_reads": [], "out_rows": [], "out_json": [], "scores": {}, "table_lines": [],
             "heads": [], "dev_summary": {}, "epoch": 0, "lineage": None,
             "floor": dict(floors) if floors is not None and serialized else None,
@@ -84,6 +84,7 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
                                                       acc["out_json"], acc["scores"])
     table_lines, heads, dev_summary = acc["table_lines"], acc["heads"], acc["dev_summary"]
     epoch = acc["epoch"]
+    tried = acc.setdefault("tried", {})
     deltas_json, floor = acc.get("deltas_json"), acc.get("floor")
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
@@ -122,6 +123,10 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
         if status != "succeeded":
             continue
         if delta is not None:
+            if split == "dev" and tkind == "checkpoint":  # K so far: the distinct checkpoints tried (issue 45)
+                seen = tried.setdefault(f"{cohort}\t{exam}", {})
+                seen.setdefault(f"{trun}@{tstep}", len(seen) + 1)
+                delta = {**delta, "tries": len(seen)}
             if deltas_json is not None:
                 at = floor.get(f"{exam}/{split}")  # type: ignore[union-attr]
                 line = dump_row({**delta, "floor": at, "at_floor": at is not None and score is not None and score <= at})
@@ -180,9 +185,13 @@ def lineage_section(meas: MeasurementLike, acc: dict[str, Any]) -> dict[str, Any
     return section
 
 
-def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str]) -> dict[str, Any]:
+def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, str],
+           memo: dict[Any, Any] | None = None) -> dict[str, Any]:
     """The status document from what :func:`fold` gathered (its containers become the
-    document's: ``acc`` is not used again)."""
+    document's: ``acc`` is not used again). ``memo``: figures kept between reads (the search
+    tests' cutoffs, :func:`monte.status.search.search_section`)."""
+    from monte.status.search import search_section
+
     section = lineage_section(meas, acc)
     cohorts = acc["cohorts"]
     for cohort, ck in nominations.items():
@@ -196,6 +205,7 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
         "deltas": (RawJson(b"[" + b",".join(acc["deltas_json"]) + b"]") if acc.get("deltas_json") is not None
                    else acc["deltas"]),
         **section,
+        "search": search_section(acc["first"], nominations, memo),
         "_test_reads": acc["test_reads"],
         "_scores": acc["scores"],
         "_dev_summary": acc["dev_summary"],

@@ -119,7 +119,8 @@ def failures(mod: Any, stop: bool = True) -> list[str]:
 MUTANTS: dict[str, list[tuple[str, str]]] = {
     # the four
     "z = 1.90": [("Z95 = 1.959963984540054", "Z95 = 1.90")],
-    "the verdict's cutoff at z = 1.90": [("    k0, d0 = _cutoff(n)\n    k = fixed - broken",
+    "the verdict's cutoff at z = 1.90": [("    k0, d0 = _cutoff(n) if alpha == ALPHA else level_cutoff(n, alpha)\n"
+                                          "    k = fixed - broken",
                                           "    k0, d0 = 19, 100\n    k = fixed - broken")],
     "interval [-1, 1] (pass/fail)": [("    return lower, upper\n\n\ndef binary_interval",
                                       "    return lower * 0 - 1, upper * 0 + 1\n\n\ndef binary_interval")],
@@ -132,8 +133,8 @@ MUTANTS: dict[str, list[tuple[str, str]]] = {
     "SE over n (fractional)": [("    root = m**0.5", "    root = m")],
     "lower >= 0": [("return OK if self.lower > 0 else STRIKE", "return OK if self.lower >= 0 else STRIKE")],
     # and the new method's own
-    "size allowed 2 alpha": [("        if _size(n, candidates[mid], grid) <= ALPHA:",
-                              "        if _size(n, candidates[mid], grid) <= 2 * ALPHA:")],
+    "size allowed 2 alpha": [("            if _size(n, candidates[mid], grid, alpha) <= alpha:",
+                              "            if _size(n, candidates[mid], grid, alpha) <= 2 * alpha:")],
     "no join with Bonett-Price": [("    lower = where(up & (bp_lo <= 0), score_lo, where(bp_lo < score_lo, bp_lo, score_lo))",
                                    "    lower = score_lo")],
     "no skewness correction": [("    g = m3 / (m2 ** 1.5 + 1e-300)", "    g = m3 * 0")],
