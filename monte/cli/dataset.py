@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 @click.group()
 def dataset() -> None:
-    """Datasets: frozen piles of JSONL rows (what an sft or a dpo recipe trains on)."""
+    """Datasets: frozen piles of JSONL rows (what an sft recipe trains on)."""
 
 
 def _added(r: DatasetAddResult) -> None:

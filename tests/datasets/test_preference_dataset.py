@@ -100,3 +100,23 @@ def test_the_kind_choice_names_preference(repo: Path, monte, tmp_path: Path) -> 
     src = _write(tmp_path / "p.jsonl", [GOOD])
     r = monte("dataset", "add", "x", "--from-file", str(src), "--kind", "pairs")
     assert r.code == 2 and "'sft', 'preference'" in r.err
+
+
+def test_a_curriculum_becomes_a_preference_set_with_the_right_answer_chosen(repo: Path, monte,
+                                                                             tmp_path: Path) -> None:
+    from monte.errors import MonteError
+    from monte.quickstart import preference_rows
+
+    items = [{"prompt": f"p {n} =", "answer": "even" if n % 2 == 0 else "odd"} for n in (48213, 10000, 77, 2)]
+    cur = _write(tmp_path / "curriculum.jsonl", list(items))
+    out = preference_rows(cur, tmp_path / "pref.jsonl")
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0] == {"prompt": "p 48213 =", "chosen": " odd", "rejected": " even"}
+    assert [r["chosen"] for r in rows] == [" odd", " even", " odd", " even"]
+    assert all(r["rejected"] != r["chosen"] for r in rows)
+    r = monte("dataset", "add", "pref", "--from-file", str(out), "--kind", "preference", "--json")
+    assert r.code == 0 and r.json()["dataset"]["rows"] == 4
+    one = _write(tmp_path / "one.jsonl", [{"prompt": "p 2 =", "answer": "even"}])
+    with pytest.raises(MonteError) as e:
+        preference_rows(one, tmp_path / "none.jsonl")
+    assert e.value.code == "E_BAD_INPUT" and "no wrong one" in e.value.message
