@@ -32,6 +32,7 @@ COMMANDS = {
     "hooks": "monte.cli.ledger:hooks",
     "box": "monte.cli.box:box",
     "claim": "monte.cli.claim:claim",
+    "grader": "monte.cli.grader:grader",
 }
 
 
@@ -64,6 +65,7 @@ SHORT_HELP = {
     'hooks': 'Git hooks that make git itself refuse a forged ledger record.',
     'box': 'Ephemeral Lambda GPU boxes: up, status, down.',
     'claim': 'A final claim anyone can check: a signed bundle that verifies without the repository.',
+    'grader': 'The sealed grader: test reads on another account, counted and signed there.',
 }
 
 #: one example per command, shown at the end of its --help (the README walks the whole loop)
@@ -95,6 +97,9 @@ EXAMPLES = {
     "box": "monte box up --type gpu_1x_h100_pcie",
     "claim": "monte claim export RUN --out claim --key ~/.ssh/id_ed25519\n"
              "  monte claim verify claim --allowed-signers allowed_signers --weights promoted",
+    "grader": "monte grader init /srv/grader      # as the grader's account; then, in the repository:\n"
+              "  monte config set grader ssh://grader@localhost --key 'ssh-ed25519 AAAA...'\n"
+              "  monte grader take parity",
 }
 
 #: one example per subcommand of a group (``env add``, ...), shown at the end of its --help
@@ -116,6 +121,9 @@ SUB_EXAMPLES = {
     "box up": "monte box up --type gpu_1x_h100_pcie --keep-alive",
     "box status": "monte box status --json",
     "box down": "monte box down                 # or: monte box down INSTANCE",
+    "grader init": "monte grader init /srv/grader   # as the grader's account",
+    "grader serve": "monte grader serve --home /srv/grader   # the forced command in authorized_keys",
+    "grader take": "monte grader take parity        # the test splits into custody, local copies removed",
 }
 
 EXIT_CODES = """\b
