@@ -301,9 +301,10 @@ def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transiti
     with none given pushes the results then, and refuses E_STORAGE if a finished run's final
     push fails (the run itself stays recorded locally)."""
     from monte import evals
+    from monte.ledger.predicates import spends_test_read
 
     ws = ws or open_workspace()
-    if plan.exams and plan.exams[0].split == "test" and not plan.smoke and ws.config.get("grader"):
+    if plan.exams and spends_test_read(plan.exams[0].split, plan.smoke) and ws.config.get("grader"):
         from monte.grader import client  # the seal held by another account: the read runs there
 
         return cast("EvalResult", client.run_test_read(ws, plan, on_transition=on_transition))

@@ -59,7 +59,9 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
     from monte import api
 
     check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
-    if remote and split == "test" and not smoke:
+    from monte.ledger.predicates import spends_test_read
+
+    if remote and spends_test_read(split, smoke):
         from monte.workspace import open_workspace
 
         if open_workspace(require_data_root=False).config.get("grader"):

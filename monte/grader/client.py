@@ -268,6 +268,7 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
     """Every test read of ``experiment`` started here and not finished: fetched from the grader
     by run id, and recorded when it finished there."""
     from monte.ledger.experiment import Ledger
+    from monte.ledger.predicates import is_test_read
 
     g = configured(ws)
     if g is None:
@@ -275,7 +276,7 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
     ledger = Ledger(ws.store, experiment)
     out = []
     for row in ledger.rows():  # as recorded: a dead client's row is what recover is for
-        if row.kind != "eval" or row.split != "test" or row.smoke or row.status not in ("started", "running"):
+        if not is_test_read(row) or row.status not in ("started", "running"):
             continue
         answer = call(g, {"op": "fetch", "run": row.run})
         if answer.get("status") == "running":

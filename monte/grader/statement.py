@@ -125,3 +125,42 @@ def require_pinned(config: dict[str, Any]) -> str:
         raise error("E_NOT_FOUND", "no grader is pinned in .monte.yaml",
                     "connect one: `monte config set grader ssh://USER@HOST[:PORT] --key 'ssh-ed25519 AAAA...'`")
     return key
+
+
+def ledger_violations(store: Any, experiments: list[str], public_key: str) -> list[tuple[str, str, str]]:
+    """In a grader-pinned repository: every finished test read of every ledger must carry the
+    grader's statement, signed by ``public_key``, that says exactly what its row records; and
+    the signed statements spend at most one test@0 and one claim per exam content and cohort.
+    Returns (experiment, run, why) for each violation."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.predicates import is_test_read
+    from monte.ledger.refs import ledger_ref
+    from monte.ledger.views import run_dir
+
+    out: list[tuple[str, str, str]] = []
+    spent: dict[tuple[str, str, str], str] = {}
+    for exp in experiments:
+        snap = store.snapshot(ledger_ref(exp))
+        for row in Ledger(store, exp).rows(snap):
+            if not is_test_read(row) or row.status != "succeeded":
+                continue
+            signed = parse_signed(snap.read(f"{run_dir(row.run)}/{ROW_FILE}"))
+            if signed is None:
+                out.append((exp, row.run, "a test read with no grader signature in a grader-pinned repository"))
+                continue
+            statement, signature = signed
+            if not check_signature(public_key, statement, signature):
+                out.append((exp, row.run, "the test read's grader signature does not verify with the pinned key"))
+                continue
+            raw = snap.read(f"{run_dir(row.run)}/tasks.jsonl")
+            tasks = [json.loads(x) for x in raw.decode().splitlines() if x.strip()] if raw else None
+            why = row_mismatch(statement, row.model_dump(mode="json"), tasks)
+            if why is not None:
+                out.append((exp, row.run, f"the row differs from the grader's signed statement: {why}"))
+                continue
+            key = (str(statement["content"]), str(statement["cohort"]), str(statement["role"]))
+            if key in spent and spent[key] != row.run:
+                out.append((exp, row.run, f"a second signed {key[2]} of cohort {key[1]} on this exam content "
+                            f"(the first: run {spent[key]})"))
+            spent.setdefault(key, row.run)
+    return out
