@@ -252,7 +252,7 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
     if setting == "grader":
         from monte.grader import client
 
-        return ConfigSetResult(**client.set_grader(ws, url, key))
+        return repository.ConfigSetResult(**client.set_grader(ws, url, key))
     if key is not None:
         raise error("E_USAGE", "--key pins a grader's public key", f"drop --key for {setting}")
     return repository.config_set(ws, setting=setting, url=url)
