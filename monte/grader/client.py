@@ -314,6 +314,7 @@ def set_grader(ws: Workspace, url: str, key: str | None) -> dict[str, Any]:
     pinned = f"{parts[0]} {parts[1]}"
     path = ws.repo_root / CONFIG_FILE
     yaml = YAML()
+    yaml.width = 4096  # the key on one line: the fast reader of .monte.yaml (monte.workspace) reads it
     data = (yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
     data[URL_KEY], data[PIN_KEY] = url, pinned
     buf = io.StringIO()

@@ -154,8 +154,8 @@ def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
 def test_a_forged_test_read_row_fails_verify(grader_setup: Setup, tmp_path: Path) -> None:
     """A copy of the repository whose test@0 statement was edited (its score) fails verify."""
     from monte.grader.statement import ROW_FILE
-    from monte.ledger.store import Change
     from monte.ledger.refs import ledger_ref
+    from monte.ledger.store import Change
     from monte.ledger.views import run_dir
     from monte.workspace import open_workspace
 
