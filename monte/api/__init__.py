@@ -444,6 +444,10 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
                             parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
                             remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
                             port=port, hosts=hosts, ssh_key=ssh_key)
+    if plan.leak.get("sealed_on_grader"):  # the sealed items are the grader's: the leak check runs there
+        from monte.grader import client
+
+        client.leak_check(ws, plan.source, list(plan.leak["sealed_on_grader"]))
     if plan.launch and plan.launch.hosts:  # every host answers over SSH, sees this repository, runs this Python
         from monte.remote.hosts import check_plan
 

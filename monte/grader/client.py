@@ -157,6 +157,21 @@ def _remove_copies(ws: Workspace, path: Path, raw: bytes) -> list[str]:
     return out
 
 
+def leak_check(ws: Workspace, source: Any, contents: list[str]) -> None:
+    """The leak check of a training source against sealed splits the grader holds: the rows go
+    to the grader, a count and one example id come back; ``E_LEAK`` as the local check refuses."""
+    g = require(ws)
+    raw = Path(source.rows).read_bytes()
+    found = call(g, {"op": "leaks", "contents": contents, "name": source.name, "kind": source.kind,
+                     "columns": source.columns}, raw)
+    if found["leaks"]:
+        where, item = found["example"]
+        raise error("E_LEAK", f"{source.kind} {source.name!r} holds {found['leaks']} item(s) of this experiment's "
+                    f"sealed test exam, found by the grader (e.g. {where} holds {item}; compared after normalising "
+                    "case, spacing, punctuation and invisible characters, in every column and message)",
+                    "remove those items and freeze the rows again under a new name")
+
+
 # --- test reads ----------------------------------------------------------------------------------
 
 

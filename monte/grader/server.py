@@ -58,11 +58,13 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes]) -> int:
             answer = take(home, req, payload)
         elif op == "read":
             answer = read(home, req, payload)
+        elif op == "leaks":
+            answer = leaks(home, req, payload)
         elif op == "fetch":
             answer = fetch(home, str(req.get("run", "")))
         else:
             raise error("E_USAGE", f"the grader answers no operation {op!r}",
-                        "the grader answers hello, take, read and fetch only")
+                        "the grader answers hello, take, leaks, read and fetch only")
         out = {"ok": True, **answer}
         status = 0
     except MonteError as e:
@@ -117,6 +119,38 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     finally:
         os.umask(old)
     return {"content": content, "n": meta["n"]}
+
+
+# --- the leak check against what is in custody --------------------------------------------------
+
+
+def leaks(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """How many of the training rows sent hold an item of the sealed splits named (after
+    normalisation, as :func:`monte.training.sources.leak_check` finds them), and one example:
+    the row's label and the sealed item's id (never its text)."""
+    import tempfile
+
+    from monte.envs.grading import task_id
+    from monte.envs.items import LeakIndex, item_text
+    from monte.training.sources import Source, rows_of
+
+    sealed: dict[str, str] = {}
+    for content in req.get("contents") or []:
+        meta = homes.sealed_meta(home, str(content))
+        if meta is None:
+            raise error("E_NOT_FOUND", "the grader holds no sealed split with this content",
+                        "hand it over first: `monte grader take ENV`")
+        items = [json.loads(x) for x in (home.sealed / f"{content}.jsonl").read_bytes().splitlines() if x.strip()]
+        for k, item in enumerate(items):
+            sealed[task_id(item, f"{meta['exam']}/test", k)] = item_text(item)
+    index = LeakIndex.build(sealed)
+    with tempfile.NamedTemporaryFile(dir=home.root, suffix=".jsonl") as f:
+        f.write(payload)
+        f.flush()
+        source = Source(name=str(req.get("name", "")), kind=str(req.get("kind", "dataset")), rows=f.name,
+                        columns=req.get("columns"), fingerprint="")
+        found = [(label, min(hit)) for label, row in rows_of(source) if (hit := index.find(row))]
+    return {"leaks": len(found), "example": list(found[0]) if found else None}
 
 
 # --- read ----------------------------------------------------------------------------------------

@@ -99,6 +99,14 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
             out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
     shutil.chown(rows, s.agent.name, s.agent.name)
     s.agent_monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft", check=True)
+    # the leak check runs where the sealed items are: one sealed prompt in a dataset is found there
+    sealed = next((s.home / "sealed").glob("*.jsonl")).read_text().splitlines()[3]
+    leaky = s.agent.home / "leaky.jsonl"
+    leaky.write_text(rows.read_text() + json.dumps({"input": json.loads(sealed)["prompt"], "output": " 1"}) + "\n")
+    shutil.chown(leaky, s.agent.name, s.agent.name)
+    s.agent_monte("dataset", "add", "leaky", "--from-file", str(leaky), "--kind", "sft", check=True)
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "leaky", "--from-base", "--yes")
+    assert r.returncode == 3 and "E_LEAK" in r.stderr and "found by the grader" in r.stderr, r.stderr
     s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", check=True)
     s.agent_monte("eval", "--yes", check=True)  # dev on the checkpoint
     env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))

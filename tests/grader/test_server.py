@@ -16,7 +16,13 @@ import pytest
 from monte.errors import MonteError
 from monte.grader import home as homes
 from monte.grader import server
-from monte.grader.statement import canonical, check_signature, outcomes_sha256, row_mismatch, weights_id
+from monte.grader.statement import (
+    canonical,
+    check_signature,
+    outcomes_sha256,
+    row_mismatch,
+    weights_id,
+)
 from monte.ledger.signing import ssh_sign
 
 
