@@ -99,7 +99,7 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
     try:
         answer = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise error("E_BOX", f"the grader at {g.label} gave no answer (exit {done.status}): "
+        raise error("E_BOX", f"the grader at {g.label} gave no answer (exit {done.exited}): "
                     f"{(done.stderr or done.stdout).strip()[-300:]}",
                     "check its authorized_keys line (`monte grader init` printed it) and that its monte runs") from None
     if "error" in answer:
@@ -180,9 +180,11 @@ def _expected_files(ws: Workspace, plan: Any) -> dict[str, str]:
     checkpoint's lineage commit): what the grader must receive."""
     if plan.target.kind == "base":
         return dict(plan.base_files)
+    from dulwich.objects import ObjectID
+
     from monte.ledger.lineage import read_checkpoint
 
-    ck = read_checkpoint(ws.store, str(plan.target.commit).encode())
+    ck = read_checkpoint(ws.store, ObjectID(str(plan.target.commit).encode()))
     return {k: str(v) for k, v in dict(ck["files"]).items()}
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from monte.errors import error
 from monte.grader.statement import canonical
 
-REF = b"refs/heads/reads"
+REF_NAME = b"refs/heads/reads"
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,11 @@ def records(home: Home) -> dict[str, dict[str, Any]]:
     from dulwich.objects import Tree
     from dulwich.repo import Repo
 
+    from dulwich.refs import Ref
+
     repo = Repo(str(home.ledger))
     try:
-        tip = repo.refs[REF]
+        tip = repo.refs[Ref(REF_NAME)]
     except KeyError:
         return {}
     root = repo[repo[tip].tree]  # type: ignore[attr-defined]
@@ -135,9 +137,12 @@ def append(home: Home, run: str, files: dict[str, Any], message: str) -> None:
     from dulwich.objects import Blob, Commit, Tree
     from dulwich.repo import Repo
 
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
+
     repo = Repo(str(home.ledger))
     try:
-        parent: bytes | None = repo.refs[REF]
+        parent: ObjectID | None = repo.refs[Ref(REF_NAME)]
     except KeyError:
         parent = None
     root = Tree() if parent is None else repo[repo[parent].tree]  # type: ignore[attr-defined]
@@ -163,7 +168,7 @@ def append(home: Home, run: str, files: dict[str, Any], message: str) -> None:
     c.author_timezone = c.commit_timezone = 0
     c.message = message.encode() + f"\n\nMonte-Run: {run}\n".encode()
     repo.object_store.add_object(c)
-    if not repo.refs.set_if_equals(REF, parent, c.id):
+    if not repo.refs.set_if_equals(Ref(REF_NAME), parent, c.id):
         raise error("E_CONFLICT", "the grader's ledger moved during a write", "run the command again")
 
 
