@@ -19,8 +19,12 @@ from support.grader import PYTHON, Setup
 
 
 def _rows(s: Setup) -> list[dict[str, Any]]:
-    r = s.agent_monte("status", "quickstart", "--json", check=True)
-    return list(json.loads(r.stdout)["rows"])
+    """The agent's ledger as recorded (read here, as root, through monte's own reader)."""
+    from monte.ledger.experiment import Ledger
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(s.repo, require_data_root=False)
+    return [r.model_dump(mode="json") for r in Ledger(ws.store, "quickstart").rows()]
 
 
 def _test_reads(s: Setup) -> list[dict[str, Any]]:
