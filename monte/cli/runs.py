@@ -91,12 +91,16 @@ def status(experiment: str | None, experiment_opt: str | None, as_json: bool) ->
 
     name = experiment_named(experiment, experiment_opt)
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
-        return api.status(experiment=name)
-    # for a program (a pipe, a file): the output as printed, made once per state of the
-    # repository and kept (monte.status.status_view); each read still probes the live runs
-    mode = "json" if as_json else "text"
-    render, code = STATUS_RENDERERS[mode]
-    return Rendered(api.status_view(experiment=name, mode=mode, render=render, code=code))
+        out: Any = api.status(experiment=name)
+    else:
+        # for a program (a pipe, a file): the output as printed, made once per state of the
+        # repository and kept (monte.status.status_view); each read still probes the live runs
+        mode = "json" if as_json else "text"
+        render, code = STATUS_RENDERERS[mode]
+        out = Rendered(api.status_view(experiment=name, mode=mode, render=render, code=code))
+    if not as_json:  # one line on stderr, outside the cached view: where the seal is held
+        click.echo(api.seal_line(), err=True)
+    return out
 
 
 def _status_text(r: dict[str, Any]) -> str:

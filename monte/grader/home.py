@@ -108,9 +108,8 @@ def locked(home: Home) -> Iterator[None]:
 def records(home: Home) -> dict[str, dict[str, Any]]:
     """Every read the grader's ledger holds: run -> its files (``started``, ``statement``, ...)."""
     from dulwich.objects import Tree
-    from dulwich.repo import Repo
-
     from dulwich.refs import Ref
+    from dulwich.repo import Repo
 
     repo = Repo(str(home.ledger))
     try:
@@ -134,11 +133,9 @@ def records(home: Home) -> dict[str, dict[str, Any]]:
 
 def append(home: Home, run: str, files: dict[str, Any], message: str) -> None:
     """One record: ``reads/<run>/<name>.json`` for each of ``files``, committed on the ref."""
-    from dulwich.objects import Blob, Commit, Tree
-    from dulwich.repo import Repo
-
-    from dulwich.objects import ObjectID
+    from dulwich.objects import Blob, Commit, ObjectID, Tree
     from dulwich.refs import Ref
+    from dulwich.repo import Repo
 
     repo = Repo(str(home.ledger))
     try:
