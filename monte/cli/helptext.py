@@ -42,6 +42,7 @@ TEXT = (
     '  hooks       Git hooks that make git itself refuse a forged ledger record.\n'
     '  box         Ephemeral Lambda GPU boxes: up, status, down.\n'
     '  claim       A final claim anyone can check: a signed bundle that...\n'
+    '  grader      The sealed grader: test reads on another account, counted...\n'
     '\n'
     '  Exit codes:\n'
     '    0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found\n'
