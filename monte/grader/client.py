@@ -218,6 +218,10 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     ledger = Ledger(ws.store, plan.experiment)
     folder = Path(plan.target.folder or plan.target.model)
     payload, files = _pack(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
+    if " ".join(str(hello(g).get("public_key", "")).split()[:2]) != g.key:  # reachable, and the pinned one
+        raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; "
+                    "nothing was spent", "pin the key `monte grader init` printed (`monte config set grader URL "
+                    "--key ...`), or point .monte.yaml at the grader that holds it")
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
@@ -295,7 +299,15 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
     for row in ledger.rows():  # as recorded: a dead client's row is what recover is for
         if not is_test_read(row) or row.status not in ("started", "running"):
             continue
-        answer = call(g, {"op": "fetch", "run": row.run})
+        try:
+            answer = call(g, {"op": "fetch", "run": row.run})
+        except MonteError as exc:
+            if exc.code != "E_NOT_FOUND":
+                raise
+            # the request never reached the grader (the connection failed first): nothing was read there
+            _fail(ledger, row, "the grader never received this read")
+            out.append({"run": row.run, "status": "failed", "score": None, "n": None})
+            continue
         if answer.get("status") == "running":
             out.append({"run": row.run, "status": "running", "score": None, "n": None})
             continue

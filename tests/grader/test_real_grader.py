@@ -150,7 +150,7 @@ def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
         "from monte.workspace import open_workspace\n"
         "from monte.errors import MonteError\n"
         "g = client.require(open_workspace())\n"
-        f"base = {json.dumps(first)}\n"
+        f"base = json.loads({json.dumps(first)!r})\n"
         "for role, cohort, run in (('baseline', base['cohort'], 'forged1'), ('baseline', 'c-new', 'forged2'),\n"
         "                          ('claim', base['cohort'], 'forged3')):\n"
         "    req = dict(op='read', run=run, experiment='quickstart', exam=base['exam'], content=base['content'],\n"
