@@ -311,10 +311,11 @@ def _fail(what: str, fix: str = "the bundle was changed after it was signed, or 
 
 
 def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], VerifiedLedgers],
-           weights: Path | None = None) -> Verified:
+           weights: Path | None = None, grader_key: str | None = None) -> Verified:
     """Check a claim bundle with nothing but its files (see the module's docstring).
     ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
-    the bundled ledger."""
+    the bundled ledger. ``grader_key``: the team's published grader public key; test@0 and the
+    claim must each carry its signature over exactly what their rows record (docs/grader.md)."""
     if not folder.is_dir():
         raise error("E_NOT_FOUND", f"no claim bundle at {folder}", "pass the folder `monte claim export` wrote")
     if not allowed.is_file():
@@ -357,9 +358,26 @@ def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], Verif
     mine = _tasks(folder / CLAIM_TASKS)
     printed = _recompute(base, mine, p, _samples(folder / BASELINE_TASKS), _samples(folder / CLAIM_TASKS))
     records = _replay(folder / BUNDLE, p, statement["subject"], (folder / BASELINE_TASKS).read_bytes(),
-                      (folder / CLAIM_TASKS).read_bytes(), verify_ledgers)
+                      (folder / CLAIM_TASKS).read_bytes(), verify_ledgers, grader_key)
     return Verified(_sha256(payload), signer, p["experiment"], p["checkpoint"]["ref"], printed, str(p["verdict"]),
                     int(p["test_reads"]["seal"]), records, checked)
+
+
+def _check_grader(snap: Any, key: str, reads: dict[str, tuple[Any, bytes]]) -> None:
+    """Each test read carries the grader's statement, signed by ``key``, saying what its row records."""
+    from monte import jsonl
+    from monte.grader.statement import ROW_FILE, check_signature, parse_signed, row_mismatch
+    from monte.ledger.views import run_dir
+
+    for run, (row, tasks) in reads.items():
+        signed = parse_signed(snap.read(f"{run_dir(run)}/{ROW_FILE}"))
+        if signed is None or not check_signature(key, *signed):
+            raise _fail(f"test read {run} carries no signature of the grader key given",
+                        "check --grader-key is the team's published grader key; otherwise the claim was not "
+                        "read by that grader")
+        why = row_mismatch(signed[0], row.model_dump(mode="json"), jsonl.load_lines(tasks))
+        if why is not None:
+            raise _fail(f"test read {run} differs from the grader's signed statement: {why}")
 
 
 def _check_envelope(envelope: Any, raw: bytes, payload: bytes, allowed: Path, signer: str) -> None:
@@ -447,7 +465,7 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
 
 
 def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]], base_tasks: bytes,
-            claim_tasks: bytes, verify_ledgers: Callable[[Any], VerifiedLedgers]) -> int:
+            claim_tasks: bytes, verify_ledgers: Callable[[Any], VerifiedLedgers], grader_key: str | None = None) -> int:
     """The bundled ledger, fetched into an empty bare repository and verified there."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import read_checkpoint
@@ -483,6 +501,8 @@ def _replay(bundle: Path, p: dict[str, Any], subjects: Sequence[dict[str, Any]],
         if snap.read(f"{run_dir(claim.run)}/tasks.jsonl") != claim_tasks or \
                 snap.read(f"{run_dir(base.run)}/tasks.jsonl") != base_tasks:
             raise _fail("the per-item files are not the ones the bundled ledger records")
+        if grader_key is not None:
+            _check_grader(snap, grader_key, {base.run: (base, base_tasks), claim.run: (claim, claim_tasks)})
         if read_role(claim) != "claim" or read_role(base) != "baseline" or claim.status != "succeeded":
             raise _fail("the bundled ledger does not record the claim as a succeeded final claim on test@0")
         if (claim.delta or {}).get("baseline") != base.run or claim.cohort != p["cohort"] or claim.score != \

@@ -544,12 +544,13 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
                         identity=identity, card=card).to_dict()
 
 
-def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None) -> VerifiedJson:
+def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
+                 grader_key: str | None = None) -> VerifiedJson:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
     replayed ledger and the seal. Needs no repository and no network."""
     from monte import claim
 
-    return claim.verify(folder, allowed_signers, weights=weights,
+    return claim.verify(folder, allowed_signers, weights=weights, grader_key=grader_key,
                         verify_ledgers=lambda ws: ledger_verify(all_=True, ws=ws)).to_dict()
 
 

@@ -139,6 +139,22 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     s.agent_monte("ledger", "verify", "--all", check=True)
 
 
+def test_a_claim_bundle_is_trusted_by_the_graders_key(grader_setup: Setup) -> None:
+    """`monte claim verify --grader-key`: test@0 and the claim signed by the team's grader."""
+    s = grader_setup
+    claim = next(r for r in _test_reads(s) if r["role"] == "claim")
+    out = s.agent.home / "claim"
+    s.agent_monte("claim", "export", claim["run"], "--out", str(out), "--key", str(s.key_file), "--identity",
+                  "agent", check=True)
+    allowed = s.agent.home / "allowed_signers"
+    allowed.write_text("agent " + s.key_file.with_suffix(".pub").read_text())
+    ok = s.agent_monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--grader-key", s.public_key)
+    assert ok.returncode == 0, ok.stderr
+    other = s.agent_monte("claim", "verify", str(out), "--allowed-signers", str(allowed),
+                          "--grader-key", s.key_file.with_suffix(".pub").read_text().strip())
+    assert other.returncode == 5 and "grader key" in other.stderr, other.stderr
+
+
 def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
     """The agent edits the seal's local memory and asks the grader directly: refused there."""
     s = grader_setup
