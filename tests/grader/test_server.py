@@ -138,3 +138,19 @@ def test_config_set_grader_pins_a_key_or_writes_nothing(repo: Path, monte: Any) 
     assert r.code == 0, r.err
     text = (repo / ".monte.yaml").read_text()
     assert "grader: ssh://g@127.0.0.1:2222" in text and key in text
+
+
+def test_the_leak_check_runs_on_the_grader_and_names_an_id_not_the_item(home: homes.Home) -> None:
+    items = [{"id": f"p{i}", "prompt": f"What is the parity of the bits {i:08b} counted twice over?",
+              "answer": str(i % 2)} for i in range(6)]
+    raw = "".join(json.dumps(i) + "\n" for i in items).encode()
+    content = hashlib.sha256(raw).hexdigest()
+    _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
+    clean = b'{"input": "What is two plus two?", "output": " 4"}\n'
+    req = {"op": "leaks", "contents": [content], "name": "ds", "kind": "dataset", "columns": None}
+    assert _ask(home, req, clean)["leaks"] == 0
+    leaky = clean + json.dumps({"input": items[3]["prompt"].upper(), "output": " 1"}).encode() + b"\n"
+    found = _ask(home, req, leaky)
+    assert found["leaks"] == 1 and found["example"] == ["line 2", "p3"]
+    assert items[3]["prompt"] not in json.dumps(found)  # an id comes back, never the sealed text
+    assert _ask(home, {**req, "contents": ["0" * 64]}, clean)["error"]["code"] == "E_NOT_FOUND"
