@@ -102,8 +102,8 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
         raise error("E_BOX", f"the grader at {g.label} gave no answer (exit {done.exited}): "
                     f"{(done.stderr or done.stdout).strip()[-300:]}",
                     "check its authorized_keys line (`monte grader init` printed it) and that its monte runs") from None
-    if "error" in answer:
-        e = answer["error"]
+    if not answer.get("ok"):
+        e = answer.get("error") if isinstance(answer.get("error"), dict) else {}
         raise error(e.get("code", "E_REFUSED"), f"the grader refused: {e.get('message')}", e.get("fix") or "")
     return dict(answer)
 
@@ -188,7 +188,7 @@ def _expected_files(ws: Workspace, plan: Any) -> dict[str, str]:
     return {k: str(v) for k, v in dict(ck["files"]).items()}
 
 
-def _pack(folder: Path, expected: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+def pack_weights(folder: Path, expected: dict[str, str]) -> tuple[bytes, dict[str, str]]:
     """The target's files read once into a tar in memory, each hashed as read and proven against
     what the plan recorded: the bytes proven are the bytes sent."""
     buf = io.BytesIO()
@@ -217,7 +217,7 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     g = require(ws)
     ledger = Ledger(ws.store, plan.experiment)
     folder = Path(plan.target.folder or plan.target.model)
-    payload, files = _pack(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
+    payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
     if " ".join(str(hello(g).get("public_key", "")).split()[:2]) != g.key:  # reachable, and the pinned one
         raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; "
                     "nothing was spent", "pin the key `monte grader init` printed (`monte config set grader URL "

@@ -233,6 +233,10 @@ def read(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
             raise error("E_INTEGRITY", "the weights the grader received are not the files the read names (a file "
                         "changed while it was sent?); nothing was spent",
                         "run `monte eval --split test` again with the weights left alone")
+        if "config.json" not in files or not any(n.endswith((".safetensors", ".bin")) for n in files):
+            shutil.rmtree(dest, ignore_errors=True)
+            raise error("E_BAD_INPUT", "the weights sent are no model folder (a config.json and a weights file); "
+                        "nothing was spent", "send the model folder the plan names (monte's client does)")
         wid = weights_id(files)
         with homes.locked(home):
             which = check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)

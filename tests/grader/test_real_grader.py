@@ -168,16 +168,20 @@ def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
     first = next(r["started"] for r in s.grader_reads().values() if r["started"]["role"] == "baseline")
     script = (
         "import json, sys\n"
+        "from pathlib import Path\n"
         "from monte.grader import client\n"
+        "from monte.ledger.lineage import servable_files\n"
         "from monte.workspace import open_workspace\n"
         "from monte.errors import MonteError\n"
         "g = client.require(open_workspace())\n"
+        "files = servable_files(Path('base-model'))\n"
+        "payload = client.pack_weights(Path('base-model'), files)[0]\n"
         f"base = json.loads({json.dumps(first)!r})\n"
         "for role, cohort, run in (('baseline', base['cohort'], 'forged1'), ('baseline', 'c-new', 'forged2'),\n"
         "                          ('claim', base['cohort'], 'forged3')):\n"
         "    req = dict(op='read', run=run, experiment='quickstart', exam=base['exam'], content=base['content'],\n"
-        "               cohort=cohort, role=role, target=base['target'], settings=base['settings'], files={})\n"
-        "    try:\n        client.call(g, req, client._pack(__import__('pathlib').Path('base-model'), {})[0])\n"
+        "               cohort=cohort, role=role, target=base['target'], settings=base['settings'], files=files)\n"
+        "    try:\n        client.call(g, req, payload)\n"
         "    except MonteError as e:\n        print(e.code)\n"
     )
     r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
