@@ -154,3 +154,18 @@ def test_the_leak_check_runs_on_the_grader_and_names_an_id_not_the_item(home: ho
     assert found["leaks"] == 1 and found["example"] == ["line 2", "p3"]
     assert items[3]["prompt"] not in json.dumps(found)  # an id comes back, never the sealed text
     assert _ask(home, {**req, "contents": ["0" * 64]}, clean)["error"]["code"] == "E_NOT_FOUND"
+
+
+def test_a_read_of_no_model_folder_is_refused_before_it_is_spent(home: homes.Home) -> None:
+    raw = b'{"id": "a", "prompt": "p", "answer": "1"}\n'
+    content = hashlib.sha256(raw).hexdigest()
+    _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        info = tarfile.TarInfo("README.md")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    files = {"README.md": hashlib.sha256(b"hi").hexdigest()}
+    r = _ask(home, {"op": "read", "run": "r1", "content": content, "cohort": "c", "role": "baseline",
+                    "settings": {"temperature": 0.0}, "files": files}, buf.getvalue())
+    assert r["error"]["code"] == "E_BAD_INPUT" and homes.records(home) == {}
