@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_NAME": "bench",
                "GIT_COMMITTER_EMAIL": "bench@localhost"}
         home = tmp / "grader"
-        info = json.loads(_monte(tmp, env, "grader", "init", str(home), "--json").stdout)
+        # the grader generates on as many threads as the local read (sshd passes no environment)
+        info = json.loads(_monte(tmp, env, "grader", "init", str(home), "--threads", env["OMP_NUM_THREADS"],
+                                 "--json").stdout)
         keys = Keys.make(tmp / "keys")
         server = Sshd(tmp / "sshd", keys)
         agent_pub = Path(f"{keys.client_key}.pub").read_text().strip()

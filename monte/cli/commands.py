@@ -121,7 +121,7 @@ SUB_EXAMPLES = {
     "box up": "monte box up --type gpu_1x_h100_pcie --keep-alive",
     "box status": "monte box status --json",
     "box down": "monte box down                 # or: monte box down INSTANCE",
-    "grader init": "monte grader init /srv/grader   # as the grader's account",
+    "grader init": "monte grader init /srv/grader --threads 4   # as the grader's account",
     "grader serve": "monte grader serve --home /srv/grader   # the forced command in authorized_keys",
     "grader take": "monte grader take parity        # the test splits into custody, local copies removed",
 }

@@ -25,8 +25,10 @@ def grader() -> None:
 
 @grader.command("init")
 @click.argument("home", type=click.Path(path_type=Path))
+@click.option("--threads", type=click.IntRange(min=1), metavar="N",
+              help="CPU threads a read generates with (OMP_NUM_THREADS; default: torch's own, every core).")
 @handled(_initialized)
-def init(home: Path) -> Any:
+def init(home: Path, threads: int | None) -> Any:
     """Make a grader home (run as the grader's account): its ledger of test reads, its signing key.
 
     Prints the public key a repository pins and the authorized_keys line that lets the agent's
@@ -35,14 +37,15 @@ def init(home: Path) -> Any:
     from monte.grader import home as homes
 
     h = homes.init(home)
-    command = f"{sys.executable} -m monte grader serve --home {h.root}"
+    command = f"{sys.executable} -m monte grader serve --home {h.root}" + (f" --threads {threads}" if threads else "")
     return {"home": str(h.root), "public_key": h.public_key(),
             "authorized_keys": f'command="{command}",restrict AGENT_PUBLIC_KEY'}
 
 
 @grader.command("serve")
 @click.option("--home", "home", type=click.Path(path_type=Path), required=True, help="The grader home.")
-def serve(home: Path) -> None:
+@click.option("--threads", type=click.IntRange(min=1), metavar="N", help="CPU threads a read generates with.")
+def serve(home: Path, threads: int | None) -> None:
     """Answer one request on stdin/stdout (the forced command of the agent's key; never by hand)."""
     from monte.errors import MonteError
     from monte.grader import home as homes
@@ -53,7 +56,7 @@ def serve(home: Path) -> None:
     except MonteError as e:
         sys.stdout.write(json.dumps({"error": {"code": e.code, "message": e.message, "fix": e.fix}}) + "\n")
         sys.exit(int(e.exit_code))
-    sys.exit(serve_one(h, sys.stdin.buffer, sys.stdout.buffer))
+    sys.exit(serve_one(h, sys.stdin.buffer, sys.stdout.buffer, threads=threads))
 
 
 def _taken(r: dict[str, Any]) -> None:

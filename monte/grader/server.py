@@ -36,8 +36,9 @@ MAX_HEADER = 1 << 20
 GRADABLE = (None, "catalog", "jsonl")
 
 
-def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    """Answer one request; returns the exit status."""
+def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | None = None) -> int:
+    """Answer one request; returns the exit status. ``threads``: the CPU threads a read's worker
+    generates with (sshd passes no environment, so torch would take every core)."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a client that vanishes never stops a read midway
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed stdout is an OSError, handled
     try:
@@ -57,7 +58,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes]) -> int:
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "read":
-            answer = read(home, req, payload)
+            answer = read(home, req, payload, threads=threads)
         elif op == "leaks":
             answer = leaks(home, req, payload)
         elif op == "fetch":
@@ -206,7 +207,7 @@ def check_budget(recs: dict[str, dict[str, Any]], *, run: str, content: str, coh
     raise error("E_USAGE", f"a grader read is a baseline or a claim, not {role!r}", "use monte's own client")
 
 
-def read(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None = None) -> dict[str, Any]:
     """One test read: the weights written and hashed here, the budget checked on the grader's own
     ledger, ``started`` recorded, then generation and grading in a process of its own session
     (it completes if this one, or the client, dies); the answer is its signed result."""
@@ -254,7 +255,8 @@ def read(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     log = home.root / "logs"
     log.mkdir(exist_ok=True, mode=0o700)
     with open(log / f"{run}.log", "ab") as err:
-        worker = subprocess.Popen([sys.executable, "-m", "monte.grader.work", str(home.root), run],
+        env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+        worker = subprocess.Popen([sys.executable, "-m", "monte.grader.work", str(home.root), run], env=env,
                                   stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
     worker.wait()
     return fetch(home, run)

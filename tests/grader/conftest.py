@@ -31,7 +31,7 @@ def grader_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         agent = add_user(f"magent{tag}", base / "agent")
         made.append(agent.name)
         home = grader.home / "home"
-        r = grader.monte("grader", "init", str(home), "--json", check=True)
+        r = grader.monte("grader", "init", str(home), "--threads", "1", "--json", check=True)
         info = json.loads(r.stdout)
         ssh_dir = agent.home / ".ssh"
         agent.run("mkdir", "-m", "700", str(ssh_dir), check=True)
