@@ -261,13 +261,9 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
 def seal_line(*, ws: Workspace | None = None) -> str:
     """One line: where the seal on the test split is held, and what would make it hold against an
     agent with a shell on this account (docs/grader.md)."""
-    from monte.grader.statement import PIN_KEY, URL_KEY, fingerprint
+    from monte.grader.statement import seal_line as line
 
-    config = (ws or open_workspace(require_data_root=False)).config
-    if config.get(URL_KEY) and config.get(PIN_KEY):
-        return f"seal: held by the grader {config[URL_KEY]} (key {fingerprint(str(config[PIN_KEY]))})"
-    return ("seal: local (an agent with a shell on this account can break it; a grader on another account "
-            "makes it hold: `monte grader init`, docs/grader.md)")
+    return line((ws or open_workspace(require_data_root=False)).config)
 
 
 def grader_take(*, env: str, ws: Workspace | None = None) -> dict[str, Any]:

@@ -119,6 +119,16 @@ def row_mismatch(statement: dict[str, Any], row: dict[str, Any], tasks: list[dic
     return None
 
 
+def seal_line(config: dict[str, Any]) -> str:
+    """``monte status``'s one line: where the seal on the test split is held, and what would make
+    it hold against an agent with a shell on this account."""
+    key = pinned_key(config)
+    if config.get(URL_KEY) and key:
+        return f"seal: held by the grader {config[URL_KEY]} (key {fingerprint(key)})"
+    return ("seal: local (an agent with a shell on this account can break it; a grader on another account "
+            "makes it hold: `monte grader init`, docs/grader.md)")
+
+
 def require_pinned(config: dict[str, Any]) -> str:
     key = pinned_key(config)
     if key is None:

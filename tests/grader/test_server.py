@@ -169,3 +169,13 @@ def test_a_read_of_no_model_folder_is_refused_before_it_is_spent(home: homes.Hom
     r = _ask(home, {"op": "read", "run": "r1", "content": content, "cohort": "c", "role": "baseline",
                     "settings": {"temperature": 0.0}, "files": files}, buf.getvalue())
     assert r["error"]["code"] == "E_BAD_INPUT" and homes.records(home) == {}
+
+
+def test_status_says_in_one_line_where_the_seal_is_held(benchmark_exp: str, monte: Any) -> None:
+    r = monte("status")
+    assert r.code == 0 and "seal: local" in r.err and "monte grader init" in r.err
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKRUMXHrs23jSPHtkjU3ptr9r8FCW7sllGN4nPyLP7xN"
+    assert monte("config", "set", "grader", "ssh://g@127.0.0.1:2222", "--key", key).code == 0
+    r = monte("status")
+    assert r.code == 0 and "seal: held by the grader ssh://g@127.0.0.1:2222 (key SHA256:" in r.err
+    assert "seal:" not in monte("status", "--json").err  # one JSON document, nothing else said
