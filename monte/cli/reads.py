@@ -110,12 +110,13 @@ def _status(mode: str) -> bytes | str | None:
 
     ws = open_workspace(require_data_root=False)
     data = status_view(ws, None, mode, render, STATUS_CODE[mode])
-    out = _plain_text(data) if isinstance(data, str) else data if getattr(sys.stdout, "buffer", None) else None
-    if out is not None and mode == "text":  # one line on stderr, outside the kept view: where the seal is held
+    if isinstance(data, str):  # the text view: its last line, outside the kept view, says where the seal is held
         from monte.grader.statement import seal_line
 
-        sys.stderr.write(seal_line(ws.config) + "\n")
-    return out
+        return _plain_text(data + seal_line(ws.config) + "\n")
+    if getattr(sys.stdout, "buffer", None) is None:
+        return None
+    return data
 
 
 def _show(ref: str) -> str | None:
