@@ -110,10 +110,12 @@ def _status(mode: str) -> bytes | str | None:
 
     ws = open_workspace(require_data_root=False)
     data = status_view(ws, None, mode, render, STATUS_CODE[mode])
-    if isinstance(data, str):  # the text view: its last line, outside the kept view, says where the seal is held
+    if mode == "text" and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
         from monte.grader.statement import seal_line
 
-        return _plain_text(data + seal_line(ws.config) + "\n")
+        sys.stderr.write(seal_line(ws.config) + "\n")
+    if isinstance(data, str):
+        return _plain_text(data)
     if getattr(sys.stdout, "buffer", None) is None:
         return None
     return data

@@ -90,19 +90,15 @@ def status(experiment: str | None, experiment_opt: str | None, as_json: bool) ->
     from monte import api
 
     name = experiment_named(experiment, experiment_opt)
+    if not as_json and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
+        click.echo(api.seal_line(), err=True)  # (stdout stays what a program reads: the view as kept)
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
-        out = api.status(experiment=name)
-        if not as_json:  # one line, beside the table: where the seal is held
-            click.echo(api.seal_line(), err=True)
-        return out
+        return api.status(experiment=name)
     # for a program (a pipe, a file): the output as printed, made once per state of the
     # repository and kept (monte.status.status_view); each read still probes the live runs
     mode = "json" if as_json else "text"
     render, code = STATUS_RENDERERS[mode]
-    data = api.status_view(experiment=name, mode=mode, render=render, code=code)
-    if isinstance(data, str):  # the text view's last line, outside the kept view: where the seal is held
-        data += api.seal_line() + "\n"
-    return Rendered(data)
+    return Rendered(api.status_view(experiment=name, mode=mode, render=render, code=code))
 
 
 def _status_text(r: dict[str, Any]) -> str:

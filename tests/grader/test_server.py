@@ -171,12 +171,27 @@ def test_a_read_of_no_model_folder_is_refused_before_it_is_spent(home: homes.Hom
     assert r["error"]["code"] == "E_BAD_INPUT" and homes.records(home) == {}
 
 
-def test_status_says_in_one_line_where_the_seal_is_held(benchmark_exp: str, monte: Any) -> None:
-    r = monte("status")
-    last = r.out.splitlines()[-1]
-    assert r.code == 0 and last.startswith("seal: local") and "monte grader init" in last
+def _status_on_a_terminal(repo: Path) -> tuple[str, str]:
+    """`monte status` with stderr on a terminal (a pty), stdout a pipe: (stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    p = subprocess.run([sys.executable, "-m", "monte", "status"], cwd=repo, stdout=subprocess.PIPE, stderr=slave,
+                       timeout=300)
+    os.close(slave)
+    err = os.read(master, 1 << 16).decode()
+    os.close(master)
+    assert p.returncode == 0, err
+    return p.stdout.decode(), err
+
+
+def test_status_says_in_one_line_where_the_seal_is_held(benchmark_exp: str, repo: Path, monte: Any) -> None:
+    out, err = _status_on_a_terminal(repo)
+    assert err.startswith("seal: local") and "monte grader init" in err and "seal" not in out
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKRUMXHrs23jSPHtkjU3ptr9r8FCW7sllGN4nPyLP7xN"
     assert monte("config", "set", "grader", "ssh://g@127.0.0.1:2222", "--key", key).code == 0
-    r = monte("status")
-    assert r.code == 0 and r.out.splitlines()[-1].startswith("seal: held by the grader ssh://g@127.0.0.1:2222 (key ")
-    assert "seal:" not in monte("status", "--json").out  # one JSON document, nothing else said
+    out, err = _status_on_a_terminal(repo)
+    assert err.startswith("seal: held by the grader ssh://g@127.0.0.1:2222 (key SHA256:")
+    assert monte("status").err == ""  # a program reading the output (a pipe) gets the view alone
