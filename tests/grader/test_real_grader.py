@@ -167,7 +167,7 @@ def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
     s.agent.run("sh", "-c", f"echo forged >> {s.repo}/.git/monte/verified.log", check=False)
     bases = s.agent.run("git", "for-each-ref", "--format=%(refname)", "refs/heads/monte/", cwd=s.repo).stdout.split()
     for ref in [r for r in bases if "/base" in r or "/lineage/" in r]:  # the cohort's local memory, gone
-        s.agent.run("git", "update-ref", "-d", ref, cwd=s.repo, check=True)
+        s.agent.run("git", "update-ref", "-d", ref, cwd=s.repo, check=True, MONTE_HOOKS="off")  # the agent can
     first = next(r["started"] for r in s.grader_reads().values() if r["started"]["role"] == "baseline")
     script = (
         "import json, sys\n"
