@@ -131,8 +131,8 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     assert "statement" in s.grader_reads()[run], "the read did not complete on the grader"
     # case 2: a result file written by the agent (every outcome flipped) is never what recover records
     folder = s.repo / ".monte" / "runs" / "quickstart" / run
-    forged = {"n": 200, "smoke": False, "tasks": [{"id": o["id"], "score": 1.0 - o["score"]}
-                                                   for o in s.grader_reads()[run]["outcomes"]["outcomes"]]}
+    flipped = [{"id": o["id"], "score": 1.0 - o["score"]} for o in s.grader_reads()[run]["outcomes"]["outcomes"]]
+    forged = {"n": 200, "smoke": False, "tasks": flipped}
     s.agent.run("sh", "-c", f"mkdir -p {folder} && cat > {folder}/finish.json", input=json.dumps(forged), check=True)
     r = s.agent_monte("recover", "quickstart", "--json", check=True)
     assert [x["run"] for x in json.loads(r.stdout)] == [run]
@@ -141,7 +141,7 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     signed = s.grader_reads()[run]["statement"]["statement"]
     mine = next(x for x in reads if x["run"] == run)
     assert mine["score"] == signed["score"] and abs(mine["delta"]["delta"] - signed["delta"]["delta"]) < 1e-12
-    assert mine["score"] != sum(t["score"] for t in forged["tasks"]) / 200  # not the forged file's score
+    assert mine["score"] != sum(t["score"] for t in flipped) / 200  # not the forged file's score
     s.agent_monte("ledger", "verify", "--all", check=True)
 
 
