@@ -441,10 +441,13 @@ def _small(path: Path) -> bytes:
 
 
 def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], VerifiedLedgers],
-           weights: Path | None = None, signer: str | None = None) -> Verified:
+           weights: Path | None = None, signer: str | None = None,
+           grader_key: str | None = None) -> Verified:
     """Check a claim bundle with nothing but its files (see the module's docstring).
     ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
-    the bundled ledger. ``signer``: the fingerprint (``SHA256:...``) of the one key accepted."""
+    the bundled ledger. ``signer``: the fingerprint (``SHA256:...``) of the one key accepted.
+    ``grader_key``: the team's published grader public key; test@0 and the claim must each carry
+    its signature over exactly what their rows record (docs/grader.md)."""
     folder, allowed = folder.absolute(), allowed.absolute()  # git and ssh-keygen run elsewhere
     weights = weights.absolute() if weights is not None else None
     if not folder.is_dir():
@@ -502,7 +505,7 @@ def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], Verif
     mine = _tasks(folder / CLAIM_TASKS)
     printed = _recompute(base, mine, p, _samples(folder / BASELINE_TASKS), _samples(folder / CLAIM_TASKS))
     records = _replay(folder / BUNDLE, statement, _small(folder / BASELINE_TASKS), _small(folder / CLAIM_TASKS),
-                      verify_ledgers)
+                      verify_ledgers, grader_key)
     return Verified(_sha256(payload), principal, key_fpr, p["experiment"], p["checkpoint"]["ref"], printed,
                     str(p["verdict"]), int(p["test_reads"]["seal"]), int(p["test_reads"]["repository"]),
                     int(p["test_reads"]["repository_cohorts"]),
@@ -537,6 +540,23 @@ def _shape(statement: dict[str, Any]) -> None:
         raise _fail(f"the Statement is malformed: {where}: {first['msg']} ({e.error_count()} problem(s))",
                     "the signer's monte wrote no such Statement: get the claim again from its signer",
                     code="E_BAD_INPUT") from None
+
+
+def _check_grader(snap: Any, key: str, reads: dict[str, tuple[Any, bytes]]) -> None:
+    """Each test read carries the grader's statement, signed by ``key``, saying what its row records."""
+    from monte import jsonl
+    from monte.grader.statement import ROW_FILE, check_signature, parse_signed, row_mismatch
+    from monte.ledger.views import run_dir
+
+    for run, (row, tasks) in reads.items():
+        signed = parse_signed(snap.read(f"{run_dir(run)}/{ROW_FILE}"))
+        if signed is None or not check_signature(key, *signed):
+            raise _fail(f"test read {run} carries no signature of the grader key given",
+                        "check --grader-key is the team's published grader key; otherwise the claim was not "
+                        "read by that grader")
+        why = row_mismatch(signed[0], row.model_dump(mode="json"), jsonl.load_lines(tasks))
+        if why is not None:
+            raise _fail(f"test read {run} differs from the grader's signed statement: {why}")
 
 
 def _check_envelope(envelope: Any, raw: bytes, payload: bytes, allowed: Path, signer: str) -> None:
@@ -629,9 +649,9 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
 
 
 def _replay(bundle: Path, statement: dict[str, Any], base_tasks: bytes, claim_tasks: bytes,
-            verify_ledgers: Callable[[Any], VerifiedLedgers]) -> int:
+            verify_ledgers: Callable[[Any], VerifiedLedgers], grader_key: str | None = None) -> int:
     """The bundled ledger, fetched into an empty bare repository and verified there; then every
-    field of the Statement derived again from it (:func:`derive`) and compared."""
+    field of the Statement derived again from it (:func:`derive`) and compared; with ``grader_key``, each test read's grader signature (:func:`_check_grader`)."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import read_checkpoint
     from monte.ledger.rules import read_role
@@ -665,6 +685,8 @@ def _replay(bundle: Path, statement: dict[str, Any], base_tasks: bytes, claim_ta
         claim, base = by_run.get(p["claim"]["run"]), by_run.get(p["baseline"]["run"])
         if claim is None or base is None:
             raise _fail("the bundled ledger lacks the claim or its baseline")
+        if grader_key is not None:
+            _check_grader(snap, grader_key, {base.run: (base, base_tasks), claim.run: (claim, claim_tasks)})
         if read_role(claim) != "claim" or read_role(base) != "baseline" or claim.status != "succeeded":
             raise _fail("the bundled ledger does not record the claim as a succeeded final claim on test@0")
         if base.seq >= claim.seq:

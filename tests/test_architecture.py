@@ -285,13 +285,13 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("monte", "monte.errors", "monte.hashing", "monte.codekey", "monte.names", "monte.manifest", "monte.jsonl",
         "monte.processes", "monte.extras", "monte.ci"),
     1: ("monte.ledger", "monte.stats", "monte.workspace", "monte.models.identity",
-        "monte.models.tensors"),
+        "monte.models.tensors", "monte.grader.statement"),
     2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),
     3: ("monte.runs",),
     4: ("monte.evals", "monte.training", "monte.experiments", "monte.repository", "monte.configshow", "monte.status",
         "monte.reads", "monte.diff",
         "monte.plot", "monte.claim", "monte.claim_signature", "monte.report"),
-    5: ("monte.remote",),
+    5: ("monte.remote", "monte.grader"),
     6: ("monte.api", "monte.quickstart"),
     7: ("monte.cli", "monte.__main__", "monte.githooks.pre_commit", "monte.mcp"),  # entry points
 }

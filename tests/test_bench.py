@@ -43,6 +43,11 @@ def _missing_binary(bench: str) -> str | None:
             return str(SSHD_MISSING)
         if shutil.which("tmux") is None:
             return "tmux is not installed (apt-get install tmux): the box runs its job in tmux"
+    if bench == "grader_overhead":  # a real sshd on loopback: the grader's forced command
+        from support.sshd import SSHD, SSHD_MISSING
+
+        if not os.path.exists(SSHD):
+            return str(SSHD_MISSING)
     if bench == "nemo_verify":  # NeMo Gym's servers, in the venv `make nemo-gym` builds from PyPI
         from monte.envs.nemo import venv
 

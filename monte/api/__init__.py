@@ -256,11 +256,34 @@ def config_show(*, ws: Workspace | None = None) -> ConfigShow:
     return config_show(ws or open_workspace(require_data_root=False))
 
 
-def config_set(*, setting: str, url: str, ws: Workspace | None = None) -> ConfigSetResult:
-    """Name the Vault or the results bucket for this repository (``.monte.yaml``)."""
+def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSetResult:
+    """Name the Vault, the results bucket, or the grader (``url`` ssh://USER@HOST[:PORT] and its
+    pinned public ``key``) for this repository (``.monte.yaml``)."""
     from monte import repository
 
-    return repository.config_set(ws or open_workspace(require_data_root=False), setting=setting, url=url)
+    ws = ws or open_workspace(require_data_root=False)
+    if setting == "grader":
+        from monte.grader import client
+
+        return repository.ConfigSetResult(**client.set_grader(ws, url, key))
+    if key is not None:
+        raise error("E_USAGE", "--key pins a grader's public key", f"drop --key for {setting}")
+    return repository.config_set(ws, setting=setting, url=url)
+
+
+def seal_line(*, ws: Workspace | None = None) -> str:
+    """One line: where the seal on the test split is held, and what would make it hold against an
+    agent with a shell on this account (docs/grader.md)."""
+    from monte.grader.statement import seal_line as line
+
+    return line((ws or open_workspace(require_data_root=False)).config)
+
+
+def grader_take(*, env: str, ws: Workspace | None = None) -> dict[str, Any]:
+    """Hand environment ``env``'s test splits to the configured grader; remove the local copies."""
+    from monte.grader import client
+
+    return client.take(ws or open_workspace(), env)
 
 
 # --- evaluation ----------------------------------------------------------------------------------
@@ -299,8 +322,14 @@ def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transiti
     with none given pushes the results then, and refuses E_STORAGE if a finished run's final
     push fails (the run itself stays recorded locally)."""
     from monte import evals
+    from monte.ledger.predicates import spends_test_read
 
-    return evals.run_eval(ws or open_workspace(), plan, on_progress=on_progress, on_transition=on_transition)
+    ws = ws or open_workspace()
+    if plan.exams and spends_test_read(plan.exams[0].split, plan.smoke) and ws.config.get("grader"):
+        from monte.grader import client  # the seal held by another account: the read runs there
+
+        return cast("EvalResult", client.run_test_read(ws, plan, on_transition=on_transition))
+    return evals.run_eval(ws, plan, on_progress=on_progress, on_transition=on_transition)
 
 
 def eval_(*, experiment: str | None = None, model: str | None = None, split: str = "dev", step: int | None = None,
@@ -427,7 +456,13 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
     ws = ws or open_workspace()
     exp = experiment_name(ws, experiment)
     Ledger(ws.store, exp).measurement()  # an experiment that does not exist: E_NOT_FOUND, not "nothing to do"
-    return cast("list[Recovered]", evals.recover(ws, exp))
+    found = []
+    if ws.config.get("grader"):  # a test read whose client died: its signed result, fetched by run id
+        from monte.grader import client
+
+        found += client.recover(ws, exp)
+    found += evals.recover(ws, exp, test_reads=not ws.config.get("grader"))
+    return cast("list[Recovered]", found)
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -457,6 +492,10 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
                             parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
                             remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
                             port=port, hosts=hosts, ssh_key=ssh_key)
+    if plan.leak.get("sealed_on_grader"):  # the sealed items are the grader's: the leak check runs there
+        from monte.grader import client
+
+        client.leak_check(ws, plan.source, list(plan.leak["sealed_on_grader"]))
     if plan.launch and plan.launch.hosts:  # every host answers over SSH, sees this repository, runs this Python
         from monte.remote.hosts import check_plan
 
@@ -551,13 +590,13 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
 
 
 def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
-                 signer: str | None = None) -> VerifiedJson:
+                 signer: str | None = None, grader_key: str | None = None) -> VerifiedJson:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
     replayed ledger, every field of the Statement derived again from it, and the seal. Needs no
     repository and no network. ``signer``: the one key fingerprint (``SHA256:...``) accepted."""
     from monte import claim
 
-    return claim.verify(folder, allowed_signers, weights=weights, signer=signer,
+    return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
                         verify_ledgers=lambda ws: ledger_verify(all_=True, ws=ws)).to_dict()
 
 

@@ -77,8 +77,10 @@ def _verified(r: dict[str, Any]) -> None:
               help="ssh-keygen's allowed_signers: the keys you trust.")
 @click.option("--weights", metavar="PATH", help="The model folder: each file proven against the claim.")
 @click.option("--signer", metavar="FPR", help="Accept only this key (SHA256:..., as `ssh-keygen -l` prints it).")
+@click.option("--grader-key", metavar="PUBKEY", help="The team's grader public key (the line, or key.pub's path): "
+              "test@0 and the claim must carry its signature (docs/grader.md).")
 @handled(_verified)
-def verify(folder: str, allowed: str, weights: str | None, signer: str | None) -> Any:
+def verify(folder: str, allowed: str, weights: str | None, signer: str | None, grader_key: str | None) -> Any:
     """Check a claim bundle with its files alone: no repository, no network.
 
     \b
@@ -89,5 +91,7 @@ def verify(folder: str, allowed: str, weights: str | None, signer: str | None) -
 
     from monte import api
 
+    key = Path(grader_key).read_text() if grader_key and Path(grader_key).is_file() else grader_key
     return api.claim_verify(folder=Path(folder), allowed_signers=Path(allowed),
-                            weights=Path(weights) if weights else None, signer=signer)
+                            weights=Path(weights) if weights else None, signer=signer,
+                            grader_key=" ".join(key.split()[:2]) if key else None)

@@ -34,6 +34,7 @@ COMMANDS = {
     "box": "monte.cli.box:box",
     "claim": "monte.cli.claim:claim",
     "mcp": "monte.cli.mcp:mcp",
+    "grader": "monte.cli.grader:grader",
 }
 
 
@@ -68,6 +69,7 @@ SHORT_HELP = {
     'box': 'Ephemeral Lambda GPU boxes: up, status, down.',
     'claim': 'A final claim anyone can check: a signed bundle that verifies without the repository.',
     'mcp': "Serve this repository's loop to an agent: a Model Context Protocol server over stdio.",
+    'grader': 'The sealed grader: test reads on another account, counted and signed there.',
 }
 
 #: one example per command, shown at the end of its --help (the README walks the whole loop)
@@ -101,6 +103,9 @@ EXAMPLES = {
     "claim": "monte claim export RUN --out claim --key ~/.ssh/id_ed25519\n"
              "  monte claim verify claim --allowed-signers allowed_signers --weights promoted",
     "mcp": "monte mcp --read-only   # in the repository; an agent client starts it (docs/agents.md)",
+    "grader": "monte grader init /srv/grader      # as the grader's account; then, in the repository:\n"
+              "  monte config set grader ssh://grader@localhost --key 'ssh-ed25519 AAAA...'\n"
+              "  monte grader take parity",
 }
 
 #: one example per subcommand of a group (``env add``, ...), shown at the end of its --help
@@ -122,6 +127,9 @@ SUB_EXAMPLES = {
     "box up": "monte box up --type gpu_1x_h100_pcie --keep-alive",
     "box status": "monte box status --json",
     "box down": "monte box down                 # or: monte box down INSTANCE",
+    "grader init": "monte grader init /srv/grader --threads 4   # as the grader's account",
+    "grader serve": "monte grader serve --home /srv/grader   # the forced command in authorized_keys",
+    "grader take": "monte grader take parity        # the test splits into custody, local copies removed",
 }
 
 EXIT_CODES = """\b

@@ -42,13 +42,15 @@ def show() -> object:
 
 
 @config.command("set")
-@click.argument("setting", type=click.Choice(["vault", "bucket"]))
+@click.argument("setting", type=click.Choice(["vault", "bucket", "grader"]))
 @click.argument("url")
+@click.option("--key", metavar="PUBKEY", help="grader only: its public key to pin (the line or key.pub's path).")
 @handled(lambda r: click.echo(f"{r.setting} = {r.url} (in {r.file})"
                               + (f"; DVC remote 'vault' in {r.dvc_config}" if r.dvc_config else "")
                               + (f"\n  note: {r.note}" if r.note else "")))
-def set_(setting: str, url: str) -> object:
-    """Name the Vault or the results bucket: gs://BUCKET[/PREFIX], or a local folder.
+def set_(setting: str, url: str, key: str | None) -> object:
+    """Name the Vault or the results bucket (gs://BUCKET[/PREFIX], or a local folder), or the
+    grader (ssh://USER@HOST[:PORT] with --key, its public key: docs/grader.md).
 
     The Vault must be reachable: a folder that exists, a bucket that answers when a GCS key
     resolves; otherwise it refuses and writes nothing.
@@ -58,4 +60,4 @@ def set_(setting: str, url: str) -> object:
     """
     from monte import api
 
-    return api.config_set(setting=setting, url=url)
+    return api.config_set(setting=setting, url=url, key=key)

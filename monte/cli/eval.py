@@ -74,6 +74,17 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
     from monte import api
 
     check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
+    from monte.ledger.predicates import spends_test_read
+
+    if remote and spends_test_read(split, smoke):
+        from monte.workspace import open_workspace
+
+        if open_workspace(require_data_root=False).config.get("grader"):
+            from monte.errors import error
+
+            raise error("E_REFUSED", "a test read does not go to a box when a grader holds the seal: the box is "
+                        "the agent's (its weights and files are the agent's to change)",
+                        "run `monte eval --split test` without --remote: the read runs on the grader")
     plan = api.plan_eval(experiment=experiment, model=model, split=split, step=step,
                          checkpoint=checkpoint, smoke=smoke, push=push or remote,
                          adopt=dict(a.split("=", 1) for a in adopt if "=" in a), processes=processes)

@@ -44,6 +44,7 @@ TEXT = (
     '  box         Ephemeral Lambda GPU boxes: up, status, down.\n'
     '  claim       A final claim anyone can check: a signed bundle that...\n'
     "  mcp         Serve this repository's loop to an agent: a Model Context...\n"
+    '  grader      The sealed grader: test reads on another account, counted...\n'
     '\n'
     '  Exit codes:\n'
     '    0 ok      1 internal (a bug)   2 usage        3 refused by a rule   4 not found\n'

@@ -108,7 +108,12 @@ def _status(mode: str) -> bytes | str | None:
 
         return STATUS_RENDERERS[mode][0](doc)
 
-    data = status_view(open_workspace(require_data_root=False), None, mode, render, STATUS_CODE[mode])
+    ws = open_workspace(require_data_root=False)
+    data = status_view(ws, None, mode, render, STATUS_CODE[mode])
+    if mode == "text" and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
+        from monte.grader.statement import seal_line
+
+        sys.stderr.write(seal_line(ws.config) + "\n")
     if isinstance(data, str):
         return _plain_text(data)
     if getattr(sys.stdout, "buffer", None) is None:

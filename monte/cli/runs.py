@@ -111,6 +111,8 @@ def status(experiment: str | None, experiment_opt: str | None, brief: bool, as_j
     name = experiment_named(experiment, experiment_opt)
     if brief:
         return Brief(api.status_brief(experiment=name))
+    if not as_json and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
+        click.echo(api.seal_line(), err=True)  # (stdout stays what a program reads: the view as kept)
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
         return api.status(experiment=name)
     # for a program (a pipe, a file): the output as printed, made once per state of the

@@ -441,9 +441,19 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
         return append()
 
 
+def finish_row(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,
+               n: int | None = None, error_text: str | None = None, files: dict[str, bytes] | None = None,
+               check: Callable[[RunRow, list[dict[str, Any]]], None] | None = None) -> RunRow:
+    """The finishing record of an eval scored elsewhere (a grader, monte.grader): ``files`` go
+    beside ``row.json``; ``check(row, tasks)`` sees the finished row before it is written and
+    refuses what must not land."""
+    return _finish(ledger, row, status, tasks=tasks, n=n, error_text=error_text, files=files, check=check)
+
+
 def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, Any]] | None = None,
             smoke: bool = False, error_text: str | None = None, n: int | None = None,
-            recovered: bool = False) -> RunRow:
+            recovered: bool = False, files: dict[str, bytes] | None = None,
+            check: Callable[[RunRow, list[dict[str, Any]]], None] | None = None) -> RunRow:
     body = jsonl.dump_lines(tasks) if tasks else None  # any decoded text: separators, lone surrogates
 
     def make(snap: Snapshot, seq: int) -> RunRow:
@@ -458,14 +468,18 @@ def _finish(ledger: Ledger, row: RunRow, status: str, *, tasks: list[dict[str, A
             if not smoke:
                 update["score"] = sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0
                 update["delta"] = _delta(ledger, snap, row, tasks)
-        return current.model_copy(update=update)
+        done = current.model_copy(update=update)
+        if check is not None:
+            check(done, tasks or [])
+        return done
 
     def summary(r: RunRow) -> str:
         what = f"eval {r.exam}/{r.split}@{r.step} {status}: {r.run}"
         return what + (f" score {r.score:.4f} (n={r.n})" if r.score is not None else "")
 
     return ledger.append_row(make, event="finished" if status == "succeeded" else status, summary=summary,
-                             files=(lambda r: {"tasks.jsonl": body}) if body else None,
+                             files=(lambda r: {**({"tasks.jsonl": body} if body else {}), **(files or {})})
+                             if body or files else None,
                              trailers=lambda r: {"Monte-Exam": r.exam or "", "Monte-Status": status})
 
 
@@ -491,15 +505,18 @@ def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[di
     return done
 
 
-def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
+def recover(ws: Workspace, experiment: str, *, test_reads: bool = True) -> list[dict[str, Any]]:
     """Record the finish of every run whose process died after its result was kept in its run
     folder (the finishing append could not be written). A run stopped meanwhile stays stopped:
-    its kept result is reported, not recorded."""
+    its kept result is reported, not recorded. ``test_reads=False`` (a grader holds the seal): a
+    test read's result is never taken from a file here, only from the grader's signed result."""
     ledger = Ledger(ws.store, experiment)
     out: list[dict[str, Any]] = []
     for path in sorted(ws.runs_folder(experiment).glob(f"*/{PENDING}")):
         row = ledger.row(path.parent.name)
         if row is None or row.kind != "eval" or row.status not in ("started", "running"):
+            continue
+        if not test_reads and spends_test_read(row.split, row.smoke):
             continue
         pending = read_pending(ws, experiment, row.run)
         if pending is None or not is_dead(row):

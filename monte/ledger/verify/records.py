@@ -28,6 +28,7 @@ from monte.ledger.refs import (
 from monte.ledger.store import parse_trailers
 from monte.ledger.verify.model import (
     COHORT_INDEX,
+    GRADER,
     IDENTITY,
     INDEX,
     NOMINATION,
@@ -103,6 +104,9 @@ class Records(Rewinds):
                 if old is not None:
                     bad("append-only", f"per-task results of run {m.group(3)} were rewritten")
                 state.tasks[m.group(3)] = new
+            elif (m := GRADER.match(path)) is not None:
+                if old is not None:  # what it says is checked against the pinned key (monte.grader.statement)
+                    bad("append-only", f"the grader's signed statement of run {m.group(3)} was rewritten")
             elif (m := NOMINATION.match(path)) is not None:
                 out += self._nomination(state, cid, m.group(1), new)
             elif ROW.match(path) is None:

@@ -1,0 +1,127 @@
+"""Benchmark: a test read through the sealed grader against the same read run locally.
+
+Two fresh monte repositories, each with the built-in ``parity`` environment (a 200-item test
+split) and one experiment per round on its own tiny base model (seeds 0, 1, ...: every round is
+a new cohort's ``test@0``, so the seal allows it). In one, ``monte grader take parity`` moved the
+test split to a grader: ``monte grader init`` in a folder of its own, reached over a real
+``sshd`` on loopback whose ``authorized_keys`` gives the client key only the forced command
+``monte grader serve`` (the grader runs as the same account here: what is timed is the path, SSH,
+the weights sent, the grader's worker, the signature and its check, not the account).
+
+Timed, per round, alternating: ``monte eval -e eN --split test --yes`` as a subprocess in each
+repository (what a user runs; each pays its interpreter's start). The local read loads the model
+and generates in one process; the grader read starts the client (no torch), sends the weights,
+and the grader's worker loads and generates. The report gives each side's seconds (best, median)
+and the ratio grader/local; both must record the same score (the same greedy answers).
+
+    .venv/bin/python bench/grader_overhead.py                 # 3 rounds
+    .venv/bin/python bench/grader_overhead.py --quick         # 1 round
+    .venv/bin/python bench/grader_overhead.py --json-out /tmp/grader.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the loopback sshd of the tests (tests/support/sshd.py)
+
+
+def _monte(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([sys.executable, "-m", "monte", *args], cwd=repo, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"monte {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def _repo(path: Path, env: dict[str, str], rounds: int) -> Path:
+    from monte.models.tiny import init_model
+
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    _monte(path, env, "init", "--no-hooks")
+    _monte(path, env, "env", "add", "--server", "parity", "--dev", "parity", "--test", "parity")
+    for k in range(rounds):
+        init_model(path / f"base{k}", seed=k)
+        _monte(path, env, "experiment", "init", f"e{k}", "--eval", "parity", "--model", f"base{k}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=None, help="timed rounds of each side (default 3)")
+    p.add_argument("--quick", action="store_true", help="smoke run: 1 round")
+    p.add_argument("--tmpdir", default=None, help="where to make the temporary repositories")
+    p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
+    args = p.parse_args(argv)
+    rounds = args.rounds or (1 if args.quick else 3)
+
+    from support.sshd import SSHD, Keys, Sshd
+
+    if not os.path.exists(SSHD):
+        raise SystemExit(f"{SSHD} is missing: apt-get install openssh-server")
+    tmp = Path(tempfile.mkdtemp(prefix="monte-grader-bench-", dir=args.tmpdir))
+    server = None
+    try:
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("MONTE_")},
+               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "XDG_CONFIG_HOME": str(tmp / "config"),
+               "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_NAME": "bench",
+               "GIT_COMMITTER_EMAIL": "bench@localhost"}
+        home = tmp / "grader"
+        # the grader generates on as many threads as the local read (sshd passes no environment)
+        info = json.loads(_monte(tmp, env, "grader", "init", str(home), "--threads", env["OMP_NUM_THREADS"],
+                                 "--json").stdout)
+        keys = Keys.make(tmp / "keys")
+        server = Sshd(tmp / "sshd", keys)
+        agent_pub = Path(f"{keys.client_key}.pub").read_text().strip()
+        (server.folder / "authorized_keys").write_text(info["authorized_keys"].replace("AGENT_PUBLIC_KEY", agent_pub)
+                                                       + "\n")
+        server.start()
+        env["MONTE_GRADER_KEY_FILE"] = str(keys.client_key)
+        local = _repo(tmp / "local", env, rounds)
+        graded = _repo(tmp / "graded", env, rounds)
+        _monte(graded, env, "config", "set", "grader", f"ssh://{server.user}@127.0.0.1:{server.port}",
+               "--key", info["public_key"])
+        _monte(graded, env, "grader", "take", "parity")
+        times: dict[str, list[float]] = {"local": [], "grader": []}
+        scores: dict[str, list[float]] = {"local": [], "grader": []}
+        for k in range(rounds):
+            for side, repo in (("local", local), ("grader", graded)):
+                t0 = time.perf_counter()
+                r = _monte(repo, env, "eval", "-e", f"e{k}", "--split", "test", "--yes", "--json")
+                times[side].append(time.perf_counter() - t0)
+                scores[side].append(json.loads(r.stdout)["runs"][0]["score"])
+        if scores["local"] != scores["grader"]:
+            raise SystemExit(f"the two sides recorded different scores: {scores}")
+        med = {s: statistics.median(v) for s, v in times.items()}
+        result: dict[str, Any] = {
+            "benchmark": "grader_overhead", "when": datetime.now(UTC).isoformat(timespec="seconds"),
+            "rounds": rounds, "items": 200, "seconds": times,
+            "best": {s: min(v) for s, v in times.items()}, "median": med,
+            "ratio_median": med["grader"] / med["local"], "scores": scores,
+            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        }
+        print(f"test read of 200 items, {rounds} round(s): local {med['local']:.2f} s, through the grader "
+              f"{med['grader']:.2f} s (median); ratio {result['ratio_median']:.2f}x (goal <= 1.5x)")
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

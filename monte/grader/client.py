@@ -1,0 +1,358 @@
+"""The agent's side of a grader: one request per SSH session (Fabric, through
+:mod:`monte.remote.ssh`), to the forced command ``monte grader serve`` of the grader's account.
+
+- :func:`take`: an environment's test splits into custody, and the local copies removed;
+- :func:`run_test_read`: ``monte eval --split test`` once the plan passed: the weights proven
+  here against what the plan recorded and sent from memory (the bytes hashed are the bytes sent:
+  a file swapped after the plan changes nothing), the local ``started`` record, the read on the
+  grader, and its signed result recorded here only once its signature and fields check out;
+- :func:`recover`: a read whose client died, fetched by run id and recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from monte.errors import MonteError, error
+from monte.grader.statement import (
+    PIN_KEY,
+    ROW_FILE,
+    URL_KEY,
+    canonical,
+    check_signature,
+    outcomes,
+    pinned_key,
+    require_pinned,
+    row_mismatch,
+)
+from monte.workspace import Workspace
+
+#: the command line the client asks for; the grader's forced command runs whatever it is told to
+SERVE = "monte grader serve"
+READ_TIMEOUT_S = 6 * 3600
+
+
+@dataclass(frozen=True)
+class Grader:
+    user: str
+    host: str
+    port: int
+    key: str  # the pinned public key: every signed result must verify with it
+
+    @property
+    def label(self) -> str:
+        return f"ssh://{self.user}@{self.host}:{self.port}"
+
+
+def parse_url(url: str) -> tuple[str, str, int]:
+    u = urlparse(url)
+    if u.scheme != "ssh" or not u.hostname or not u.username or u.path not in ("", "/"):
+        raise error("E_USAGE", f"{url!r} is not a grader address", "write ssh://USER@HOST[:PORT]")
+    try:
+        port = u.port or 22
+    except ValueError:
+        raise error("E_USAGE", f"{url!r} has no valid port", "write ssh://USER@HOST[:PORT]") from None
+    return u.username, u.hostname, port
+
+
+def configured(ws: Workspace) -> Grader | None:
+    """The grader ``.monte.yaml`` names, or None (the seal is local)."""
+    url = ws.config.get(URL_KEY)
+    if not url:
+        return None
+    key = pinned_key(ws.config)
+    if key is None:
+        raise error("E_USAGE", ".monte.yaml names a grader but pins no key for it",
+                    f"pin it: `monte config set grader {url} --key 'ssh-ed25519 AAAA...'` (what `monte grader "
+                    "init` printed)")
+    user, host, port = parse_url(str(url))
+    return Grader(user, host, port, key)
+
+
+def require(ws: Workspace) -> Grader:
+    g = configured(ws)
+    if g is None:
+        raise error("E_NOT_FOUND", "no grader is configured in .monte.yaml",
+                    "connect one: `monte config set grader ssh://USER@HOST[:PORT] --key 'ssh-ed25519 AAAA...'`")
+    return g
+
+
+def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: float = 120) -> dict[str, Any]:
+    """One request, one answer; a refusal of the grader's is raised here with its own code."""
+    from monte.remote import ssh
+
+    key_file = os.environ.get("MONTE_GRADER_KEY_FILE") or os.environ.get("MONTE_SSH_KEY_FILE")
+    conn = ssh.connect(g.host, user=g.user, port=g.port, key_file=key_file, connect_timeout=15)
+    try:
+        line = json.dumps({**request, "size": len(payload)}).encode() + b"\n"
+        done = ssh.execute(conn, SERVE, timeout=timeout, stdin=line + payload)
+    finally:
+        conn.close()
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise error("E_BOX", f"the grader at {g.label} gave no answer (exit {done.exited}): "
+                    f"{(done.stderr or done.stdout).strip()[-300:]}",
+                    "check its authorized_keys line (`monte grader init` printed it) and that its monte runs") from None
+    if not answer.get("ok"):
+        e = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+        raise error(e.get("code", "E_REFUSED"), f"the grader refused: {e.get('message')}", e.get("fix") or "")
+    return dict(answer)
+
+
+# --- custody -------------------------------------------------------------------------------------
+
+
+def take(ws: Workspace, env: str) -> dict[str, Any]:
+    """Hand every test split of environment ``env`` to the grader, then remove the local copies
+    (the data root's file, and its objects in the repository's DVC cache and a folder Vault)."""
+    from monte.manifest import read_manifest
+
+    g = require(ws)
+    folder = ws.env_dir(env)
+    m = read_manifest(folder)
+    if m is None or m.kind != "environment":
+        raise error("E_NOT_FOUND", f"no environment named {env!r} on this data root",
+                    f"freeze it with `monte env add`, or restore it with `monte env install {env}`")
+    taken, removed = [], []
+    tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
+    if not tests:
+        raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
+    for exam, rel in tests.items():
+        path = folder / rel
+        if not path.is_file():
+            taken.append({"exam": exam, "content": m.files[rel].sha256, "already": True})
+            continue
+        raw = path.read_bytes()
+        content = hashlib.sha256(raw).hexdigest()
+        if content != m.files[rel].sha256:
+            raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
+                        f"restore it with `monte env install {env}`; never edit a frozen split")
+        benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
+        call(g, {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}, raw)
+        removed += _remove_copies(ws, path, raw)
+        taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
+    return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+
+
+def _remove_copies(ws: Workspace, path: Path, raw: bytes) -> list[str]:
+    md5 = hashlib.md5(raw).hexdigest()  # noqa: S324 - DVC 3's content address, not a security hash
+    places = [path, ws.repo_root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]]
+    vault = ws.config.get("vault")
+    if vault and "://" not in str(vault):
+        places.append(Path(str(vault)) / "files" / "md5" / md5[:2] / md5[2:])
+    out = []
+    for p in places:
+        if p.is_file():
+            p.unlink()
+            out.append(str(p))
+    return out
+
+
+def leak_check(ws: Workspace, source: Any, contents: list[str]) -> None:
+    """The leak check of a training source against sealed splits the grader holds: the rows go
+    to the grader, a count and one example id come back; ``E_LEAK`` as the local check refuses."""
+    g = require(ws)
+    raw = Path(source.rows).read_bytes()
+    found = call(g, {"op": "leaks", "contents": contents, "name": source.name, "kind": source.kind,
+                     "columns": source.columns}, raw)
+    if found["leaks"]:
+        where, item = found["example"]
+        raise error("E_LEAK", f"{source.kind} {source.name!r} holds {found['leaks']} item(s) of this experiment's "
+                    f"sealed test exam, found by the grader (e.g. {where} holds {item}; compared after normalising "
+                    "case, spacing, punctuation and invisible characters, in every column and message)",
+                    "remove those items and freeze the rows again under a new name")
+
+
+# --- test reads ----------------------------------------------------------------------------------
+
+
+def _expected_files(ws: Workspace, plan: Any) -> dict[str, str]:
+    """The sha256 of every file of the target, as the ledger recorded it (the base commit, or the
+    checkpoint's lineage commit): what the grader must receive."""
+    if plan.target.kind == "base":
+        return dict(plan.base_files)
+    from dulwich.objects import ObjectID
+
+    from monte.ledger.lineage import read_checkpoint
+
+    ck = read_checkpoint(ws.store, ObjectID(str(plan.target.commit).encode()))
+    return {k: str(v) for k, v in dict(ck["files"]).items()}
+
+
+def pack_weights(folder: Path, expected: dict[str, str]) -> tuple[bytes, dict[str, str]]:
+    """The target's files read once into a tar in memory, each hashed as read and proven against
+    what the plan recorded: the bytes proven are the bytes sent."""
+    buf = io.BytesIO()
+    files: dict[str, str] = {}
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for name in sorted(expected):
+            data = (folder / name).read_bytes()
+            files[name] = hashlib.sha256(data).hexdigest()
+            if files[name] != expected[name]:
+                raise error("E_INTEGRITY", f"{folder / name} is not the file the plan proved (its sha256 "
+                            "changed since); nothing was spent",
+                            "put the recorded weights back, then run `monte eval --split test` again")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue(), files
+
+
+def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any:
+    """``monte eval --split test`` with a grader: every exam read on the grader."""
+    from monte.evals.run import EvalResult, start_row
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.lineage import ensure_base
+    from monte.models import locate
+
+    g = require(ws)
+    ledger = Ledger(ws.store, plan.experiment)
+    folder = Path(plan.target.folder or plan.target.model)
+    payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
+    if " ".join(str(hello(g).get("public_key", "")).split()[:2]) != g.key:  # reachable, and the pinned one
+        raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; "
+                    "nothing was spent", "pin the key `monte grader init` printed (`monte config set grader URL "
+                    "--key ...`), or point .monte.yaml at the grader that holds it")
+    locate.remember(ws, plan.base_register, plan.base_folder)
+    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
+                weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
+    results = []
+    for e in plan.exams:
+        row = start_row(ledger, plan, e, ws=ws)
+        if on_transition:
+            on_transition(row, "started")
+        request = {"op": "read", "run": row.run, "experiment": plan.experiment, "exam": e.exam,
+                   "content": e.sha256, "cohort": plan.cohort, "role": row.role,
+                   "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
+                   "settings": plan.settings, "batch_size": int(plan.execution.get("batch_size", 32)),
+                   "files": files}
+        try:
+            answer = call(g, request, payload, timeout=READ_TIMEOUT_S)
+        except MonteError as exc:
+            if exc.code == "E_BOX":  # the read may be running on the grader: recover fetches it
+                raise error("E_BOX", f"{exc.message}; run {row.run}'s read may still complete on the grader",
+                            f"`monte recover {plan.experiment}` fetches its signed result") from None
+            _fail(ledger, row, exc.message)
+            raise
+        done = record(ws, g, ledger, row, answer)
+        if on_transition:
+            on_transition(done, "finished")
+        results.append(done.model_dump(mode="json"))
+    return EvalResult(experiment=plan.experiment, runs=results,
+                      floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
+
+
+def _fail(ledger: Any, row: Any, why: str) -> None:
+    from monte.evals.run import finish_row
+
+    finish_row(ledger, row, "failed", error_text=why)
+
+
+def record(ws: Workspace, g: Grader, ledger: Any, row: Any, answer: dict[str, Any]) -> Any:
+    """Record a grader's answer for ``row``: refused (nothing recorded) unless the statement is
+    signed by the pinned key and says what the row records."""
+    if answer.get("status") == "failed":
+        _fail(ledger, row, f"the grader's read failed: {answer.get('error')}")
+        raise error("E_REFUSED", f"run {row.run}'s read failed on the grader: {answer.get('error')}",
+                    "fix the cause; the read's touch stays spent (as for a local read)")
+    if answer.get("status") != "finished":
+        raise error("E_REFUSED", f"run {row.run}'s read is still running on the grader",
+                    f"wait, then `monte recover {row.experiment}`")
+    statement, signature = answer["statement"], answer["signature"]
+    if not check_signature(g.key, statement, signature):
+        raise error("E_INTEGRITY", f"the grader's result for run {row.run} is not signed by the pinned key",
+                    "check that .monte.yaml pins the key `monte grader init` printed")
+    tasks = outcomes(answer["outcomes"])
+    from monte.evals.run import finish_row
+
+    blob = canonical({"statement": statement, "signature": signature})
+
+    def check(done: Any, tasks_now: list[dict[str, Any]]) -> None:
+        why = row_mismatch(statement, done.model_dump(mode="json"), tasks_now)
+        if why is not None:
+            raise error("E_INTEGRITY", f"the grader's signed result for run {row.run} differs from the row: {why}",
+                        "nothing was recorded; find out who changed the weights or the ledger")
+
+    return finish_row(ledger, row, "succeeded", tasks=tasks, n=len(tasks), files={ROW_FILE: blob}, check=check)
+
+
+def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
+    """Every test read of ``experiment`` started here and not finished: fetched from the grader
+    by run id, and recorded when it finished there."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.predicates import is_test_read
+
+    g = configured(ws)
+    if g is None:
+        return []
+    ledger = Ledger(ws.store, experiment)
+    out = []
+    for row in ledger.rows():  # as recorded: a dead client's row is what recover is for
+        if not is_test_read(row) or row.status not in ("started", "running"):
+            continue
+        try:
+            answer = call(g, {"op": "fetch", "run": row.run})
+        except MonteError as exc:
+            if exc.code != "E_NOT_FOUND":
+                raise
+            # the request never reached the grader (the connection failed first): nothing was read there
+            _fail(ledger, row, "the grader never received this read")
+            out.append({"run": row.run, "status": "failed", "score": None, "n": None})
+            continue
+        if answer.get("status") == "running":
+            out.append({"run": row.run, "status": "running", "score": None, "n": None})
+            continue
+        done = record(ws, g, ledger, row, answer)
+        out.append({"run": done.run, "status": done.status, "score": done.score, "n": done.n})
+    return out
+
+
+def hello(g: Grader) -> dict[str, Any]:
+    return call(g, {"op": "hello"})
+
+
+__all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",
+           "recover", "hello"]
+
+
+def set_grader(ws: Workspace, url: str, key: str | None) -> dict[str, Any]:
+    """``monte config set grader URL --key PUBKEY``: the address and the pinned public key, both in
+    ``.monte.yaml`` (commit it: verify, the hooks and CI check every test read against the key)."""
+    from ruamel.yaml import YAML
+
+    from monte.workspace import CONFIG_FILE
+
+    parse_url(url)
+    if not key:
+        raise error("E_USAGE", "a grader is pinned by its public key", "pass --key 'ssh-ed25519 AAAA...' (what "
+                    "`monte grader init` printed)")
+    text = Path(key).read_text() if Path(key).is_file() else key
+    parts = text.split()
+    if len(parts) < 2 or not parts[0].startswith(("ssh-", "ecdsa-", "sk-")):
+        raise error("E_USAGE", "--key is not an SSH public key", "pass the line `monte grader init` printed "
+                    "(ssh-ed25519 AAAA...), or the path of the grader's key.pub")
+    pinned = f"{parts[0]} {parts[1]}"
+    path = ws.repo_root / CONFIG_FILE
+    yaml = YAML()
+    yaml.width = 4096  # the key on one line: the fast reader of .monte.yaml (monte.workspace) reads it
+    data = (yaml.load(path.read_text(encoding="utf-8")) if path.exists() else None) or {}
+    data[URL_KEY], data[PIN_KEY] = url, pinned
+    buf = io.StringIO()
+    yaml.dump(data, buf)
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(buf.getvalue(), encoding="utf-8")
+    os.replace(tmp, path)
+    ws.config[URL_KEY], ws.config[PIN_KEY] = url, pinned
+    from monte.grader.statement import fingerprint
+
+    return {"setting": "grader", "url": url, "file": str(path), "note": f"pinned grader key {fingerprint(pinned)}",
+            "dvc_config": None}

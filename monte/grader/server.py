@@ -1,0 +1,282 @@
+"""``monte grader serve``: the only program the agent's key can start on the grader's account.
+
+OpenSSH runs it as the forced command of that key (``command="... monte grader serve --home
+DIR",restrict``): whatever command line the client asks for is ignored, there is no shell, no
+pty, no forwarding. It speaks one request per SSH session over stdin/stdout:
+
+- the request: one JSON line ``{"op": ..., ...}``, then exactly ``size`` raw bytes when the
+  operation carries a payload (a sealed split for ``take``, a tar of the weights for ``read``);
+- the answer: one JSON line, ``{"ok": true, ...}`` or ``{"error": {"code", "message", "fix"}}``.
+
+Operations: ``hello`` (the grader's public key), ``take`` (a sealed split into custody),
+``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
+answered: no file is ever read back by name, no item ever leaves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from monte.errors import MonteError, error
+from monte.grader import home as homes
+from monte.grader.home import Home
+from monte.grader.statement import weights_id
+
+MAX_HEADER = 1 << 20
+#: the graders a grader can run without the environment's folder (in-process graders)
+GRADABLE = (None, "catalog", "jsonl")
+
+
+def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | None = None) -> int:
+    """Answer one request; returns the exit status. ``threads``: the CPU threads a read's worker
+    generates with (sshd passes no environment, so torch would take every core)."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a client that vanishes never stops a read midway
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # a closed stdout is an OSError, handled
+    try:
+        line = stdin.readline(MAX_HEADER)
+        try:
+            req = json.loads(line)
+        except ValueError:
+            raise error("E_BAD_INPUT", "the grader takes one JSON line per request",
+                        "use monte's own client (`monte eval --split test`, `monte grader take`)") from None
+        if not isinstance(req, dict):
+            raise error("E_BAD_INPUT", "a request is a JSON object", "use monte's own client")
+        size = int(req.get("size") or 0)
+        payload = _read_exactly(stdin, size) if size else b""
+        op = req.get("op")
+        if op == "hello":
+            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1}
+        elif op == "take":
+            answer = take(home, req, payload)
+        elif op == "read":
+            answer = read(home, req, payload, threads=threads)
+        elif op == "leaks":
+            answer = leaks(home, req, payload)
+        elif op == "fetch":
+            answer = fetch(home, str(req.get("run", "")))
+        else:
+            raise error("E_USAGE", f"the grader answers no operation {op!r}",
+                        "the grader answers hello, take, leaks, read and fetch only")
+        out = {"ok": True, **answer}
+        status = 0
+    except MonteError as e:
+        out = {"error": {"code": e.code, "message": e.message, "fix": e.fix}}
+        status = 1
+    try:
+        stdout.write(json.dumps(out).encode() + b"\n")
+        stdout.flush()
+    except OSError:  # the client is gone; what was read is in the grader's ledger for `fetch`
+        pass
+    return status
+
+
+def _read_exactly(stdin: IO[bytes], size: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = stdin.read(min(1 << 20, size - len(buf)))
+        if not chunk:
+            raise error("E_BAD_INPUT", f"the request announced {size} bytes and sent {len(buf)}",
+                        "run the command again (the connection dropped mid-request); nothing was spent")
+        buf += chunk
+    return bytes(buf)
+
+
+def _run_id(run: str) -> str:
+    from monte.names import check_name
+
+    return check_name(run, "run id")
+
+
+# --- take ----------------------------------------------------------------------------------------
+
+
+def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """Keep a sealed split: its bytes must hash to the content the request names."""
+    content = str(req.get("content", ""))
+    if hashlib.sha256(payload).hexdigest() != content:
+        raise error("E_INTEGRITY", "the split sent does not hash to the content it names",
+                    "run `monte grader take ENV` again from a repository whose frozen split is intact")
+    grader = req.get("grader")
+    kind = grader.get("kind") if isinstance(grader, dict) else None
+    if kind not in GRADABLE:
+        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (only in-process graders: the catalog "
+                    "and JSONL exams)", "keep this environment's test split local, or freeze it as a JSONL exam")
+    meta = {"content": content, "exam": req.get("exam"), "benchmark": req.get("benchmark"), "grader": grader,
+            "n": payload.count(b"\n") if payload.endswith(b"\n") else payload.count(b"\n") + 1}
+    old = os.umask(0o077)
+    try:
+        with homes.locked(home):
+            (home.sealed / f"{content}.jsonl").write_bytes(payload)
+            (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
+    finally:
+        os.umask(old)
+    return {"content": content, "n": meta["n"]}
+
+
+# --- the leak check against what is in custody --------------------------------------------------
+
+
+def leaks(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """How many of the training rows sent hold an item of the sealed splits named (after
+    normalisation, as :func:`monte.training.sources.leak_check` finds them), and one example:
+    the row's label and the sealed item's id (never its text)."""
+    import tempfile
+
+    from monte.envs.grading import task_id
+    from monte.envs.items import LeakIndex, item_text
+    from monte.training.sources import Source, rows_of
+
+    sealed: dict[str, str] = {}
+    for content in req.get("contents") or []:
+        meta = homes.sealed_meta(home, str(content))
+        if meta is None:
+            raise error("E_NOT_FOUND", "the grader holds no sealed split with this content",
+                        "hand it over first: `monte grader take ENV`")
+        items = [json.loads(x) for x in (home.sealed / f"{content}.jsonl").read_bytes().splitlines() if x.strip()]
+        for k, item in enumerate(items):
+            sealed[task_id(item, f"{meta['exam']}/test", k)] = item_text(item)
+    index = LeakIndex.build(sealed)
+    with tempfile.NamedTemporaryFile(dir=home.root, suffix=".jsonl") as f:
+        f.write(payload)
+        f.flush()
+        source = Source(name=str(req.get("name", "")), kind=str(req.get("kind", "dataset")), rows=f.name,
+                        columns=req.get("columns"), fingerprint="")
+        found = [(label, min(hit)) for label, row in rows_of(source) if (hit := index.find(row))]
+    return {"leaks": len(found), "example": list(found[0]) if found else None}
+
+
+# --- read ----------------------------------------------------------------------------------------
+
+
+def _unpack(tar_bytes: bytes, dest: Path) -> dict[str, str]:
+    """Write the weights sent to ``dest`` (regular files only, no path leaves it) and return the
+    sha256 of every file as written: what is loaded is exactly what was hashed."""
+    files: dict[str, str] = {}
+    dest.mkdir(parents=True, mode=0o700)
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
+        for m in tar.getmembers():
+            p = PurePosixPath(m.name)
+            if not m.isfile() or p.is_absolute() or ".." in p.parts or not p.parts:
+                raise error("E_BAD_INPUT", f"the weights sent hold {m.name!r}, not a plain file inside the folder",
+                            "send a model folder of plain files (monte's client does)")
+            src = tar.extractfile(m)
+            assert src is not None
+            target = dest.joinpath(*p.parts)
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            h = hashlib.sha256()
+            with open(target, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+            files[str(p)] = h.hexdigest()
+    return files
+
+
+def check_budget(recs: dict[str, dict[str, Any]], *, run: str, content: str, cohort: str, role: str,
+                 wid: str) -> int:
+    """The grader's own rule, from its own ledger: two reads per exam content per base weights,
+    the base first (``test@0``), then one claim. Returns which read this is (1 or 2)."""
+    if run in recs:
+        raise error("E_CONFLICT", f"the grader already holds a read {run}", "fetch it: `monte recover EXP`")
+    same = [r["started"] for r in recs.values() if r["started"]["content"] == content]
+    if role == "baseline":
+        if any(s["cohort"] == cohort for s in same):
+            raise error("E_SEALED", f"the grader has already read cohort {cohort}'s test@0 on this exam",
+                        "the base's test@0 is read once; train and claim once (`monte status` shows the reads)")
+        if any(s["weights_id"] == wid for s in same):
+            raise error("E_SEALED", "the grader has already read these exact weights on this exam (as a base or "
+                        "a claim): they are no new base", "claim on a checkpoint of the base's cohort instead")
+        return 1
+    if role == "claim":
+        if not any(s["cohort"] == cohort and s["role"] == "baseline" for s in same):
+            raise error("E_NO_BASELINE", f"the grader holds no test@0 of cohort {cohort} on this exam",
+                        "read the base first: `monte eval --split test` (it runs on the grader)")
+        if any(s["cohort"] == cohort and s["role"] == "claim" for s in same):
+            raise error("E_SEALED", f"the grader has already read cohort {cohort}'s final claim on this exam: "
+                        "the sealed split is read twice per cohort", "start a new cohort from another base model")
+        return 2
+    raise error("E_USAGE", f"a grader read is a baseline or a claim, not {role!r}", "use monte's own client")
+
+
+def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None = None) -> dict[str, Any]:
+    """One test read: the weights written and hashed here, the budget checked on the grader's own
+    ledger, ``started`` recorded, then generation and grading in a process of its own session
+    (it completes if this one, or the client, dies); the answer is its signed result."""
+    import shutil
+
+    run = _run_id(str(req.get("run", "")))
+    content, cohort, role = str(req.get("content", "")), str(req.get("cohort", "")), str(req.get("role", ""))
+    meta = homes.sealed_meta(home, content)
+    if meta is None:
+        raise error("E_NOT_FOUND", "the grader holds no sealed split with this content",
+                    "hand it over first: `monte grader take ENV`")
+    settings = dict(req.get("settings") or {})
+    if int(settings.get("samples", 1)) > 1 or float(settings.get("temperature", 0.0)) > 0:
+        raise error("E_USAGE", "the grader runs greedy test reads (K = 1, temperature 0) only, for now",
+                    "freeze the experiment's eval settings greedy, or read without a grader")
+    dest = home.weights(run)
+    if dest.exists():
+        raise error("E_CONFLICT", f"the grader already holds weights for run {run}", "fetch it: `monte recover EXP`")
+    old = os.umask(0o077)
+    try:
+        files = _unpack(payload, dest)
+        if files != dict(req.get("files") or {}):
+            shutil.rmtree(dest, ignore_errors=True)
+            raise error("E_INTEGRITY", "the weights the grader received are not the files the read names (a file "
+                        "changed while it was sent?); nothing was spent",
+                        "run `monte eval --split test` again with the weights left alone")
+        if "config.json" not in files or not any(n.endswith((".safetensors", ".bin")) for n in files):
+            shutil.rmtree(dest, ignore_errors=True)
+            raise error("E_BAD_INPUT", "the weights sent are no model folder (a config.json and a weights file); "
+                        "nothing was spent", "send the model folder the plan names (monte's client does)")
+        wid = weights_id(files)
+        with homes.locked(home):
+            which = check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
+            started = {"run": run, "experiment": req.get("experiment"), "exam": req.get("exam"), "content": content,
+                       "cohort": cohort, "role": role, "read": which, "target": req.get("target"),
+                       "settings": settings, "batch_size": int(req.get("batch_size") or 32),
+                       "weights": files, "weights_id": wid, "started_at": _now()}
+            homes.append(home, run, {"started": started}, f"read {which} started: {run}")
+    except BaseException:
+        if not any(r == run for r in homes.records(home)):
+            shutil.rmtree(dest, ignore_errors=True)
+        raise
+    finally:
+        os.umask(old)
+    log = home.root / "logs"
+    log.mkdir(exist_ok=True, mode=0o700)
+    with open(log / f"{run}.log", "ab") as err:
+        env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+        worker = subprocess.Popen([sys.executable, "-m", "monte.grader.work", str(home.root), run], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+    worker.wait()
+    return fetch(home, run)
+
+
+def fetch(home: Home, run: str) -> dict[str, Any]:
+    """A read's state by run id: ``running``, ``failed`` (why), or ``finished`` with its signed
+    statement and per-item outcomes."""
+    rec = homes.records(home).get(_run_id(run))
+    if rec is None:
+        raise error("E_NOT_FOUND", f"the grader holds no read {run}", "list the runs with `monte status`")
+    if "statement" in rec:
+        return {"status": "finished", "statement": rec["statement"]["statement"],
+                "signature": rec["statement"]["signature"], "outcomes": rec["outcomes"]["outcomes"]}
+    if "failed" in rec:
+        return {"status": "failed", "error": rec["failed"]["error"]}
+    return {"status": "running"}
+
+
+def _now() -> str:
+    from monte.manifest import now
+
+    return now()

@@ -1,0 +1,90 @@
+"""One test read on the grader, in a process of its own session (``python -m monte.grader.work
+HOME RUN``): started by :func:`monte.grader.server.read` after the ``started`` record, it loads
+the weights from the copy the server hashed, generates with the frozen settings, grades, records
+the result in the grader's ledger and signs the statement. A client that dies does not stop it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from monte import jsonl
+from monte.grader import home as homes
+from monte.grader.home import Home
+from monte.grader.statement import KIND, canonical, outcomes, outcomes_sha256
+
+
+def grade_read(home: Home, run: str) -> dict[str, Any]:
+    """Generate and grade the read ``run`` started; returns the signed record written."""
+    from monte.envs import grading
+    from monte.ledger.signing import ssh_sign
+    from monte.models import generate as gen
+
+    started = homes.records(home)[run]["started"]
+    meta = homes.sealed_meta(home, started["content"])
+    assert meta is not None
+    raw = (home.sealed / f"{started['content']}.jsonl").read_bytes()
+    if hashlib.sha256(raw).hexdigest() != started["content"]:
+        raise RuntimeError("a sealed split in custody does not match its content hash")
+    items = jsonl.load_lines(raw)
+    folder = home.weights(run)
+    model, tok = gen.load(folder)
+    s = started["settings"]
+    answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items], max_new_tokens=s["max_new_tokens"],
+                           batch_size=started["batch_size"], temperature=s["temperature"], top_p=s["top_p"],
+                           stop=s["stop"], chat_template=s["chat_template"])
+    exam = str(started["exam"])
+    ids = [grading.task_id(it, f"{exam}/test", k) for k, it in enumerate(items)]
+    with grading.ExamGrader(meta["grader"], meta["benchmark"], exam, split="test", items=items) as grader:
+        tasks = outcomes(grader.grade(items, answers, ids))
+    score = sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0
+    statement = {"kind": KIND, "run": run, "experiment": started["experiment"], "exam": exam,
+                 "content": started["content"], "cohort": started["cohort"], "role": started["role"],
+                 "read": started["read"], "target": started["target"], "weights": started["weights"],
+                 "weights_id": started["weights_id"], "settings_sha256": hashlib.sha256(canonical(s)).hexdigest(),
+                 "score": score, "n": len(tasks), "outcomes_sha256": outcomes_sha256(tasks),
+                 "delta": _delta(home, started, tasks), "started_at": started["started_at"]}
+    signature = ssh_sign(home.key, canonical(statement), "monte-grader").decode()
+    homes.append(home, run, {"statement": {"statement": statement, "signature": signature},
+                             "outcomes": {"outcomes": tasks}}, f"read {started['read']} finished: {run}")
+    shutil.rmtree(folder, ignore_errors=True)  # the hashes are recorded; the bytes are the agent's anyway
+    return statement
+
+
+def _delta(home: Home, started: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The claim's paired delta against the grader's own test@0 of its cohort on this content."""
+    from monte.stats.paired import paired_delta, verdict
+
+    if started["role"] != "claim":
+        return None
+    base = [r for r in homes.records(home).values() if "outcomes" in r
+            and r["started"]["content"] == started["content"] and r["started"]["cohort"] == started["cohort"]
+            and r["started"]["role"] == "baseline"]
+    if not base:
+        return None
+    base_tasks = base[0]["outcomes"]["outcomes"]
+    mine = {t["id"]: t["score"] for t in tasks}
+    if [t["id"] for t in base_tasks] != [t["id"] for t in tasks]:
+        return None
+    d = paired_delta([t["score"] for t in base_tasks], [mine[t["id"]] for t in base_tasks])
+    return {"baseline": base[0]["started"]["run"], "delta": d.delta, "lower": d.lower, "upper": d.upper,
+            "n": d.n, "paired": d.paired, "verdict": verdict(d)}
+
+
+def main(argv: list[str]) -> int:
+    home, run = Home(Path(argv[0])), argv[1]
+    try:
+        grade_read(home, run)
+    except BaseException as e:  # a read that cannot finish is recorded as failed: its touch stays spent
+        homes.append(home, run, {"failed": {"error": f"{type(e).__name__}: {e}"[:2000]}}, f"read failed: {run}")
+        shutil.rmtree(home.weights(run), ignore_errors=True)
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

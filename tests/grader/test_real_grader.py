@@ -1,0 +1,218 @@
+"""Issue 41 against a real grader (tests/grader/conftest.py): the grader's own Unix account
+reached over a real sshd with the forced command, every agent-side command run as a third,
+unprivileged account. The tests run in order, as the quickstart's loop does: custody, the swap
+after the plan, test@0 on the grader, a chunk, the final claim whose client is killed, recover,
+then what the agent cannot do."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from support.grader import PYTHON, Setup
+
+
+def _rows(s: Setup) -> list[dict[str, Any]]:
+    """The agent's ledger as recorded (read here, as root, through monte's own reader)."""
+    from monte.ledger.experiment import Ledger
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(s.repo, require_data_root=False)
+    return [r.model_dump(mode="json") for r in Ledger(ws.store, "quickstart").rows()]
+
+
+def _test_reads(s: Setup) -> list[dict[str, Any]]:
+    return [r for r in _rows(s) if r["split"] == "test" and not r["smoke"]]
+
+
+def test_take_moves_the_sealed_split_into_custody_and_the_agent_cannot_read_it(grader_setup: Setup) -> None:
+    s = grader_setup
+    split = s.repo / ".monte" / "environments" / "parity" / "exams" / "parity" / "test.jsonl"
+    assert split.is_file()
+    r = s.agent_monte("grader", "take", "parity", "--json", check=True)
+    doc = json.loads(r.stdout)
+    assert not split.exists() and str(split) in doc["removed"]
+    content = doc["taken"][0]["content"]
+    assert (s.home / "sealed" / f"{content}.jsonl").is_file()  # root sees it; the agent cannot
+    for path in (s.home / "sealed" / f"{content}.jsonl", s.home, s.grader.home):
+        denied = s.agent.run("cat" if path.suffix else "ls", str(path))
+        assert denied.returncode != 0 and "Permission denied" in denied.stderr
+    # no copy of the sealed bytes is left anywhere in the agent's repository or data root
+    sealed = (s.home / "sealed" / f"{content}.jsonl").read_bytes()
+    for p in s.repo.rglob("*"):
+        if p.is_file() and p.stat().st_size == len(sealed):
+            assert p.read_bytes() != sealed, p
+
+
+def test_the_agents_key_gets_no_shell_only_the_grader(grader_setup: Setup) -> None:
+    s = grader_setup
+    r = s.agent.run("ssh", "-i", str(s.key_file), "-p", str(s.sshd.port), "-o", "StrictHostKeyChecking=no",
+                    "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                    f"{s.grader.name}@127.0.0.1", "id; cat /etc/hostname", timeout=60, input="id\n")
+    assert "uid=" not in r.stdout, r.stderr
+    answer = json.loads(r.stdout.strip().splitlines()[-1])
+    assert answer["error"]["code"] == "E_BAD_INPUT"  # the forced command read the line as a request
+
+
+def test_case_1_weights_swapped_after_the_plan_change_nothing(grader_setup: Setup) -> None:
+    """The plan proves the weights; a swap before the read is sent is refused, nothing spent."""
+    s = grader_setup
+    s.agent.run(PYTHON, "-m", "monte", "model", "init", str(s.agent.home / "other"), "--size", "tiny", "--seed", "1",
+                check=True)
+    script = (
+        "import shutil, sys\n"
+        "from monte import api\n"
+        "from monte.errors import MonteError\n"
+        "plan = api.plan_eval(split='test')\n"
+        f"shutil.copy('{s.agent.home}/other/model.safetensors', 'base-model/model.safetensors')\n"
+        "try:\n    api.run_eval(plan)\nexcept MonteError as e:\n    print(e.code); sys.exit(5)\n"
+    )
+    keep = (s.repo / "base-model" / "model.safetensors").read_bytes()
+    r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
+    assert r.returncode == 5 and "E_INTEGRITY" in r.stdout, r.stderr
+    assert _test_reads(s) == [] and s.grader_reads() == {}
+    (s.repo / "base-model" / "model.safetensors").write_bytes(keep)  # put back (the owner stays the agent)
+
+
+def test_test_at_0_runs_on_the_grader_and_verifies_by_its_signature(grader_setup: Setup) -> None:
+    s = grader_setup
+    s.agent_monte("eval", "--yes", check=True)  # dev@0, local
+    r = s.agent_monte("eval", "--split", "test", "--yes", "--json", check=True)
+    row = json.loads(r.stdout)["runs"][0]
+    reads = s.grader_reads()
+    assert list(reads) == [row["run"]]
+    statement = reads[row["run"]]["statement"]["statement"]
+    assert statement["score"] == row["score"] and statement["n"] == row["n"] == 200
+    assert statement["role"] == "baseline" and statement["read"] == 1
+    s.agent_monte("ledger", "verify", "--all", check=True)
+
+
+def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_recover_records_it(
+        grader_setup: Setup) -> None:
+    s = grader_setup
+    rows = s.agent.home / "parity-sft.jsonl"
+    with open(s.repo / ".monte" / "environments" / "parity" / "curriculum.jsonl") as src, open(rows, "w") as out:
+        for line in src:
+            item = json.loads(line)
+            out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
+    shutil.chown(rows, s.agent.name, s.agent.name)
+    s.agent_monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft", check=True)
+    # the leak check runs where the sealed items are: one sealed prompt in a dataset is found there
+    sealed = next((s.home / "sealed").glob("*.jsonl")).read_text().splitlines()[3]
+    leaky = s.agent.home / "leaky.jsonl"
+    leaky.write_text(rows.read_text() + json.dumps({"input": json.loads(sealed)["prompt"], "output": " 1"}) + "\n")
+    shutil.chown(leaky, s.agent.name, s.agent.name)
+    s.agent_monte("dataset", "add", "leaky", "--from-file", str(leaky), "--kind", "sft", check=True)
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "leaky", "--from-base", "--yes")
+    assert r.returncode == 3 and "E_LEAK" in r.stderr and "found by the grader" in r.stderr, r.stderr
+    s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", check=True)
+    s.agent_monte("eval", "--yes", check=True)  # dev on the checkpoint
+    env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
+    client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
+                               *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "--split",
+                               "test", "--yes"], cwd=s.repo, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(s.grader_reads()) < 2:
+        time.sleep(0.2)
+    assert len(s.grader_reads()) == 2, "the claim never reached the grader"
+    os.killpg(client.pid, signal.SIGKILL)  # the client dies mid-read
+    client.wait()
+    claim = next(r for r in s.grader_reads().values() if r["started"]["role"] == "claim")
+    run = claim["started"]["run"]
+    while time.monotonic() < deadline and "statement" not in s.grader_reads()[run]:
+        time.sleep(0.5)
+    assert "statement" in s.grader_reads()[run], "the read did not complete on the grader"
+    # case 2: a result file written by the agent (every outcome flipped) is never what recover records
+    folder = s.repo / ".monte" / "runs" / "quickstart" / run
+    flipped = [{"id": o["id"], "score": 1.0 - o["score"]} for o in s.grader_reads()[run]["outcomes"]["outcomes"]]
+    forged = {"n": 200, "smoke": False, "tasks": flipped}
+    s.agent.run("sh", "-c", f"mkdir -p {folder} && cat > {folder}/finish.json", input=json.dumps(forged), check=True)
+    r = s.agent_monte("recover", "quickstart", "--json", check=True)
+    assert [x["run"] for x in json.loads(r.stdout)] == [run]
+    reads = _test_reads(s)
+    assert [x["role"] for x in reads] == ["baseline", "claim"] and all(x["status"] == "succeeded" for x in reads)
+    signed = s.grader_reads()[run]["statement"]["statement"]
+    mine = next(x for x in reads if x["run"] == run)
+    assert mine["score"] == signed["score"] and abs(mine["delta"]["delta"] - signed["delta"]["delta"]) < 1e-12
+    assert mine["score"] != sum(t["score"] for t in flipped) / 200  # not the forged file's score
+    s.agent_monte("ledger", "verify", "--all", check=True)
+
+
+def test_a_claim_bundle_is_trusted_by_the_graders_key(grader_setup: Setup) -> None:
+    """`monte claim verify --grader-key`: test@0 and the claim signed by the team's grader."""
+    s = grader_setup
+    claim = next(r for r in _test_reads(s) if r["role"] == "claim")
+    out = s.agent.home / "claim"
+    s.agent_monte("claim", "export", claim["run"], "--out", str(out), "--key", str(s.key_file), "--identity",
+                  "agent", check=True)
+    allowed = s.agent.home / "allowed_signers"
+    allowed.write_text("agent " + s.key_file.with_suffix(".pub").read_text())
+    ok = s.agent_monte("claim", "verify", str(out), "--allowed-signers", str(allowed), "--grader-key", s.public_key)
+    assert ok.returncode == 0, ok.stderr
+    other = s.agent_monte("claim", "verify", str(out), "--allowed-signers", str(allowed),
+                          "--grader-key", s.key_file.with_suffix(".pub").read_text().strip())
+    assert other.returncode == 5 and "grader key" in other.stderr, other.stderr
+
+
+def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
+    """The agent edits the seal's local memory and asks the grader directly: refused there."""
+    s = grader_setup
+    s.agent.run("sh", "-c", f"echo forged >> {s.repo}/.git/monte/verified.log", check=False)
+    bases = s.agent.run("git", "for-each-ref", "--format=%(refname)", "refs/heads/monte/", cwd=s.repo).stdout.split()
+    for ref in [r for r in bases if "/base" in r or "/lineage/" in r]:  # the cohort's local memory, gone
+        s.agent.run("git", "update-ref", "-d", ref, cwd=s.repo, check=True, MONTE_HOOKS="off")  # the agent can
+    first = next(r["started"] for r in s.grader_reads().values() if r["started"]["role"] == "baseline")
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from monte.grader import client\n"
+        "from monte.ledger.lineage import servable_files\n"
+        "from monte.workspace import open_workspace\n"
+        "from monte.errors import MonteError\n"
+        "g = client.require(open_workspace())\n"
+        "files = servable_files(Path('base-model'))\n"
+        "payload = client.pack_weights(Path('base-model'), files)[0]\n"
+        f"base = json.loads({json.dumps(first)!r})\n"
+        "for role, cohort, run in (('baseline', base['cohort'], 'forged1'), ('baseline', 'c-new', 'forged2'),\n"
+        "                          ('claim', base['cohort'], 'forged3')):\n"
+        "    req = dict(op='read', run=run, experiment='quickstart', exam=base['exam'], content=base['content'],\n"
+        "               cohort=cohort, role=role, target=base['target'], settings=base['settings'], files=files)\n"
+        "    try:\n        client.call(g, req, payload)\n"
+        "    except MonteError as e:\n        print(e.code)\n"
+    )
+    r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
+    assert r.stdout.split() == ["E_SEALED", "E_SEALED", "E_SEALED"], (r.stdout, r.stderr)
+    assert len(s.grader_reads()) == 2
+
+
+def test_a_forged_test_read_row_fails_verify(grader_setup: Setup, tmp_path: Path) -> None:
+    """A copy of the repository whose test@0 statement was edited (its score) fails verify."""
+    from monte.grader.statement import ROW_FILE
+    from monte.ledger.refs import ledger_ref
+    from monte.ledger.store import Change
+    from monte.ledger.views import run_dir
+    from monte.workspace import open_workspace
+
+    s = grader_setup
+    copy = tmp_path / "repo"
+    shutil.copytree(s.repo, copy, symlinks=True)
+    ws = open_workspace(copy)
+    base = next(r for r in _test_reads(s) if r["role"] == "baseline")
+    path = f"{run_dir(base['run'])}/{ROW_FILE}"
+    snap = ws.store.snapshot(ledger_ref("quickstart"))
+    doc = json.loads(snap.read(path) or b"{}")
+    doc["statement"]["score"] = 1.0
+    ws.store.append(ledger_ref("quickstart"), lambda snap: Change(
+        summary="edit", writes={path: json.dumps(doc).encode()}, trailers={"Monte-Event": "note"}))
+    r = subprocess.run([PYTHON, "-m", "monte", "ledger", "verify", "--all", "--json"], cwd=copy,
+                       capture_output=True, text=True, env={**os.environ, "MONTE_DATA_ROOT": str(copy / ".monte")})
+    assert r.returncode == 5, r.stdout
+    details = json.loads(r.stdout)["error"].get("details") or []
+    assert any(d["rule"] == "grader" for d in details), r.stdout

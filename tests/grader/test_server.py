@@ -1,0 +1,197 @@
+"""The grader's own side without SSH or a model: its home, its protocol's refusals, its budget
+rule, and what it signs (tests/grader/test_real_grader.py runs all of it over a real sshd)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import stat
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monte.errors import MonteError
+from monte.grader import home as homes
+from monte.grader import server
+from monte.grader.statement import (
+    canonical,
+    check_signature,
+    outcomes_sha256,
+    row_mismatch,
+    weights_id,
+)
+from monte.ledger.signing import ssh_sign
+
+
+def _ask(home: homes.Home, request: dict[str, Any], payload: bytes = b"") -> dict[str, Any]:
+    out = io.BytesIO()
+    line = json.dumps({**request, "size": len(payload)}).encode() + b"\n"
+    server.serve(home, io.BytesIO(line + payload), out)
+    return dict(json.loads(out.getvalue()))
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> homes.Home:
+    return homes.init(tmp_path / "grader")
+
+
+def test_init_makes_a_home_only_its_account_enters(home: homes.Home, tmp_path: Path) -> None:
+    assert stat.S_IMODE(home.root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(home.key.stat().st_mode) == 0o600
+    assert home.public_key().startswith("ssh-ed25519 ")
+    assert (home.ledger / "HEAD").is_file() and homes.records(home) == {}
+    with pytest.raises(MonteError) as e:  # never over an existing home
+        homes.init(home.root)
+    assert e.value.code == "E_REFUSED"
+
+
+def test_serve_answers_its_operations_only(home: homes.Home) -> None:
+    assert _ask(home, {"op": "hello"})["public_key"] == home.public_key()
+    assert _ask(home, {"op": "shell", "cmd": "id"})["error"]["code"] == "E_USAGE"
+    out = io.BytesIO()
+    server.serve(home, io.BytesIO(b"cat /etc/passwd\n"), out)
+    assert json.loads(out.getvalue())["error"]["code"] == "E_BAD_INPUT"
+    assert _ask(home, {"op": "fetch", "run": "nosuchrun"})["error"]["code"] == "E_NOT_FOUND"
+    assert _ask(home, {"op": "fetch", "run": "../../key"})["error"]["code"] == "E_INVALID_NAME"
+
+
+def test_take_keeps_only_bytes_that_hash_to_the_content(home: homes.Home) -> None:
+    raw = b'{"id": "a", "prompt": "p", "answer": "1"}\n'
+    bad = _ask(home, {"op": "take", "content": "0" * 64, "exam": "parity", "benchmark": "parity"}, raw)
+    assert bad["error"]["code"] == "E_INTEGRITY" and list(home.sealed.iterdir()) == []
+    content = hashlib.sha256(raw).hexdigest()
+    gym = _ask(home, {"op": "take", "content": content, "grader": {"kind": "gym"}}, raw)
+    assert gym["error"]["code"] == "E_USAGE" and list(home.sealed.iterdir()) == []
+    ok = _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
+    assert ok["ok"] and ok["n"] == 1
+    assert stat.S_IMODE((home.sealed / f"{content}.jsonl").stat().st_mode) == 0o600
+
+
+def test_a_read_whose_weights_leave_their_folder_is_refused_and_spends_nothing(home: homes.Home) -> None:
+    raw = b'{"id": "a", "prompt": "p", "answer": "1"}\n'
+    content = hashlib.sha256(raw).hexdigest()
+    _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        info = tarfile.TarInfo("../../key")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    r = _ask(home, {"op": "read", "run": "r1", "content": content, "cohort": "c", "role": "baseline",
+                    "settings": {"temperature": 0.0}, "files": {"../../key": "x"}}, buf.getvalue())
+    assert r["error"]["code"] == "E_BAD_INPUT"
+    assert homes.records(home) == {} and not (home.root / "weights" / "r1").exists()
+
+
+def test_the_budget_is_the_graders_own_two_reads_per_content_and_cohort() -> None:
+    recs: dict[str, dict[str, Any]] = {}
+
+    def spend(run: str, cohort: str, role: str, wid: str) -> int:
+        which = server.check_budget(recs, run=run, content="C", cohort=cohort, role=role, wid=wid)
+        recs[run] = {"started": {"content": "C", "cohort": cohort, "role": role, "weights_id": wid}}
+        return which
+
+    with pytest.raises(MonteError) as e:
+        spend("r0", "c1", "claim", "w1")
+    assert e.value.code == "E_NO_BASELINE"
+    assert spend("r1", "c1", "baseline", "w0") == 1
+    assert spend("r2", "c1", "claim", "w1") == 2
+    for run, cohort, role, wid in (("r3", "c1", "claim", "w2"), ("r4", "c1", "baseline", "w9"),
+                                   ("r5", "c2", "baseline", "w1")):  # a read checkpoint is no new base
+        with pytest.raises(MonteError) as e:
+            spend(run, cohort, role, wid)
+        assert e.value.code == "E_SEALED"
+
+
+def test_a_statement_verifies_with_the_pinned_key_only_as_signed(home: homes.Home, tmp_path: Path) -> None:
+    tasks = [{"id": "a", "score": 1.0}, {"id": "b", "score": 0.0}]
+    statement = {"kind": "monte-grader-read/v1", "run": "r1", "experiment": "exp", "exam": "parity",
+                 "content": "C", "cohort": "c1", "role": "baseline", "n": 2, "score": 0.5,
+                 "outcomes_sha256": outcomes_sha256(tasks), "target": {"kind": "base", "run": None, "step": 0},
+                 "delta": None, "weights_id": weights_id({"model.safetensors": "ab"})}
+    sig = ssh_sign(home.key, canonical(statement), "monte-grader").decode()
+    assert check_signature(home.public_key(), statement, sig)
+    assert not check_signature(home.public_key(), {**statement, "score": 1.0}, sig)
+    other = homes.init(tmp_path / "other")
+    assert not check_signature(other.public_key(), statement, sig)
+    claim_sig = ssh_sign(home.key, canonical(statement), "monte-claim").decode()  # another namespace
+    assert not check_signature(home.public_key(), statement, claim_sig)
+    row = {"run": "r1", "experiment": "exp", "exam": "parity", "cohort": "c1", "role": "baseline", "n": 2,
+           "score": 0.5, "plan": {"split_sha256": "C", "target": {"kind": "base", "run": None, "step": 0}},
+           "delta": None}
+    assert row_mismatch(statement, row, tasks) is None
+    assert "score" in (row_mismatch(statement, {**row, "score": 1.0}, tasks) or "")
+    assert "outcomes" in (row_mismatch(statement, row, [{"id": "a", "score": 1.0}, {"id": "b", "score": 1.0}]) or "")
+
+
+def test_config_set_grader_pins_a_key_or_writes_nothing(repo: Path, monte: Any) -> None:
+    before = (repo / ".monte.yaml").read_text()
+    r = monte("config", "set", "grader", "ssh://g@127.0.0.1:2222")
+    assert r.code == 2 and "--key" in r.err
+    r = monte("config", "set", "grader", "http://nope", "--key", "ssh-ed25519 AAAA")
+    assert r.code == 2
+    assert (repo / ".monte.yaml").read_text() == before
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKRUMXHrs23jSPHtkjU3ptr9r8FCW7sllGN4nPyLP7xN"
+    r = monte("config", "set", "grader", "ssh://g@127.0.0.1:2222", "--key", key)
+    assert r.code == 0, r.err
+    text = (repo / ".monte.yaml").read_text()
+    assert "grader: ssh://g@127.0.0.1:2222" in text and key in text
+
+
+def test_the_leak_check_runs_on_the_grader_and_names_an_id_not_the_item(home: homes.Home) -> None:
+    items = [{"id": f"p{i}", "prompt": f"What is the parity of the bits {i:08b} counted twice over?",
+              "answer": str(i % 2)} for i in range(6)]
+    raw = "".join(json.dumps(i) + "\n" for i in items).encode()
+    content = hashlib.sha256(raw).hexdigest()
+    _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
+    clean = b'{"input": "What is two plus two?", "output": " 4"}\n'
+    req = {"op": "leaks", "contents": [content], "name": "ds", "kind": "dataset", "columns": None}
+    assert _ask(home, req, clean)["leaks"] == 0
+    leaky = clean + json.dumps({"input": items[3]["prompt"].upper(), "output": " 1"}).encode() + b"\n"
+    found = _ask(home, req, leaky)
+    assert found["leaks"] == 1 and found["example"] == ["line 2", "p3"]
+    assert items[3]["prompt"] not in json.dumps(found)  # an id comes back, never the sealed text
+    assert _ask(home, {**req, "contents": ["0" * 64]}, clean)["error"]["code"] == "E_NOT_FOUND"
+
+
+def test_a_read_of_no_model_folder_is_refused_before_it_is_spent(home: homes.Home) -> None:
+    raw = b'{"id": "a", "prompt": "p", "answer": "1"}\n'
+    content = hashlib.sha256(raw).hexdigest()
+    _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        info = tarfile.TarInfo("README.md")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    files = {"README.md": hashlib.sha256(b"hi").hexdigest()}
+    r = _ask(home, {"op": "read", "run": "r1", "content": content, "cohort": "c", "role": "baseline",
+                    "settings": {"temperature": 0.0}, "files": files}, buf.getvalue())
+    assert r["error"]["code"] == "E_BAD_INPUT" and homes.records(home) == {}
+
+
+def _status_on_a_terminal(repo: Path) -> tuple[str, str]:
+    """`monte status` with stderr on a terminal (a pty), stdout a pipe: (stdout, stderr)."""
+    import os
+    import subprocess
+    import sys
+
+    master, slave = os.openpty()
+    p = subprocess.run([sys.executable, "-m", "monte", "status"], cwd=repo, stdout=subprocess.PIPE, stderr=slave,
+                       timeout=300)
+    os.close(slave)
+    err = os.read(master, 1 << 16).decode()
+    os.close(master)
+    assert p.returncode == 0, err
+    return p.stdout.decode(), err
+
+
+def test_status_says_in_one_line_where_the_seal_is_held(benchmark_exp: str, repo: Path, monte: Any) -> None:
+    out, err = _status_on_a_terminal(repo)
+    assert err.startswith("seal: local") and "monte grader init" in err and "seal" not in out
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKRUMXHrs23jSPHtkjU3ptr9r8FCW7sllGN4nPyLP7xN"
+    assert monte("config", "set", "grader", "ssh://g@127.0.0.1:2222", "--key", key).code == 0
+    out, err = _status_on_a_terminal(repo)
+    assert err.startswith("seal: held by the grader ssh://g@127.0.0.1:2222 (key SHA256:")
+    assert monte("status").err == ""  # a program reading the output (a pipe) gets the view alone
