@@ -8,13 +8,13 @@ space. ``"P 48213 ="``, ``"p 48213="`` and ``"p 48213 =\\u200b"`` are one text.
 
 - :func:`item_text`: what an item asks (a catalog item's ``prompt``, the chat of a NeMo Gym row
   or of a ``messages`` row, without the assistant's turns);
-- :func:`item_key`: the sha256 of its normalised text (16 hex digits): an item's identity for
-  the seal, whatever its id, its place in the file, its answer or its metadata;
+- :func:`item_key`: the sha256 of its normalised text (16 hex digits), or for an lm-eval item
+  its document: an item's identity for the seal, whatever its id, its place in the file, its
+  rendered prompt (template, few-shot context) or its metadata;
 - :func:`exam_key`: the sha256 of the *set* of its items' keys: a split's identity for the seal,
-  the same in any order, under any file or environment name; :func:`exam_sketch` keeps the
-  smallest :data:`SKETCH` of the keys (a bottom-k sketch), which is what a test read records so
-  that the seal can tell a split that shares most of its items with a sealed one
-  (``monte.ledger.seal.overlap``);
+  the same in any order, under any file or environment name; :func:`exam_sketch` is what a test
+  read records: that key and every item key, exactly, so that the seal can count the items a
+  split shares with a sealed one (``monte.ledger.seal.shared``);
 - :class:`LeakIndex`: the sealed items, to find in training rows (``E_LEAK``), see its docstring.
 
 Other exam formats (an lm-eval task's documents, a plain JSONL file) make their documents into
@@ -24,6 +24,7 @@ standard library and the shape of a NeMo Gym row.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import unicodedata
@@ -33,8 +34,11 @@ from typing import Any
 
 from monte.envs.nemo.rows import is_gym_row, messages
 
-#: how many item keys a test read records of its split (the smallest, a bottom-k sketch)
+#: how many item keys a test read recorded of its split before version 2 (the smallest: a bottom-k
+#: sketch, which a split steered with added items of smaller keys could empty of shared ones)
 SKETCH = 64
+#: the exam id a test read records: version 2 holds every item key, and an lm-eval item is its document
+EXAM_ID_VERSION = 2
 #: a leak by n-gram containment: this share of a sealed item's own n-grams, and of all its n-grams,
 #: found in one row (a half flagged templated questions that share a clause: see LeakIndex)
 NGRAM = 8
@@ -89,7 +93,14 @@ def item_text(item: Mapping[str, Any]) -> str:
 
 
 def item_key(item: Mapping[str, Any]) -> str:
-    """An item's identity for the seal: the sha256 of its normalised :func:`item_text`."""
+    """An item's identity for the seal (16 hex digits). An lm-eval document (a frozen item that
+    records lm-eval's ``doc_hash``) is its *document*: the template, the few-shot context and
+    ``num_fewshot`` render other prompts of the same document, one content (the document holds
+    its answer; a target is what a template makes of it). Any other item is the sha256 of its
+    normalised :func:`item_text`."""
+    lm = item.get("lm_eval")
+    if isinstance(lm, Mapping) and isinstance(lm.get("doc_hash"), str) and lm["doc_hash"]:
+        return hashlib.sha256(f"lm-eval document\0{lm['doc_hash']}".encode()).hexdigest()[:16]
     return hashlib.sha256(normalize_text(item_text(item)).encode()).hexdigest()[:16]
 
 
@@ -104,13 +115,37 @@ def exam_key(items: Iterable[Mapping[str, Any]]) -> str:
     return hashlib.sha256("\n".join(item_keys(items)).encode()).hexdigest()[:16]
 
 
+def pack_keys(keys: Iterable[str]) -> str:
+    """Item keys (16 hex digits each) as 8 bytes each, sorted, URL-safe base64: about 11 KB per
+    thousand items, small enough to record every key of a test split on its read."""
+    return base64.urlsafe_b64encode(b"".join(bytes.fromhex(k) for k in sorted(keys))).decode()
+
+
+def unpack_keys(packed: str) -> set[str]:
+    raw = base64.urlsafe_b64decode(packed)
+    return {raw[i:i + 8].hex() for i in range(0, len(raw) - len(raw) % 8, 8)}
+
+
 def exam_sketch(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a test read records of its split: ``key`` (:func:`exam_key`), ``items`` (how many
-    distinct items) and ``sketch`` (the :data:`SKETCH` smallest item keys: all of them for a
-    split that small)."""
+    """What a test read records of its split: ``v`` (:data:`EXAM_ID_VERSION`), ``key``
+    (:func:`exam_key`), ``items`` (how many distinct items) and ``keys``, every item key
+    (:func:`pack_keys`): the exact set, so that no choice of added items can hide a shared one
+    (a read recorded before version 2 kept only the :data:`SKETCH` smallest keys, ``sketch``)."""
     keys = item_keys(items)
-    return {"key": hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16], "items": len(keys),
-            "sketch": keys[:SKETCH]}
+    return {"v": EXAM_ID_VERSION, "key": hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16],
+            "items": len(keys), "keys": pack_keys(keys)}
+
+
+def exam_keys(exam: Mapping[str, Any]) -> tuple[set[str], bool]:
+    """The item keys an exam id holds, and whether they are all of its items (a version 2 id, or
+    an older sketch of a split no larger than :data:`SKETCH`) or its smallest ones only."""
+    if exam.get("v") == EXAM_ID_VERSION and isinstance(exam.get("keys"), str):
+        try:
+            return unpack_keys(exam["keys"]), True
+        except (ValueError, TypeError):
+            return set(), False
+    sketch = {str(k) for k in exam.get("sketch") or ()}
+    return sketch, bool(sketch) and len(sketch) == int(exam.get("items") or 0)
 
 
 def read_items(path: str) -> list[dict[str, Any]]:
