@@ -149,3 +149,24 @@ def test_verify_names_a_second_test0_that_differs_only_in_an_execution_detail(
     err = r.json()["error"]
     assert err["code"] == "E_VERIFY" and "[seal]" in err["message"] and "two test@0 reads" in err["message"], err
     assert "exp/" in err["message"] and "exp2/" in err["message"], err
+
+
+def test_a_split_steered_with_items_of_smaller_keys_is_the_sealed_exam(repo: Path, monte, exp: str,
+                                                                      base_model: Path) -> None:
+    """Issue 42, case 4: a test file holding all 200 sealed items plus 64 new items chosen so that
+    their keys sort below the sealed ones. The bottom-k sketch a read recorded held none of the
+    sealed keys (estimated overlap 0.0: a fresh exam whose claim scored every sealed item); a read
+    records every key now, so the 200 shared items are counted exactly."""
+    from monte.envs.items import item_key
+
+    _test0(monte)
+    test, dev = _items(repo, "test"), _items(repo, "dev")
+    taken = {it["prompt"] for it in test + dev}
+    floor = min(item_key(it) for it in test)
+    fresh = [{"id": f"parity/test/9{x:05d}", "prompt": f"p {x} =", "answer": "odd" if x % 2 else "even",
+              "metadata": {"number": x}} for x in range(10_000, 100_000) if f"p {x} =" not in taken]
+    low = sorted((it for it in fresh if item_key(it) < floor), key=item_key)[:64]
+    assert len(low) == 64
+    _env_from_parity(repo, monte, "steered", test + low, base_model)
+    err = _refused_sealed(monte, repo, "-e", "x-steered")
+    assert "exp/" in err["message"] and "200 of its items in common" in err["message"], err
