@@ -24,7 +24,6 @@ standard library and the shape of a NeMo Gym row.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import unicodedata
@@ -33,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monte.envs.nemo.rows import is_gym_row, messages
+from monte.ledger.exam_ids import EXAM_ID_VERSION, pack_keys
 
 #: how many item keys a test read recorded of its split before version 2 (the smallest: a bottom-k
 #: sketch, which a split steered with added items of smaller keys could empty of shared ones)
 SKETCH = 64
-#: the exam id a test read records: version 2 holds every item key, and an lm-eval item is its document
-EXAM_ID_VERSION = 2
+
 #: a leak by n-gram containment: this share of a sealed item's own n-grams, and of all its n-grams,
 #: found in one row (a half flagged templated questions that share a clause: see LeakIndex)
 NGRAM = 8
@@ -115,37 +114,14 @@ def exam_key(items: Iterable[Mapping[str, Any]]) -> str:
     return hashlib.sha256("\n".join(item_keys(items)).encode()).hexdigest()[:16]
 
 
-def pack_keys(keys: Iterable[str]) -> str:
-    """Item keys (16 hex digits each) as 8 bytes each, sorted, URL-safe base64: about 11 KB per
-    thousand items, small enough to record every key of a test split on its read."""
-    return base64.urlsafe_b64encode(b"".join(bytes.fromhex(k) for k in sorted(keys))).decode()
-
-
-def unpack_keys(packed: str) -> set[str]:
-    raw = base64.urlsafe_b64decode(packed)
-    return {raw[i:i + 8].hex() for i in range(0, len(raw) - len(raw) % 8, 8)}
-
-
 def exam_sketch(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """What a test read records of its split: ``v`` (:data:`EXAM_ID_VERSION`), ``key``
     (:func:`exam_key`), ``items`` (how many distinct items) and ``keys``, every item key
-    (:func:`pack_keys`): the exact set, so that no choice of added items can hide a shared one
+    (``monte.ledger.exam_ids.pack_keys``): the exact set, so that no choice of added items can hide a shared one
     (a read recorded before version 2 kept only the :data:`SKETCH` smallest keys, ``sketch``)."""
     keys = item_keys(items)
     return {"v": EXAM_ID_VERSION, "key": hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16],
             "items": len(keys), "keys": pack_keys(keys)}
-
-
-def exam_keys(exam: Mapping[str, Any]) -> tuple[set[str], bool]:
-    """The item keys an exam id holds, and whether they are all of its items (a version 2 id, or
-    an older sketch of a split no larger than :data:`SKETCH`) or its smallest ones only."""
-    if exam.get("v") == EXAM_ID_VERSION and isinstance(exam.get("keys"), str):
-        try:
-            return unpack_keys(exam["keys"]), True
-        except (ValueError, TypeError):
-            return set(), False
-    sketch = {str(k) for k in exam.get("sketch") or ()}
-    return sketch, bool(sketch) and len(sketch) == int(exam.get("items") or 0)
 
 
 def read_items(path: str) -> list[dict[str, Any]]:

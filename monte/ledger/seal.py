@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monte.hashing import sha256_bytes
+from monte.ledger.exam_ids import EXAM_ID_VERSION, exam_keys
 from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.predicates import is_test_read, is_test_read_dict  # noqa: F401  (where callers look)
 from monte.ledger.refs import MIRROR, base_ref, experiment_of_ledger, ledger_ref, mirror_ref
@@ -83,8 +84,6 @@ def shared(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
     smallest keys (an older read), the share of those the other's exact set holds, times its
     count (no choice of added keys hides a shared item from an exact set); when neither is
     exact, Broder's bottom-k estimate of the Jaccard index J, as J (|A| + |B|) / (1 + J)."""
-    from monte.envs.items import exam_keys
-
     if a.get("key") and a.get("key") == b.get("key"):
         return float(max(int(a.get("items") or 0), 1))
     na, nb = int(a.get("items") or 0), int(b.get("items") or 0)
@@ -217,8 +216,6 @@ class Seal:
 
     def exam_sketch(self, r: RunRow) -> Mapping[str, Any] | None:
         """The exam a test read read: as its row records it, else from its split's file here."""
-        from monte.envs.items import EXAM_ID_VERSION
-
         recorded = r.plan.get("exam_id")
         if isinstance(recorded, Mapping) and recorded.get("v") == EXAM_ID_VERSION:
             return recorded

@@ -24,6 +24,7 @@ from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.models import identity
+from monte.models.fingerprint import fingerprint
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import require_live
 from monte.runs.liveness import this_process
@@ -86,6 +87,7 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
         "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
         "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
         "weights_identity": weights_identity(dest, files), "sketch": identity.sketch(dest),
+        "fingerprint": fingerprint(dest),  # how it behaves: a copy with other bytes is still it
         **(extra or {}), **more,
     }
     commit = record_checkpoint(ws.store, experiment, info, parent_commit)
