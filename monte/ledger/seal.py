@@ -416,6 +416,45 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+LEAK_REFUSALS = "leak-refusals.jsonl"
+
+
+def _leak_log(store: Store) -> Path:
+    return Path(store.repo.commondir()) / "monte" / LEAK_REFUSALS
+
+
+def record_leak_refusal(store: Store, *, split_sha256: str, content: str, experiment: str, source: str,
+                        rows: int, at: str) -> None:
+    """Count one leak refusal against a sealed test content: each one answered a membership
+    question ("are these rows in test?"), so each is disclosed beside the content's test reads
+    (:func:`leak_refusals`). Kept beside the seal's locks in the common git directory (any
+    worktree), not in a ledger: a refusal writes no record and moves no ref."""
+    path = _leak_log(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"split_sha256": split_sha256, "content": content, "experiment": experiment,
+                       "source": source, "rows": rows, "at": at}, sort_keys=True) + "\n"
+    with open(path, "a", encoding="utf-8") as f:  # one write of one line: appends do not interleave
+        f.write(line)
+
+
+def leak_refusals(store: Store, split_sha256: str, content: str = "") -> int:
+    """How many leak refusals this repository counted against a test content (by its split's
+    sha256, or its content key)."""
+    try:
+        lines = _leak_log(store).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    n = 0
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and (doc.get("split_sha256") == split_sha256 or (content and doc.get("content") == content)):
+            n += 1
+    return n
+
+
 def overlap_note(seal: Seal, touches: Iterable[RunRow]) -> str:
     """How the reads of another test split were found to be this exam, for the refusal."""
     notes = [f"{t.experiment}/{t.run} read {t.exam!r}, {seal.why[t.run]}" for t in touches if t.run in seal.why]
