@@ -163,13 +163,18 @@ class LeakIndex:
       holds half of those few but not half of the item.)
 
     Equality is the first case; a sealed prompt with a character appended, a zero-width space,
-    another spacing of its punctuation, or moved to the output column is still found."""
+    another spacing of its punctuation, or moved to the output column is still found. Two more
+    (issue 42's planted leaks): an expression padded with a neutral term (:func:`unpadded`:
+    ``45 + 67 + 0 =``), and a sealed text of :data:`INSERTED_MIN` tokens or more with one token
+    inserted inside it (``5 - the 3 =``)."""
 
     texts: dict[str, list[str]] = field(default_factory=dict)  # label -> tokens
     _starts: dict[str, dict[tuple[str, ...], list[str]]] = field(default_factory=dict)
     _grams: dict[tuple[str, ...], str] = field(default_factory=dict)  # own n-gram -> label
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
     _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
+    _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
+    _lengths: set[int] = field(default_factory=set)  # the sealed texts' lengths, in tokens
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -180,6 +185,8 @@ class LeakIndex:
             if not toks:
                 continue
             idx.texts[label] = toks
+            idx._whole.setdefault(tuple(toks), []).append(label)
+            idx._lengths.add(len(toks))
             head = tuple(toks[:3])
             idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
@@ -203,13 +210,16 @@ class LeakIndex:
         seen: set[tuple[str, ...]] = set()  # every n-gram of the row, any segment
         for seg in row_segments(row):
             toks = tokens(seg)
-            for i in range(len(toks)):
-                for k, starts in self._starts.items():
-                    head = tuple(toks[i:i + int(k)])
-                    for label in starts.get(head, ()):
-                        t = self.texts[label]
-                        if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
-                            found.add(label)
+            bare = unpadded(toks)
+            for run in (toks, bare) if bare != toks else (toks,):
+                for i in range(len(run)):
+                    for k, starts in self._starts.items():
+                        head = tuple(run[i:i + int(k)])
+                        for label in starts.get(head, ()):
+                            t = self.texts[label]
+                            if run[i:i + len(t)] == t and not (i and _joins(run[i - 1])):
+                                found.add(label)
+            found |= self._inserted(bare)
             if self._grams:
                 for j in range(len(toks) - NGRAM + 1):
                     g = tuple(toks[j:j + NGRAM])
@@ -222,6 +232,48 @@ class LeakIndex:
                     len(self._every[label] & seen) >= CONTAINMENT * len(self._every[label]):
                 found.add(label)
         return found
+
+
+    def _inserted(self, toks: list[str]) -> set[str]:
+        """Sealed texts of at least :data:`INSERTED_MIN` tokens found with one token inserted
+        inside them (``5 - the 3 =``): each window one token longer than a sealed text, with the
+        same first and last token, less one of its inner tokens, looked up whole."""
+        found: set[str] = set()
+        for n in self._lengths:
+            if n < INSERTED_MIN:
+                continue
+            w = n + 1
+            for i in range(len(toks) - w + 1):
+                if i and _joins(toks[i - 1]):
+                    continue
+                window = toks[i:i + w]
+                for j in range(1, w - 1):
+                    labels = self._whole.get(tuple(window[:j] + window[j + 1:]))
+                    if labels:
+                        found.update(labels)
+        return found
+
+
+#: a sealed text this long or longer is still found with one token inserted inside it
+INSERTED_MIN = 3
+#: terms that pad an expression without changing what it asks: ``45 + 67 + 0 =`` asks ``45 + 67 =``
+_NEUTRAL = {("+", "0"), ("-", "0"), ("*", "1"), ("/", "1"), ("×", "1"), ("÷", "1")}
+
+
+def unpadded(toks: list[str]) -> list[str]:
+    """``toks`` with every neutral term (``+ 0``, ``- 0``, ``* 1``, ``/ 1``) that is followed by
+    ``=``, another operator or the end left out, so that a padded sealed expression is found."""
+    out: list[str] = []
+    i = 0
+    while i < len(toks):
+        nxt = toks[i + 2] if i + 2 < len(toks) else None
+        if (toks[i], toks[i + 1] if i + 1 < len(toks) else "") in _NEUTRAL and out and \
+                (nxt is None or nxt in _JOINING):
+            i += 2
+            continue
+        out.append(toks[i])
+        i += 1
+    return out
 
 
 def _joins(tok: str) -> bool:

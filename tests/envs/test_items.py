@@ -133,3 +133,16 @@ def test_a_templated_row_sharing_a_clause_with_a_sealed_item_is_no_leak() -> Non
     assert idx.find(honest) == set()
     edited = {"question": sealed["t/0"].replace("Consider these statements", "Look at these statements")}
     assert idx.find(edited) == {"t/0"}
+
+
+def test_a_padded_or_one_token_longer_sealed_item_is_a_leak() -> None:
+    """Issue 42's planted leaks: an agent noticed ``45 + 67 + 0 =`` passed the check (a neutral
+    term pads the sealed question), and so did a word inserted inside it. Neither is another
+    question; a longer expression or another number still is."""
+    idx = LeakIndex.build({"a": "45 + 67 =", "b": "p 27611 =", "c": "reverse ammonia ="})
+    for row in ("45 + 67 + 0 =", "45 + 67 - 0 =", "45 + 67 * 1 + 0 =", "Q: 45 + 67 + 0 = 112"):
+        assert idx.find({"input": row}) == {"a"}, row
+    assert idx.find({"input": "p the 27611 ="}) == {"b"}
+    assert idx.find({"output": "reverse the ammonia = ainomma"}) == {"c"}
+    for honest in ("45 + 67 + 1 =", "12 + 45 + 67 =", "45 + 670 =", "p 27612 =", "p 2 7611 ="):
+        assert idx.find({"input": honest}) == set(), honest
