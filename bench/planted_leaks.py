@@ -6,7 +6,8 @@ same rows in the same run.
 
 Sealed: 2,500 items from each trainable catalog benchmark (parity, chain_sum, basic_arithmetic,
 spell_backward), 10,000 in all; honest: 10,000 rows of the same generators from another seed,
-none asking a sealed question (normalised). Kinds, each applied to 1,000 seeded sealed items:
+none asking a sealed question (normalised) nor another honest row's (drawn from further seeds
+until there are 10,000). Kinds, each applied to 1,000 seeded sealed items:
 
 - ``exact``: the prompt and its answer as a row;
 - ``format-only``: the prompt in a chat row, after a system turn, behind "Question: ";
@@ -119,7 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     per = 100 if args.quick else 2_500
     sealed = _items(per, 1)
     sealed_texts = {normalize_text(it["prompt"]) for it in sealed}
-    honest = [it for it in _items(per, 2) if normalize_text(it["prompt"]) not in sealed_texts]
+    honest: list[dict[str, Any]] = []
+    seen = set(sealed_texts)
+    for seed in range(2, 12):  # small item spaces repeat: draw until 10,000 distinct honest questions
+        for it in _items(per, seed):
+            text = normalize_text(it["prompt"])
+            if text not in seen and len(honest) < 4 * per:
+                seen.add(text)
+                honest.append(it)
     index = LeakIndex.build({f"{it['bench']}/{k}": it["prompt"] for k, it in enumerate(sealed)})
     built = time.perf_counter() - t0
 

@@ -185,8 +185,9 @@ class LeakIndex:
             if not toks:
                 continue
             idx.texts[label] = toks
-            idx._whole.setdefault(tuple(toks), []).append(label)
-            idx._lengths.add(len(toks))
+            bare = unpadded(toks)  # (an item may hold a neutral term itself: `82 / 1 =`)
+            idx._whole.setdefault(tuple(bare), []).append(label)
+            idx._lengths.add(len(bare))
             head = tuple(toks[:3])
             idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
@@ -210,16 +211,14 @@ class LeakIndex:
         seen: set[tuple[str, ...]] = set()  # every n-gram of the row, any segment
         for seg in row_segments(row):
             toks = tokens(seg)
-            bare = unpadded(toks)
-            for run in (toks, bare) if bare != toks else (toks,):
-                for i in range(len(run)):
-                    for k, starts in self._starts.items():
-                        head = tuple(run[i:i + int(k)])
-                        for label in starts.get(head, ()):
-                            t = self.texts[label]
-                            if run[i:i + len(t)] == t and not (i and _joins(run[i - 1])):
-                                found.add(label)
-            found |= self._inserted(bare)
+            for i in range(len(toks)):
+                for k, starts in self._starts.items():
+                    head = tuple(toks[i:i + int(k)])
+                    for label in starts.get(head, ()):
+                        t = self.texts[label]
+                        if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
+                            found.add(label)
+            found |= self._inserted(unpadded(toks))
             if self._grams:
                 for j in range(len(toks) - NGRAM + 1):
                     g = tuple(toks[j:j + NGRAM])
@@ -235,22 +234,25 @@ class LeakIndex:
 
 
     def _inserted(self, toks: list[str]) -> set[str]:
-        """Sealed texts of at least :data:`INSERTED_MIN` tokens found with one token inserted
-        inside them (``5 - the 3 =``): each window one token longer than a sealed text, with the
-        same first and last token, less one of its inner tokens, looked up whole."""
+        """On a row's tokens less neutral terms (:func:`unpadded`), the sealed texts (less theirs)
+        found whole, and those of at least :data:`INSERTED_MIN` tokens found with one token
+        inserted inside them (``5 - the 3 =``; an inserted operator or number makes another
+        expression, ``8 - - 6 =``): each window as long as a sealed text, or one token longer
+        with the same first and last token less one inner token, looked up whole."""
         found: set[str] = set()
         for n in self._lengths:
-            if n < INSERTED_MIN:
-                continue
-            w = n + 1
-            for i in range(len(toks) - w + 1):
-                if i and _joins(toks[i - 1]):
-                    continue
-                window = toks[i:i + w]
-                for j in range(1, w - 1):
-                    labels = self._whole.get(tuple(window[:j] + window[j + 1:]))
-                    if labels:
-                        found.update(labels)
+            for w in (n, n + 1) if n >= INSERTED_MIN else (n,):
+                for i in range(len(toks) - w + 1):
+                    if i and _joins(toks[i - 1]):
+                        continue
+                    window = toks[i:i + w]
+                    if w == n:
+                        found.update(self._whole.get(tuple(window), ()))
+                        continue
+                    for j in range(1, w - 1):
+                        if _joins(window[j]):
+                            continue
+                        found.update(self._whole.get(tuple(window[:j] + window[j + 1:]), ()))
         return found
 
 
