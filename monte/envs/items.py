@@ -173,8 +173,10 @@ class LeakIndex:
     _grams: dict[tuple[str, ...], str] = field(default_factory=dict)  # own n-gram -> label
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
     _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
-    _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
-    _lengths: set[int] = field(default_factory=set)  # the sealed texts' lengths, in tokens
+    _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens less neutral terms -> labels
+    _lengths: set[int] = field(default_factory=set)  # their lengths
+    _raw: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
+    _raw_lengths: set[int] = field(default_factory=set)
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -188,6 +190,8 @@ class LeakIndex:
             bare = unpadded(toks)  # (an item may hold a neutral term itself: `82 / 1 =`)
             idx._whole.setdefault(tuple(bare), []).append(label)
             idx._lengths.add(len(bare))
+            idx._raw.setdefault(tuple(toks), []).append(label)
+            idx._raw_lengths.add(len(toks))
             head = tuple(toks[:3])
             idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
@@ -218,7 +222,10 @@ class LeakIndex:
                         t = self.texts[label]
                         if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
                             found.add(label)
-            found |= self._inserted(unpadded(toks))
+            # less neutral terms on both sides; and as written, where an inserted word split one
+            # of the item's own neutral terms from what follows it (`-9 * 1 + the -9 =`)
+            found |= self._inserted(unpadded(toks), self._whole, self._lengths)
+            found |= self._inserted(toks, self._raw, self._raw_lengths)
             if self._grams:
                 for j in range(len(toks) - NGRAM + 1):
                     g = tuple(toks[j:j + NGRAM])
@@ -233,26 +240,27 @@ class LeakIndex:
         return found
 
 
-    def _inserted(self, toks: list[str]) -> set[str]:
-        """On a row's tokens less neutral terms (:func:`unpadded`), the sealed texts (less theirs)
-        found whole, and those of at least :data:`INSERTED_MIN` tokens found with one token
+    def _inserted(self, toks: list[str], whole: dict[tuple[str, ...], list[str]],
+                  lengths: set[int]) -> set[str]:
+        """On a row's tokens (less neutral terms, :func:`unpadded`, against the sealed texts less
+        theirs; or as written), the sealed texts found whole, and those of at least :data:`INSERTED_MIN` tokens found with one token
         inserted inside them (``5 - the 3 =``; an inserted operator or number makes another
         expression, ``8 - - 6 =``): each window as long as a sealed text, or one token longer
         with the same first and last token less one inner token, looked up whole."""
         found: set[str] = set()
-        for n in self._lengths:
+        for n in lengths:
             for w in (n, n + 1) if n >= INSERTED_MIN else (n,):
                 for i in range(len(toks) - w + 1):
                     if i and _joins(toks[i - 1]):
                         continue
                     window = toks[i:i + w]
                     if w == n:
-                        found.update(self._whole.get(tuple(window), ()))
+                        found.update(whole.get(tuple(window), ()))
                         continue
                     for j in range(1, w - 1):
                         if _joins(window[j]):
                             continue
-                        found.update(self._whole.get(tuple(window[:j] + window[j + 1:]), ()))
+                        found.update(whole.get(tuple(window[:j] + window[j + 1:]), ()))
         return found
 
 
