@@ -220,13 +220,18 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
 
 
 def behaves_as(store: Store, folder: Path, bases: list[KnownBase], *,
-               own: set[str]) -> tuple[dict[str, Any], tuple[KnownBase, float] | None]:
+               own: set[str]) -> tuple[dict[str, Any] | None, tuple[KnownBase, float] | None]:
     """The folder's fingerprint, refused (``E_SEALED``) when it is within
     :data:`fingerprint.THRESHOLD` of a recorded checkpoint's (not of its own cohort, ``own``), and
     the recorded base it behaves as, with the distance (None: none within the threshold)."""
     from monte.models import fingerprint
 
-    mine = fingerprint.fingerprint(folder)
+    try:
+        mine = fingerprint.fingerprint(folder)
+    except MonteError:
+        raise
+    except Exception:  # noqa: BLE001 - a folder transformers cannot load behaves as nothing; its eval refuses
+        return None, None
     for info in lineage_checkpoints(store):
         theirs = info.get("fingerprint")
         if info.get("cohort") in own or not isinstance(theirs, dict):
@@ -329,8 +334,12 @@ def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str]
         if fingerprint is None:
             from monte.models.fingerprint import fingerprint as take
 
-            fingerprint = take(folder)
-        more = {"setup": mine.setup, "sketch": mine.sketch, "fingerprint": fingerprint,
+            try:
+                fingerprint = take(folder)
+            except Exception:  # noqa: BLE001 - unloadable here: the base is known by its bytes alone
+                fingerprint = None
+        more = {"setup": mine.setup, "sketch": mine.sketch,
+                **({"fingerprint": fingerprint} if fingerprint is not None else {}),
                 **({"identity": mine.weights} if mine.weights != weights else {})}
     body = json.dumps({"experiment": experiment, "cohort": cohort, "model": model, "files": files,
                        **({"weights": weights} if weights else {}), **more},
