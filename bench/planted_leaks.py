@@ -16,7 +16,8 @@ until there are 10,000). Kinds, each applied to 1,000 seeded sealed items:
 - ``10% token substitution``: a tenth of the prompt's tokens replaced by a word (items of 10
   tokens or more: under that a tenth is no token, and one token more is another question);
 - ``padded with a neutral term``: an expression padded with ``+ 0`` before its ``=`` (the question
-  ``45 + 67 + 0 =`` asks what ``45 + 67 =`` asks), other prompts with " (please)" appended;
+  ``45 + 67 + 0 =`` asks what ``45 + 67 =`` asks; not caught: the catalog's curricula ask such
+  questions honestly), other prompts with " (please)" appended;
 - ``prompt in the output column``: an empty input, the prompt and answer as the output.
 
     .venv/bin/python bench/planted_leaks.py [--quick] [--rows N] [--json-out FILE]

@@ -163,20 +163,20 @@ class LeakIndex:
       holds half of those few but not half of the item.)
 
     Equality is the first case; a sealed prompt with a character appended, a zero-width space,
-    another spacing of its punctuation, or moved to the output column is still found. Two more
-    (issue 42's planted leaks): an expression padded with a neutral term (:func:`unpadded`:
-    ``45 + 67 + 0 =``), and a sealed text of :data:`INSERTED_MIN` tokens or more with one token
-    inserted inside it (``5 - the 3 =``)."""
+    another spacing of its punctuation, or moved to the output column is still found, and (issue
+    42's planted leaks) a sealed text of :data:`INSERTED_MIN` tokens or more with one word
+    inserted inside it (``5 - the 3 =``). An expression padded with a neutral term
+    (``45 + 67 + 0 =``) is not found: the catalog's own curricula ask such questions honestly
+    (chain_sum's ``6 - 0 + 5 =`` beside a test item ``6 + 5 =``, 127 rows), and a check that
+    refused them would refuse the catalog's curricula."""
 
     texts: dict[str, list[str]] = field(default_factory=dict)  # label -> tokens
     _starts: dict[str, dict[tuple[str, ...], list[str]]] = field(default_factory=dict)
     _grams: dict[tuple[str, ...], str] = field(default_factory=dict)  # own n-gram -> label
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
     _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
-    _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens less neutral terms -> labels
+    _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
     _lengths: set[int] = field(default_factory=set)  # their lengths
-    _raw: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
-    _raw_lengths: set[int] = field(default_factory=set)
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -187,11 +187,8 @@ class LeakIndex:
             if not toks:
                 continue
             idx.texts[label] = toks
-            bare = unpadded(toks)  # (an item may hold a neutral term itself: `82 / 1 =`)
-            idx._whole.setdefault(tuple(bare), []).append(label)
-            idx._lengths.add(len(bare))
-            idx._raw.setdefault(tuple(toks), []).append(label)
-            idx._raw_lengths.add(len(toks))
+            idx._whole.setdefault(tuple(toks), []).append(label)
+            idx._lengths.add(len(toks))
             head = tuple(toks[:3])
             idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
@@ -222,10 +219,7 @@ class LeakIndex:
                         t = self.texts[label]
                         if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
                             found.add(label)
-            # less neutral terms on both sides; and as written, where an inserted word split one
-            # of the item's own neutral terms from what follows it (`-9 * 1 + the -9 =`)
-            found |= self._inserted(unpadded(toks), self._whole, self._lengths)
-            found |= self._inserted(toks, self._raw, self._raw_lengths)
+            found |= self._inserted(toks)
             if self._grams:
                 for j in range(len(toks) - NGRAM + 1):
                     g = tuple(toks[j:j + NGRAM])
@@ -240,51 +234,27 @@ class LeakIndex:
         return found
 
 
-    def _inserted(self, toks: list[str], whole: dict[tuple[str, ...], list[str]],
-                  lengths: set[int]) -> set[str]:
-        """On a row's tokens (less neutral terms, :func:`unpadded`, against the sealed texts less
-        theirs; or as written), the sealed texts found whole, and those of at least :data:`INSERTED_MIN` tokens found with one token
-        inserted inside them (``5 - the 3 =``; an inserted operator or number makes another
-        expression, ``8 - - 6 =``): each window as long as a sealed text, or one token longer
-        with the same first and last token less one inner token, looked up whole."""
+    def _inserted(self, toks: list[str]) -> set[str]:
+        """The sealed texts of at least :data:`INSERTED_MIN` tokens found in a row's tokens with
+        one token inserted inside them (``5 - the 3 =``; an inserted operator or number makes
+        another expression, ``8 - - 6 =``): each window one token longer than a sealed text, less
+        one of its inner tokens, looked up whole."""
         found: set[str] = set()
-        for n in lengths:
-            for w in (n, n + 1) if n >= INSERTED_MIN else (n,):
-                for i in range(len(toks) - w + 1):
-                    if i and _joins(toks[i - 1]):
-                        continue
-                    window = toks[i:i + w]
-                    if w == n:
-                        found.update(whole.get(tuple(window), ()))
-                        continue
-                    for j in range(1, w - 1):
-                        if _joins(window[j]):
-                            continue
-                        found.update(whole.get(tuple(window[:j] + window[j + 1:]), ()))
+        for n in self._lengths:
+            if n < INSERTED_MIN:
+                continue
+            w = n + 1
+            for i in range(len(toks) - w + 1):
+                if i and _joins(toks[i - 1]):
+                    continue
+                window = toks[i:i + w]
+                for j in range(1, w - 1):
+                    if not _joins(window[j]):
+                        found.update(self._whole.get(tuple(window[:j] + window[j + 1:]), ()))
         return found
 
 
 #: a sealed text this long or longer is still found with one token inserted inside it
 INSERTED_MIN = 3
-#: terms that pad an expression without changing what it asks: ``45 + 67 + 0 =`` asks ``45 + 67 =``
-_NEUTRAL = {("+", "0"), ("-", "0"), ("*", "1"), ("/", "1"), ("×", "1"), ("÷", "1")}
-
-
-def unpadded(toks: list[str]) -> list[str]:
-    """``toks`` with every neutral term (``+ 0``, ``- 0``, ``* 1``, ``/ 1``) that is followed by
-    ``=``, another operator or the end left out, so that a padded sealed expression is found."""
-    out: list[str] = []
-    i = 0
-    while i < len(toks):
-        nxt = toks[i + 2] if i + 2 < len(toks) else None
-        if (toks[i], toks[i + 1] if i + 1 < len(toks) else "") in _NEUTRAL and out and \
-                (nxt is None or nxt in _JOINING):
-            i += 2
-            continue
-        out.append(toks[i])
-        i += 1
-    return out
-
-
 def _joins(tok: str) -> bool:
     return tok in _JOINING or tok.isdigit()

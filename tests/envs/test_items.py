@@ -135,17 +135,16 @@ def test_a_templated_row_sharing_a_clause_with_a_sealed_item_is_no_leak() -> Non
     assert idx.find(edited) == {"t/0"}
 
 
-def test_a_padded_or_one_token_longer_sealed_item_is_a_leak() -> None:
-    """Issue 42's planted leaks: an agent noticed ``45 + 67 + 0 =`` passed the check (a neutral
-    term pads the sealed question), and so did a word inserted inside it. Neither is another
-    question; a longer expression or another number still is."""
-    idx = LeakIndex.build({"a": "45 + 67 =", "b": "p 27611 =", "c": "reverse ammonia =", "d": "82 / 1 =",
-                           "e": "8 - 6 ="})
-    for row in ("45 + 67 + 0 =", "45 + 67 - 0 =", "45 + 67 * 1 + 0 =", "Q: 45 + 67 + 0 = 112"):
-        assert idx.find({"input": row}) == {"a"}, row
-    assert idx.find({"input": "82 / 1 + 0 ="}) == {"d"}  # an item holding a neutral term itself
+def test_a_sealed_item_with_a_word_inserted_is_a_leak() -> None:
+    """Issue 42's planted leaks: a word inserted inside a sealed question hid it from the check;
+    it is found now. An inserted operator or number is another expression, and a neutral term
+    (``6 - 0 + 5 =`` beside a sealed ``6 + 5 =``) is not taken for one: chain_sum's own
+    curriculum asks such questions honestly, and a check that refused them would refuse it."""
+    idx = LeakIndex.build({"a": "45 + 67 =", "b": "p 27611 =", "c": "reverse ammonia =", "e": "8 - 6 =",
+                           "f": "6 + 5 ="})
     assert idx.find({"input": "p the 27611 ="}) == {"b"}
+    assert idx.find({"input": "45 + the 67 ="}) == {"a"}
     assert idx.find({"output": "reverse the ammonia = ainomma"}) == {"c"}
     for honest in ("45 + 67 + 1 =", "12 + 45 + 67 =", "45 + 670 =", "p 27612 =", "p 2 7611 =",
-                   "8 - -6 ="):  # an inserted operator is another expression
+                   "8 - -6 =", "6 - 0 + 5 ="):
         assert idx.find({"input": honest}) == set(), honest
