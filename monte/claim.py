@@ -312,10 +312,11 @@ def read_bounded(path: Path, cap: int) -> bytes:
 
 
 def _seal_key(row: Any, weights: str) -> Any:
-    from monte.ledger.seal import SealKey, settings_key
+    from monte.ledger.seal import SealKey, by_content, settings_key
 
+    # a claim counted under the older rule lists the reads of its own settings, as it was counted
     return SealKey(str(row.plan.get("split_sha256") or ""), settings_key(row.plan.get("settings") or {}), weights,
-                   legacy_cohort=row.cohort or "")
+                   legacy_cohort=row.cohort or "", by_settings=not by_content(row))
 
 
 def _read(r: Any, tasks: bytes, path: str) -> dict[str, Any]:

@@ -43,17 +43,28 @@ class ExperimentSummary(BaseModel):
     created_at: str
 
 
+#: temperatures in (0, MIN_TEMPERATURE) are refused: they sample the greedy answer
+MIN_TEMPERATURE = 0.05
+
+
 def check_sampling(samples: int, temperature: float | None, top_p: float | None,
                    pass_at: Sequence[int]) -> dict[str, object]:
     """The eval settings ``--samples``, ``--temperature``, ``--top-p`` freeze (issue 33), or a
     refusal (``E_USAGE``, exit 2) that names the fix; nothing is written before this passes.
-    K > 1 needs a temperature above 0 (greedy samples are K copies of one answer)."""
+    K > 1 needs a temperature above 0 (greedy samples are K copies of one answer); a temperature in
+    (0, :data:`MIN_TEMPERATURE`) is refused (it samples the greedy answer: issue 42)."""
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise error("E_USAGE", f"--samples {samples!r}: K is the number of answers sampled per item, at least 1",
                     "pass --samples 1 (one answer per item, the default) or more, e.g. --samples 8")
     if temperature is not None and not (math.isfinite(temperature) and temperature >= 0):
         raise error("E_USAGE", f"--temperature {temperature!r} is not a temperature (a finite number >= 0)",
                     "pass --temperature 0 (greedy) or a positive one, e.g. --temperature 0.7")
+    if temperature is not None and 0 < temperature < MIN_TEMPERATURE:
+        # such a decoder samples the greedy answer: a "new" setting that measures nothing new
+        raise error("E_USAGE", f"--temperature {temperature:g} is near-greedy: below {MIN_TEMPERATURE:g} a sampler "
+                    "picks the greedy answer, so it measures what --temperature 0 measures (and the test budget "
+                    "is per exam content and base weights, whatever the temperature)",
+                    f"pass --temperature 0 (greedy) or one of at least {MIN_TEMPERATURE:g}, e.g. --temperature 0.7")
     if samples > 1 and not temperature:
         raise error("E_USAGE", f"--samples {samples} with a greedy decoder (temperature 0) would give {samples} "
                     "copies of one answer per item", f"pass --temperature T > 0 with --samples {samples} "

@@ -285,7 +285,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     0: ("monte", "monte.errors", "monte.hashing", "monte.codekey", "monte.names", "monte.manifest", "monte.jsonl",
         "monte.processes", "monte.extras", "monte.ci"),
     1: ("monte.ledger", "monte.stats", "monte.workspace", "monte.models.identity",
-        "monte.models.tensors", "monte.grader.statement"),
+        "monte.models.tensors", "monte.grader.statement", "monte.models.fingerprint"),
     2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),
     3: ("monte.runs",),
     4: ("monte.evals", "monte.training", "monte.experiments", "monte.repository", "monte.configshow", "monte.status",

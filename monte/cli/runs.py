@@ -65,6 +65,9 @@ def render_status(r: Any) -> None:
         if x["test_reads"]:
             out(f"test content of {x['exam']}: read {x['test_reads']} time(s) in this repository, "
                 f"in {x['cohorts']} cohort(s) ({', '.join(x['experiments'])})")
+        if x.get("leak_refusals"):
+            out(f"test content of {x['exam']}: {x['leak_refusals']} leak refusal(s) (each told whether rows "
+                "were in it)")
     for x in r.get("exams", []):
         floors = [(k.split("/", 1)[1], f) for k, f in r.get("floors", {}).items() if k.split("/", 1)[0] == x["exam"]]
         line = "; ".join(f"{split} {f['score']:.4f} (always {f['answer']!r})" for split, f in floors)

@@ -8,13 +8,13 @@ space. ``"P 48213 ="``, ``"p 48213="`` and ``"p 48213 =\\u200b"`` are one text.
 
 - :func:`item_text`: what an item asks (a catalog item's ``prompt``, the chat of a NeMo Gym row
   or of a ``messages`` row, without the assistant's turns);
-- :func:`item_key`: the sha256 of its normalised text (16 hex digits): an item's identity for
-  the seal, whatever its id, its place in the file, its answer or its metadata;
+- :func:`item_key`: the sha256 of its normalised text (16 hex digits), or for an lm-eval item
+  its document: an item's identity for the seal, whatever its id, its place in the file, its
+  rendered prompt (template, few-shot context) or its metadata;
 - :func:`exam_key`: the sha256 of the *set* of its items' keys: a split's identity for the seal,
-  the same in any order, under any file or environment name; :func:`exam_sketch` keeps the
-  smallest :data:`SKETCH` of the keys (a bottom-k sketch), which is what a test read records so
-  that the seal can tell a split that shares most of its items with a sealed one
-  (``monte.ledger.seal.overlap``);
+  the same in any order, under any file or environment name; :func:`exam_sketch` is what a test
+  read records: that key and every item key, exactly, so that the seal can count the items a
+  split shares with a sealed one (``monte.ledger.seal.shared``);
 - :class:`LeakIndex`: the sealed items, to find in training rows (``E_LEAK``), see its docstring.
 
 Other exam formats (an lm-eval task's documents, a plain JSONL file) make their documents into
@@ -32,9 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monte.envs.nemo.rows import is_gym_row, messages
+from monte.ledger.exam_ids import EXAM_ID_VERSION, pack_keys
 
-#: how many item keys a test read records of its split (the smallest, a bottom-k sketch)
+#: how many item keys a test read recorded of its split before version 2 (the smallest: a bottom-k
+#: sketch, which a split steered with added items of smaller keys could empty of shared ones)
 SKETCH = 64
+
 #: a leak by n-gram containment: this share of a sealed item's own n-grams, and of all its n-grams,
 #: found in one row (a half flagged templated questions that share a clause: see LeakIndex)
 NGRAM = 8
@@ -89,7 +92,14 @@ def item_text(item: Mapping[str, Any]) -> str:
 
 
 def item_key(item: Mapping[str, Any]) -> str:
-    """An item's identity for the seal: the sha256 of its normalised :func:`item_text`."""
+    """An item's identity for the seal (16 hex digits). An lm-eval document (a frozen item that
+    records lm-eval's ``doc_hash``) is its *document*: the template, the few-shot context and
+    ``num_fewshot`` render other prompts of the same document, one content (the document holds
+    its answer; a target is what a template makes of it). Any other item is the sha256 of its
+    normalised :func:`item_text`."""
+    lm = item.get("lm_eval")
+    if isinstance(lm, Mapping) and isinstance(lm.get("doc_hash"), str) and lm["doc_hash"]:
+        return hashlib.sha256(f"lm-eval document\0{lm['doc_hash']}".encode()).hexdigest()[:16]
     return hashlib.sha256(normalize_text(item_text(item)).encode()).hexdigest()[:16]
 
 
@@ -105,12 +115,13 @@ def exam_key(items: Iterable[Mapping[str, Any]]) -> str:
 
 
 def exam_sketch(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a test read records of its split: ``key`` (:func:`exam_key`), ``items`` (how many
-    distinct items) and ``sketch`` (the :data:`SKETCH` smallest item keys: all of them for a
-    split that small)."""
+    """What a test read records of its split: ``v`` (:data:`EXAM_ID_VERSION`), ``key``
+    (:func:`exam_key`), ``items`` (how many distinct items) and ``keys``, every item key
+    (``monte.ledger.exam_ids.pack_keys``): the exact set, so that no choice of added items can hide a shared one
+    (a read recorded before version 2 kept only the :data:`SKETCH` smallest keys, ``sketch``)."""
     keys = item_keys(items)
-    return {"key": hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16], "items": len(keys),
-            "sketch": keys[:SKETCH]}
+    return {"v": EXAM_ID_VERSION, "key": hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16],
+            "items": len(keys), "keys": pack_keys(keys)}
 
 
 def read_items(path: str) -> list[dict[str, Any]]:
@@ -152,13 +163,20 @@ class LeakIndex:
       holds half of those few but not half of the item.)
 
     Equality is the first case; a sealed prompt with a character appended, a zero-width space,
-    another spacing of its punctuation, or moved to the output column is still found."""
+    another spacing of its punctuation, or moved to the output column is still found, and (issue
+    42's planted leaks) a sealed text of :data:`INSERTED_MIN` tokens or more with one word
+    inserted inside it (``5 - the 3 =``). An expression padded with a neutral term
+    (``45 + 67 + 0 =``) is not found: the catalog's own curricula ask such questions honestly
+    (chain_sum's ``6 - 0 + 5 =`` beside a test item ``6 + 5 =``, 127 rows), and a check that
+    refused them would refuse the catalog's curricula."""
 
     texts: dict[str, list[str]] = field(default_factory=dict)  # label -> tokens
     _starts: dict[str, dict[tuple[str, ...], list[str]]] = field(default_factory=dict)
     _grams: dict[tuple[str, ...], str] = field(default_factory=dict)  # own n-gram -> label
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
     _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
+    _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
+    _lengths: set[int] = field(default_factory=set)  # their lengths
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -169,6 +187,8 @@ class LeakIndex:
             if not toks:
                 continue
             idx.texts[label] = toks
+            idx._whole.setdefault(tuple(toks), []).append(label)
+            idx._lengths.add(len(toks))
             head = tuple(toks[:3])
             idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
@@ -199,6 +219,7 @@ class LeakIndex:
                         t = self.texts[label]
                         if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
                             found.add(label)
+            found |= self._inserted(toks)
             if self._grams:
                 for j in range(len(toks) - NGRAM + 1):
                     g = tuple(toks[j:j + NGRAM])
@@ -213,5 +234,27 @@ class LeakIndex:
         return found
 
 
+    def _inserted(self, toks: list[str]) -> set[str]:
+        """The sealed texts of at least :data:`INSERTED_MIN` tokens found in a row's tokens with
+        one token inserted inside them (``5 - the 3 =``; an inserted operator or number makes
+        another expression, ``8 - - 6 =``): each window one token longer than a sealed text, less
+        one of its inner tokens, looked up whole."""
+        found: set[str] = set()
+        for n in self._lengths:
+            if n < INSERTED_MIN:
+                continue
+            w = n + 1
+            for i in range(len(toks) - w + 1):
+                if i and _joins(toks[i - 1]):
+                    continue
+                window = toks[i:i + w]
+                for j in range(1, w - 1):
+                    if not _joins(window[j]):
+                        found.update(self._whole.get(tuple(window[:j] + window[j + 1:]), ()))
+        return found
+
+
+#: a sealed text this long or longer is still found with one token inserted inside it
+INSERTED_MIN = 3
 def _joins(tok: str) -> bool:
     return tok in _JOINING or tok.isdigit()

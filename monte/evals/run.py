@@ -20,7 +20,7 @@ from monte.ledger.ids import new_run_id
 from monte.ledger.lineage import ensure_base
 from monte.ledger.predicates import is_test_smoke, spends_test_read
 from monte.ledger.records import RunRow
-from monte.ledger.seal import Seal, SealKey, overlap_note, seal_lock, settings_key
+from monte.ledger.seal import SEAL_RULE, Seal, SealKey, overlap_note, seal_lock, settings_key
 from monte.ledger.store import Snapshot
 from monte.ledger.verify import verify_before_spend
 from monte.manifest import now
@@ -420,7 +420,7 @@ def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any
                       split=e.split, step=plan.target.step, smoke=plan.smoke, role=role,
                       plan={"target": plan.target.recorded(), "benchmark": e.benchmark,
                             "split_sha256": e.sha256, "settings": plan.settings, "execution": plan.execution,
-                            **({"exam_id": e.exam_id} if e.exam_id else {}),
+                            **({"exam_id": e.exam_id} if e.exam_id else {}), "seal": SEAL_RULE,
                             # an lm-eval exam: what it asked the model (the settings above are unused)
                             **({"lm_eval": e.requests} if e.requests else {}),
                             "base_model": plan.base_model, **code, **(extra_plan or {})},

@@ -104,6 +104,8 @@ class BaseIdentity:
     near: dict[str, Any] | None = None
     #: every identity of this folder: its own and the one the previous monte computed
     identities: frozenset[str] = frozenset()
+    #: its behavioural fingerprint, where it was taken (a base no record knows by its weights)
+    fingerprint: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class KnownBase:
     model: str
     setup: dict[str, str] | None
     sketch: dict[str, Any] | None
+    fingerprint: dict[str, Any] | None = None
 
 
 def known_bases(store: Store) -> list[KnownBase]:
@@ -132,10 +135,11 @@ def known_bases(store: Store) -> list[KnownBase]:
             continue
         if not isinstance(base, dict):
             continue
-        sk, st = base.get("sketch"), base.get("setup")
+        sk, st, fp = base.get("sketch"), base.get("setup"), base.get("fingerprint")
         out.append(KnownBase(experiment=head, cohort=cohort, weights=str(base.get("weights") or ""),
                              model=str(base.get("model") or ""), setup=st if isinstance(st, dict) else None,
-                             sketch=sk if isinstance(sk, dict) else None))
+                             sketch=sk if isinstance(sk, dict) else None,
+                             fingerprint=fp if isinstance(fp, dict) else None))
     return out
 
 
@@ -151,6 +155,11 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
       what its base commit recorded.
     - A folder whose weights are, or are within :data:`identity.NEAR` of, a checkpoint of any
       experiment's lineage (not of its own cohort) is refused: a checkpoint is never a base.
+    - A folder no record knows by its weights is known by its behaviour
+      (``monte.models.fingerprint``: one forward pass over fixed probes): within
+      :data:`fingerprint.THRESHOLD` of a recorded checkpoint's, it is refused (``E_SEALED``,
+      naming the checkpoint and the distance: permuted, noised, merged or retyped, it behaves as
+      a model trained here); within it of a recorded base's, it is that base's cohort.
     """
     files = servable_files(folder)
     mine = identity.identify(folder)
@@ -173,6 +182,14 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
         if found is not None and found[1] <= identity.NEAR:
             match = found[0]
             near = {"experiment": match.experiment, "cohort": match.cohort, "distance": round(found[1], 6)}
+    behaviour: dict[str, Any] | None = None
+    if match is None and store.tip(base_ref(experiment, legacy)) is None:
+        # a base no record knows by its bytes: is it one by how it behaves?
+        refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={legacy, mine.weights[:12]})
+        behaviour, like = behaves_as(store, folder, bases, own={legacy, mine.weights[:12]})
+        if like is not None:
+            match, d = like
+            near = {"experiment": match.experiment, "cohort": match.cohort, "behaviour": round(d, 6)}
     here = match if match is not None and match.experiment == experiment else None
     if match is not None and match.weights:
         weights = match.weights
@@ -198,7 +215,46 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
                     "own with other weights; see docs/reliability.md, \"the seal under attack\"")
     refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={cohort, legacy, mine.weights[:12]})
     return BaseIdentity(files=files, weights=weights, cohort=cohort, legacy_cohort=legacy, own=mine.weights,
-                        setup=mine.setup, sketch=mine.sketch, near=near, identities=frozenset(ids))
+                        setup=mine.setup, sketch=mine.sketch, near=near, identities=frozenset(ids),
+                        fingerprint=behaviour)
+
+
+def behaves_as(store: Store, folder: Path, bases: list[KnownBase], *,
+               own: set[str]) -> tuple[dict[str, Any] | None, tuple[KnownBase, float] | None]:
+    """The folder's fingerprint, refused (``E_SEALED``) when it is within
+    :data:`fingerprint.THRESHOLD` of a recorded checkpoint's (not of its own cohort, ``own``), and
+    the recorded base it behaves as, with the distance (None: none within the threshold)."""
+    from monte.models import fingerprint
+
+    try:
+        mine = fingerprint.fingerprint(folder)
+    except MonteError:
+        raise
+    except Exception:  # noqa: BLE001 - a folder transformers cannot load behaves as nothing; its eval refuses
+        return None, None
+    for info in lineage_checkpoints(store):
+        theirs = info.get("fingerprint")
+        if info.get("cohort") in own or not isinstance(theirs, dict):
+            continue
+        d = fingerprint.distance(theirs, mine)
+        if d is not None and d <= fingerprint.THRESHOLD:
+            ref_name = f"{info.get('experiment')}/{info.get('run')}@{info.get('step')}"
+            raise error("E_SEALED", f"this model behaves as checkpoint {ref_name} of this repository (behavioural "
+                        f"distance {d:.4f}, within {fingerprint.THRESHOLD}: its next-token scores on monte's fixed "
+                        "probes are that checkpoint's, whatever its bytes); a checkpoint, renamed, permuted, noised, "
+                        "merged or retyped, is never a base model: its test reads belong to the cohort it was "
+                        "trained in",
+                        f"evaluate the checkpoint itself: `monte eval --checkpoint {ref_name}` (dev), or nominate it "
+                        f"for the final claim: `monte nominate {ref_name}`; a new cohort needs a base that behaves "
+                        "as no model trained here (docs/reliability.md, the behavioural fingerprint)")
+    best: tuple[KnownBase, float] | None = None
+    for b in bases:
+        if b.fingerprint is None or not b.weights:
+            continue
+        d = fingerprint.distance(b.fingerprint, mine)
+        if d is not None and d <= fingerprint.THRESHOLD and (best is None or d < best[1]):
+            best = (b, d)
+    return mine, best
 
 
 def _weight_digests(files: dict[str, str]) -> list[str]:
@@ -259,12 +315,14 @@ def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str 
 
 
 def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str], *, cohort: str | None = None,
-                weights: str | None = None, folder: Path | None = None) -> tuple[str, ObjectID]:
+                weights: str | None = None, folder: Path | None = None,
+                fingerprint: dict[str, Any] | None = None) -> tuple[str, ObjectID]:
     """The cohort's base commit, written once (create-only; identical content from two writers
     is the same commit). ``base.json`` records the weights identity the seal is keyed by
     (:func:`identify_base` gives both; without them, the older file-listing id) and, read from
     ``folder``, the model's setup and sketch (what a later folder is compared with), and its own
-    identity where it is a near-copy of the base whose weights key the cohort."""
+    identity where it is a near-copy of the base whose weights key the cohort, and its behavioural
+    fingerprint (``fingerprint``: taken already; else taken here, one forward pass)."""
     cohort = cohort or cohort_of(files)
     ref = base_ref(experiment, cohort)
     tip = store.tip(ref)
@@ -273,7 +331,15 @@ def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str]
     more: dict[str, Any] = {}
     if folder is not None and weights:
         mine = identity.identify(folder)
+        if fingerprint is None:
+            from monte.models.fingerprint import fingerprint as take
+
+            try:
+                fingerprint = take(folder)
+            except Exception:  # noqa: BLE001 - unloadable here: the base is known by its bytes alone
+                fingerprint = None
         more = {"setup": mine.setup, "sketch": mine.sketch,
+                **({"fingerprint": fingerprint} if fingerprint is not None else {}),
                 **({"identity": mine.weights} if mine.weights != weights else {})}
     body = json.dumps({"experiment": experiment, "cohort": cohort, "model": model, "files": files,
                        **({"weights": weights} if weights else {}), **more},

@@ -128,14 +128,15 @@ def check_test_read(rows: Sequence[RunRow], cohort: str, exam: str, *, on_checkp
     """Refuse a test read the seal does not allow; return its role: "baseline" or "claim".
 
     ``touches``: the reads already spent under this seal across the repository (every
-    experiment that shares the test content, eval settings and base weights); by default, this
+    experiment that shares the test content and base weights, whatever its eval settings:
+    ``monte.ledger.seal``); by default, this
     ledger's reads in ``cohort``; ``experiment``: the one asking (a read spent in another one is
     named with its experiment); ``note``: how another test split was found to be this exam
     (``monte.ledger.seal.overlap_note``), added to a refusal."""
     touches = list(test_touches(rows, cohort, exam) if touches is None else touches)
     elsewhere = experiment is not None and any(t.experiment != experiment for t in touches)
-    span = (" (the seal spans the repository: the same test items, output settings and base weights"
-            f"{note})" if elsewhere else "")
+    span = (" (the seal spans the repository: two reads per test content and base weights, whatever the "
+            f"eval settings{note})" if elsewhere else "")
     if len(touches) >= TEST_READS:
         raise error("E_SEALED",
                     f"the test split of exam {exam!r} has been read twice in cohort {cohort} "

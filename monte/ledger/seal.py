@@ -1,19 +1,27 @@
-"""The seal across the repository: test reads counted per exam *content*, not per experiment.
+"""The seal across the repository: test reads counted per exam *content* and base weights, not
+per experiment nor per eval settings.
 
 The improvement loop defines a cohort as "the group of runs that share a base model and the same
-frozen evaluation settings", and the seal allows two reads of a test split per cohort. So reads
-are counted per (test exam x output settings x base weights identity) over every experiment's
-ledger in the repository (and the results bucket's mirrors ``monte sync`` wrote): a second
-experiment, or the same split re-added under another name, shares the seal.
+frozen evaluation settings". Cohorts still pair deltas by their settings, but the budget is
+stricter than "two reads per cohort": a repository gets two test reads (test@0 and one final
+claim) of a given exam content on given base weights, whatever the settings (issue 42: a
+near-greedy temperature, another K, template or grader sampled the same answers again as a
+"fresh" cohort). So reads are counted per (test content x base weights identity) over every
+experiment's ledger in the repository (and the results bucket's mirrors ``monte sync`` wrote).
+A read records the rule it was counted under (``plan.seal`` = :data:`SEAL_RULE`); a read recorded
+before it (no field) kept the older count, per (content x output settings x base weights), and
+verify judges those reads among themselves as they were counted (:func:`seal_breaks`).
 
-- The exam is its items (``monte.envs.items``): two test splits are one exam for the seal when
-  their files are the same bytes, when they hold the same set of normalised items (any order,
-  file or environment name: the same ``exam_key``), or when one shares at least
-  :data:`SAME_EXAM` of the smaller one's items with the other (:func:`overlap`, estimated from
-  the bottom-k sketch each test read records). A read recorded before reads recorded their
-  exam is given one from its split's file on this data root (``exam_of``), when it is here.
-- The settings are those that change what is generated or graded (:func:`settings_key`): an
-  execution detail (batch size, device, backend, processes) never makes a new seal.
+- The exam is its items (``monte.envs.items``): its documents' normalised question (an lm-eval
+  item: its document), recorded exactly on every test read (every item key, not an estimate).
+  Two test splits are one exam for the seal when their files are the same bytes, when they hold
+  the same set of items (any order, file or environment name, template or few-shot context: the
+  same ``exam_key``), or when they share :data:`SHARED_SHARE` of either side's items or
+  :data:`SHARED_ITEMS` items (:func:`same_content`). A read recorded before reads recorded every
+  key is given them from its split's file on this data root (``exam_of``) when that file is here
+  with the bytes it read; otherwise its recorded smallest keys are compared (:func:`shared`).
+- Execution details (batch size, device, backend, processes) never made a new seal, and since
+  :data:`SEAL_RULE` no eval setting does.
 
 A row's base weights are read from its cohort's base commit (``base.json``, ``weights``). A
 cohort begun before cohorts were weights has no such field; its identity is then recomputed from
@@ -33,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monte.hashing import sha256_bytes
+from monte.ledger.exam_ids import EXAM_ID_VERSION, exam_keys
 from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.predicates import is_test_read, is_test_read_dict  # noqa: F401  (where callers look)
 from monte.ledger.refs import MIRROR, base_ref, experiment_of_ledger, ledger_ref, mirror_ref
@@ -53,28 +62,58 @@ def settings_key(settings: Mapping[str, Any]) -> str:
     return sha256_bytes(json.dumps(out, sort_keys=True, separators=(",", ":")).encode())[:16]
 
 
-#: two test splits sharing at least this share of the smaller one's items are one exam for the seal
-SAME_EXAM = 0.5
+#: a test split shares a sealed content (its read counts as a read of it) when the items they have
+#: in common are at least SHARED_SHARE of either side, or at least SHARED_ITEMS items
+SHARED_SHARE = 0.05
+SHARED_ITEMS = 10
+#: the budget rule a test read was counted under, recorded on it (``plan.seal``): from 2 on, two
+#: reads per exam content and base weights whatever the eval settings; before (no field), two per
+#: exam content, eval settings and base weights (the older rows keep their meaning)
+SEAL_RULE = 2
 
 
-def overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
-    """The share of the smaller split's items the other one holds, |A ∩ B| / min(|A|, |B|),
-    from two exam sketches (``monte.envs.items.exam_sketch``: ``items``, the count of distinct
-    items, and ``sketch``, the smallest item keys). Exact when both sketches hold every key;
-    otherwise Broder's bottom-k estimate of the Jaccard index J, turned into the intersection
-    J (|A| + |B|) / (1 + J)."""
+def by_content(r: RunRow) -> bool:
+    """Was this test read counted per exam content and base weights, whatever its settings?"""
+    rule = r.plan.get("seal")
+    return isinstance(rule, int) and not isinstance(rule, bool) and rule >= SEAL_RULE
+
+
+def shared(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """How many items two exam ids (``monte.envs.items.exam_sketch``) have in common: exact when
+    both hold every key (every read since exam ids were version 2); when one holds only the
+    smallest keys (an older read), the share of those the other's exact set holds, times its
+    count (no choice of added keys hides a shared item from an exact set); when neither is
+    exact, Broder's bottom-k estimate of the Jaccard index J, as J (|A| + |B|) / (1 + J)."""
     if a.get("key") and a.get("key") == b.get("key"):
-        return 1.0
+        return float(max(int(a.get("items") or 0), 1))
     na, nb = int(a.get("items") or 0), int(b.get("items") or 0)
-    sa, sb = set(a.get("sketch") or ()), set(b.get("sketch") or ())
+    (sa, xa), (sb, xb) = exam_keys(a), exam_keys(b)
     if not (na and nb and sa and sb):
         return 0.0
-    if len(sa) == na and len(sb) == nb:
-        return len(sa & sb) / min(na, nb)
+    if xa and xb:
+        return float(len(sa & sb))
+    if xa or xb:
+        exact, part, n_part = (sa, sb, nb) if xa else (sb, sa, na)
+        return len(part & exact) / len(part) * n_part
     k = min(len(sa), len(sb))
     union = sorted(sa | sb)[:k]
     j = sum(1 for x in union if x in sa and x in sb) / len(union)
-    return min(1.0, j * (na + nb) / (1 + j) / min(na, nb))
+    return min(float(min(na, nb)), j * (na + nb) / (1 + j))
+
+
+def overlap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
+    """The share of the smaller split's items the other one holds (:func:`shared` / min)."""
+    na, nb = int(a.get("items") or 0), int(b.get("items") or 0)
+    return min(1.0, shared(a, b) / min(na, nb)) if na and nb else 0.0
+
+
+def same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[bool, float]:
+    """Is a split a read of the other's content (:data:`SHARED_SHARE` of either side, or
+    :data:`SHARED_ITEMS` items, in common)? And how many items they share."""
+    n = shared(a, b)
+    na, nb = int(a.get("items") or 0), int(b.get("items") or 0)
+    small = min(na, nb)
+    return (n > 0 and (round(n) >= SHARED_ITEMS or (small > 0 and n >= SHARED_SHARE * small))), n
 
 
 @dataclass(frozen=True)
@@ -86,6 +125,9 @@ class SealKey:
     settings: str  # settings_key(...)
     weights: str  # the base weights identity
     legacy_cohort: str = ""  # the same base's older file-listing cohort id
+    #: count only reads of these settings: a read recorded under the older rule (per cohort), as
+    #: a claim bundle lists the reads of its own seal. False (a read now): every setting counts
+    by_settings: bool = False
     #: the exam's items (monte.envs.items.exam_sketch: key, items, sketch); None: its hash alone.
     #: Not part of the key's equality or hash: two reads are one exam by :meth:`Seal.same_exam`.
     exam: Mapping[str, Any] | None = field(default=None, compare=False)
@@ -175,17 +217,20 @@ class Seal:
     def exam_sketch(self, r: RunRow) -> Mapping[str, Any] | None:
         """The exam a test read read: as its row records it, else from its split's file here."""
         recorded = r.plan.get("exam_id")
-        if isinstance(recorded, Mapping):
+        if isinstance(recorded, Mapping) and recorded.get("v") == EXAM_ID_VERSION:
             return recorded
+        # an older read recorded its smallest keys only (or nothing), and an lm-eval item by its
+        # rendered prompt: its split's file, where it is here with the bytes read, gives it exactly
+        fallback = recorded if isinstance(recorded, Mapping) else None
         if self.exam_of is None:
-            return None
+            return fallback
         at = (r.experiment, r.exam or "", str(r.plan.get("split_sha256") or ""))
         if at not in self._exams:
             try:
                 self._exams[at] = self.exam_of(*at)
-            except Exception:  # noqa: BLE001 - unreadable here: the read is matched by its hash alone
+            except Exception:  # noqa: BLE001 - unreadable here: the read is matched by what it recorded
                 self._exams[at] = None
-        return self._exams[at]
+        return self._exams[at] or fallback
 
     def same_exam(self, r: RunRow, key: SealKey) -> bool:
         if r.plan.get("split_sha256") == key.split_sha256:
@@ -195,16 +240,16 @@ class Seal:
         theirs = self.exam_sketch(r)
         if theirs is None:
             return False
-        share = overlap(theirs, key.exam)
-        if share < SAME_EXAM:
+        same, n = same_content(theirs, key.exam)
+        if not same:
             return False
-        self.why[r.run] = ("the same items in another order or file" if share >= 1.0 and theirs.get("key") ==
-                           key.exam.get("key") else f"about {share:.0%} of the items in common")
+        self.why[r.run] = ("the same items in another order or file" if theirs.get("key") == key.exam.get("key")
+                           else f"{round(n)} of its items in common")
         return True
 
     def matches(self, r: RunRow, key: SealKey) -> bool:
-        _, settings, w = seal_key(self, r)
-        if settings != key.settings:
+        w = self.weights_of(r.experiment, r.cohort or "")
+        if key.by_settings and settings_key(r.plan.get("settings") or {}) != key.settings:
             return False
         if not (w == key.weights or (bool(key.legacy_cohort) and w == f"legacy:{key.legacy_cohort}")):
             return False
@@ -241,13 +286,15 @@ def describe(touches: Iterable[RunRow]) -> str:
 
 def seal_key(seal: Seal, r: RunRow) -> tuple[str, str, str]:
     """The seal a test read counts against: (the exam's test content, the output-relevant eval
-    settings, the base weights identity). The one place a row's seal key is made: how an exam
-    or a weights identity is keyed changes here, and every count (the CLI's, verify's, the
-    hooks', push and sync) follows."""
+    settings, the base weights identity); the settings are ``"*"`` for a read counted under
+    :data:`SEAL_RULE` (every setting shares one budget). The one place a row's seal key is made:
+    how an exam or a weights identity is keyed changes here, and every count (the CLI's,
+    verify's, the hooks', push and sync) follows."""
     plan = r.plan
     exam = seal.exam_sketch(r)  # an exam is its items: the same items in another file are one exam
     content = str(exam["key"]) if exam and exam.get("key") else str(plan.get("split_sha256") or "")
-    return (content, settings_key(plan.get("settings") or {}), seal.weights_of(r.experiment, r.cohort or ""))
+    settings = "*" if by_content(r) else settings_key(plan.get("settings") or {})
+    return (content, settings, seal.weights_of(r.experiment, r.cohort or ""))
 
 
 @dataclass(frozen=True)
@@ -266,52 +313,85 @@ class SealBreak:
                 "reads": f"{len(self.rows)} reads"}[self.what]
         runs = ", ".join(f"{r.experiment}/{r.run} ({read_role(r)}, {r.status}, from {w})"
                          for r, w in zip(self.rows, self.where, strict=True))
-        return (f"the repository-wide seal of test content {split[:12]} (eval settings {settings}, base weights "
+        scope = ("whatever the eval settings" if settings == "*" else f"eval settings {settings}")
+        return (f"the repository-wide seal of test content {split[:12]} ({scope}, base weights "
                 f"{weights.removeprefix('legacy:')[:12]}) holds {what} across experiments: {runs}; the seal allows "
-                "test@0 and one final claim per cohort, whichever experiment or ledger reads it")
+                "test@0 and one final claim per exam content and base weights, whichever experiment, ledger or "
+                "eval settings read it")
 
 
-SEAL_FIX = ("these ledgers each spent a read of the same sealed test content, eval settings and base weights; "
+SEAL_FIX = ("these ledgers each spent a read of the same sealed test content and base weights; "
             "both reads stay on the record: decide which claim stands and report the other with it, or take a "
             "sealed claim in a new cohort (other base weights); see docs/reliability.md (the seal under attack)")
 
 
+def _breaks(ordered: list[tuple[RunRow, str]], key: tuple[str, str, str]) -> list[SealBreak]:
+    out: list[SealBreak] = []
+    found = False
+    for what, role in (("claims", "claim"), ("baselines", "baseline")):
+        same = [x for x in ordered if read_role(x[0]) == role]
+        if len(same) > 1 and len({r.experiment for r, _ in same}) > 1:
+            out.append(SealBreak(key, what, tuple(r for r, _ in same), tuple(w for _, w in same)))
+            found = True
+    if not found and len(ordered) > 2:
+        out.append(SealBreak(key, "reads", tuple(r for r, _ in ordered), tuple(w for _, w in ordered)))
+    return out
+
+
 def seal_breaks(seal: Seal, only: Iterable[RunRow] | None = None) -> list[SealBreak]:
-    """Where the test reads of every ledger ``seal`` sees break the seal together: per seal key
-    (:func:`seal_key`), two final claims, two test@0 or more than two reads, among reads of
-    more than one ledger (one ledger's own reads are its walk's ``two-touch``). ``only``: judge
-    just the seal keys of these reads (a push's new ones), with these rows in place of the
-    stored ones of their runs."""
+    """Where the test reads of every ledger ``seal`` sees break the seal together, among reads of
+    more than one ledger (one ledger's own reads are its walk's ``two-touch``): two final claims,
+    two test@0 or more than two reads. Reads of one exam content and base weights are judged
+    together: the older ones (recorded before :data:`SEAL_RULE`) per eval settings, as they were
+    counted; each read counted under the rule against every read of that content and weights
+    before it, whatever their settings. ``only``: judge just the seal keys of these reads (a
+    push's new ones), with these rows in place of the stored ones of their runs."""
     ledgers = seal.ledgers()
-    groups: dict[tuple[str, str, str], dict[str, tuple[RunRow, str]]] = {}
+    groups: dict[tuple[str, str], dict[str, tuple[RunRow, str]]] = {}
+
+    def group(r: RunRow) -> tuple[str, str]:
+        content, _, weights = seal_key(seal, r)
+        return content, weights
+
     for exp, rows in sorted(ledgers.items()):
         for r in rows:
-            groups.setdefault(seal_key(seal, r), {}).setdefault(r.run, (r, seal.sources.get(exp, ledger_ref(exp))))
-    wanted: set[tuple[str, str, str]] | None = None
+            groups.setdefault(group(r), {}).setdefault(r.run, (r, seal.sources.get(exp, ledger_ref(exp))))
+    wanted: set[tuple[str, str]] | None = None
     if only is not None:
         wanted = set()
         for r in only:
             if not is_test_read(r):
                 continue
-            k = seal_key(seal, r)
-            wanted.add(k)
-            src = seal.sources.get(r.experiment, ledger_ref(r.experiment))
-            groups.setdefault(k, {})[r.run] = (r, src)
+            g = group(r)
+            wanted.add(g)
+            groups.setdefault(g, {})[r.run] = (r, seal.sources.get(r.experiment, ledger_ref(r.experiment)))
     out: list[SealBreak] = []
-    for k, reads in sorted(groups.items()):
-        if wanted is not None and k not in wanted:
+    for (content, weights), reads in sorted(groups.items()):
+        if wanted is not None and (content, weights) not in wanted:
             continue
         if len({r.experiment for r, _ in reads.values()}) < 2:
             continue
         ordered = sorted(reads.values(), key=lambda x: (x[0].created_at, x[0].run))
-        found = False
-        for what, role in (("claims", "claim"), ("baselines", "baseline")):
-            same = [x for x in ordered if read_role(x[0]) == role]
-            if len(same) > 1 and len({r.experiment for r, _ in same}) > 1:
-                out.append(SealBreak(k, what, tuple(r for r, _ in same), tuple(w for _, w in same)))
-                found = True
-        if not found and len(ordered) > 2:
-            out.append(SealBreak(k, "reads", tuple(r for r, _ in ordered), tuple(w for _, w in ordered)))
+        older: dict[str, list[tuple[RunRow, str]]] = {}
+        for x in ordered:
+            if not by_content(x[0]):
+                older.setdefault(settings_key(x[0].plan.get("settings") or {}), []).append(x)
+        for settings, same in sorted(older.items()):
+            if len({r.experiment for r, _ in same}) > 1:
+                out.extend(_breaks(same, (content, settings, weights)))
+        # a read under the rule: judged with every read of the content and weights up to it
+        for i, x in enumerate(ordered):
+            if not by_content(x[0]):
+                continue
+            upto = ordered[:i + 1]
+            if len({r.experiment for r, _ in upto}) < 2:
+                continue
+            role = read_role(x[0])
+            if len(upto) > 2 or any(read_role(y[0]) == role for y in upto[:-1]):
+                found = _breaks(upto, (content, "*", weights))
+                out.extend(found or [SealBreak((content, "*", weights), "reads", tuple(r for r, _ in upto),
+                                               tuple(w for _, w in upto))])
+                break  # the first read that breaks it is named; the later ones follow from it
     return out
 
 
@@ -323,9 +403,10 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
     the others' records. An exclusive ``flock`` on ``<git dir>/monte/seal/<key>.lock``: the
     kernel drops it when its holder dies, so a killed process never leaves it held."""
     folder = Path(store.repo.commondir()) / "monte" / "seal"
-    # keyed by the settings and the weights, not the split's file: an exam is its items, and two
-    # files of overlapping items are one exam, so every exam of one base and settings shares a lock
-    name = sha256_bytes("\0".join((key.settings, key.weights)).encode())[:32]
+    # keyed by the weights alone, not the split's file nor the settings: an exam is its items, two
+    # files of overlapping items are one exam, and every setting shares a budget, so every test
+    # read of one base shares a lock
+    name = sha256_bytes(f"weights\0{key.weights}".encode())[:32]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(folder / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
@@ -342,10 +423,50 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+LEAK_REFUSALS = "leak-refusals.jsonl"
+
+
+def _leak_log(store: Store) -> Path:
+    return Path(store.repo.commondir()) / "monte" / LEAK_REFUSALS
+
+
+def record_leak_refusal(store: Store, *, split_sha256: str, content: str, experiment: str, source: str,
+                        rows: int, at: str) -> None:
+    """Count one leak refusal against a sealed test content: each one answered a membership
+    question ("are these rows in test?"), so each is disclosed beside the content's test reads
+    (:func:`leak_refusals`). Kept beside the seal's locks in the common git directory (any
+    worktree), not in a ledger: a refusal writes no record and moves no ref."""
+    path = _leak_log(store)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"split_sha256": split_sha256, "content": content, "experiment": experiment,
+                       "source": source, "rows": rows, "at": at}, sort_keys=True) + "\n"
+    with open(path, "a", encoding="utf-8") as f:  # one write of one line: appends do not interleave
+        f.write(line)
+
+
+def leak_refusals(store: Store, split_sha256: str, content: str = "") -> int:
+    """How many leak refusals this repository counted against a test content (by its split's
+    sha256, or its content key)."""
+    try:
+        lines = _leak_log(store).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return 0
+    n = 0
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and (doc.get("split_sha256") == split_sha256 or (content and doc.get("content") == content)):
+            n += 1
+    return n
+
+
 def overlap_note(seal: Seal, touches: Iterable[RunRow]) -> str:
     """How the reads of another test split were found to be this exam, for the refusal."""
     notes = [f"{t.experiment}/{t.run} read {t.exam!r}, {seal.why[t.run]}" for t in touches if t.run in seal.why]
     if not notes:
         return ""
     return (f"; another test split is this exam for the seal ({'; '.join(notes)}: a split sharing "
-            f"{SAME_EXAM:.0%} or more of its items is the same exam)")
+            f"{SHARED_SHARE:.0%} of either side's items, or {SHARED_ITEMS} items, with a read content is a "
+            "read of it)")

@@ -12,7 +12,9 @@ and pickle of a ``pytorch_model.bin`` read through a restricted unpickler that b
   or a file monte keeps out of a model (trainer state, ``rng_state*``, a hidden file:
   ``E_REFUSED``), and a PEFT adapter folder (``adapter_config.json``: its base is elsewhere).
 - :func:`weights_identity`: a sha256 over those files' tensors, each by (name, dtype, shape,
-  sha256 of its bytes in C order), sorted: the same for a safetensors file, a resharded copy,
+  sha256 of its bytes in C order), sorted, each name canonical as the loader maps it
+  (:func:`canonical_names`: the class's ``base_model_prefix`` added or a doubled one dropped, the
+  legacy renames such as ``LayerNorm.gamma``): the same for a safetensors file, a resharded copy,
   another tensor order or ``__metadata__``, and a ``pytorch_model.bin`` holding the same tensors.
   Tied weights count once: with ``tie_word_embeddings`` (transformers' default), an
   ``lm_head.weight`` equal to another tensor of the folder is that tensor.
@@ -168,6 +170,45 @@ def tied(config: dict[str, Any]) -> bool:
     return bool(value)
 
 
+#: ``base_model_prefix`` of the model classes whose base model is not at ``model`` (transformers'
+#: default for the decoder families: llama, qwen2, mistral, gemma, phi, opt, ...), by ``model_type``,
+#: so that the identity needs no import of transformers (and torch) to know it
+BASE_MODEL_PREFIX = {"gpt2": "transformer", "gptj": "transformer", "gpt_bigcode": "transformer",
+                     "bloom": "transformer", "falcon": "transformer", "mpt": "transformer", "codegen": "transformer",
+                     "gpt_neo": "transformer", "ctrl": "transformer", "t5": "transformer", "gpt_neox": "gpt_neox",
+                     "gpt_neox_japanese": "gpt_neox_japanese", "rwkv": "rwkv", "xlnet": "transformer"}
+#: transformers' legacy key renames, applied to every checkpoint it loads (its "legacy" conversion
+#: mapping): a tensor saved under the old name is the tensor of the new one
+LEGACY_RENAMES = (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias"),
+                  (".weight_g", ".parametrizations.weight.original0"),
+                  (".weight_v", ".parametrizations.weight.original1"))
+
+
+def base_model_prefix(config: dict[str, Any]) -> str:
+    model_type = config.get("model_type")
+    return BASE_MODEL_PREFIX.get(model_type, "model") if isinstance(model_type, str) else "model"
+
+
+def canonical_names(names: Iterator[str] | list[str], prefix: str) -> dict[str, str]:
+    """Each stored tensor name -> the name the loader gives it: the legacy renames, then the base
+    model's prefix as transformers maps it when a checkpoint holds the base model's tensors
+    without it (every name but the output head's gains it) or nested once more (one level
+    dropped). A checkpoint saved by ``save_pretrained`` keeps every name (its identity is the one
+    it always had); one with its names moved the loader undoes is the same tensors."""
+    out: dict[str, str] = {}
+    for name in names:
+        new = name
+        for old, repl in LEGACY_RENAMES:
+            new = new.replace(old, repl)
+        out[name] = new
+    p = prefix + "."
+    if out and not any(n.startswith(p) for n in out.values()):
+        out = {k: n if _is_output_embedding(n) else p + n for k, n in out.items()}
+    elif out and all(n.startswith(p + p) or _is_output_embedding(n) for n in out.values()):
+        out = {k: n.removeprefix(p) if n.startswith(p + p) else n for k, n in out.items()}
+    return out
+
+
 def _is_output_embedding(name: str) -> bool:
     return name == "lm_head.weight" or name.endswith(".lm_head.weight")
 
@@ -203,6 +244,11 @@ def read_weights(folder: Path) -> Weights:
             if t.name in tensors:
                 raise bad_file(path, f"tensor {t.name!r} is in two weight files")
             tensors[t.name] = t
+    # the names the loader gives them: a renamed copy is the same tensors (issue 42, case 1)
+    names = canonical_names(sorted(tensors), base_model_prefix(config))
+    if len(set(names.values())) < len(names):
+        raise bad_file(folder / files[0], "two tensors are loaded under one name (a renamed copy beside the original)")
+    tensors = {names[n]: t for n, t in tensors.items()}
     digests = {n: t.digest() for n, t in tensors.items()}
     dropped: list[str] = []
     if tied(config):

@@ -41,7 +41,7 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
 
     from monte.ledger.derived import Fold
     from monte.ledger.experiment import Ledger, one_experiment
-    from monte.ledger.seal import Seal
+    from monte.ledger.seal import Seal, leak_refusals
     from monte.ledger.store import Snapshot
 
     exp = one_experiment(ws.store, experiment)
@@ -83,7 +83,9 @@ def experiment_status(ws: Workspace, experiment: str | None, *, json_rows: bool 
         # index's dicts as attributes (no model object)
         seal.know(exp, cast("list[RunRow]", [SimpleNamespace(**r) for r in out.pop("_test_reads")]))
         out["exams"] = [{"exam": exam, "split_sha256": x.splits["test"].sha256,
-                         **_renamed(seal.disclosure(x.splits["test"].sha256))}
+                         **_renamed(seal.disclosure(x.splits["test"].sha256)),
+                         # each leak refusal answered "are these rows in test?": disclosed beside the reads
+                         "leak_refusals": leak_refusals(ws.store, x.splits["test"].sha256)}
                         for exam, x in sorted(meas.exams.items()) if "test" in x.splits]
         add_floors_and_reach(out, meas, floors, scores=out.pop("_scores"), memo=memo,
                              summaries=out.pop("_dev_summary"))

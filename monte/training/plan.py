@@ -300,7 +300,8 @@ def _require_baselines(reads: CohortReads, meas: Any, seal: tuple[Workspace, str
                     raise error("E_NO_BASELINE", f"cohort {cohort} has no test baseline for {exam}/test@0 in {exp}, "
                                 f"and can take none: the test split of exam {exam!r} was already read with these "
                                 f"base weights in experiment {there[0].experiment} (run {there[0].run}; the seal "
-                                "spans the repository: the same test content, eval settings and base weights)",
+                                "spans the repository: two reads per test content and base weights, whatever the "
+                                "eval settings)",
                                 rules.NEW_COHORT_FIX)
         for split in ("dev", "test"):
             if split in x.splits and reads.baseline(exam, split) is None:

@@ -24,6 +24,7 @@ from monte.ledger.refs import base_ref, lineage_ref
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.models import identity
+from monte.models.fingerprint import fingerprint
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import require_live
 from monte.runs.liveness import this_process
@@ -58,6 +59,15 @@ def _parent_label(r: RunRow) -> str:
     return f"{p['run']}@{p['step']}" if p else "base"
 
 
+def _behaviour(dest: Path) -> dict[str, Any]:
+    """The checkpoint's fingerprint (how it behaves: a copy with other bytes is still it); a
+    folder transformers cannot load records none, rather than losing the checkpoint's record."""
+    try:
+        return {"fingerprint": fingerprint(dest)}
+    except Exception:  # noqa: BLE001
+        return {}
+
+
 def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, servable: Path,
                     extra: dict[str, Any] | None = None,
                     before_commit: Callable[[Path, dict[str, str], ObjectID], dict[str, Any]] | None = None,
@@ -86,6 +96,7 @@ def save_checkpoint(ws: Workspace, experiment: str, row: RunRow, step: int, serv
         "recipe": row.plan["recipe"], "source": row.plan["source"], "boundary": bool(row.plan.get("boundary")),
         "parent": row.plan.get("parent"), "weights": str(dest.relative_to(ws.data_root)), "files": files,
         "weights_identity": weights_identity(dest, files), "sketch": identity.sketch(dest),
+        **_behaviour(dest),
         **(extra or {}), **more,
     }
     commit = record_checkpoint(ws.store, experiment, info, parent_commit)

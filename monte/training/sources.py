@@ -11,10 +11,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from monte.envs.grading import task_id
-from monte.envs.items import LeakIndex, item_text, read_items
+from monte.envs.items import LeakIndex, exam_key, item_text, read_items
 from monte.errors import error
 from monte.ledger.records import Measurement
-from monte.manifest import read_manifest, verify_folder
+from monte.ledger.seal import record_leak_refusal
+from monte.manifest import now, read_manifest, verify_folder
 from monte.workspace import Workspace
 
 NEEDS = {"sft": "dataset", "dpo": "dataset", "grpo": "environment", "rloo": "environment",
@@ -102,11 +103,22 @@ def rows_of(source: Source) -> list[tuple[str, Any]]:
     return out
 
 
+#: how many of a source's leaking rows a refusal names
+NAMED_ROWS = 5
+
+
 def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, Any]:
     """Refuse a source holding any item of a sealed (test) exam, after normalisation, in any
     column or message, whole or substantially (:class:`monte.envs.items.LeakIndex`); report how
-    many rows hold a dev item."""
+    many rows hold a dev item.
+
+    The refusal is no membership oracle: it names the source's rows that leak and how many,
+    never the sealed item a row matched (else "is this question in test?" could be asked one
+    dataset at a time), and it is counted against the sealed content
+    (``monte.ledger.seal.record_leak_refusal``), which ``monte status`` discloses beside its
+    test reads: each refusal answered such a question."""
     sealed: dict[str, str] = {}
+    exam_of: dict[str, str] = {}
     dev: dict[str, str] = {}
     on_grader: list[str] = []
     for name, exam in sorted(meas.exams.items()):
@@ -116,22 +128,32 @@ def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, An
                 continue
             target = sealed if split == "test" else dev
             for k, item in enumerate(read_items(str(ws.data_root / s.path))):
-                target[task_id(item, f"{name}/{split}", k)] = item_text(item)
+                label = task_id(item, f"{name}/{split}", k)
+                target[label] = item_text(item)
+                if split == "test":
+                    exam_of[label] = name
     sealed_index, dev_index = LeakIndex.build(sealed), LeakIndex.build(dev)
-    leaks: list[tuple[str, str]] = []
+    leaks: list[tuple[str, set[str]]] = []
     dev_overlap = 0
     for label, row in rows_of(source):
         hit = sealed_index.find(row)
         if hit:
-            leaks.append((label, min(hit)))
+            leaks.append((label, hit))
         elif dev_index.find(row):
             dev_overlap += 1
     if leaks:
-        where, sealed_item = leaks[0]
-        raise error("E_LEAK", f"{source.kind} {source.name!r} holds {len(leaks)} item(s) of this experiment's "
-                    f"sealed test exam (e.g. {where} holds {sealed_item}; compared after normalising case, spacing, "
-                    "punctuation and invisible characters, in every column and message)",
-                    "remove those items and freeze the rows again under a new name")
+        for name in sorted({exam_of[h] for _, hit in leaks for h in hit}):
+            s = meas.exams[name].splits["test"]
+            record_leak_refusal(ws.store, split_sha256=s.sha256, experiment=meas.experiment, source=source.name,
+                                content=exam_key(read_items(str(ws.data_root / s.path))), rows=len(leaks),
+                                at=now())
+        named = ", ".join(label for label, _ in leaks[:NAMED_ROWS]) + (", ..." if len(leaks) > NAMED_ROWS else "")
+        raise error("E_LEAK", f"{source.kind} {source.name!r}: {len(leaks)} of its row(s) hold an item of this "
+                    f"experiment's sealed test exam ({named}; compared after normalising case, spacing, "
+                    "punctuation and invisible characters, in every column and message). Which sealed item is "
+                    "never said, and this refusal is counted against the sealed content: `monte status` "
+                    "discloses it beside the test reads",
+                    "remove those rows and freeze the rest again under a new name")
     return {"dev_overlap": dev_overlap, **({"sealed_on_grader": on_grader} if on_grader else {})}
 
 

@@ -6,7 +6,7 @@ import random
 
 from monte.envs.items import LeakIndex, exam_key, exam_sketch, item_key, normalize_text
 from monte.ledger.records import RunRow
-from monte.ledger.seal import SAME_EXAM, Seal, SealKey, overlap
+from monte.ledger.seal import Seal, SealKey, overlap, same_content, shared
 
 
 def _items(lo: int, hi: int) -> list[dict[str, object]]:
@@ -33,15 +33,53 @@ def test_an_exam_key_is_its_set_of_items() -> None:
                                                     {"role": "assistant", "content": "even"}]})
 
 
-def test_overlap_is_exact_for_small_splits_and_estimated_for_large_ones() -> None:
-    small_a, small_b = exam_sketch(_items(0, 40)), exam_sketch(_items(20, 60))
-    assert overlap(small_a, small_b) == 0.5
+def _v1(items: list[dict[str, object]]) -> dict[str, object]:
+    """The exam id a test read recorded before version 2: the 64 smallest keys (a bottom-k sketch)."""
+    from monte.envs.items import item_keys
+
+    keys = item_keys(items)
+    return {"key": exam_key(items), "items": len(keys), "sketch": keys[:64]}
+
+
+def test_an_exam_id_holds_every_key_and_overlap_is_exact() -> None:
     a = exam_sketch(_items(0, 1000))
-    for lo, want in ((0, 1.0), (250, 0.75), (600, 0.4), (1000, 0.0)):
-        got = overlap(a, exam_sketch(_items(lo, lo + 1000)))
-        assert abs(got - want) < 0.15, (lo, got)
+    assert a["v"] == 2 and a["items"] == 1000 and len(a["keys"]) < 11_000  # ~11 KB per thousand items
+    for lo in (0, 250, 600, 990, 1000):
+        assert shared(a, exam_sketch(_items(lo, lo + 1000))) == 1000 - lo
     assert overlap(a, exam_sketch(_items(0, 1000)[::-1])) == 1.0
-    assert overlap(a, exam_sketch(_items(0, 300))) > SAME_EXAM  # a subset of a sealed split is that exam
+    assert overlap(a, exam_sketch(_items(0, 300))) == 1.0  # a subset of a sealed split is that exam
+    # the rule: 5% of either side, or 10 items
+    assert same_content(a, exam_sketch(_items(990, 1100)))[0]  # 10 items
+    assert not same_content(a, exam_sketch(_items(991, 1191)))[0]  # 9 items, 4.5% of the smaller side
+    assert same_content(exam_sketch(_items(0, 40)), exam_sketch(_items(38, 100)))[0]  # 2 items, 5% of 40
+    # an older read's bottom-k sketch is still estimated, among two such sketches
+    old = _v1(_items(0, 1000))
+    assert abs(overlap(old, _v1(_items(250, 1250))) - 0.75) < 0.15
+
+
+def test_added_items_of_smaller_keys_do_not_hide_a_sealed_exam() -> None:
+    """Issue 42, case 4: all 200 sealed items plus 64 new ones whose keys sort below them. The bottom-k
+    sketch of the new split holds none of the sealed keys (estimated overlap 0); the exact key set
+    holds all 200, and against an older read's sketch every sealed key it kept is found."""
+    from monte.envs.items import item_key
+
+    sealed = _items(0, 200)
+    low = sorted((i for i in _items(10_000, 40_000)), key=item_key)[:64]
+    assert max(item_key(i) for i in low) < min(item_key(i) for i in sealed)
+    steered = sealed + low
+    assert overlap(_v1(sealed), _v1(steered)) == 0.0  # what the bottom-k sketches saw
+    assert shared(exam_sketch(sealed), exam_sketch(steered)) == 200
+    assert shared(_v1(sealed), exam_sketch(steered)) == 200  # an older read against a new one
+    assert same_content(_v1(sealed), exam_sketch(steered))[0]
+
+
+def test_an_lm_eval_item_is_its_document_not_its_rendered_prompt() -> None:
+    doc = {"id": "gsm/test/00001", "prompt": "Q: 2+2?\nA: 4\n\nQ: 3+5?\nA:", "answer": "8",
+           "lm_eval": {"doc_hash": "d" * 64, "prompt_hash": "p" * 64, "target_hash": "t" * 64}}
+    refrozen = {**doc, "prompt": "Question: 1+1?\nAnswer: 2\n\nQuestion: 2+2?\nAnswer: 4\n\nQuestion: 3+5?\n"
+                "Answer:", "lm_eval": {**doc["lm_eval"], "prompt_hash": "q" * 64}}  # type: ignore[dict-item]
+    assert item_key(doc) == item_key(refrozen)
+    assert item_key(doc) != item_key({**doc, "lm_eval": {**doc["lm_eval"], "doc_hash": "e" * 64}})  # type: ignore[dict-item]
 
 
 def _read(run: str, plan: dict[str, object]) -> RunRow:
@@ -95,3 +133,18 @@ def test_a_templated_row_sharing_a_clause_with_a_sealed_item_is_no_leak() -> Non
     assert idx.find(honest) == set()
     edited = {"question": sealed["t/0"].replace("Consider these statements", "Look at these statements")}
     assert idx.find(edited) == {"t/0"}
+
+
+def test_a_sealed_item_with_a_word_inserted_is_a_leak() -> None:
+    """Issue 42's planted leaks: a word inserted inside a sealed question hid it from the check;
+    it is found now. An inserted operator or number is another expression, and a neutral term
+    (``6 - 0 + 5 =`` beside a sealed ``6 + 5 =``) is not taken for one: chain_sum's own
+    curriculum asks such questions honestly, and a check that refused them would refuse it."""
+    idx = LeakIndex.build({"a": "45 + 67 =", "b": "p 27611 =", "c": "reverse ammonia =", "e": "8 - 6 =",
+                           "f": "6 + 5 ="})
+    assert idx.find({"input": "p the 27611 ="}) == {"b"}
+    assert idx.find({"input": "45 + the 67 ="}) == {"a"}
+    assert idx.find({"output": "reverse the ammonia = ainomma"}) == {"c"}
+    for honest in ("45 + 67 + 1 =", "12 + 45 + 67 =", "45 + 670 =", "p 27612 =", "p 2 7611 =",
+                   "8 - -6 =", "6 - 0 + 5 ="):
+        assert idx.find({"input": honest}) == set(), honest

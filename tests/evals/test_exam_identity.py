@@ -5,7 +5,8 @@
   on the settings that change what is generated or graded.
 - Case 4: the same 200 test items in reverse order, frozen under a new name and recorded on the
   vault ref, were a new exam: the seal was keyed by the split file's sha256. A split is its set
-  of normalised items now, and one sharing most of them with a sealed one is that exam.
+  of normalised items now, and one sharing 5% of either side or 10 items with a sealed one is a
+  read of that exam (issue 42).
 
 Each repository here is ``monte quickstart``'s shape: the parity environment, experiment ``exp``
 on the tiny base model, its test@0 taken; the second experiment is written as the attack wrote it.
@@ -75,10 +76,9 @@ def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> N
         plan = monte("eval", "-e", other, "--dry-run", "--json").json()["plan"]
         assert plan["execution"]["batch_size"] in (7, 5) and "batch_size" not in plan["settings"]
     assert monte("ledger", "verify", "--json").code == 0  # both ledgers are well-formed
-    # an output setting is another exam: its own two reads
+    # an output setting is another cohort for pairing, never a fresh test budget (issue 42)
     _plain_git_experiment(repo, "exp4", lambda m: m["eval"].update(max_new_tokens=17))
-    r = monte("eval", "-e", "exp4", "--split", "test", "--dry-run", "--json")
-    assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out
+    assert "whatever the eval settings" in _refused_sealed(monte, repo, "-e", "exp4")["message"]
 
 
 def _env_from_parity(repo: Path, monte, name: str, test_items: list[dict[str, Any]], model: Path) -> None:
@@ -120,9 +120,12 @@ def test_a_reordered_or_mostly_shared_test_split_is_the_same_exam(repo: Path, mo
         err = _refused_sealed(monte, repo, "-e", f"x-{env}")
         assert "exp/" in err["message"] and "another test split is this exam" in err["message"], err
     assert "the same items in another order" in _refused_sealed(monte, repo, "-e", "x-reversed")["message"]
-    assert "items in common" in _refused_sealed(monte, repo, "-e", "x-mostly")["message"]
-    # other items are another exam: a split sharing under half of them has its own two reads
-    _env_from_parity(repo, monte, "other", dev[50:200] + test[:40], base_model)
+    assert "150 of its items in common" in _refused_sealed(monte, repo, "-e", "x-mostly")["message"]
+    # a split sharing 10 items (5% of neither side) is a read of the sealed content (issue 42)
+    _env_from_parity(repo, monte, "ten", dev[50:200] + test[:10], base_model)
+    assert "10 of its items in common" in _refused_sealed(monte, repo, "-e", "x-ten")["message"]
+    # other items are another exam: a split sharing under 10 items and 5% has its own two reads
+    _env_from_parity(repo, monte, "other", dev[50:200] + test[:5], base_model)
     r = monte("eval", "-e", "x-other", "--split", "test", "--dry-run", "--json")
     assert r.code == 0 and r.json()["plan"]["exams"][0]["role"] == "baseline", r.out
 
@@ -146,3 +149,24 @@ def test_verify_names_a_second_test0_that_differs_only_in_an_execution_detail(
     err = r.json()["error"]
     assert err["code"] == "E_VERIFY" and "[seal]" in err["message"] and "two test@0 reads" in err["message"], err
     assert "exp/" in err["message"] and "exp2/" in err["message"], err
+
+
+def test_a_split_steered_with_items_of_smaller_keys_is_the_sealed_exam(repo: Path, monte, exp: str,
+                                                                      base_model: Path) -> None:
+    """Issue 42, case 4: a test file holding all 200 sealed items plus 64 new items chosen so that
+    their keys sort below the sealed ones. The bottom-k sketch a read recorded held none of the
+    sealed keys (estimated overlap 0.0: a fresh exam whose claim scored every sealed item); a read
+    records every key now, so the 200 shared items are counted exactly."""
+    from monte.envs.items import item_key
+
+    _test0(monte)
+    test, dev = _items(repo, "test"), _items(repo, "dev")
+    taken = {it["prompt"] for it in test + dev}
+    floor = min(item_key(it) for it in test)
+    fresh = [{"id": f"parity/test/9{x:05d}", "prompt": f"p {x} =", "answer": "odd" if x % 2 else "even",
+              "metadata": {"number": x}} for x in range(10_000, 100_000) if f"p {x} =" not in taken]
+    low = sorted((it for it in fresh if item_key(it) < floor), key=item_key)[:64]
+    assert len(low) == 64
+    _env_from_parity(repo, monte, "steered", test + low, base_model)
+    err = _refused_sealed(monte, repo, "-e", "x-steered")
+    assert "exp/" in err["message"] and "200 of its items in common" in err["message"], err

@@ -133,10 +133,21 @@ def bf16_round_trip(folder: Path) -> None:
     _save(folder, {k: v.to(torch.bfloat16).to(torch.float32) for k, v in _tensors(folder).items()})
 
 
+def renamed(folder: Path) -> None:
+    """Issue 42, case 1: the ``model.`` prefix stripped from every tensor name (the loader adds it)."""
+    _save(folder, {k.removeprefix("model."): v for k, v in _tensors(folder).items()})
+
+
+def nested(folder: Path) -> None:
+    """... or doubled (the loader drops one level)."""
+    _save(folder, {f"model.{k}" if k.startswith("model.") else k: v for k, v in _tensors(folder).items()})
+
+
 BASE_VARIANTS: dict[str, Callable[[Path], None]] = {
     "bit-flip": flip_a_bit, "junk-bin": junk_bin, "extra-safetensors": extra_safetensors,
     "unused-tensor": unused_tensor, "tied-lm-head": tied_lm_head, "bin-beside": bin_beside,
     "bin-instead": bin_instead, "bf16-round-trip": bf16_round_trip, "copy-and-junk": junk_pt,
+    "renamed": renamed, "nested": nested,
 }
 
 
@@ -164,13 +175,13 @@ def test_no_near_copy_of_the_base_gets_a_fresh_seal(repo: Path, monte, exp: str,
     assert monte("ledger", "verify", "--json").code == 0
 
 
-@pytest.mark.parametrize("variant", ["bit-flip", "junk-bin"])
+@pytest.mark.parametrize("variant", ["bit-flip", "junk-bin", "renamed", "nested"])
 def test_a_near_copy_of_a_checkpoint_is_refused_naming_it(repo: Path, monte, exp: str, tiny_models,
                                                           variant: str) -> None:
     run = checkpoint(repo, tiny_models[1])
     folder = repo / ".monte" / "runs" / "exp" / run / "checkpoints" / "step-50"
     copy = _copy(folder, repo.parent / f"ck-{variant}")
-    {"bit-flip": flip_a_bit, "junk-bin": junk_bin}[variant](copy)
+    BASE_VARIANTS[variant](copy)
     before = snapshot_state(repo)
     for args in (("--split", "test"), ("--split", "dev")):
         r = _eval(monte, *args, "--model", str(copy), "--dry-run")
@@ -332,3 +343,24 @@ def test_an_older_ledgers_cohort_is_kept(repo: Path, monte, exp: str, base_model
     plan = _plan(monte, "--model", str(folder))
     assert plan["cohort"] == cohort and plan["weights"] == then
     assert monte("ledger", "verify", "--json").code == 0
+
+
+def test_a_renamed_checkpoint_loads_as_the_checkpoint_and_is_its_weights(tmp_path: Path, tiny_models) -> None:
+    """Issue 42, case 1: the copy is no near miss. transformers loads the renamed folder into the
+    very model (every logit equal), so the identity is the checkpoint's, not a sketch at distance 1."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from monte.models.identity import distance, identify
+
+    src = tiny_models[1]
+    copy = _copy(src, tmp_path / "renamed")
+    renamed(copy)
+    assert not any(k.startswith("model.") for k in _tensors(copy))
+    ids = torch.tensor([[1, 5, 9, 2, 7, 3]])
+    with torch.no_grad():
+        a = AutoModelForCausalLM.from_pretrained(str(src)).eval()(ids).logits
+        b = AutoModelForCausalLM.from_pretrained(str(copy)).eval()(ids).logits
+    assert torch.equal(a, b)
+    x, y = identify(src), identify(copy)
+    assert x.weights == y.weights and distance(x.sketch, y.sketch) == 0.0

@@ -2,7 +2,12 @@
 the sealed test items with a zero-width space appended, with ``" ="`` written ``"="``, with the
 prompt moved into the output column, in a chat row's user turn, or with words around it trained
 without ``E_LEAK``. Each is refused now, naming the row, and leaves the repository as it was; an
-honest dataset from the curriculum still trains (its dev overlap is reported, not refused)."""
+honest dataset from the curriculum still trains (its dev overlap is reported, not refused).
+
+Issue 42: the refusal is no membership oracle. It named the sealed item a row matched, so an
+agent could ask "is this question in test?" one dataset at a time; it names the dataset's rows
+and how many now, never the sealed item, and every refusal is counted against the sealed content
+and disclosed by `monte status` beside its test reads."""
 
 from __future__ import annotations
 
@@ -34,8 +39,8 @@ def test_a_sealed_item_hidden_by_a_trivial_edit_is_a_leak(repo: Path, monte, tra
         assert monte("dataset", "add", f"edited{k}", "--from-file", str(path), "--kind", "sft").code == 0, move
         err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", f"edited{k}", "--smoke", "--yes",
                       code="E_LEAK", exit_code=3)
-        assert "1 item(s)" in err["message"] and "line 21" in err["message"], (move, err)
-        assert "parity/test/00007" in err["message"], (move, err)
+        assert "1 of its row(s)" in err["message"] and "line 21" in err["message"], (move, err)
+        assert "parity/test/00007" not in err["message"] and sealed not in err["message"], (move, err)
 
 
 def test_a_chat_row_holding_a_sealed_item_is_a_leak(repo: Path, monte, trainable: str, tmp_path: Path) -> None:
@@ -52,7 +57,7 @@ def test_a_chat_row_holding_a_sealed_item_is_a_leak(repo: Path, monte, trainable
     assert monte("dataset", "add", "chat", "--from-file", str(path), "--kind", "sft").code == 0
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "chat", "--smoke", "--yes",
                   code="E_LEAK", exit_code=3)
-    assert "line 11" in err["message"] and "parity/test/00003" in err["message"]
+    assert "line 11" in err["message"] and "parity/test/00003" not in err["message"]
 
 
 def test_honest_rows_are_no_leak(repo: Path, monte, trainable: str) -> None:
@@ -61,3 +66,23 @@ def test_honest_rows_are_no_leak(repo: Path, monte, trainable: str) -> None:
         r = monte("train", "--recipe", "grpo-t" if source == "parity" else "sft-t", "--source", source,
                   "--smoke", "--dry-run", "--json")
         assert r.code == 0, r.out + r.err
+
+
+def test_a_leak_refusal_names_no_sealed_item_and_is_disclosed(repo: Path, monte, trainable: str,
+                                                             tmp_path: Path) -> None:
+    honest = [{"input": it["prompt"], "output": " " + it["answer"]} for it in curriculum(repo)[:20]]
+    test = exam_prompts(repo, "test")
+    assert monte("status", "--json").json()["exams"][0]["leak_refusals"] == 0
+    rows = [*honest, *({"input": p, "output": " even"} for p in test[:7])]
+    assert monte("dataset", "add", "probe", "--from-file", str(_rows(tmp_path / "probe.jsonl", rows)),
+                 "--kind", "sft").code == 0
+    for _ in range(2):  # each refusal answered a membership question: each is counted
+        err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "probe", "--smoke", "--yes",
+                      code="E_LEAK", exit_code=3)
+        assert "7 of its row(s)" in err["message"] and "line 21, line 22" in err["message"], err
+        assert "..." in err["message"]  # five rows named, the rest counted
+        assert not any(p in err["message"] or p.replace(" ", "") in err["message"] for p in test[:7])
+        assert "parity/test/" not in err["message"] and "never said" in err["message"]
+    (exam,) = monte("status", "--json").json()["exams"]
+    assert exam["leak_refusals"] == 2
+    assert "2 leak refusal(s)" in monte("status").out

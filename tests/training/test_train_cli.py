@@ -158,8 +158,8 @@ def test_a_source_holding_sealed_test_items_is_a_leak(repo: Path, monte, ready: 
     assert monte("dataset", "add", "leaky", "--from-file", str(leaky), "--kind", "sft").code == 0
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "leaky", "--from-base", "--yes",
                   code="E_LEAK", exit_code=3)
-    assert "3 item(s)" in err["message"] and "sealed test" in err["message"] and "line 21" in err["message"]
-    assert "remove those items" in err["fix"]
+    assert "3 of its row(s)" in err["message"] and "sealed test" in err["message"] and "line 21" in err["message"]
+    assert "remove those rows" in err["fix"]
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "leaky", "--smoke", "--yes",
                   code="E_LEAK", exit_code=3)  # a smoke reads the same rows
     # dev items are not sealed: the plan reports them and goes ahead
