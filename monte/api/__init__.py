@@ -182,13 +182,16 @@ def dataset_add(
     output_key: str = "output",
     dry_run: bool = False,
     ws: Workspace | None = None,
+    from_env: str | None = None,
 ) -> DatasetAddResult:
     """Freeze a JSONL pile as a Dataset: prove every line, hash it, record where it came from,
-    then push it to the Vault (as :func:`env_add` does)."""
+    then push it to the Vault (as :func:`env_add` does). ``from_env`` (with ``kind="sft"``): the
+    rows are a trainable environment's curriculum written as demonstrations
+    (:mod:`monte.datasets.demonstrations`)."""
     from monte.datasets import manage
 
     return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws)
+                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws, from_env=from_env)
 
 
 def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetInfo] | list[VaultEntry]:

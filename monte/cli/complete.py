@@ -70,6 +70,21 @@ def _environments(incomplete: str) -> list[str]:
     return _frozen("environment")
 
 
+def _trainable(incomplete: str) -> list[str]:
+    """The environments with a curriculum: the vault ref's manifests, then this data root's."""
+    from monte.ledger.vault import Vault
+    from monte.manifest import read_manifest
+
+    ws = _ws()
+    vault = Vault(ws.store)
+    out = []
+    for name in _frozen("environment"):
+        m = vault.get("environment", name) or read_manifest(ws.env_dir(name))
+        if m is not None and m.env_kind == "trainable":
+            out.append(name)
+    return out
+
+
 def _datasets(incomplete: str) -> list[str]:
     return _frozen("dataset")
 
@@ -86,4 +101,5 @@ checkpoints = _safe(_checkpoints)
 environments = _safe(_environments)
 datasets = _safe(_datasets)
 recipes = _safe(_recipes)
-sources = _safe(lambda s: _datasets(s) + _environments(s))
+trainable_envs = _safe(_trainable)
+sources = _safe(lambda s: _datasets(s) + _trainable(s))  # an eval-only environment trains nothing

@@ -64,7 +64,9 @@ def resolve(ws: Workspace, name: str) -> Source:
 def check_pairing(algorithm: str, source: Source) -> None:
     need = NEEDS[algorithm]
     if source.kind != need:
-        fix = ("an sft recipe trains on demonstrations: pass --source a Dataset frozen with --kind sft"
+        fix = (f"an sft recipe trains on demonstrations: write this environment's curriculum as demonstrations "
+               f"with `monte dataset add {source.name}-sft --from-env {source.name} --kind sft` (input: the "
+               f"prompt; output: one space, then its answer) and pass --source {source.name}-sft"
                if algorithm == "sft" else
                f"a {algorithm} recipe reads its reward or prompts from an environment: pass --source a "
                "trainable Environment (or use an sft recipe with this Dataset)")

@@ -122,7 +122,9 @@ def test_a_crossed_pairing_refuses_naming_the_right_kind(repo: Path, monte, read
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity", "--from-base", "--yes",
                   code="E_REFUSED", exit_code=3)
     assert "sft" in err["message"] and "'parity'" in err["message"]
-    assert "Dataset frozen with --kind sft" in err["fix"]
+    # the fix names the command that turns the curriculum into demonstrations, and how they are joined
+    assert "`monte dataset add parity-sft --from-env parity --kind sft`" in err["fix"], err["fix"]
+    assert "one space, then its answer" in err["fix"]
     for recipe in ("grpo-t", "distill-t"):
         err = refused(monte, repo, "train", "--recipe", recipe, "--source", "parity-sft", "--from-base", "--yes",
                       code="E_REFUSED", exit_code=3)
