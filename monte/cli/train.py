@@ -29,7 +29,9 @@ def _human(r: Any) -> None:
 @click.option("--from-base", is_flag=True, help="Open a fresh branch from the base model at step 0.")
 @click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
-@click.option("--smoke", is_flag=True, help="A 3-step micro-chunk that is never evidence.")
+@click.option("--smoke", is_flag=True,
+              help="A 3-step micro-chunk from the base model that is never evidence: it states neither --parent "
+              "nor --from-base (it never enters the tree).")
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition, and a real chunk's "
               "checkpoint to the hub repo MONTE_HUB_REPO (or `hub:` in .monte.yaml).")

@@ -141,7 +141,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
     meas = ledger.measurement(snap)
-    rec = recipes.resolve(recipe, ws.repo_root)
+    # Every refusal that needs no trainer comes before TRL's import (which imports torch, seconds):
+    # the starting point, the base, its baselines, the source and its pairing, a leak.
+    head = recipes.peek(recipe, ws.repo_root)
     if smoke and (parent or from_base):
         raise error("E_USAGE", "a smoke chunk states neither --parent nor --from-base: it never enters the tree",
                     "drop --parent/--from-base, or drop --smoke for a real chunk")
@@ -150,9 +152,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
                     + (" (not both)" if parent else ""), "monte train ... --from-base  |  --parent RUN@STEP")
     # a continuation's base is its parent's cohort's (as `eval --checkpoint` reads it), unless named
     base = model or (_parent_base(ws, exp, ledger, snap, parent) if parent else None) \
-        or rec.settings.get("model") or meas.model
+        or head.model or meas.model
     if not base:
-        raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {rec.name}",
+        raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {head.name}",
                     "pass --model PATH")
     where = locate.locate(ws, base)
     assert where.folder is not None
@@ -163,7 +165,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     if not smoke:
         _require_baselines(CohortReads(ledger, snap, cohort), meas, seal=(ws, exp, base_id))
     src = sources.resolve(ws, source)
-    sources.check_pairing(rec.algorithm, src)
+    sources.check_pairing(head.algorithm, src)
+    leak = sources.leak_check(ws, meas, src)
+    rec = recipes.resolve(recipe, ws.repo_root)  # the TRL fields proven: imports TRL
     extra: dict[str, Any] = {}
     if rec.algorithm == "distillation":  # refuse a missing teacher before anything is written
         teacher = _teacher(rec.parsed().teacher, ws.repo_root)
@@ -171,7 +175,6 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
         if taught.register:
             names[taught.register] = teacher
         extra = {"teacher": teacher, "teacher_ref": taught.ref, "teacher_files": servable_files(Path(teacher))}
-    leak = sources.leak_check(ws, meas, src)
     steps = SMOKE_STEPS if smoke else meas.train.steps_per_chunk
     base_str = str(where.folder.resolve())
     common: dict[str, Any] = dict(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=where.ref,
