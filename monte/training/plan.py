@@ -116,6 +116,10 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
     (:mod:`monte.training.launch`)."""
     if processes is not None and processes < 1 or nodes < 1:  # before anything else is read
         launch.plan_launch({}, "sft", processes=processes, nodes=nodes, cuda=False)
+    if push:  # refused before any compute (and before TRL's import): no bucket, or (a real chunk) no hub repo
+        from monte.storage import hub
+
+        bucket, hub_repo = push_bucket(ws), None if smoke else hub.require_repo(ws)
     plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
                        from_base=from_base, model=model, smoke=smoke)
     recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
@@ -126,12 +130,8 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
         _same_world(ws, plan)
     if not remote:
         check_machine(plan)
-    if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
-        from monte.storage import hub
-
-        plan.push = True
-        plan.bucket = push_bucket(ws)
-        plan.hub = None if smoke else hub.require_repo(ws)
+    if push:
+        plan.push, plan.bucket, plan.hub = True, bucket, hub_repo
     return plan
 
 
@@ -305,9 +305,12 @@ def _require_baselines(reads: CohortReads, meas: Any, seal: tuple[Workspace, str
             if split in x.splits and reads.baseline(exam, split) is None:
                 missing.append(f"{exam}/{split}@0")
     if missing:
+        # name only the reads that are missing: an experiment with no test split has no `--split test`
+        todo = [cmd for split, cmd in (("dev", "`monte eval` (dev)"), ("test", "`monte eval --split test`"))
+                if any(m.endswith(f"/{split}@0") for m in missing)]
         raise error("E_NO_BASELINE", f"cohort {cohort} has no baseline for {', '.join(missing)}; training is "
                     "refused until every exam has its baseline",
-                    "evaluate the base model first: `monte eval` (dev) and `monte eval --split test`")
+                    f"evaluate the base model first: {' and '.join(todo)}")
 
 
 def _teacher(spec: str, repo_root: Path) -> str:
