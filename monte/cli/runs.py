@@ -25,6 +25,43 @@ def _at_floor(floor: float | None) -> str:
     return f" - at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
 
 
+#: the widest line `monte status` prints (the runs table aside); `--wide` prints every line whole
+WIDTH = 119
+
+
+def _fit(line: str, wide: bool, keep: str | None = None) -> str:
+    """``line`` folded at :data:`WIDTH` at spaces, its continuation lines indented under it;
+    ``keep``: a phrase that is not broken, nor parted from the word before it (the legend)."""
+    if wide or len(line) <= WIDTH or "\n" in line:
+        return line
+    import textwrap
+
+    if keep and " " + keep in line:  # the legend stays with the hop it explains (`=move=> STEP`)
+        head, _, tail = line.partition(" " + keep)
+        head = "\0".join(head.rsplit(" ", 1)) if head.count(" ") > 1 else head
+        line = head + "\0" + keep.replace(" ", "\0") + tail
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return "\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False,
+                                    break_on_hyphens=False)).replace("\0", " ")
+
+
+def claim_lines(r: Any) -> list[str]:
+    """The final claims (a test read on a checkpoint), as status opens with them."""
+    from monte.stats.paired import format_interval
+
+    scores = {x["run"]: x for x in r["rows"]} if isinstance(r["rows"], list) else {}
+    out = []
+    for d in r["deltas"]:
+        if d.get("role") != "claim":
+            continue
+        row = scores.get(d["run"]) or {}  # (the kept text view lists no rows here: the table's lines)
+        score = f"test {row['score']:.4f}, " if isinstance(row.get("score"), float) else ""
+        out.append(f"final claim {d['target']} on {d['exam']}/test: {score}delta {d['delta']:+.4f} "
+                   f"{format_interval(d['lower'], d['upper'])} vs test@0 (n {d['n']}): "
+                   f"{d.get('verdict') or 'unjudged'} (run {d['run']})")
+    return out
+
+
 def render_status(r: Any) -> None:
     if isinstance(r, Rendered):  # the status as this state of the repository printed it before
         r.write()
@@ -32,7 +69,12 @@ def render_status(r: Any) -> None:
     from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
 
-    click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
+    wide = bool(r.get("_wide"))
+    sampling = r.get("sampling")
+    head = [*claim_lines(r), f"experiment {r['experiment']} (environment {r['environment']}"
+            + (f"; K = {sampling['samples']} samples per item at temperature {sampling['temperature']:g}"
+               if sampling else "") + ")"]
+    click.echo("\n".join(_fit(line, wide) for line in head))
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
     pre = r.get("_table")  # the lines status formatted from its cache (``api.status(table=True)``)
     rows = pre.rows if pre is not None else [table_line(x) for x in r["rows"]]
@@ -64,7 +106,8 @@ def render_status(r: Any) -> None:
     for head, d in zip(heads, r["deltas"], strict=True):
         out(head + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
     for line in r["lineage"]:  # the legend ends each line that crosses a stage boundary (=move=>)
-        out(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""))
+        out(_fit(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""), wide,
+                 keep=r["legend"]))
     several = len({c["exam"] for c in r["cycles"]}) > 1
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
                             + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
@@ -75,21 +118,24 @@ def render_status(r: Any) -> None:
                         for e, s in c["dev"].items() if s is not None) or "no dev eval"
         out(f"  {c['checkpoint']}  {c['move']}  from {c['parent']}"
             + ("  (stage boundary)" if c["boundary"] else "") + f"  dev: {dev}")
-    click.echo("\n".join(lines))
+    click.echo("\n".join(_fit(line, wide) for line in lines))
 
 
 @click.command()
 @click.argument("experiment", required=False, shell_complete=complete.experiments)
 @experiment_option
+@click.option("--wide", is_flag=True, help=f"Print every line whole (by default a line folds at {WIDTH + 1} columns).")
 @handled(render_status)
-def status(experiment: str | None, experiment_opt: str | None, as_json: bool) -> Any:
-    """Rows, delta lines, lineage, cycles and checkpoints of an experiment.
+def status(experiment: str | None, experiment_opt: str | None, wide: bool, as_json: bool) -> Any:
+    """The final claim, rows, delta lines, lineage, cycles and checkpoints of an experiment.
 
     Example: monte status, or monte status EXP (also -e EXP) with several experiments.
     """
     from monte import api
 
     name = experiment_named(experiment, experiment_opt)
+    if wide and not as_json:  # not a kept view: the text of those is folded
+        return {**api.status(experiment=name), "_wide": True}
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
         return api.status(experiment=name)
     # for a program (a pipe, a file): the output as printed, made once per state of the
