@@ -166,28 +166,32 @@ STATUS_RENDERERS: dict[str, tuple[Callable[[dict[str, Any]], bytes | str], tuple
 
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
 @handled(lambda r: click.echo(json.dumps(r, indent=2, sort_keys=True)))
-def show(run: str) -> Any:
+def show(run: str, experiment: str | None) -> Any:
     """One full row with all provenance fields."""
     from monte import api
 
-    return api.show(ref=run)
+    return api.show(ref=run, experiment=experiment)
 
 
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: {run, events: [...]} (no --follow).")
-def logs(run: str, follow: bool, as_json: bool) -> None:
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
+def logs(run: str, follow: bool, as_json: bool, experiment: str | None) -> None:
     """The run's event file, as JSON lines."""
     if as_json:
-        _logs_json(run, follow, as_json=True)
+        _logs_json(run, follow, experiment, as_json=True)
     else:
-        _logs(run, follow)
+        _logs(run, follow, experiment)
 
 
 @handled()
-def _logs_json(run: str, follow: bool) -> Any:
+def _logs_json(run: str, follow: bool, experiment: str | None) -> Any:
     """``--json``: every event so far as one document (JSON lines are not one document)."""
     from monte import api
     from monte.errors import error
@@ -195,7 +199,7 @@ def _logs_json(run: str, follow: bool) -> Any:
     if follow:
         raise error("E_USAGE", "--follow prints events as they come; it cannot be one JSON document",
                     "drop --json to follow, or drop --follow for the events so far")
-    path = api.logs(ref=run)
+    path = api.logs(ref=run, experiment=experiment)
     events = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -207,10 +211,10 @@ def _logs_json(run: str, follow: bool) -> Any:
 
 
 @handled(None)
-def _logs(run: str, follow: bool) -> None:
+def _logs(run: str, follow: bool, experiment: str | None) -> None:
     from monte import api
 
-    path = api.logs(ref=run)
+    path = api.logs(ref=run, experiment=experiment)
     with open(path, encoding="utf-8") as f:
         while True:
             line = f.readline()
@@ -228,12 +232,14 @@ def _logs(run: str, follow: bool) -> None:
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--reason", hidden=True, help="Why, recorded on the row (a box's job wrapper uses it).")
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
 @handled(lambda r: click.echo(f"{r['run']}: abandoned" + (" (process signalled)" if r["signalled"] else "")))
-def stop(run: str, reason: str | None) -> Any:
+def stop(run: str, reason: str | None, experiment: str | None) -> Any:
     """Terminate a running Run; its row reads abandoned."""
     from monte import api
 
-    return api.stop(ref=run, reason=reason)
+    return api.stop(ref=run, experiment=experiment, reason=reason)
 
 
 def _recovered(r: list[dict[str, Any]]) -> None:

@@ -27,7 +27,7 @@ def _human(r: Any) -> None:
 @click.option("--source", required=True, metavar="S", shell_complete=complete.sources, help="A frozen Dataset (sft) or trainable Environment.")
 @click.option("--parent", metavar="RUN@STEP", shell_complete=complete.checkpoints, help="Continue (same recipe) or warm-start (other recipe) from it.")
 @click.option("--from-base", is_flag=True, help="Open a fresh branch from the base model at step 0.")
-@click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")
+@click.option("--model", metavar="M", shell_complete=complete.models, help="The base model (default: the recipe's, then the experiment's).")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
 @click.option("--smoke", is_flag=True,
               help="A 3-step micro-chunk from the base model that is never evidence: it states neither --parent "
@@ -128,8 +128,10 @@ def _rerun_human(r: Any) -> None:
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--dry-run", is_flag=True, help="Print the command and environment (the only mode).")
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
 @handled(_rerun_human)
-def rerun(run: str, dry_run: bool, as_json: bool) -> Any:
+def rerun(run: str, dry_run: bool, experiment: str | None, as_json: bool) -> Any:
     """Print the exact command and environment that launch a train run's chunk again."""
     from monte import api
     from monte.errors import error
@@ -137,4 +139,4 @@ def rerun(run: str, dry_run: bool, as_json: bool) -> Any:
     if not dry_run:
         raise error("E_USAGE", "`monte rerun` prints the launch; it runs nothing itself",
                     "pass --dry-run, then run the printed command")
-    return api.rerun(ref=run)
+    return api.rerun(ref=run, experiment=experiment)
