@@ -107,7 +107,8 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
     step(f"monte promote {target} --dest promoted --confirm {target}")
     promoted = api.promote(ref=target, dest=folder / "promoted", confirm=target, ws=ws)
-    say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes, every sha256 verified")
+    say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes "
+        f"({promoted.disk / 2**20:.1f} MiB on disk), every sha256 verified")
     if subprocess.run(["git", "-C", str(folder), "diff", "--cached", "--quiet"]).returncode:
         step("git commit -m 'the quickstart'        # main: what monte staged since, so a clone checks out")
         commit(folder, "the quickstart: what monte staged after the setup")

@@ -94,8 +94,9 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
 @click.option("--from-hub", is_flag=True,
               help="Export the hub copy the checkpoint's lineage commit records (a --push chunk's), verified.")
-@handled(lambda r: click.echo(f"promoted {r.checkpoint} to {r.dest}: {r.files} files (the model card included), "
-                              f"{r.bytes:,} bytes, every sha256 verified"))
+@handled(lambda r: click.echo(f"promoted {r.checkpoint} to {r.dest}: {r.files} file{'s' if r.files != 1 else ''} "
+                              f"(the model card included), {r.bytes:,} bytes ({r.disk / 2**20:.1f} MiB on disk), "
+                              "every sha256 verified"))
 def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, from_hub: bool) -> Any:
     """Export a succeeded training checkpoint's servable folder, sha256-verified."""
     from pathlib import Path
