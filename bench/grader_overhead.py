@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the loopback sshd of the tests (tests/support/sshd.py)
+sys.path.insert(0, str(ROOT))  # monte and tests.support (the loopback sshd of the tests), as packages
 
 
 def _monte(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
 
-    from support.sshd import SSHD, Keys, Sshd
+    from tests.support.sshd import SSHD, Keys, Sshd
 
     if not os.path.exists(SSHD):
         raise SystemExit(f"{SSHD} is missing: apt-get install openssh-server")

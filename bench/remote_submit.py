@@ -103,9 +103,7 @@ def main() -> None:
         def submit() -> tuple[dict, float]:
             plan = api.plan_train(recipe="sft-t", source="parity-sft", smoke=True, push=True)
             t = time.perf_counter()
-            sub = api.submit(kind="train", plan=plan, box_args=["--experiment", "exp", "--recipe", "sft-t",
-                                                                "--source", "parity-sft", "--smoke"],
-                             provider="ssh", host=host)
+            sub = api.submit(kind="train", plan=plan, provider="ssh", host=host)
             returned = time.perf_counter() - t
             # running: the box's monte adopted the row (its ledger, on the box's data root)
             deadline = time.monotonic() + 300

@@ -199,7 +199,7 @@ def status_cost(repo: Path, repeats: int = 7) -> dict[str, Any]:
             real(got["first"], got["noms"], {})
             alone.append(time.perf_counter() - t)
     finally:
-        section.search_section = real  # type: ignore[assignment]
+        section.search_section = real
     k = len(got["first"])
     t = time.perf_counter()
     level_cutoff(200, ALPHA / k, fresh=True)

@@ -75,8 +75,8 @@ def install_spec(root: Path | None = None) -> str | None:
 def how_to_pin(pin: Pin) -> str:
     """The fix where there is no pin: what to set."""
     return (f"no CI workflow written: {pin.source}. Pin monte where GitHub's runner can install it: "
-            "`monte init --ci-install 'monte @ git+https://github.com/ORG/monte@COMMIT'` (or a release: "
-            "'monte==VERSION'), or set MONTE_CI_INSTALL")
+            "`monte init --ci-install 'monte @ git+https://github.com/ORG/monte@COMMIT'` (a commit your "
+            "repository's runners can fetch; no package index serves monte), or set MONTE_CI_INSTALL")
 
 
 def check_spec(spec: str) -> str:
@@ -88,7 +88,7 @@ def check_spec(spec: str) -> str:
     name = spec.split("@", 1)[0].split("==", 1)[0].split("[", 1)[0].strip().lower()
     if name != "monte" or "\n" in spec:
         raise error("E_USAGE", f"--ci-install {spec!r} is not a pip requirement of monte",
-                    "pass e.g. 'monte @ git+https://github.com/ORG/monte@COMMIT' or 'monte==VERSION'")
+                    "pass e.g. 'monte @ git+https://github.com/ORG/monte@COMMIT'")
     return spec
 
 

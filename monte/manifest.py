@@ -148,6 +148,14 @@ def read_manifest(folder: Path) -> Manifest | None:
     return parse_manifest(path.read_bytes(), str(path))
 
 
+def restore_command(manifest: Manifest) -> str:
+    """The command that brings a frozen folder back from the Vault: an environment is installed
+    (its grader too); a dataset's rows are fetched by showing it."""
+    if manifest.kind == "environment":
+        return f"monte env install {manifest.name}"
+    return f"monte dataset show {manifest.name}"
+
+
 def verify_folder(folder: Path, manifest: Manifest) -> None:
     """Prove every file of ``manifest`` against the bytes in ``folder``; refuse naming the file."""
     root = folder.resolve()
@@ -159,8 +167,7 @@ def verify_folder(folder: Path, manifest: Manifest) -> None:
                         "a frozen folder may hold only regular files; re-install it")
         if not p.is_file():
             raise error("E_INTEGRITY", f"{manifest.kind} {manifest.name!r}: {rel} is missing from {folder}",
-                        f"restore it with `monte {'env' if manifest.kind == 'environment' else 'dataset'} "
-                        f"install {manifest.name}` after moving {folder} aside")
+                        f"move {folder} aside, then restore it with `{restore_command(manifest)}`")
         paths.append(p)
     digests = sha256_files(paths)
     for rel, p in zip(manifest.files, paths, strict=True):
@@ -170,6 +177,5 @@ def verify_folder(folder: Path, manifest: Manifest) -> None:
                 f"{manifest.kind} {manifest.name!r}: {rel} does not match its frozen sha256 "
                 f"(expected {manifest.files[rel].sha256[:12]}…, found {digests[str(p)][:12]}…)",
                 f"the file was changed after the freeze; move {folder} aside and run "
-                f"`monte {'env' if manifest.kind == 'environment' else 'dataset'} install {manifest.name}`"
-                " to restore the frozen copy",
+                f"`{restore_command(manifest)}` to restore the frozen copy",
             )

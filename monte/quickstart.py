@@ -2,11 +2,12 @@
 
 A git repository, a tiny base model built here, the built-in trainable ``parity`` environment
 (content-disjoint dev and test exams plus a curriculum), an SFT dataset made from that
-curriculum, an experiment, both baselines, an SFT chunk from base, its continuation, a stage
+curriculum (``monte dataset add --from-env``), an experiment, a commit (so every run records its
+code version), both baselines, an SFT chunk from base, its continuation, a stage
 boundary to GRPO, a dev eval of every checkpoint, the final test claim on the checkpoint the
 selection rule picks (best paired dev delta), a promote, ``monte status``, and the page of it all
-(``report.html``, ``monte report``); ``main`` is committed at the end, so a ``git clone`` of the
-folder checks out and reads the same status.
+(``report.html``, ``monte report``); whatever monte staged after the setup commit is committed
+at the end, so a ``git clone`` of the folder checks out and reads the same status.
 """
 
 from __future__ import annotations
@@ -84,17 +85,14 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     env = api.env_add(server=ENV, dev=(ENV,), test=(ENV,), ws=ws).environment
     assert env is not None
     say(f"  froze {env.name}: {env.files} files, dev/test/curriculum disjoint by content")
-    rows = folder / f"{DATASET}.jsonl"
-    with open(ws.env_dir(ENV) / "curriculum.jsonl", encoding="utf-8") as src, open(rows, "w") as out:
-        for line in src:
-            item = json.loads(line)
-            out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
-    step(f"monte dataset add {DATASET} --from-file {rows.name} --kind sft")
-    ds = api.dataset_add(name=DATASET, from_file=rows, kind="sft", ws=ws).dataset
+    step(f"monte dataset add {DATASET} --from-env {ENV} --kind sft")
+    ds = api.dataset_add(name=DATASET, from_env=ENV, kind="sft", ws=ws).dataset
     assert ds is not None
-    say(f"  froze {ds.rows} demonstrations, sha256 {ds.sha256[:12]}")
+    say(f"  froze {ds.rows} demonstrations from {ENV}'s curriculum, sha256 {ds.sha256[:12]}")
     step(f"monte experiment init {EXPERIMENT} --eval {ENV} --model base-model")
     api.experiment_init(name=EXPERIMENT, eval_env=ENV, model=str(folder / "base-model"), ws=ws)
+    step("git commit -m 'monte setup'            # the code version every run records (its git_sha)")
+    commit(folder, "monte setup: config, recipes, DVC pointers and CI workflow")
 
     def evaluate(cmd: str, **kw: Any) -> dict[str, Any]:
         step(cmd)
@@ -129,9 +127,11 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
     step(f"monte promote {target} --dest promoted --confirm {target}")
     promoted = api.promote(ref=target, dest=folder / "promoted", confirm=target, ws=ws)
-    say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes, every sha256 verified")
-    step("git commit -m 'the quickstart'        # main: what monte wrote and staged, so a clone checks out")
-    commit(folder, "the quickstart: monte's config, recipes, DVC pointers and CI workflow")
+    say(f"  {promoted.files} files (the model card included), {promoted.bytes:,} bytes "
+        f"({promoted.disk / 2**20:.1f} MiB on disk), every sha256 verified")
+    if subprocess.run(["git", "-C", str(folder), "diff", "--cached", "--quiet"]).returncode:
+        step("git commit -m 'the quickstart'        # main: what monte staged since, so a clone checks out")
+        commit(folder, "the quickstart: what monte staged after the setup")
     step("monte report --out report.html          # the page to look at: open it in a browser")
     page = api.report(out=folder / "report.html", experiment=EXPERIMENT, ws=ws)
     say(f"  wrote {page['path']} ({page['bytes'] / 1e3:.0f} kB, one file that requests nothing)")

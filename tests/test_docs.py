@@ -88,3 +88,24 @@ def test_nothing_points_at_notes_outside_the_repository() -> None:
         for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             hits += [f"{path.relative_to(ROOT)}:{n}: {name}" for name in OUTSIDE if name in line]
     assert not hits, "say it here, or point at a page of docs/:\n" + "\n".join(hits)
+
+
+#: pages that are a dated log of measurements: a section names the change it measured
+LOGS = {"benchmarks.md"}
+
+
+def test_the_pages_name_what_a_user_can_use() -> None:
+    """Issue 46.6/13: the install line named a package no index serves (`pip install monte`), a
+    page used a recipe that does not ship (`sft-small`), and the pages cited internal issue numbers."""
+    import monte
+
+    recipes = {p.stem for p in (Path(monte.__file__).parent / "recipes").glob("*.yaml")}
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        where = page.relative_to(ROOT)
+        for name in re.findall(r"--recipe ([\w-]+)", text):
+            assert name in recipes or name in ("R", "NAME", "my-recipe"), f"{where}: no recipe {name!r} ships"
+        if page.name in LOGS:  # what was measured, as it was named then
+            continue
+        assert not re.search(r"pip install monte\b(?!\[)", text), f"{where}: no package index serves `monte`"
+        assert not re.search(r"\bissues? \d", text, re.I), f"{where}: cites an internal issue number"

@@ -116,3 +116,17 @@ def test_init_still_succeeds_when_hooks_are_in_the_way(bare_git: Path, monte) ->
     assert r.code == 0, r.out
     assert r.json()["hooks"] == [] and "not installed" in r.json()["hooks_note"]
     assert (bare_git / ".monte.yaml").is_file() and not (hooks / "reference-transaction").exists()
+
+
+def test_init_points_at_the_trainable_form_and_no_release_that_does_not_exist(
+        bare_git: Path, monte, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46.6/14: `monte init`'s "next:" pointed at the eval-only `env add --benchmark`, and a
+    pin's fix suggested 'monte==VERSION', which no package index serves."""
+    monkeypatch.chdir(bare_git)
+    monkeypatch.delenv("MONTE_CI_INSTALL", raising=False)
+    r = monte("init")
+    assert r.code == 0, r.err
+    nxt = next(line for line in r.out.splitlines() if line.startswith("next:"))
+    assert "monte env add --server NAME --dev NAME --test NAME" in nxt, nxt
+    err = monte("init", "--ci-install", "other-package", "--json").json()["error"]
+    assert err["code"] == "E_USAGE" and "monte==" not in err["fix"], err

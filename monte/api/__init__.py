@@ -192,16 +192,20 @@ def dataset_add(
     prompt_key: str = "prompt",
     chosen_key: str = "chosen",
     rejected_key: str = "rejected",
+    from_env: str | None = None,
 ) -> DatasetAddResult:
     """Freeze a JSONL pile as a Dataset: prove every line, hash it, record where it came from,
     then push it to the Vault (as :func:`env_add` does). ``kind``: ``sft`` (``input_key`` /
     ``output_key`` pairs, or messages) or ``preference`` (``prompt_key`` / ``chosen_key`` /
-    ``rejected_key``, TRL's preference shapes), each screened row by row."""
+    ``rejected_key``, TRL's preference shapes), each screened row by row. ``from_env`` (with
+    ``kind="sft"``): the rows are a trainable environment's curriculum written as demonstrations
+    (:mod:`monte.datasets.demonstrations`)."""
     from monte.datasets import manage
 
     return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
                       input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
-                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
+                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
+                      from_env=from_env)
 
 
 def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetInfo] | list[VaultEntry]:

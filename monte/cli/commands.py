@@ -50,7 +50,7 @@ SHORT_HELP = {
     'model': 'Models: make a small random one here, with no download.',
     'eval': 'Score a model on a split and append the row (dev by default).',
     'nominate': 'Name the checkpoint the final test claim scores (it must carry an admissible dev eval).',
-    'status': 'Rows, delta lines, lineage, cycles and checkpoints of an experiment.',
+    'status': 'The final claim, rows, delta lines, lineage, cycles and checkpoints of an experiment.',
     'show': 'One full row with all provenance fields.',
     'logs': "The run's event file, as JSON lines.",
     'diff': 'Two dev evals of one exam, item by item: prompt, expected answer, both outputs, the flip.',

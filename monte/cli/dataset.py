@@ -38,6 +38,9 @@ def _added(r: DatasetAddResult) -> None:
 @click.argument("name")
 @click.option("--from-file", type=click.Path(path_type=Path, dir_okay=False), help="A local JSONL file.")
 @click.option("--from-hf", metavar="REPO[@REV]", help="A Hugging Face dataset repo, optionally pinned.")
+@click.option("--from-env", metavar="ENV", shell_complete=complete.trainable_envs,
+              help="A trainable environment's curriculum, written as demonstrations (with --kind sft): "
+              "input the prompt, output ' ' + its answer.")
 @click.option("--file", "hf_file", metavar="PATH", help="The repo-relative JSONL file of --from-hf.")
 @click.option("--kind", type=click.Choice(["sft", "preference"]),
               help="Screen the rows for a trainer: sft (demonstrations) or preference (chosen/rejected pairs, dpo).")
@@ -49,15 +52,15 @@ def _added(r: DatasetAddResult) -> None:
 @click.option("--rejected-key", default="rejected", show_default=True, help="Dispreferred completion (preference).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @handled(_added)
-def add(name: str, from_file: Path | None, from_hf: str | None, hf_file: str | None, kind: str | None,
-        input_key: str, output_key: str, prompt_key: str, chosen_key: str, rejected_key: str,
+def add(name: str, from_file: Path | None, from_hf: str | None, from_env: str | None, hf_file: str | None,
+        kind: str | None, input_key: str, output_key: str, prompt_key: str, chosen_key: str, rejected_key: str,
         dry_run: bool) -> object:
     """Freeze a Dataset: prove every line is a JSON object, hash it, record its provenance."""
     from monte import api
 
     return api.dataset_add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
                            input_key=input_key, output_key=output_key, prompt_key=prompt_key,
-                           chosen_key=chosen_key, rejected_key=rejected_key, dry_run=dry_run)
+                           chosen_key=chosen_key, rejected_key=rejected_key, dry_run=dry_run, from_env=from_env)
 
 
 @dataset.command("list")

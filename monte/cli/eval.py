@@ -52,7 +52,7 @@ def _human(r: Any) -> None:
 @click.command("eval")
 @click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
               help="Default: the only experiment.")
-@click.option("--model", metavar="M", help="The base model: a folder, a name (.monte.yaml models:), or a hub id (default: the experiment's).")
+@click.option("--model", metavar="M", shell_complete=complete.models, help="The base model: a folder, a name (.monte.yaml models:), or a hub id (default: the experiment's).")
 @click.option("--split", type=click.Choice(["dev", "test"]), default="dev", show_default=True)
 @click.option("--step", type=int, metavar="N", help="The checkpoint at absolute step N.")
 @click.option("--checkpoint", metavar="RUN@STEP", shell_complete=complete.checkpoints, help="Exactly this checkpoint.")

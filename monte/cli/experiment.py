@@ -33,7 +33,7 @@ def _created(r: ExperimentInitResult) -> None:
 @experiment.command("init")
 @click.argument("name")
 @click.option("--eval", "eval_env", required=True, metavar="ENV", shell_complete=complete.environments, help="The environment whose exams score it.")
-@click.option("--model", metavar="M", help="The default base model (a local folder or a hub id).")
+@click.option("--model", metavar="M", shell_complete=complete.models, help="The default base model (a local folder or a hub id).")
 @click.option("--steps-per-chunk", type=click.IntRange(1, 100_000), default=50, show_default=True,
               help="Steps in one training chunk (what train@N means); frozen with the experiment.")
 @click.option("--samples", "samples", type=int, default=1, show_default=True, metavar="K",

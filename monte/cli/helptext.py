@@ -25,7 +25,7 @@ TEXT = (
     '  model       Models: make a small random one here, with no download.\n'
     '  eval        Score a model on a split and append the row (dev by default).\n'
     '  nominate    Name the checkpoint the final test claim scores (it must...\n'
-    '  status      Rows, delta lines, lineage, cycles and checkpoints of an...\n'
+    '  status      The final claim, rows, delta lines, lineage, cycles and...\n'
     '  show        One full row with all provenance fields.\n'
     "  logs        The run's event file, as JSON lines.\n"
     '  diff        Two dev evals of one exam, item by item: prompt, expected...\n'

@@ -21,7 +21,8 @@ def _human(r) -> None:  # type: ignore[no-untyped-def]
     click.echo(f"  {r.hooks_note}")
     if r.ci_note:
         click.echo(f"  {r.ci_note}")
-    click.echo("next: `monte env list --available`, then `monte env add --benchmark NAME`")
+    click.echo("next: `monte env list --available`, then `monte env add --server NAME --dev NAME --test NAME` "
+               "(trainable: a curriculum and exams; `--benchmark NAME`: exams only)")
 
 
 @click.command()

@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> None:
         except BrokenPipeError:  # the reader went away (`monte --help | head -0`): a normal end, exit 0
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
+    from monte.models import threads
+
+    threads.wait_policy()  # before anything loads torch: OpenMP reads it once
     try:
         from monte.cli import reads
 

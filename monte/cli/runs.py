@@ -29,6 +29,43 @@ class Brief(dict[str, Any]):
     """``monte status --brief``'s document (:func:`monte.status.brief.brief`)."""
 
 
+#: the widest line `monte status` prints (the runs table aside); `--wide` prints every line whole
+WIDTH = 119
+
+
+def _fit(line: str, wide: bool, keep: str | None = None) -> str:
+    """``line`` folded at :data:`WIDTH` at spaces, its continuation lines indented under it;
+    ``keep``: a phrase that is not broken, nor parted from the word before it (the legend)."""
+    if wide or len(line) <= WIDTH or "\n" in line:
+        return line
+    import textwrap
+
+    if keep and " " + keep in line:  # the legend stays with the hop it explains (`=move=> STEP`)
+        head, _, tail = line.partition(" " + keep)
+        head = "\0".join(head.rsplit(" ", 1)) if head.count(" ") > 1 else head
+        line = head + "\0" + keep.replace(" ", "\0") + tail
+    indent = " " * (len(line) - len(line.lstrip()) + 4)
+    return "\n".join(textwrap.wrap(line, WIDTH, subsequent_indent=indent, break_long_words=False,
+                                    break_on_hyphens=False)).replace("\0", " ")
+
+
+def claim_lines(r: Any) -> list[str]:
+    """The final claims (a test read on a checkpoint), as status opens with them."""
+    from monte.stats.paired import format_interval
+
+    scores = {x["run"]: x for x in r["rows"]} if isinstance(r["rows"], list) else {}
+    out = []
+    for d in r["deltas"]:
+        if d.get("role") != "claim":
+            continue
+        row = scores.get(d["run"]) or {}  # (the kept text view lists no rows here: the table's lines)
+        score = f"test {row['score']:.4f}, " if isinstance(row.get("score"), float) else ""
+        out.append(f"final claim {d['target']} on {d['exam']}/test: {score}delta {d['delta']:+.4f} "
+                   f"{format_interval(d['lower'], d['upper'])} vs test@0 (n {d['n']}): "
+                   f"{d.get('verdict') or 'unjudged'} (run {d['run']})")
+    return out
+
+
 def render_status(r: Any) -> None:
     if isinstance(r, Rendered):  # the status as this state of the repository printed it before
         r.write()
@@ -43,7 +80,12 @@ def render_status(r: Any) -> None:
     from monte.status.facts import move_verdict
     from monte.status.search import search_line
 
-    click.echo(f"experiment {r['experiment']} (environment {r['environment']})")
+    wide = bool(r.get("_wide"))
+    sampling = r.get("sampling")
+    head = [*claim_lines(r), f"experiment {r['experiment']} (environment {r['environment']}"
+            + (f"; K = {sampling['samples']} samples per item at temperature {sampling['temperature']:g}"
+               if sampling else "") + ")"]
+    click.echo("\n".join(_fit(line, wide) for line in head))
     columns = ["run", "kind", "what", "target", "status", "score", "n"]
     pre = r.get("_table")  # the lines status formatted from its cache (``api.status(table=True)``)
     rows = pre.rows if pre is not None else [table_line(x) for x in r["rows"]]
@@ -78,7 +120,8 @@ def render_status(r: Any) -> None:
     for head, d in zip(heads, r["deltas"], strict=True):
         out(head + (_at_floor(d.get("floor")) if d.get("at_floor") else ""))
     for line in r["lineage"]:  # the legend ends each line that crosses a stage boundary (=move=>)
-        out(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""))
+        out(_fit(f"lineage: {line}" + (f" {r['legend']}" if r["legend"] and "=>" in line else ""), wide,
+                 keep=r["legend"]))
     several = len({c["exam"] for c in r["cycles"]}) > 1
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
                             + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
@@ -96,16 +139,17 @@ def render_status(r: Any) -> None:
                         for e, s in c["dev"].items() if s is not None) or "no dev eval"
         out(f"  {c['checkpoint']}  {c['move']}  from {c['parent']}"
             + ("  (stage boundary)" if c["boundary"] else "") + f"  dev: {dev}")
-    click.echo("\n".join(lines))
+    click.echo("\n".join(_fit(line, wide) for line in lines))
 
 
 @click.command()
 @click.argument("experiment", required=False, shell_complete=complete.experiments)
 @experiment_option
 @click.option("--brief", is_flag=True, help="One screen of what an agent decides on (docs/agents.md).")
+@click.option("--wide", is_flag=True, help=f"Print every line whole (by default a line folds at {WIDTH + 1} columns).")
 @handled(render_status)
-def status(experiment: str | None, experiment_opt: str | None, brief: bool, as_json: bool) -> Any:
-    """Rows, delta lines, lineage, cycles and checkpoints of an experiment.
+def status(experiment: str | None, experiment_opt: str | None, brief: bool, wide: bool, as_json: bool) -> Any:
+    """The final claim, rows, delta lines, lineage, cycles and checkpoints of an experiment.
 
     Example: monte status, or monte status EXP (also -e EXP) with several experiments.
     """
@@ -116,6 +160,8 @@ def status(experiment: str | None, experiment_opt: str | None, brief: bool, as_j
         return Brief(api.status_brief(experiment=name))
     if not as_json and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
         click.echo(api.seal_line(), err=True)  # (stdout stays what a program reads: the view as kept)
+    if wide and not as_json:  # not a kept view: the text of those is folded
+        return {**api.status(experiment=name), "_wide": True}
     if sys.stdout.isatty():  # for a person: the table (rich), indented JSON
         return api.status(experiment=name)
     # for a program (a pipe, a file): the output as printed, made once per state of the
@@ -146,28 +192,32 @@ STATUS_RENDERERS: dict[str, tuple[Callable[[dict[str, Any]], bytes | str], tuple
 
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
 @handled(lambda r: click.echo(json.dumps(r, indent=2, sort_keys=True)))
-def show(run: str) -> Any:
+def show(run: str, experiment: str | None) -> Any:
     """One full row with all provenance fields."""
     from monte import api
 
-    return api.show(ref=run)
+    return api.show(ref=run, experiment=experiment)
 
 
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until the run ends.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document: {run, events: [...]} (no --follow).")
-def logs(run: str, follow: bool, as_json: bool) -> None:
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
+def logs(run: str, follow: bool, as_json: bool, experiment: str | None) -> None:
     """The run's event file, as JSON lines."""
     if as_json:
-        _logs_json(run, follow, as_json=True)
+        _logs_json(run, follow, experiment, as_json=True)
     else:
-        _logs(run, follow)
+        _logs(run, follow, experiment)
 
 
 @handled()
-def _logs_json(run: str, follow: bool) -> Any:
+def _logs_json(run: str, follow: bool, experiment: str | None) -> Any:
     """``--json``: every event so far as one document (JSON lines are not one document)."""
     from monte import api
     from monte.errors import error
@@ -175,7 +225,7 @@ def _logs_json(run: str, follow: bool) -> Any:
     if follow:
         raise error("E_USAGE", "--follow prints events as they come; it cannot be one JSON document",
                     "drop --json to follow, or drop --follow for the events so far")
-    path = api.logs(ref=run)
+    path = api.logs(ref=run, experiment=experiment)
     events = []
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -187,10 +237,10 @@ def _logs_json(run: str, follow: bool) -> Any:
 
 
 @handled(None)
-def _logs(run: str, follow: bool) -> None:
+def _logs(run: str, follow: bool, experiment: str | None) -> None:
     from monte import api
 
-    path = api.logs(ref=run)
+    path = api.logs(ref=run, experiment=experiment)
     with open(path, encoding="utf-8") as f:
         while True:
             line = f.readline()
@@ -208,12 +258,14 @@ def _logs(run: str, follow: bool) -> None:
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--reason", hidden=True, help="Why, recorded on the row (a box's job wrapper uses it).")
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
 @handled(lambda r: click.echo(f"{r['run']}: abandoned" + (" (process signalled)" if r["signalled"] else "")))
-def stop(run: str, reason: str | None) -> Any:
+def stop(run: str, reason: str | None, experiment: str | None) -> Any:
     """Terminate a running Run; its row reads abandoned."""
     from monte import api
 
-    return api.stop(ref=run, reason=reason)
+    return api.stop(ref=run, experiment=experiment, reason=reason)
 
 
 def _recovered(r: list[dict[str, Any]]) -> None:

@@ -36,9 +36,11 @@ def _num(v: Any, spec: str = ".4f") -> str:
 @click.option("--source", required=True, metavar="S", shell_complete=complete.sources, help="A frozen Dataset (sft, dpo) or trainable Environment (grpo, rloo, distillation).")
 @click.option("--parent", metavar="RUN@STEP", shell_complete=complete.checkpoints, help="Continue (same recipe) or warm-start (other recipe) from it.")
 @click.option("--from-base", is_flag=True, help="Open a fresh branch from the base model at step 0.")
-@click.option("--model", metavar="M", help="The base model (default: the recipe's, then the experiment's).")
+@click.option("--model", metavar="M", shell_complete=complete.models, help="The base model (default: the recipe's, then the experiment's).")
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
-@click.option("--smoke", is_flag=True, help="A 3-step micro-chunk that is never evidence.")
+@click.option("--smoke", is_flag=True,
+              help="A 3-step micro-chunk from the base model that is never evidence: it states neither --parent "
+              "nor --from-base (it never enters the tree).")
 @click.option("--push", is_flag=True,
               help="Upload the results to the results bucket after each transition, and a real chunk's "
               "checkpoint to the hub repo MONTE_HUB_REPO (or `hub:` in .monte.yaml).")
@@ -98,8 +100,9 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
 @click.option("--experiment", "-e", metavar="EXP", help="Default: the only experiment.")
 @click.option("--from-hub", is_flag=True,
               help="Export the hub copy the checkpoint's lineage commit records (a --push chunk's), verified.")
-@handled(lambda r: click.echo(f"promoted {r.checkpoint} to {r.dest}: {r.files} files (the model card included), "
-                              f"{r.bytes:,} bytes, every sha256 verified"))
+@handled(lambda r: click.echo(f"promoted {r.checkpoint} to {r.dest}: {r.files} file{'s' if r.files != 1 else ''} "
+                              f"(the model card included), {r.bytes:,} bytes ({r.disk / 2**20:.1f} MiB on disk), "
+                              "every sha256 verified"))
 def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, from_hub: bool) -> Any:
     """Export a succeeded training checkpoint's servable folder, sha256-verified."""
     from pathlib import Path
@@ -132,8 +135,10 @@ def _rerun_human(r: Any) -> None:
 @click.command()
 @click.argument("run", metavar="[EXP/]RUN", shell_complete=complete.runs)
 @click.option("--dry-run", is_flag=True, help="Print the command and environment (the only mode).")
+@click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
+              help="The run's experiment (default: the only one; or write EXP/RUN).")
 @handled(_rerun_human)
-def rerun(run: str, dry_run: bool, as_json: bool) -> Any:
+def rerun(run: str, dry_run: bool, experiment: str | None, as_json: bool) -> Any:
     """Print the exact command and environment that launch a train run's chunk again."""
     from monte import api
     from monte.errors import error
@@ -141,4 +146,4 @@ def rerun(run: str, dry_run: bool, as_json: bool) -> Any:
     if not dry_run:
         raise error("E_USAGE", "`monte rerun` prints the launch; it runs nothing itself",
                     "pass --dry-run, then run the printed command")
-    return api.rerun(ref=run)
+    return api.rerun(ref=run, experiment=experiment)

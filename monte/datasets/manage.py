@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from monte import frozen
+from monte.datasets import demonstrations
 from monte.errors import error
 from monte.manifest import Manifest
 from monte.names import check_name
@@ -79,6 +81,7 @@ def add(
     prompt_key: str = "prompt",
     chosen_key: str = "chosen",
     rejected_key: str = "rejected",
+    from_env: str | None = None,
 ) -> DatasetAddResult:
     """See :func:`monte.api.dataset_add`. ``ws`` is resolved here, after the arguments are checked,
     so a bad one is refused the same inside a repository or outside one."""
@@ -90,9 +93,15 @@ def add(
 
     check_name(name, "dataset name")
     tracking.check_trackable("dataset", name)
-    if bool(from_file) == bool(from_hf):
-        raise error("E_USAGE", "name the rows once: --from-file F or --from-hf REPO[@REV]",
+    if sum(map(bool, (from_file, from_hf, from_env))) != 1:
+        raise error("E_USAGE", "name the rows once: --from-file F, --from-hf REPO[@REV] or --from-env ENV",
                     "monte dataset add NAME --from-file rows.jsonl")
+    if from_env and kind != "sft":  # a curriculum becomes demonstrations, which only the sft trainer reads
+        raise error("E_USAGE", "--from-env writes an environment's curriculum as SFT demonstrations",
+                    f"monte dataset add {name} --from-env {from_env} --kind sft")
+    if from_env:
+        check_name(from_env, "environment name")
+        input_key, output_key = "input", "output"  # the demonstrations' own columns
     if hf_file and not from_hf:
         raise error("E_USAGE", "--file picks a file of a --from-hf repo", "drop --file, or use --from-hf")
     if kind not in KINDS:
@@ -127,9 +136,12 @@ def add(
 
     check()
     plan: dict[str, Any]
+    curriculum = _curriculum(ws, from_env) if from_env else None
     if from_hf:
         repo, _, rev = from_hf.partition("@")
         plan = {"name": name, "source": "hf", "repo": repo, "revision": rev or None, "file": hf_file}
+    elif curriculum is not None:
+        plan = {"name": name, "source": "environment", "environment": from_env, "join": demonstrations.JOIN}
     else:
         assert from_file is not None
         plan = {"name": name, "source": "file", "path": str(Path(from_file).resolve())}
@@ -139,12 +151,18 @@ def add(
         del plan["input_key"], plan["output_key"]
     if dry_run:
         return DatasetAddResult(dry_run=True, plan=plan, note=where.note)
+    made: tempfile.TemporaryDirectory[str] | None = None  # --from-env: the demonstrations, written here first
     if from_hf:
         from monte.storage.hub import fetch_dataset_file
 
         src, sha, fname = fetch_dataset_file(repo, rev or None, hf_file)
         provenance: dict[str, Any] = {"source": "hf", "repo": repo, "revision": sha,
                                       "requested_revision": rev or None, "file": fname}
+    elif curriculum is not None:
+        made = tempfile.TemporaryDirectory(prefix="monte-demos-")
+        src = Path(made.name) / "rows.jsonl"
+        provenance = {"source": "environment", "environment": from_env, "fingerprint": curriculum[1],
+                      "curriculum_sha256": curriculum[2], "join": demonstrations.JOIN}
     else:
         src = Path(from_file)  # type: ignore[arg-type]
         if not src.is_file():
@@ -153,8 +171,15 @@ def add(
         inside = src.resolve().is_relative_to(ws.repo_root.resolve())
         provenance = ({"source": "file", "path": src.resolve().relative_to(ws.repo_root.resolve()).as_posix()}
                       if inside else {"source": "file", "file": src.name})
-    rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key,
-                                 prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
+    try:
+        if made is not None:
+            demonstrations.write(curriculum[0], src, str(from_env))  # type: ignore[index]
+        rows, columns = screen_jsonl(src, kind=kind, input_key=input_key, output_key=output_key,
+                                     prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
+    except BaseException:
+        if made is not None:
+            made.cleanup()
+        raise
     staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
     recorded = False
     added: list[str] = []  # objects this freeze put into DVC's cache
@@ -178,6 +203,8 @@ def add(
             freeze.discard(staged)
         if not recorded:
             frozen.uncommit(ws, added)
+        if made is not None:
+            made.cleanup()
     m = read_manifest(dest)
     assert m is not None
     pointer = frozen.track(ws, "dataset", name, dest, dvc)
@@ -186,6 +213,23 @@ def add(
         frozen.upload_or_keep(where.writer, m, dest, "dataset add", dvc)
         note = f"pushed to the Vault {where.url}"
     return DatasetAddResult(dry_run=False, plan=plan, dataset=dataset_info(m, dest), note=note, dvc_pointer=pointer)
+
+
+def _curriculum(ws: Workspace, env: str) -> tuple[Path, str, str]:
+    """A trainable environment's curriculum here, re-proven: (its file, the environment's
+    fingerprint, the curriculum's sha256)."""
+    from monte.manifest import read_manifest, verify_folder
+
+    m = read_manifest(ws.env_dir(env))
+    if m is None or m.kind != "environment":
+        raise error("E_NOT_FOUND", f"no environment named {env!r} on this data root",
+                    f"freeze it with `monte env add --server {env} --dev {env} --test {env}`, or bring it here "
+                    f"with `monte env install {env}`")
+    if m.env_kind != "trainable" or not m.curriculum:
+        raise error("E_REFUSED", f"environment {env!r} is eval-only: it has no curriculum to write as "
+                    "demonstrations", "freeze a trainable one with `monte env add --server B --dev B --test B`")
+    verify_folder(ws.env_dir(env), m)
+    return ws.env_dir(env) / m.curriculum, m.fingerprint, m.files[m.curriculum].sha256
 
 
 def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[VaultEntry]:

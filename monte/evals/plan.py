@@ -236,6 +236,10 @@ def _resolve_target(ws: Workspace, exp: str, rows: Sequence[RunRow], cohort: str
             why = _why_chosen(rows, cohort, ck, nominated)
     else:
         ck = rules.newest_checkpoint(rows, cohort)
+        if ck is not None:  # a user who names a model may expect that model: say what was chosen, and why
+            why = (f"the newest checkpoint of cohort {cohort} (base model {base.ref} and the checkpoints trained "
+                   f"from it): without --checkpoint or --step, an eval scores it; the base model itself: "
+                   f"--step 0")
     if ck is None:
         return Target(kind="base", step=0, model=base.ref, folder=str(base.folder))
     folder = _checkpoint_folder(ws, exp, ck)  # every file proven against its lineage commit

@@ -248,7 +248,7 @@ class Ledger:
             raise error(
                 "E_NOT_FOUND",
                 f"no experiment named {self.experiment!r}",
-                "list experiments with `git branch --list 'monte/*'`, or create it with "
+                "list experiments with `monte experiment list`, or create it with "
                 f"`monte experiment init {self.experiment} --eval ENV`",
             )
         return snap

@@ -93,6 +93,13 @@ class ExamView(NamedTuple):
     splits: dict[str, SplitView]
 
 
+class EvalView(NamedTuple):
+    """How answers are drawn (``records.EvalSettings`` has these, validated): what status shows."""
+
+    samples: int = 1
+    temperature: float = 0.0
+
+
 class MeasurementView(NamedTuple):
     """The frozen measurement's fields a read-only view reads (``records.Measurement`` has them
     all, validated). Built from ``measurement.json`` as monte wrote it; a document without that
@@ -101,11 +108,14 @@ class MeasurementView(NamedTuple):
     experiment: str
     environment: str
     exams: dict[str, ExamView]
+    eval: EvalView = EvalView()
 
     @classmethod
     def parse(cls, raw: bytes) -> MeasurementView:
         data = json.loads(raw)
-        return cls(experiment=str(data["experiment"]), environment=str(data["environment"]), exams={
+        ev = data.get("eval") or {}
+        return cls(experiment=str(data["experiment"]), environment=str(data["environment"]),
+                   eval=EvalView(int(ev.get("samples", 1)), float(ev.get("temperature", 0.0))), exams={
             name: ExamView(benchmark=str(x["benchmark"]), splits={
                 s: SplitView(path=str(v["path"]), sha256=str(v["sha256"]), n=int(v["n"]))
                 for s, v in x["splits"].items()}) for name, x in data["exams"].items()})
@@ -123,8 +133,18 @@ class ExamLike(Protocol):
     def splits(self) -> Mapping[str, SplitLike]: ...
 
 
+class EvalLike(Protocol):
+    @property
+    def samples(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+
+
 class MeasurementLike(Protocol):
     """What a read-only view reads of a measurement: ``records.Measurement`` or :class:`MeasurementView`."""
+
+    @property
+    def eval(self) -> EvalLike: ...
 
     @property
     def experiment(self) -> str: ...

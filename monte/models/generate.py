@@ -37,6 +37,10 @@ def load(folder: Path) -> tuple[Any, Any]:
     """(model, tokenizer) from a local Hugging Face model folder, on the GPU when there is one
     (served by vLLM when it is installed there)."""
     import torch
+
+    from monte.models import threads
+
+    threads.apply()  # as many threads as the other processes leave cores (a loaded machine)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 

@@ -129,8 +129,9 @@ def _reusable_lambda_box(ws: Any, boxes: Any) -> dict[str, Any] | None:
     return None
 
 
-def _secrets(ws: Any, *, kind: str, plan: Any, box: Box) -> tuple[dict[str, str], bytes | None]:
-    """What the box needs to hold: (KEY=VALUE secrets, the GCS key file's bytes or None)."""
+def _secrets(ws: Any, *, kind: str, plan: Any) -> tuple[dict[str, str], bytes | None]:
+    """What the box needs to hold: (KEY=VALUE secrets, the GCS key file's bytes or None). Read
+    before any box is found or launched: a missing one refuses with no box touched."""
     from monte.storage.keys import write_key
 
     out: dict[str, str] = {}
@@ -149,10 +150,6 @@ def _secrets(ws: Any, *, kind: str, plan: Any, box: Box) -> tuple[dict[str, str]
             raise error("E_STORAGE", "a real --remote train uploads its checkpoint to the hub, and no Hugging "
                         "Face token is set here", "set HF_TOKEN (or `hf auth login`), then submit again")
         out["HF_TOKEN"] = token
-    if box.lambda_box is not None:  # the job's last act terminates the box through the API
-        from monte.remote.lambda_api import resolve_key
-
-        out["MONTE_LAMBDA_KEY"] = resolve_key().reveal()
     return out, gcs
 
 
@@ -183,15 +180,19 @@ def submit(ws: Any, *, kind: str, plan: Any, provider: str, host: str | None,
     if url_for(ws, "bucket") is None:
         raise error("E_STORAGE", "a remote run pushes its results to the results bucket, and none is configured",
                     "name it with `monte config set bucket gs://BUCKET/PREFIX`")
+    secrets, gcs_key = _secrets(ws, kind=kind, plan=plan)  # (issue 46.10: before a box is launched)
     timings["gate"] = time.perf_counter() - t0
     t = time.perf_counter()
     box = _box(ws, provider, host, ssh_key, warm=True)
     timings["box"] = time.perf_counter() - t
-    try:
-        secrets, gcs_key = _secrets(ws, kind=kind, plan=plan, box=box)
-    except BaseException:
-        _release(box)
-        raise
+    if box.lambda_box is not None:  # the job's last act terminates the box through the API
+        from monte.remote.lambda_api import resolve_key
+
+        try:
+            secrets["MONTE_LAMBDA_KEY"] = resolve_key().reveal()
+        except BaseException:
+            _release(box)
+            raise
     from monte.ledger.experiment import Ledger
 
     environment = Ledger(ws.store, plan.experiment).measurement().environment

@@ -135,7 +135,7 @@ class Pusher:
         written refuses here, with nothing recorded."""
         from monte.storage import results
 
-        results.open_bucket(self.ws, bucket=None, key_file=None, write=True)
+        results.open_bucket(self.ws, bucket=None, key_file=None, write=True, flags=False)
 
     def __call__(self, row: RunRow, transition: str) -> None:
         from monte.storage import results

@@ -18,7 +18,7 @@ from monte.ledger.views import ROW_FIELDS, with_row_defaults
 #: Bump when :func:`row_fact` changes the shape of its facts. The cache's key also carries the
 #: digest of the whole installed package (:func:`monte.codekey.code_digest`), so an edit anywhere
 #: the facts reach (a helper in stats/, a rule) derives them again.
-FACTS_VERSION = "status-facts 2"
+FACTS_VERSION = "status-facts 3"
 
 
 def facts_version() -> str:
@@ -119,9 +119,17 @@ def target_of(kind: str | None, run: Any, step: Any) -> str:
 
 
 def shown(f: tuple[Any, ...]) -> str:
+    """A row's target as the table shows it: an eval's ``base`` or ``RUN@STEP``; a chunk's steps,
+    ``12 -> 16`` (from its start to the step it trains to, while it runs too)."""
     if f[KIND] == "eval":
         return target_of(f[TKIND], f[TRUN], f[TSTEP])
-    return "smoke" if f[SMOKE] else f"-> {f[STEP]}"
+    if f[SMOKE]:
+        return "smoke"
+    plan = (f[FULL] or {}).get("plan") or {}
+    start, steps = plan.get("start_step"), plan.get("steps")
+    if isinstance(start, int) and isinstance(steps, int):
+        return f"{start} -> {start + steps}"
+    return f"-> {f[STEP]}"
 
 
 def out_row(f: tuple[Any, ...], status: str) -> dict[str, Any]:

@@ -200,6 +200,9 @@ def finish(meas: MeasurementLike, acc: dict[str, Any], nominations: dict[str, st
     return {
         "experiment": meas.experiment,
         "environment": meas.environment,
+        # K answers per item: shown from the start, not only once a delta names its K
+        **({"sampling": {"samples": meas.eval.samples, "temperature": meas.eval.temperature}}
+           if meas.eval.samples > 1 else {}),
         "rows": rows_out,
         "cohorts": list(cohorts.values()),
         "deltas": (RawJson(b"[" + b",".join(acc["deltas_json"]) + b"]") if acc.get("deltas_json") is not None

@@ -135,8 +135,10 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
     return sorted(out.values(), key=lambda c: c["seq"])
 
 def lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:
-    """One line per descent path; two paths that read the same (two continuations of one
-    checkpoint by the same move) are told apart by their leaf run."""
+    """One line per descent path. In a tree of several paths, each line ends with its leaf
+    checkpoint (``(leaf RUN@STEP)``): paths that share a prefix, or read the same (two
+    continuations of one checkpoint by the same move), are told apart by it."""
     lines = [render_path(p) for p in paths]
-    return [f"{line}  (run {p[-1].run})" if lines.count(line) > 1 and p else line
-            for line, p in zip(lines, paths, strict=True)]
+    if len(lines) < 2:
+        return lines
+    return [f"{line}  (leaf {p[-1].run}@{p[-1].end})" if p else line for line, p in zip(lines, paths, strict=True)]

@@ -58,11 +58,13 @@ def url_for(ws: Workspace, setting: str, override: str | None = None) -> str | N
     return normalise_url(raw, ws.repo_root)
 
 
-def require_url(ws: Workspace, setting: str, override: str | None = None) -> str:
+def require_url(ws: Workspace, setting: str, override: str | None = None, *, flag: str | None = None) -> str:
+    """The configured URL, or a refusal naming how to set it; ``flag``: the caller's own option
+    that overrides it (``push``/``sync``'s ``--bucket``), named only where the command has it."""
     url = url_for(ws, setting, override)
     if url is None:
         noun = "Vault" if setting == "vault" else "results bucket"
-        extra = " or pass --bucket B" if setting == "bucket" else ""
+        extra = f", or pass {flag} B" if flag else ""
         raise error("E_STORAGE", f"no {noun} is configured for this repository",
                     f"name it once with `monte config set {setting} gs://BUCKET/PREFIX` (or a folder), "
                     f"or set {SETTINGS[setting]}{extra}")

@@ -60,8 +60,8 @@ def open_store(url: str, key: Any = None, *, what: str = "the bucket") -> Object
             raise error("E_USAGE", f"{url!r} names no bucket", "write gs://BUCKET[/PREFIX]")
         if key is None:
             raise error("E_STORAGE", f"no GCS key resolved for {what} ({url})",
-                        "set --key-file, MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP (writes: "
-                        "MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP)")
+                        "set MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP (writes: MONTE_GCS_BOX_KEY_FILE or "
+                        "MONTE_GCS_BOX_KEY_OP)")  # push/sync's --key-file is named by their own refusal
         return GcsStore(bucket, prefix.strip("/"), key, what=what)
     path = Path(os.path.expanduser(url[len("file://"):] if url.startswith("file://") else url))
     return LocalStore(path, what=what)

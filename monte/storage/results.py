@@ -59,17 +59,20 @@ def is_weight(path: str) -> bool:
     return path.lower().endswith(WEIGHT_SUFFIXES)
 
 
-def open_bucket(ws: Any, *, bucket: str | None, key_file: str | None, write: bool) -> ObjectStore:
+def open_bucket(ws: Any, *, bucket: str | None, key_file: str | None, write: bool, flags: bool = True) -> ObjectStore:
+    """The results bucket, its key resolved; ``flags``: the caller takes ``--bucket`` and
+    ``--key-file`` (push, sync), so a refusal may name them (``eval``/``train --push`` take neither)."""
     from monte.storage.keys import read_key, write_key
     from monte.storage.locations import require_url
 
-    url = require_url(ws, "bucket", bucket)
+    url = require_url(ws, "bucket", bucket, flag="--bucket" if flags else None)
     key = None
     if url.startswith("gs://"):
         key = write_key(key_file) if write else read_key(key_file)
         if key is None:
-            ladder = ("--key-file, MONTE_GCS_BOX_KEY_FILE, MONTE_GCS_BOX_KEY_OP, MONTE_GCS_KEY_FILE, "
-                      "MONTE_GCS_KEY_OP") if write else "--key-file, MONTE_GCS_KEY_FILE, MONTE_GCS_KEY_OP"
+            ladder = ("MONTE_GCS_BOX_KEY_FILE, MONTE_GCS_BOX_KEY_OP, MONTE_GCS_KEY_FILE, "
+                      "MONTE_GCS_KEY_OP") if write else "MONTE_GCS_KEY_FILE, MONTE_GCS_KEY_OP"
+            ladder = f"--key-file, {ladder}" if flags else ladder
             raise error("E_STORAGE", f"no GCS key resolved to {'push to' if write else 'sync from'} the "
                         f"results bucket {url}", f"set one of, in this order: {ladder}")
     store = open_store(url, key, what="the results bucket")

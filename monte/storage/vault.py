@@ -395,5 +395,7 @@ def require_reader(ws: Any, key_file: str | None = None) -> VaultRemote:
             raise error("E_STORAGE", "no Vault is configured for this repository",
                         "name it with `monte config set vault gs://BUCKET/PREFIX` (or a folder)")
         raise error("E_STORAGE", f"no GCS key resolved to read the Vault {a.url}",
-                    "set --key-file, MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP")
+                    "set MONTE_GCS_KEY_FILE (the path of a service-account JSON key) or MONTE_GCS_KEY_OP "
+                    "(a 1Password document, read with `op document get`)"
+                    + (", or pass --key-file" if key_file is not None else ""))
     return a.reader

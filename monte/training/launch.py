@@ -576,8 +576,8 @@ def rerun(experiment: str, run: str, plan: dict[str, Any], folder: str, *, smoke
             argv += ["--hosts", ",".join(spec.hosts)]
         elif spec.nodes > 1:
             argv += ["--nodes", str(spec.nodes)]
-        if config_file:
-            argv += ["--accelerate-config", config_file]
+        if config_file:  # a profile monte ships is named, while it still holds the bytes the run froze
+            argv += ["--accelerate-config", _shipped_profile(spec.config) or config_file]
     argv.append("--yes")
     env = dict(RANK_ENV_CPU) if spec.world_size > 1 and not spec.gpus else {}
     ranks = ([rank_command(spec, node, "PORT", f"{folder}/job.json", python="python", config_file=config_file)
@@ -585,6 +585,17 @@ def rerun(experiment: str, run: str, plan: dict[str, Any], folder: str, *, smoke
     return {"run": run, "experiment": experiment, "command": argv, "env": env, "ranks": ranks,
             "recipe_sha256": recipe.get("sha256"), "config_sha256": spec.config_sha256,
             "versions": spec.versions, "gpus": spec.gpus, "recorded": bool(rec)}
+
+
+def _shipped_profile(config: dict[str, Any] | None) -> str | None:
+    """The name of the profile ``config`` was frozen from, when monte still ships it unchanged."""
+    import hashlib
+
+    name = (config or {}).get("profile")
+    if not name or name not in profiles():
+        return None
+    same = hashlib.sha256(profile_text(str(name))).hexdigest() == (config or {}).get("sha256")
+    return str(name) if same else None
 
 
 def launch_command(python: str, args: list[str], gpus: int) -> list[str]:

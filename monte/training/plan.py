@@ -120,6 +120,10 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
     (:mod:`monte.training.launch`)."""
     if processes is not None and processes < 1 or nodes < 1:  # before anything else is read
         launch.plan_launch({}, "sft", processes=processes, nodes=nodes, cuda=False)
+    if push:  # refused before any compute (and before TRL's import): no bucket, or (a real chunk) no hub repo
+        from monte.storage import hub
+
+        bucket, hub_repo = push_bucket(ws), None if smoke else hub.require_repo(ws)
     plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
                        from_base=from_base, model=model, smoke=smoke)
     recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
@@ -130,12 +134,8 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
         _same_world(ws, plan)
     if not remote:
         check_machine(plan)
-    if push:  # refused before any compute: no bucket, or (a real chunk) no hub repo
-        from monte.storage import hub
-
-        plan.push = True
-        plan.bucket = push_bucket(ws)
-        plan.hub = None if smoke else hub.require_repo(ws)
+    if push:
+        plan.push, plan.bucket, plan.hub = True, bucket, hub_repo
     return plan
 
 
@@ -145,7 +145,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()
     meas = ledger.measurement(snap)
-    rec = recipes.resolve(recipe, ws.repo_root)
+    # Every refusal that needs no trainer comes before TRL's import (which imports torch, seconds):
+    # the starting point, the base, its baselines, the source and its pairing, a leak.
+    head = recipes.peek(recipe, ws.repo_root)
     if smoke and (parent or from_base):
         raise error("E_USAGE", "a smoke chunk states neither --parent nor --from-base: it never enters the tree",
                     "drop --parent/--from-base, or drop --smoke for a real chunk")
@@ -154,9 +156,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
                     + (" (not both)" if parent else ""), "monte train ... --from-base  |  --parent RUN@STEP")
     # a continuation's base is its parent's cohort's (as `eval --checkpoint` reads it), unless named
     base = model or (_parent_base(ws, exp, ledger, snap, parent) if parent else None) \
-        or rec.settings.get("model") or meas.model
+        or head.model or meas.model
     if not base:
-        raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {rec.name}",
+        raise error("E_USAGE", f"experiment {exp} names no model and neither does recipe {head.name}",
                     "pass --model PATH")
     where = locate.locate(ws, base)
     assert where.folder is not None
@@ -167,7 +169,9 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
     if not smoke:
         _require_baselines(CohortReads(ledger, snap, cohort), meas, seal=(ws, exp, base_id))
     src = sources.resolve(ws, source)
-    sources.check_pairing(rec.algorithm, src)
+    sources.check_pairing(head.algorithm, src)
+    leak = sources.leak_check(ws, meas, src)
+    rec = recipes.resolve(recipe, ws.repo_root)  # the TRL fields proven: imports TRL
     extra: dict[str, Any] = {}
     if rec.algorithm == "distillation":  # refuse a missing teacher before anything is written
         teacher = _teacher(rec.parsed().teacher, ws.repo_root)
@@ -175,7 +179,6 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
         if taught.register:
             names[taught.register] = teacher
         extra = {"teacher": teacher, "teacher_ref": taught.ref, "teacher_files": servable_files(Path(teacher))}
-    leak = sources.leak_check(ws, meas, src)
     steps = SMOKE_STEPS if smoke else meas.train.steps_per_chunk
     base_str = str(where.folder.resolve())
     common: dict[str, Any] = dict(experiment=exp, cohort=cohort, weights=base_id.weights, base_model=where.ref,
@@ -307,9 +310,12 @@ def _require_baselines(reads: CohortReads, meas: Any, seal: tuple[Workspace, str
             if split in x.splits and reads.baseline(exam, split) is None:
                 missing.append(f"{exam}/{split}@0")
     if missing:
+        # name only the reads that are missing: an experiment with no test split has no `--split test`
+        todo = [cmd for split, cmd in (("dev", "`monte eval` (dev)"), ("test", "`monte eval --split test`"))
+                if any(m.endswith(f"/{split}@0") for m in missing)]
         raise error("E_NO_BASELINE", f"cohort {cohort} has no baseline for {', '.join(missing)}; training is "
                     "refused until every exam has its baseline",
-                    "evaluate the base model first: `monte eval` (dev) and `monte eval --split test`")
+                    f"evaluate the base model first: {' and '.join(todo)}")
 
 
 def _teacher(spec: str, repo_root: Path) -> str:

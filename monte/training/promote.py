@@ -33,7 +33,8 @@ class PromoteResult(BaseModel):
     experiment: str
     dest: str
     files: int
-    bytes: int
+    bytes: int  # the files' content
+    disk: int = 0  # what they take on disk (blocks: `du` counts these)
     sha256: dict[str, str]
     hub: dict[str, str] | None = None  # --from-hub: the repo and revision exported
 
@@ -257,6 +258,7 @@ def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: st
                 pass
     exported = [p for p in dest.iterdir() if p.is_file()]  # the servable files and the model card
     size = sum(p.stat().st_size for p in exported)
+    disk = sum(p.stat().st_blocks * 512 for p in exported)
     return PromoteResult(checkpoint=ck.ref, experiment=exp, dest=str(dest), files=len(exported), bytes=size,
-                         sha256=info["files"],
+                         disk=disk, sha256=info["files"],
                          hub={"repo": hub_copy["repo"], "revision": hub_copy["revision"]} if from_hub else None)

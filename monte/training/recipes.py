@@ -36,7 +36,7 @@ import enum
 import os
 import types
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -236,7 +236,16 @@ def search_path(repo_root: Path) -> list[Path]:
     return [repo_root / "recipes", Path(monte.__file__).parent / "recipes"]
 
 
-def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
+class RecipeHead(NamedTuple):
+    """What a recipe is, read without importing TRL (which imports torch): enough for the
+    refusals that need no trainer (a starting point, a source's kind, a baseline)."""
+
+    name: str
+    algorithm: str
+    model: Any
+
+
+def _find(spec: str, repo_root: Path) -> tuple[Path, bool]:
     as_path = "/" in spec or spec.endswith((".yaml", ".yml"))
     if as_path:
         path = Path(os.path.expanduser(spec))  # ~nosuchuser stays as typed (Path.expanduser raises)
@@ -253,6 +262,19 @@ def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
         else:
             raise error("E_NOT_FOUND", f"no recipe named {spec!r}",
                         "list the resolvable names with `monte config`")
+    return path, as_path
+
+
+def peek(spec: str, repo_root: Path) -> RecipeHead:
+    """The recipe's name, algorithm and model, its YAML proven; its TRL fields are proven by
+    :func:`resolve`."""
+    path, _ = _find(spec, repo_root)
+    data = _load(path.read_bytes(), path)
+    return RecipeHead(name=path.stem, algorithm=data["algorithm"], model=data.get("model"))
+
+
+def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
+    path, as_path = _find(spec, repo_root)
     raw = path.read_bytes()
     settings = _validate(raw, path)
     ignored = settings.pop("_ignored")
@@ -261,7 +283,8 @@ def resolve(spec: str, repo_root: Path) -> ResolvedRecipe:
                           ignored=ignored)
 
 
-def _validate(raw: bytes, path: Path) -> dict[str, Any]:
+def _load(raw: bytes, path: Path) -> dict[str, Any]:
+    """The recipe's settings as plain values, its algorithm known (no TRL import)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
@@ -294,6 +317,12 @@ def _validate(raw: bytes, path: Path) -> dict[str, Any]:
     if not isinstance(algo, str) or algo not in _BY_ALGO:
         raise error("E_BAD_INPUT", f"recipe {path}: unknown algorithm {algo!r}",
                     f"use one of: {', '.join(_BY_ALGO)}")
+    return data
+
+
+def _validate(raw: bytes, path: Path) -> dict[str, Any]:
+    data = _load(raw, path)
+    algo = data["algorithm"]
     model = _BY_ALGO[algo]
     cls = trl_config_class(algo)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}

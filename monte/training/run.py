@@ -229,6 +229,10 @@ def train_chunk(ws: Workspace, plan: TrainPlan, out: Path, run: str,
     """Build the TRL trainer for the recipe and run the chunk (in this process, or as one rank of
     a launch: :mod:`monte.training.launch_rank`). Returns (trainer checkpoint, step)."""
     import torch
+
+    from monte.models import threads
+
+    threads.apply()  # as many threads as the other processes leave cores (a rank: its OMP_NUM_THREADS)
     from transformers import AutoTokenizer, TrainerCallback
     from transformers.utils import logging as hf_logging
 

@@ -75,7 +75,11 @@ def check_pairing(algorithm: str, source: Source) -> None:
     if source.kind == need and (kind is None or source.dataset_kind == kind):
         return
     what = f"{source.dataset_kind} dataset" if source.kind == "dataset" and source.dataset_kind else source.kind
-    if algorithm == "sft":
+    if algorithm == "sft" and source.kind == "environment":
+        fix = (f"an sft recipe trains on demonstrations: write this environment's curriculum as demonstrations "
+               f"with `monte dataset add {source.name}-sft --from-env {source.name} --kind sft` (input: the "
+               f"prompt; output: one space, then its answer) and pass --source {source.name}-sft")
+    elif algorithm == "sft":
         fix = ("an sft recipe trains on demonstrations: pass --source a Dataset frozen with --kind sft"
                + (" (a preference dataset trains a dpo recipe)" if source.dataset_kind == "preference" else ""))
     elif algorithm == "dpo":

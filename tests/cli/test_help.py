@@ -49,6 +49,30 @@ def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, 
     assert "parity" in _complete(repo, "monte experiment init x --eval ")
 
 
+def test_completion_reads_the_line_it_completes(repo: Path, monte, tiny_models, base_model: Path) -> None:
+    """Issue 46.12: completion ignored -e, offered eval-only environments as --source, and
+    completed nothing after `logs EXP/` or `--model `; logs, show, stop and rerun took no -e."""
+    from support.helpers import checkpoint
+
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    assert monte("env", "add", "--benchmark", "parity", "--as", "exams-only").code == 0
+    for exp in ("exp", "other"):
+        assert monte("experiment", "init", exp, "--eval", "parity", "--model", str(base_model)).code == 0
+    a = checkpoint(repo, tiny_models[1])
+    b = checkpoint(repo, tiny_models[2], experiment="other")
+    assert f"{a}@50" in _complete(repo, "monte eval -e exp --checkpoint ")
+    assert f"{b}@50" not in _complete(repo, "monte eval -e exp --checkpoint ")
+    assert _complete(repo, "monte logs other/") == [f"other/{b}"]
+    sources = _complete(repo, "monte train --source ")
+    assert "parity" in sources and "exams-only" not in sources
+    models = _complete(repo, "monte eval --model ")  # the base model the experiments record
+    assert models and all(monte("eval", "-e", "exp", "--model", m, "--dry-run").code == 0 for m in models), models
+    for command in ("show", "logs", "stop", "rerun"):
+        assert monte(command, "--help").out.count("-e, --experiment") == 1, command
+    r = monte("show", b, "-e", "other", "--json")
+    assert r.code == 0 and r.json()["run"] == b, r.out
+
+
 def _subcommands() -> list[tuple[str, str]]:
     import click
 

@@ -1,12 +1,13 @@
 """The README's "loop, by hand", run as written (issue 30.1).
 
 The commands are copied out of README.md's fenced shell block, as a user pastes them, and run one
-by one by bash in a fresh git repository, with ``monte`` on ``PATH`` (this checkout's). Where the
-README leaves a blank for the user, the test fills it as a user would: ``your-repo`` is the
-repository, ``demos.jsonl`` is the user's own SFT rows (made here from the frozen curriculum, as
-the quickstart does), and ``RUN``, ``RUN2``, ``RUN3`` are the runs the three ``monte train``
-lines printed, in order. Reproduced on the README before: ``monte nominate RUN2@100`` refused
-E_REFUSED "has no admissible dev eval": the loop never evaluated ``RUN2@100``.
+by one by bash in an empty folder, from its ``git init`` on, with ``monte`` on ``PATH`` (this
+checkout's). The one blank the README leaves for the user is filled as a user would: ``RUN``,
+``RUN2``, ``RUN3`` are the runs the three ``monte train`` lines printed, in order. Reproduced on
+the README before: ``monte nominate RUN2@100`` refused E_REFUSED "has no admissible dev eval" (the
+loop never evaluated ``RUN2@100``, issue 30.1); ``monte dataset add ... --from-file demos.jsonl``
+refused E_NOT_FOUND, nothing in the loop made that file (issue 46.1); and every run recorded
+``git_sha: null``, the loop committed nothing (issue 46.5).
 """
 
 from __future__ import annotations
@@ -37,13 +38,16 @@ def test_the_readme_loop_runs_as_written(tmp_path: Path) -> None:
     bin_dir.mkdir()
     (bin_dir / "monte").write_text(f'#!/bin/sh\nexec {sys.executable} -c "from monte.cli.main import main; main()" "$@"\n')
     (bin_dir / "monte").chmod(0o755)
-    repo = tmp_path / "your-repo"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    assert commands[0].startswith("git init your-repo && cd your-repo"), commands[0]
+    home = tmp_path / "work"
+    home.mkdir()
+    repo = home / "your-repo"
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     runs: list[str] = []
     transcript = []
-    for line in commands:
-        cmd = line.replace("cd your-repo", f"cd {repo}")
+    for i, line in enumerate(commands):
+        # one shell per line, as pasted; the first line's `cd` is the folder every later line runs in
+        cmd = line
 
         def fill(m: re.Match[str]) -> str:
             n = int(m.group(1) or 1)
@@ -51,12 +55,7 @@ def test_the_readme_loop_runs_as_written(tmp_path: Path) -> None:
             return runs[n - 1] + "@"
 
         cmd = re.sub(r"\bRUN(\d*)@", fill, cmd)
-        if "demos.jsonl" in cmd:  # the user's own rows: made from the curriculum just frozen
-            with open(repo / ".monte" / "environments" / "parity" / "curriculum.jsonl") as src, \
-                    open(repo / "demos.jsonl", "w") as out:
-                for row in map(json.loads, src):
-                    out.write(json.dumps({"input": row["prompt"], "output": " " + row["answer"]}) + "\n")
-        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=repo, env=env, capture_output=True, text=True,
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=home if i == 0 else repo, env=env, capture_output=True, text=True,
                            timeout=1800)
         transcript.append(f"$ {cmd}\n{r.stdout}{r.stderr}")
         if os.environ.get("MONTE_TEST_TRANSCRIPT"):  # to follow a slow machine's progress
@@ -70,3 +69,9 @@ def test_the_readme_loop_runs_as_written(tmp_path: Path) -> None:
     assert (repo / "exported" / "config.json").is_file() and (repo / "progress.png").is_file()
     status = transcript[-2]
     assert "test reads parity 2/2" in status, status
+    # every run records the code version the loop committed before its first run
+    shown = subprocess.run(["bash", "-c", f"monte show {runs[0]} --json"], cwd=repo, env=env, capture_output=True,
+                           text=True)
+    assert shown.returncode == 0, shown.stderr
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert json.loads(shown.stdout)["plan"]["git_sha"] == head, shown.stdout

@@ -116,6 +116,38 @@ def test_missing_source_file_and_flag_mixes(repo: Path, monte, unchanged, tmp_pa
     assert monte("dataset", "add", "../x", "--from-file", "a", "--json").json()["error"]["code"] == "E_INVALID_NAME"
 
 
+def test_from_env_freezes_the_curriculum_as_demonstrations(repo: Path, monte) -> None:
+    """Issue 46.1/14: the README's loop made its demonstrations from a file nothing made; now one
+    command writes a trainable environment's curriculum as SFT rows, input and output joined by a space."""
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    r = monte("dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft", "--json")
+    assert r.code == 0, r.out
+    d = r.json()["dataset"]
+    curriculum = [json.loads(line) for line in
+                  (repo / ".monte" / "environments" / "parity" / "curriculum.jsonl").read_text().splitlines()]
+    assert d["rows"] == len(curriculum) and d["columns"] == {"input": "input", "output": "output"}
+    frozen = [json.loads(line) for line in Path(d["folder"], "rows.jsonl").read_text().splitlines()]
+    assert frozen[0] == {"input": curriculum[0]["prompt"], "output": " " + curriculum[0]["answer"]}
+    assert d["provenance"]["source"] == "environment" and d["provenance"]["environment"] == "parity"
+    assert "' ' + answer" in d["provenance"]["join"]
+
+
+def test_from_env_refusals_change_nothing(repo: Path, monte, unchanged) -> None:
+    r = monte("dataset", "add", "x", "--from-env", "parity", "--json")  # no --kind sft
+    assert r.code == 2 and "--kind sft" in r.json()["error"]["fix"]
+    r = monte("dataset", "add", "x", "--from-env", "parity", "--kind", "sft", "--json")  # not frozen here
+    assert r.code == 4 and "monte env add --server parity" in r.json()["error"]["fix"]
+    assert monte("dataset", "add", "x", "--from-env", "parity", "--from-file", "a", "--json").code == 2
+
+
+def test_from_env_refuses_an_eval_only_environment(repo: Path, monte) -> None:
+    assert monte("env", "add", "--benchmark", "parity").code == 0
+    before = snapshot_state(repo)
+    r = monte("dataset", "add", "x", "--from-env", "parity", "--kind", "sft", "--json")
+    assert r.code == 3 and "eval-only" in r.json()["error"]["message"]
+    assert snapshot_state(repo) == before
+
+
 def test_list_and_show(repo: Path, monte, rows: Path) -> None:
     monte("dataset", "add", "b", "--from-file", str(rows))
     monte("dataset", "add", "a", "--from-file", str(rows), "--kind", "sft")

@@ -59,14 +59,18 @@ def test_status_end_to_end(repo: Path, monte, exp: str, tiny_models) -> None:
     c = checkpoint(repo, tiny_models[2], parent=(a, 50), algorithm="sft", source="parity-sft")
     for ref in (f"{a}@50", f"{b}@100", f"{c}@100", f"{a}@50"):  # the second eval of a is a retry
         assert monte("eval", "--yes", "--checkpoint", ref).code == 0
-    r = monte("status")
+    r = monte("status", "--wide")
     assert r.code == 0, r.err
     out = r.out
-    # issue 30.11: the legend ends the line that crosses the boundary, as docs/commands.md prints it
+    # issue 30.11: the legend ends the line that crosses the boundary, as docs/commands.md prints it;
+    # issue 46.7: in a tree of several paths each line ends with its leaf checkpoint
     lines = out.splitlines()
-    assert f"lineage: base -sft:parity-sft-> 50 =grpo:parity(+50)=> 100 {LEGEND}" in lines
-    assert "lineage: base -sft:parity-sft-> 50 -sft:parity-sft-> 100" in lines  # no boundary: no legend
+    assert f"lineage: base -sft:parity-sft-> 50 =grpo:parity(+50)=> 100  (leaf {b}@100) {LEGEND}" in lines
+    assert f"lineage: base -sft:parity-sft-> 50 -sft:parity-sft-> 100  (leaf {c}@100)" in lines  # no legend
     assert LEGEND not in [ln.strip() for ln in lines]  # never on a line of its own
+    folded = monte("status").out.splitlines()  # at the default width: every line under 120 columns
+    assert max(map(len, folded)) < 120 and LEGEND not in [ln.strip() for ln in folded]
+    assert any(ln.endswith(LEGEND) for ln in folded), folded
     cycles = next(line for line in out.splitlines() if line.startswith("cycles: "))
     # three cycles: a@50 once (shared prefix, retry not a new cycle), then each branch
     assert cycles.count("@") == 3 and f"{a}@50" in cycles and f"{b}@100" in cycles and f"{c}@100" in cycles
@@ -133,3 +137,54 @@ def test_logs_follow_ends_with_the_run(repo: Path, monte, exp: str) -> None:
     r = monte("logs", run, "--follow")
     assert r.code == 0 and time.monotonic() - start < 5
     assert json.loads(r.out.splitlines()[-1])["event"] == "succeeded"
+
+
+def test_status_opens_with_the_final_claim_and_folds_at_120_columns(repo: Path, monte, exp: str, tiny_models) -> None:
+    """Issue 46.7: status did not headline the final claim (the quickstart does), and its
+    per-exam line ran to ~250 characters."""
+    assert monte("eval", "--yes").code == 0
+    assert monte("eval", "--yes", "--split", "test").code == 0
+    a = checkpoint(repo, tiny_models[0], algorithm="sft", source="parity-sft")
+    assert monte("eval", "--yes", "--checkpoint", f"{a}@50").code == 0
+    assert monte("eval", "--yes", "--split", "test").code == 0  # the final claim: a@50
+    lines = monte("status").out.splitlines()
+    assert lines[0].startswith(f"final claim {a}@50 on parity/test: ") and "vs test@0 (n 200)" in lines[0], lines
+    assert max(map(len, lines)) < 120, max(lines, key=len)
+    wide = monte("status", "--wide").out.splitlines()
+    assert max(map(len, wide)) >= 120 and len(wide) < len(lines)  # the exam's line whole
+
+
+def test_status_shows_k_and_temperature_before_any_delta(repo: Path, monte, base_model: Path) -> None:
+    """Issue 46.7: an experiment sampling K answers showed neither K nor its temperature until a
+    delta named them."""
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    r = monte("experiment", "init", "k4", "--eval", "parity", "--model", str(base_model), "--samples", "4",
+              "--temperature", "0.7")
+    assert r.code == 0, r.err
+    out = monte("status").out
+    assert "K = 4 samples per item at temperature 0.7" in out.splitlines()[0], out
+    assert monte("status", "--json").json()["sampling"] == {"samples": 4, "temperature": 0.7}
+
+
+def test_a_running_chunk_shows_the_steps_it_trains(repo: Path, monte, exp: str, tiny_models) -> None:
+    """Issue 46.7: a running 12 -> 16 chunk read `-> 12` in the runs table."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.lineage import ensure_base, identify_base
+    from monte.models.locate import locate
+    from monte.training.record import start_chunk
+    from monte.workspace import open_workspace
+
+    a = checkpoint(repo, tiny_models[0], algorithm="sft", source="parity-sft", steps=12)
+    ws = open_workspace(repo)
+    where = locate(ws, Ledger(ws.store, "exp").measurement().model or "")
+    assert where.folder is not None
+    ident = identify_base(ws.store, "exp", where.folder)
+    cohort, _ = ensure_base(ws.store, "exp", where.ref, ident.files, cohort=ident.cohort, weights=ident.weights,
+                            folder=where.folder)
+    plan = {"recipe": {"name": "sft-tiny", "sha256": "0" * 64, "algorithm": "sft"}, "source": "parity-sft",
+            "parent": {"run": a, "step": 12}, "boundary": False, "start_step": 12, "steps": 4}
+    row = start_chunk(ws, "exp", cohort=cohort, base_model=where.ref, plan=plan, smoke=False)
+    line = next(ln for ln in monte("status").out.splitlines() if ln.startswith(row.run))
+    assert "\t12 -> 16\t" in line, line
+    line = next(ln for ln in monte("status").out.splitlines() if ln.startswith(a))
+    assert "\t0 -> 12\t" in line, line

@@ -242,3 +242,16 @@ def test_plot_in_the_light_install_names_the_extras_pip_line(repo: Path, exp: st
     assert "pip install" in err["fix"] and "[train]" in err["fix"] and "matplotlib" not in err["fix"], err
     assert "'train' extra" in err["message"] and pip_line("train").startswith("pip install"), err
     assert not (tmp_path / "p.png").exists()
+
+
+def test_an_eval_of_a_named_model_says_it_scores_the_newest_checkpoint_and_how_to_score_the_base(
+        repo: Path, monte, exp: str, base_model: Path, tiny_models: dict[int, Path]) -> None:
+    """Issue 46.8: `monte eval --model M` scores the newest checkpoint of M's cohort (as documented),
+    but the plan did not say so; a user who names a model expects that model."""
+    a = checkpoint(repo, tiny_models[2])
+    r = monte("eval", "--model", str(base_model), "--dry-run")
+    assert r.code == 0, r.err
+    chosen = next(line for line in r.out.splitlines() if line.strip().startswith("chosen:"))
+    assert f"{a}@50" in r.out and "newest checkpoint" in chosen and "--step 0" in chosen, r.out
+    r = monte("eval", "--model", str(base_model), "--step", "0", "--dry-run", "--json")
+    assert r.json()["plan"]["target"]["kind"] == "base"

@@ -467,7 +467,7 @@ def test_an_edit_to_code_the_facts_call_derives_them_again_and_verify_stays_quie
     led = Ledger(Store(built), EXP)
     with_delta = next(r for r in led.rows(led.snapshot()) if r.kind == "eval" and r.delta)
     led.append_row(lambda _s, _q: with_delta.model_copy(update={
-        "seq": 0, "run": "zz0000000009", "delta": {**with_delta.delta, "lower": 0.00003}}),
+        "seq": 0, "run": "zz0000000009", "delta": {**(with_delta.delta or {}), "lower": 0.00003}}),
         event="finished", summary=lambda r: f"eval {r.run}")
     pkg = tmp_path / "pkg"
     shutil.copytree(Path(monte.__file__).parent, pkg / "monte", ignore=shutil.ignore_patterns("__pycache__"))

@@ -448,3 +448,27 @@ def test_box_help_lists_the_verbs_and_imports_nothing_heavy(repo: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "HEAVY=\n" in r.stderr
     assert all(verb in r.stdout for verb in ("up", "status", "down"))
+
+
+def test_a_remote_train_without_a_hub_token_refuses_before_any_box(
+        repo: Path, fake: FakeLambda, armed: list[dict[str, Any]], monte: Run, base_model: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46.10: `--remote` train checked the Hugging Face token only after finding or
+    launching a box (a launch, a refusal, a termination)."""
+    from support.helpers import push_to_new_origin
+
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    assert monte("dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft").code == 0
+    assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model)).code == 0
+    assert monte("eval", "--yes").code == 0 and monte("eval", "--split", "test", "--yes").code == 0
+    (tmp_path / "bucket").mkdir()
+    assert monte("config", "set", "bucket", str(tmp_path / "bucket")).code == 0
+    push_to_new_origin(repo, tmp_path / "origin.git")
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no token saved by `hf auth login` either
+    monkeypatch.setenv("MONTE_HUB_REPO", "someone/parity-model")
+    r = monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--remote", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_STORAGE" and "HF_TOKEN" in err["fix"], err
+    assert fake.calls("POST", "") == [] and fake.live() == []  # no launch, nothing to terminate

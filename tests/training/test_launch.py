@@ -288,6 +288,9 @@ def test_the_cpu_profile_runs_two_processes_under_accelerate_launch_frozen_by_ha
     assert [c["step"] for c in row["checkpoints"]] == [4]
     again = monte("rerun", row["run"], "--dry-run", "--json").json()
     assert again["config_sha256"] == launch["config_sha256"] and "accelerate.commands.launch" in again["ranks"][0]
+    # issue 46.13: the command names the profile, not the frozen copy's absolute path
+    command = again["command"]
+    assert command[command.index("--accelerate-config") + 1] == "cpu-ddp", command
 
 
 def test_a_users_accelerate_yaml_is_frozen_into_the_plan_by_hash(ready: str, repo: Path, monte,

@@ -67,8 +67,11 @@ def test_promote_exports_exactly_the_servable_files_verified(repo: Path, monte, 
     empty.mkdir()
     r = _promote(monte, ref, empty)
     assert r.code == 0, r.out + r.err
+    # issue 46.13: beside the content bytes, what the folder takes on disk (as `du` counts it)
+    disk = sum(p.stat().st_blocks * 512 for p in empty.iterdir())
+    assert out["disk"] == sum(p.stat().st_blocks * 512 for p in exported)
     assert r.out.strip() == (f"promoted {ref} to {empty}: {len(files) + 1} files (the model card included), "
-                             f"{out['bytes']:,} bytes, every sha256 verified")
+                             f"{out['bytes']:,} bytes ({disk / 2**20:.1f} MiB on disk), every sha256 verified")
 
 
 def test_confirm_must_name_the_checkpoint_in_full(repo: Path, monte, run: str, tmp_path: Path) -> None:

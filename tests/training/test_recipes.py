@@ -150,7 +150,8 @@ def test_missing_recipes_are_not_found(tmp_path: Path) -> None:
     assert e.value.code == "E_NOT_FOUND" and "nope.yaml" in e.value.message
 
 
-def test_cli_refuses_a_bad_recipe_with_exit_6_and_writes_nothing(repo: Path, monte, trainable: str) -> None:
+def test_cli_refuses_a_bad_recipe_with_exit_6_and_writes_nothing(repo: Path, monte, ready: str) -> None:
+    # baselines first: a missing one is refused before TRL proves the recipe's fields (issue 46.2)
     write_recipe(repo, "bad", SFT + "bach_size: 4\n")
     for extra in (["--from-base"], ["--smoke"]):
         err = refused(monte, repo, "train", "--recipe", "bad", "--source", "parity-sft", "--yes", *extra,

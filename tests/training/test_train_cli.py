@@ -122,7 +122,9 @@ def test_a_crossed_pairing_refuses_naming_the_right_kind(repo: Path, monte, read
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity", "--from-base", "--yes",
                   code="E_REFUSED", exit_code=3)
     assert "sft" in err["message"] and "'parity'" in err["message"]
-    assert "Dataset frozen with --kind sft" in err["fix"]
+    # the fix names the command that turns the curriculum into demonstrations, and how they are joined
+    assert "`monte dataset add parity-sft --from-env parity --kind sft`" in err["fix"], err["fix"]
+    assert "one space, then its answer" in err["fix"]
     for recipe in ("grpo-t", "distill-t"):
         err = refused(monte, repo, "train", "--recipe", recipe, "--source", "parity-sft", "--from-base", "--yes",
                       code="E_REFUSED", exit_code=3)
@@ -422,3 +424,38 @@ def test_a_missing_teacher_is_refused_before_anything_is_written(repo: Path, mon
     r = train(monte, "--recipe", "distill-missing", "--source", "parity", "--from-base")
     assert r.code == 4 and r.json()["error"]["code"] == "E_NOT_FOUND"
     assert snapshot_state(repo) == before
+
+
+# --- refusals that need no model come before torch (issue 46.2) -----------------------------------
+
+_PROBE = ("import json, sys\nfrom monte.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+          "    print(json.dumps({'exit': e.code, 'torch': 'torch' in sys.modules, 'trl': 'trl' in sys.modules}),"
+          " file=sys.stderr)\n")
+
+
+def _refusal_imports(repo: Path, *argv: str) -> dict[str, Any]:
+    """A fresh interpreter's ``monte train ... --json``: its exit status, its error, and whether
+    torch or TRL was imported by the time it refused (their import is seconds of a refusal)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _PROBE, "train", *argv, "--yes", "--json"], cwd=repo,
+                       capture_output=True, text=True, timeout=300)
+    probe = json.loads(r.stderr.strip().splitlines()[-1])
+    return {**probe, "error": json.loads(r.stdout)["error"]["code"]}
+
+
+def test_refusals_that_need_no_model_do_not_import_torch(repo: Path, trainable: str) -> None:
+    """Reproduced: a missing --from-base, --smoke with --from-base and E_NO_BASELINE each waited
+    for the torch/TRL import (8-16 s on a loaded machine) before refusing."""
+    for argv, code in [(("--recipe", "sft-t", "--source", "parity-sft"), "E_USAGE"),
+                       (("--recipe", "sft-t", "--source", "parity-sft", "--smoke", "--from-base"), "E_USAGE"),
+                       (("--recipe", "sft-t", "--source", "parity-sft", "--from-base"), "E_NO_BASELINE")]:
+        got = _refusal_imports(repo, *argv)
+        assert got == {"exit": 2 if code == "E_USAGE" else 3, "torch": False, "trl": False, "error": code}, argv
+
+
+def test_a_crossed_pairing_refuses_before_torch(repo: Path, ready: str) -> None:
+    for recipe, source in (("sft-t", "parity"), ("grpo-t", "parity-sft")):
+        got = _refusal_imports(repo, "--recipe", recipe, "--source", source, "--from-base")
+        assert got == {"exit": 3, "torch": False, "trl": False, "error": "E_REFUSED"}, (recipe, source)

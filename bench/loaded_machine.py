@@ -1,0 +1,99 @@
+"""The loop on a loaded machine (issue 46.15): `monte quickstart` run as a user runs it (no
+`OMP_NUM_THREADS` from a Makefile), quiet and beside busy processes, in the same run.
+
+Three timings of the same workload, each a fresh process in a fresh folder:
+
+- quiet: nothing else started by this script (the machine's own load is reported);
+- loaded: beside BUSY processes that each spin one core (`while True: pass`), started first;
+- loaded, torch's defaults: the same, with `OMP_NUM_THREADS` = the cores and OpenMP's own wait
+  policy (what monte did before it chose: one thread per core, idle threads spinning).
+
+The goal: loaded within 3x of quiet. The workload is the whole quickstart; `--quick` times one
+dev eval of the tiny model instead (seconds), the same path through the thread policy.
+
+    .venv/bin/python bench/loaded_machine.py [--busy 2] [--json-out PATH]
+    .venv/bin/python bench/loaded_machine.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PY = sys.executable
+MONTE = [PY, "-c", "from monte.cli.main import main; main()"]
+
+
+def _env(defaults: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MKL_"))}
+    if defaults:  # torch's own choice: a thread per core; "" leaves OpenMP's default wait (spinning)
+        env["OMP_NUM_THREADS"] = str(len(os.sched_getaffinity(0)))
+        env["OMP_WAIT_POLICY"] = ""
+    return env
+
+
+def _setup_eval(folder: Path) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main", str(folder)], check=True)
+    for args in (["init"], ["model", "init", "base-model"],
+                 ["env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"],
+                 ["experiment", "init", "exp", "--eval", "parity", "--model", "base-model"]):
+        subprocess.run([*MONTE, *args], cwd=folder, check=True, capture_output=True)
+
+
+def timed(quick: bool, busy: int, defaults: bool, limit: float) -> dict[str, float | bool]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "loop"
+        if quick:
+            _setup_eval(folder)
+            argv, cwd = [*MONTE, "eval", "--yes"], folder
+        else:
+            argv, cwd = [*MONTE, "quickstart", str(folder)], Path(tmp)
+        spinners = [subprocess.Popen([PY, "-c", "while True: pass"]) for _ in range(busy)]
+        try:
+            t = time.perf_counter()
+            try:
+                r = subprocess.run(argv, cwd=cwd, env=_env(defaults), capture_output=True, text=True, timeout=limit)
+            except subprocess.TimeoutExpired:
+                return {"seconds": round(time.perf_counter() - t, 1), "timed_out": True}
+            seconds = time.perf_counter() - t
+            if r.returncode:
+                raise SystemExit(f"{argv[3:]} exited {r.returncode}: {r.stderr[-2000:]}")
+        finally:
+            for p in spinners:
+                p.kill()
+                p.wait()
+    return {"seconds": round(seconds, 1), "timed_out": False}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--busy", type=int, default=2, help="busy processes beside the loaded runs")
+    ap.add_argument("--quick", action="store_true", help="one dev eval instead of the quickstart")
+    ap.add_argument("--cap", type=float, default=5.0, help="stop a loaded run past this many times quiet")
+    ap.add_argument("--json-out", type=Path)
+    a = ap.parse_args()
+    load_before = os.getloadavg()[0]
+    quiet = timed(a.quick, 0, False, 3600)
+    limit = max(60.0, a.cap * float(quiet["seconds"]))  # past it the figure is "more than CAP x"
+    loaded = timed(a.quick, a.busy, False, limit)
+    old = timed(a.quick, a.busy, True, limit)
+    figures = {"quiet": quiet, f"beside {a.busy} busy": loaded, f"beside {a.busy} busy, torch's defaults": old}
+    print(f"workload: {'one dev eval' if a.quick else 'monte quickstart'}; cores {len(os.sched_getaffinity(0))}; "
+          f"load average before {load_before:.1f}, after {os.getloadavg()[0]:.1f}")
+    for label, f in figures.items():
+        ratio = float(f["seconds"]) / float(quiet["seconds"])
+        f["x_quiet"] = round(ratio, 2)
+        print(f"  {label:40} {f['seconds']:8.1f} s  {'>' if f['timed_out'] else ' '}{ratio:5.2f}x quiet")
+    if a.json_out:
+        a.json_out.write_text(json.dumps({"quick": a.quick, "busy": a.busy, "load_before": load_before,
+                                          "figures": figures}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
