@@ -78,7 +78,7 @@ def test_a_chunk_that_falls_from_its_parent_is_a_regression_there_and_ok_against
     doc = monte("status", "--json").json()
     cycle = next(c for c in doc["cycles"] if c["checkpoint"] == f"{b}@100")
     assert cycle["verdict"] == "ok" and cycle["parent"]["regression"] is True
-    out = monte("status").out
+    out = monte("status", "--wide").out  # whole lines: the default folds at 120 columns
     assert f"cycles vs parent: {b}@100 vs {a}@50 -0.1250 regression" in out
     line = next(x for x in out.splitlines() if x.startswith(f"delta arith/dev {b}@100"))
     assert " ok; vs parent " in line and "(a significant regression)" in line
@@ -105,7 +105,7 @@ def test_k1_status_is_todays_verdict(store: Store, monte) -> None:
     (s,) = monte("status", "--json").json()["search"]
     assert s["k"] == 1 and s["search_verdict"] == s["verdict"] == r.delta["verdict"]
     assert (s["lower"], s["upper"], s["estimate"]) == (r.delta["lower"], r.delta["upper"], r.delta["delta"])
-    assert "as the best of 1: the same" in monte("status").out
+    assert "as the best of 1: the same" in monte("status", "--wide").out
 
 
 def test_no_move_helped_many_tries_the_best_is_not_ok_as_the_best_of_k(store: Store, monte) -> None:
