@@ -49,7 +49,8 @@ SLOW_FIXTURES = frozenset({
 })
 SLOW_PATHS = (
     "training/", "remote/", "envs/nemo/", "reliability/",  # real models, servers, fault campaigns
-    "models/test_tiny_model.py", "envs/test_lmeval_exam.py", "evals/test_samples_eval.py",
+    "models/test_tiny_model.py", "envs/test_lmeval_exam.py", "envs/test_lmeval_content.py",
+    "evals/test_samples_eval.py",
     "test_bench.py", "cli/test_readme_loop.py",
     # the statistics' validations, seconds of numpy each (`pytest tests/stats` runs them with the
     # rest when monte/stats changes): exact enumeration on fine grids, simulations, mutation checks

@@ -25,6 +25,12 @@ def mcp(read_only: bool, allow_test: bool) -> Any:
     if read_only and allow_test:
         raise error("E_USAGE", "--allow-test serves tools that spend the test split, and --read-only serves none "
                     "that write", "pass one of them")
+    import sys
+
+    if not (hasattr(sys.stdin, "buffer") and hasattr(sys.stdout, "buffer")):
+        raise error("E_USAGE", "monte mcp speaks the Model Context Protocol on its standard input and output, "
+                    "and here they are not streams it can serve", "start it from an agent client, as the command "
+                    "`monte mcp` run in the repository (docs/agents.md)")
     from monte.mcp.server import serve
 
     serve(read_only=read_only, allow_test=allow_test)

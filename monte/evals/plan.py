@@ -150,8 +150,6 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
         raise error("E_REFUSED", "the final claim's checkpoint is chosen by monte, not by a flag",
                     "drop --checkpoint/--step: the test eval scores the nomination "
                     "(`monte nominate RUN@STEP`) or the best paired dev delta")
-    if test_read:  # the history verified before anything is planned on it (--dry-run says so too):
-        verify_before_spend(ws.store)  # a deleted base ref would otherwise read as a fresh cohort
     base_model = model or (_checkpoint_base(ws, exp, rows, checkpoint) if checkpoint else None) or meas.model
     if not base_model:
         raise error("E_USAGE", f"experiment {exp} names no model", "pass --model PATH (a local model folder)")
@@ -180,6 +178,8 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
             touches = seal.touches(keys[e.exam], own=(exp, rows))
             rules.check_test_read(rows, cohort, e.exam, on_checkpoint=has_checkpoints, experiment=exp,
                                   touches=touches, note=overlap_note(seal, touches))
+    if test_read:  # the history verified before a read is planned (--dry-run says so too); a deleted
+        verify_before_spend(ws.store)  # base ref reads as a fresh cohort above, and is a rewind here
     target = _resolve_target(ws, exp, rows, cohort, where, split, step, checkpoint, smoke, snap)
     if test_read:
         for e in exams:

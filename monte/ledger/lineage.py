@@ -143,8 +143,10 @@ def known_bases(store: Store) -> list[KnownBase]:
     return out
 
 
-def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
-    """Hash the folder and name its cohort.
+def identify_base(store: Store, experiment: str, folder: Path, *, by_behaviour: bool = True) -> BaseIdentity:
+    """Hash the folder and name its cohort. ``by_behaviour=False`` skips the behavioural fingerprint
+    (one forward pass, torch): a chunk's plan, whose cohort must already hold its baselines, which
+    an eval recorded after that check; an unknown base is then a new cohort, refused there.
 
     - A folder whose weights are a known base's (this folder's identity, or the one the previous
       monte recorded), or within :data:`identity.NEAR` of one (a near-copy), is that base's
@@ -183,7 +185,7 @@ def identify_base(store: Store, experiment: str, folder: Path) -> BaseIdentity:
             match = found[0]
             near = {"experiment": match.experiment, "cohort": match.cohort, "distance": round(found[1], 6)}
     behaviour: dict[str, Any] | None = None
-    if match is None and store.tip(base_ref(experiment, legacy)) is None:
+    if by_behaviour and match is None and store.tip(base_ref(experiment, legacy)) is None:
         # a base no record knows by its bytes: is it one by how it behaves?
         refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={legacy, mine.weights[:12]})
         behaviour, like = behaves_as(store, folder, bases, own={legacy, mine.weights[:12]})

@@ -162,7 +162,7 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
                     "pass --model PATH")
     where = locate.locate(ws, base)
     assert where.folder is not None
-    base_id = identify_base(ws.store, exp, where.folder)
+    base_id = identify_base(ws.store, exp, where.folder, by_behaviour=False)  # no torch before its refusals
     locate.prove(ws.store, exp, where, base_id.own or base_id.weights, base_id.identities)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base_id.files, base_id.cohort
     names = {where.register: str(where.folder)} if where.register else {}

@@ -74,7 +74,7 @@ def test_status_and_eval_print_the_floor_and_the_reach(
     reach = doc["exams"][0]["detectable"]
     # the tiny checkpoint answers as the base does (no task flipped): the prior, stated as such
     assert reach["n"] == 200 and reach["prior"] and reach["evals"] == 1 and reach["effect"] == effect
-    out = monte("status").out
+    out = monte("status", "--wide").out  # whole lines (the default folds at 120 columns)
     assert "exam parity: constant-answer floor dev 0." in out
     assert (f"a test read (n 200) shows a gain of {effect:+.3f} or more with 80% power (assumed discordance "
             "0.20: no task flipped in 1 paired dev eval(s); best dev delta +0.000)") in out

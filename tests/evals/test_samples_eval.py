@@ -107,7 +107,7 @@ def test_k_samples_end_to_end(repo: Path, monte, base_model: Path, tiny_models) 
     assert 200 <= d["effective_n"] <= 200 * K and 1 <= d["design_effect"] <= K
     assert set(d["pass_at"]) == {"1", "4"} and d["pass_at"]["1"]["delta"] == pytest.approx(d["delta"])
     assert d["verdict"] in ("ok", "STRIKE") and (d["verdict"] == "ok") == (d["lower"] > 0)
-    out = monte("status").out
+    out = monte("status", "--wide").out  # whole lines (the default folds at 120 columns)
     line = next(x for x in out.splitlines() if x.startswith(f"delta parity/dev {a}@50"))
     assert f"K {K}, effective n " in line and "design effect " in line and "; pass@4 " in line
     assert f"a test read (n 200 items, K {K}) shows a gain of about" in out

@@ -28,7 +28,7 @@ LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
 
 
 def _lineage(monte, *args: str) -> list[str]:
-    r = monte("status", *args)
+    r = monte("status", "--wide", *args)  # whole lines (the default folds at 120 columns)
     assert r.code == 0, r.out + r.err
     return [line for line in r.out.splitlines() if line.startswith("lineage:")]
 
