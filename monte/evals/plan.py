@@ -138,6 +138,9 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
               processes: int = 1) -> EvalPlan:
     if processes < 1:
         shards.check(processes, {})
+    from monte.frozen import sweep_staging
+
+    sweep_staging(ws)  # private copies of the weights that killed evals left (their owners are gone)
     exp = experiment_name(ws, experiment)
     ledger = Ledger(ws.store, exp)
     snap = ledger.snapshot()

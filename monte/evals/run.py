@@ -134,10 +134,8 @@ def private_copy(ws: Workspace, folder: Path, files: dict[str, str], label: str)
     """``files`` of ``folder`` copied into a staging folder of the data root, each hashed in the
     one read that copies it and compared with its proven sha256 (``E_INTEGRITY`` otherwise)."""
     from monte.envs.freeze import staging_dir
-    from monte.frozen import sweep_staging
     from monte.hashing import copy_hashed
 
-    sweep_staging(ws)  # the copies of evals killed before they could remove theirs
     dest = staging_dir(ws.data_root)
     try:
         for name, digest in sorted(files.items()):
