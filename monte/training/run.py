@@ -61,12 +61,13 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         if not plan.adopt:
             raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
                         "run the chunk in one process, or submit it with --remote")
+        adopted = plan.adopt
         plan, copies = private_weights(ws, plan)  # each rank loads the bytes it proved itself
         try:
-            train_chunk(ws, plan, ws.run_folder(plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
+            train_chunk(ws, plan, ws.run_folder(plan.experiment, adopted) / "trainer", adopted, None)
         finally:
             private.remove(copies)
-        return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
+        return TrainResult(experiment=plan.experiment, run={"run": adopted, "rank": rank})
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     preflight_train(plan)  # everything the chunk needs, proven before its row is started
     from monte.frozen import sweep_staging
