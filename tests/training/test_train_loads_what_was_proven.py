@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from support.helpers import snapshot_state
-from support.trainhelp import trained, write_recipe
+from support.trainhelp import distill, trained, write_recipe
 
 SFT_OTHER = """\
 # another SFT recipe: crossing to it from an sft-t checkpoint is a stage boundary
@@ -119,3 +119,18 @@ def test_every_rank_of_a_launch_loads_the_proven_copy(ready: str, repo: Path, mo
     assert res.run["status"] == "succeeded", res.run
     assert res.run["plan"]["launch"]["world_size"] == 2
     assert not list((repo / ".monte" / "tmp").glob("freeze-*"))
+
+
+def test_a_teacher_swapped_after_the_plan_is_refused(ready: str, repo: Path, monte, tiny_models,
+                                                     tmp_path: Path) -> None:
+    """A distillation chunk's teacher is loaded from a private copy too, hashed against the
+    files its plan proved."""
+    from monte import api
+
+    teacher = tmp_path / "my-teacher"
+    shutil.copytree(tiny_models[1], teacher)
+    write_recipe(repo, "distill-mine", distill(teacher))
+    plan = api.plan_train(recipe="distill-mine", source="parity", from_base=True)
+    shutil.copyfile(tiny_models[2] / "model.safetensors", teacher / "model.safetensors")
+    err = _refused_before_started(repo, plan)
+    assert getattr(err, "code", None) == "E_INTEGRITY" and "the teacher" in str(err), err
