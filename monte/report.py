@@ -190,7 +190,9 @@ def collect(ws: Workspace, experiment: str | None) -> dict[str, Any]:
     for row in status["rows"]:
         prov = facts[row["run"]][3] if row["run"] in facts else _provenance({})
         runs.append({**{k: row[k] for k in ("run", "kind", "status", "what", "target", "step", "score", "n",
-                                            "role", "cohort", "created_at", "smoke")}, **prov})
+                                            "role", "cohort", "created_at", "smoke")},
+                     # recorded by `monte recover` from a kept result, not by the process that generated it
+                     "recovered": bool(row.get("recovered")), **prov})
     return {"status": status, "runs": runs, "evals": evals, "splits": packed_splits}
 
 
@@ -471,7 +473,7 @@ def _json_script(obj: Any, id_: str) -> str:
 
 #: the fields of each run the page's runs table reads, in this order
 RUN_FIELDS = ("run", "kind", "what", "target", "status", "smoke", "role", "score", "n", "recipe", "recipe_sha256",
-              "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at")
+              "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at", "recovered")
 
 
 @functools.cache

@@ -25,6 +25,7 @@ from monte.ledger.store import Snapshot
 from monte.ledger.verify import verify_before_spend
 from monte.manifest import now
 from monte.models import locate
+from monte.models.private import private_copy, remove
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     PENDING,
@@ -99,9 +100,7 @@ def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int],
         return _run_eval(ws, plan, splits, measurement, transition, pusher, sizes, on_progress, load)
     finally:
         if private is not None:
-            import shutil
-
-            shutil.rmtree(private, ignore_errors=True)
+            remove([private])
 
 
 def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | None]:
@@ -128,34 +127,6 @@ def private_weights(ws: Workspace, plan: EvalPlan) -> tuple[EvalPlan, Path | Non
     dest = private_copy(ws, Path(plan.target.folder), files, plan.target.label)
     target = plan.target.model_copy(update={"folder": str(dest)})
     return plan.model_copy(update={"target": target}), dest
-
-
-def private_copy(ws: Workspace, folder: Path, files: dict[str, str], label: str) -> Path:
-    """``files`` of ``folder`` copied into a staging folder of the data root, each hashed in the
-    one read that copies it and compared with its proven sha256 (``E_INTEGRITY`` otherwise)."""
-    from monte.envs.freeze import staging_dir
-    from monte.hashing import copy_hashed
-
-    dest = staging_dir(ws.data_root)
-    try:
-        for name, digest in sorted(files.items()):
-            out = dest / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                got = copy_hashed(folder / name, out)
-            except FileNotFoundError:
-                got = "missing"
-            if got != digest:
-                raise error("E_INTEGRITY", f"{folder / name} is not the file proven for {label} "
-                            f"(sha256 {got[:12]}, proven {digest[:12]}): it changed after it was proven; nothing "
-                            "was started and no read was spent", f"put the proven model back at {folder} and run "
-                            "the command again (never change a model's files while an eval of it runs)")
-    except BaseException:
-        import shutil
-
-        shutil.rmtree(dest, ignore_errors=True)
-        raise
-    return dest
 
 
 def _regenerated(ws: Workspace, ledger: Ledger, row: RunRow, items: list[dict[str, Any]],

@@ -125,8 +125,10 @@ def seal_line(config: dict[str, Any]) -> str:
     key = pinned_key(config)
     if config.get(URL_KEY) and key:
         return f"seal: held by the grader {config[URL_KEY]} (key {fingerprint(key)})"
-    return ("seal: local (an agent with a shell on this account can break it; a grader on another account "
-            "makes it hold: `monte grader init`, docs/grader.md)")
+    # the local seal's reach, in one line: what it holds against, and what only a grader stops
+    return ("seal: local (it binds monte's own reads: two test reads per content, each checked first, the "
+            "record verified, the weights measured as proven; an agent with a shell on this account can still "
+            "read the split's file; a grader on another account stops that: `monte grader init`, docs/grader.md)")
 
 
 def require_pinned(config: dict[str, Any]) -> str:

@@ -119,7 +119,7 @@ document.querySelectorAll("g.ck").forEach((g) => g.addEventListener("click", () 
   if (first !== undefined) { mark(first); $("flips").scrollIntoView(); }
 }));
 const RUN_FIELDS = ["run", "kind", "what", "target", "status", "smoke", "role", "score", "n", "recipe", "recipe_sha256",
-  "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at"];
+  "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at", "recovered"];
 const RUNCOLS = ["run", "kind", "what", "target", "status", "score", "n", "recipe", "recipe_sha256", "source",
   "base_model", "cohort", "git", "host", "created_at"];
 let runRows = [];
@@ -129,7 +129,8 @@ inflate(D.runs).then((rows) => {
     const tr = document.createElement("tr");
     for (const k of RUNCOLS) {
       let v = r[k];
-      if (k === "status") v = r.status + (r.smoke ? " smoke" : "") + (r.role ? " " + r.role : "");
+      if (k === "status") v = r.status + (r.smoke ? " smoke" : "") + (r.role ? " " + r.role : "")
+        + (r.recovered ? " recovered" : "");
       if (k === "score") v = fmt(v);
       if (k === "recipe_sha256" && v) v = v.slice(0, 12);
       if (k === "cohort" && r.weights) v = `${r.cohort} (${r.weights.slice(0, 12)})`;

@@ -14,11 +14,11 @@ from monte.ledger.views import ROW_FIELDS, with_row_defaults
 #: The facts :func:`row_fact` derives from one row, by position (a tuple: 10,000 of them are
 #: cached and loaded per status call, see :mod:`monte.ledger.derived`).
 (SEQ, RUN, KIND, STATUS, COHORT, BASE_MODEL, EXAM, SPLIT, STEP, SMOKE, SCORE, N, ROLE, CREATED, TKIND, TRUN,
- TSTEP, WHAT, DELTA, WHO, FULL, JSON_ROW, TABLE_LINE, DELTA_HEAD) = range(24)
+ TSTEP, WHAT, DELTA, WHO, FULL, RECOVERED, JSON_ROW, TABLE_LINE, DELTA_HEAD) = range(25)
 #: Bump when :func:`row_fact` changes the shape of its facts. The cache's key also carries the
 #: digest of the whole installed package (:func:`monte.codekey.code_digest`), so an edit anywhere
 #: the facts reach (a helper in stats/, a rule) derives them again.
-FACTS_VERSION = "status-facts 3"
+FACTS_VERSION = "status-facts 4"
 
 
 def facts_version() -> str:
@@ -59,14 +59,18 @@ def row_fact(r: Mapping[str, Any]) -> tuple[Any, ...]:
             r["step"], smoke, r["score"], r["n"], r["role"], r["created_at"], tkind, t.get("run"),
             t.get("step"), what, delta,
             (r["host"], r["pid"], r["proc_start"]) if status in LIVE else None,
-            dict(r) if full else None)
+            dict(r) if full else None,
+            # finished by `monte recover` from a kept result, not by the process that generated it
+            r.get("recovered") is True)
     out = out_row(fact, status)
     return (*fact, dump_row(out), table_line(out), delta_head(delta) if delta is not None else None)
 
 
 def status_text(row: Mapping[str, Any]) -> str:
-    """A status row's status as the table shows it: with ``smoke`` and the test read's role."""
-    return str(row["status"]) + (" smoke" if row["smoke"] else "") + (f" {row['role']}" if row["role"] else "")
+    """A status row's status as the table shows it: with ``smoke``, the test read's role and
+    ``recovered`` (recorded by ``monte recover`` from a kept result)."""
+    return (str(row["status"]) + (" smoke" if row["smoke"] else "") + (f" {row['role']}" if row["role"] else "")
+            + (" recovered" if row.get("recovered") else ""))
 
 
 def table_line(row: Mapping[str, Any]) -> str:
@@ -135,7 +139,7 @@ def shown(f: tuple[Any, ...]) -> str:
 def out_row(f: tuple[Any, ...], status: str) -> dict[str, Any]:
     return {"run": f[RUN], "kind": f[KIND], "status": status, "what": f[WHAT], "target": shown(f),
             "step": f[STEP], "score": None if f[SMOKE] else f[SCORE], "n": f[N], "smoke": f[SMOKE],
-            "role": f[ROLE], "cohort": f[COHORT], "created_at": f[CREATED]}
+            "role": f[ROLE], "cohort": f[COHORT], "created_at": f[CREATED], "recovered": f[RECOVERED]}
 
 
 def dump_row(row: dict[str, Any]) -> bytes | None:

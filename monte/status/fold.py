@@ -88,7 +88,7 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
     deltas_json, floor = acc.get("deltas_json"), acc.get("floor")
     for f in facts:
         (seq, run, kind, recorded, cohort, base_model, exam, split, _step, smoke, score, n, role, _created,
-         tkind, trun, tstep, _what, delta, who, full, row_json, line, head) = f
+         tkind, trun, tstep, _what, delta, who, full, _recovered, row_json, line, head) = f
         status = recorded
         if who is not None:
             gone = dead(recorded, *who)

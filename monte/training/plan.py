@@ -61,6 +61,11 @@ class TrainPlan(BaseModel):
     stage_start: str  # the stage's starting weights (the KL reference; a folder here)
     resume_from: str | None  # the parent's trainer state (continuation only; a folder here)
     resume_step: int  # the trainer's own step counter at the start
+    #: the proven sha256 of init_model's servable files (the base commit's, or the checkpoint's
+    #: lineage commit's) and of resume_from's (its checkpoint's): the chunk loads a private copy
+    #: hashed against them (:func:`monte.training.run.private_weights`); empty: loaded by path
+    init_files: dict[str, str] = {}
+    resume_files: dict[str, str] = {}
     leak: dict[str, Any]
     #: what records name instead of those folders: "base" or RUN@STEP (a checkpoint, proven
     #: against its lineage commit wherever it is resolved)
@@ -186,7 +191,8 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
                                   names=names)
     if not parent:
         return TrainPlan(**common, **extra, parent=None, boundary=False, start_step=0, steps=steps, smoke=smoke,
-                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0)
+                         init_model=base_str, stage_start=base_str, resume_from=None, resume_step=0,
+                         init_files=files)
     ref_exp, run, step = parse_run_ref(parent, exp)
     if ref_exp != exp:
         raise error("E_USAGE", f"{parent} names experiment {ref_exp}, not {exp}", f"pass --experiment {ref_exp}")
@@ -209,15 +215,18 @@ def _plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: s
         if not state.is_dir():
             raise error("E_NOT_FOUND", f"the trainer state of {ck.ref} is not on this data root ({state})",
                         "run where the run directories live (the box)")
-        stage_ref, stage_path = _stage_start(ws, exp, ledger, snap, info.get("stage_start"), base_str)
+        stage_ref, stage_path, stage_files = _stage_start(ws, exp, ledger, snap, info.get("stage_start"),
+                                                          base_str, files)
         return TrainPlan(**common, **extra, parent={"run": ck.run, "step": ck.step}, boundary=False,
                          start_step=ck.step, steps=steps, smoke=False, init_model=stage_path,
                          stage_start=stage_path, init_ref=stage_ref, stage_ref=stage_ref, resume_from=str(state),
                          resume_state=str(info["trainer_state"]),
-                         resume_step=int(info.get("trainer_step", 0)))
+                         resume_step=int(info.get("trainer_step", 0)),
+                         # the trainer state's servable files are the ones its checkpoint folder was copied from
+                         init_files=stage_files, resume_files=dict(info["files"]))
     return TrainPlan(**common, parent={"run": ck.run, "step": ck.step}, boundary=True, start_step=ck.step,
                      steps=steps, smoke=False, init_model=weights, stage_start=weights, init_ref=ck.ref,
-                     stage_ref=ck.ref, resume_from=None, resume_step=0)
+                     stage_ref=ck.ref, resume_from=None, resume_step=0, init_files=dict(info["files"]))
 
 
 def _same_world(ws: Workspace, plan: TrainPlan) -> None:
@@ -244,20 +253,22 @@ def _checkpoint(ledger: Ledger, snap: Snapshot, run: str, step: int | None) -> r
 
 
 def _stage_start(ws: Workspace, exp: str, ledger: Ledger, snap: Snapshot, stage: Any,
-                 base: str) -> tuple[str, str]:
+                 base: str, base_files: dict[str, str]) -> tuple[str, str, dict[str, str]]:
     """A continuation's KL reference as its parent's lineage commit names it: ``base`` (this
     machine's base model, of the parent's cohort) or ``RUN@STEP`` (that checkpoint, every file
     proven against its own lineage commit). An older record's folder is read as what it was: an
-    absolute one was the base model's, a data-root one a checkpoint's."""
+    absolute one was the base model's, a data-root one a checkpoint's. Returns (reference, folder
+    here, the proven sha256 of its servable files)."""
     stage = str(stage or "base")
     if stage == "base" or os.path.isabs(stage):
-        return "base", base
+        return "base", base, base_files
     legacy = _LEGACY_STAGE.fullmatch(stage)
     run, step = (legacy.group(1), int(legacy.group(2))) if legacy else parse_run_ref(stage, exp)[1:]
     if step is None:
         raise error("E_INTEGRITY", f"a lineage commit names the stage start {stage!r}", "run `monte ledger verify`")
     ck = _checkpoint(ledger, snap, run, step)
-    return ck.ref, str(ws.data_root / checkpoint_info(ws.store, ws.data_root, ck)["weights"])
+    info = checkpoint_info(ws.store, ws.data_root, ck)
+    return ck.ref, str(ws.data_root / info["weights"]), dict(info["files"])
 
 
 def _parent_base(ws: Workspace, exp: str, ledger: Ledger, snap: Snapshot, parent: str) -> str | None:

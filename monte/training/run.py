@@ -19,7 +19,7 @@ from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
-from monte.models import locate
+from monte.models import locate, private
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     Transition,
@@ -54,9 +54,6 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
     and none given, a :class:`monte.runs.Pusher` uploads the results then. A real ``--push``
     chunk uploads its checkpoint to the hub before the lineage commit, which records the revision.
     A failed upload keeps the local checkpoint and the run; the command then refuses E_STORAGE."""
-    from monte.storage import hub
-    from monte.training.record import finish_chunk, save_checkpoint, start_chunk
-
     rank = process_rank()
     if rank != 0:
         # One of several processes under `accelerate launch` (a multi-GPU box): it trains its
@@ -64,10 +61,66 @@ def run_train(ws: Workspace, plan: TrainPlan, *, on_progress: Callable[[int, int
         if not plan.adopt:
             raise error("E_USAGE", "a multi-process chunk runs only as a submitted job (--remote)",
                         "run the chunk in one process, or submit it with --remote")
-        train_chunk(ws, plan, ws.run_folder(plan.experiment, plan.adopt) / "trainer", plan.adopt, None)
-        return TrainResult(experiment=plan.experiment, run={"run": plan.adopt, "rank": rank})
+        adopted = plan.adopt
+        plan, copies = private_weights(ws, plan)  # each rank loads the bytes it proved itself
+        try:
+            train_chunk(ws, plan, ws.run_folder(plan.experiment, adopted) / "trainer", adopted, None)
+        finally:
+            private.remove(copies)
+        return TrainResult(experiment=plan.experiment, run={"run": adopted, "rank": rank})
     transition, pusher = transitions(ws, plan.experiment, plan.push, on_transition)
     preflight_train(plan)  # everything the chunk needs, proven before its row is started
+    from monte.frozen import sweep_staging
+
+    sweep_staging(ws)  # the private copies killed chunks and evals left (their owners are gone)
+    # the bytes proven are the bytes trained on: private copies, hashed as they are read, before
+    # `started` (a swapped parent refuses here); this process and every rank load them
+    plan, copies = private_weights(ws, plan)
+    try:
+        return _run_train(ws, plan, transition, pusher, on_progress, nodes)
+    finally:
+        private.remove(copies)
+
+
+def private_weights(ws: Workspace, plan: TrainPlan) -> tuple[TrainPlan, list[Path]]:
+    """Private copies of the folders the chunk loads weights from (its initial model, the parent's
+    trainer state it resumes, a distillation teacher), each file hashed in the one read that
+    copies it and compared with the digest the plan proved (``E_INTEGRITY`` otherwise, before the
+    ``started`` record). The plan returned names the copies; the ranks of a launch get it. A smoke
+    chunk (never evidence) and a plan without proven files (an older monte's) load by path."""
+    if plan.smoke or not plan.init_files:
+        return plan, []
+    copies: list[Path] = []
+    try:
+        label = plan.init_ref if plan.init_ref != "base" else f"the base model {plan.base_model}"
+        init = private.private_copy(ws, Path(plan.init_model), plan.init_files, label)
+        copies.append(init)
+        update: dict[str, Any] = {"init_model": str(init)}
+        if plan.stage_start == plan.init_model:
+            update["stage_start"] = str(init)
+        if plan.resume_from and plan.resume_files:
+            parent = plan.parent or {}
+            state = private.private_copy(ws, Path(plan.resume_from), plan.resume_files,
+                                         f"the trainer state of {parent.get('run')}@{parent.get('step')}", rest=True)
+            copies.append(state)
+            update["resume_from"] = str(state)
+        if plan.teacher and plan.teacher_files:
+            teacher = private.private_copy(ws, Path(plan.teacher), plan.teacher_files,
+                                           f"the teacher {plan.teacher_ref or plan.teacher}")
+            copies.append(teacher)
+            update["teacher"] = str(teacher)
+    except BaseException:
+        private.remove(copies)
+        raise
+    return plan.model_copy(update=update), copies
+
+
+def _run_train(ws: Workspace, plan: TrainPlan, transition: Transition, pusher: Any,
+               on_progress: Callable[[int, int], None] | None,
+               nodes: launch.NodeRunner | None) -> TrainResult:
+    from monte.storage import hub
+    from monte.training.record import finish_chunk, save_checkpoint, start_chunk
+
     if plan.hub and not plan.smoke:
         hub.ensure_repo(plan.hub)  # a token that cannot write refuses before any compute
     hub_failures: list[MonteError] = []
