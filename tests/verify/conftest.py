@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import Honest, checkpoint
-from support.helpers import PINNED_ENV, scrubbed
+
+from tests.support.helpers import PINNED_ENV, scrubbed
+from tests.verify.forgehelp import Honest, checkpoint
 
 
 def _in(repo: Path, home: Path, build: Callable[[], Any]) -> Any:

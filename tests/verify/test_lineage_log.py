@@ -14,7 +14,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from forgehelp import Honest, checkpoint
+from tests.verify.forgehelp import Honest, checkpoint
 
 RECORDS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
-from support.helpers import snapshot_state
+from tests.support.helpers import snapshot_state
+from tests.verify.forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
 
 MIRROR = "refs/remotes/results/monte/exp/ledger"
 

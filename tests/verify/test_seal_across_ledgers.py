@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import g, git_run, rev
-from support.helpers import scrubbed
+
+from tests.support.helpers import scrubbed
+from tests.verify.forgehelp import g, git_run, rev
 
 
 def _copy_with_read(template: Path, dest: Path, exp: str, model: Path) -> str:
@@ -139,7 +140,7 @@ def test_push_and_sync_count_the_seal_across_the_buckets_experiments(
     """One folder bucket: copy A pushes its experiment; copy B's push of its own is refused
     (E_SEALED) before anything is uploaded, and so is B's sync of A's experiment, before A's
     ledger is let in here."""
-    from support.helpers import snapshot_state
+    from tests.support.helpers import snapshot_state
 
     a, ra, b, rb = copies
     bucket = tmp_path / "bucket"

@@ -17,10 +17,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from forgehelp import Honest, checkpoint, g, git_run, ledger_ref, rev, update_ref
-from test_forged_histories import FORGERIES, _honest_claim, rewritten_finished_row
 
 from monte.api import HOOK_MARK, HOOKS
+from tests.verify.forgehelp import Honest, checkpoint, g, git_run, ledger_ref, rev, update_ref
+from tests.verify.test_forged_histories import FORGERIES, _honest_claim, rewritten_finished_row
 
 
 def _server(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> Path:

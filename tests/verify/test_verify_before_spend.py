@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from forgehelp import (
+from tests.support.helpers import snapshot_state
+from tests.verify.forgehelp import (
     Honest,
     cat,
     compact,
@@ -30,8 +31,7 @@ from forgehelp import (
     short,
     update_ref,
 )
-from support.helpers import snapshot_state
-from test_rewinds import _claim
+from tests.verify.test_rewinds import _claim
 
 
 def _claim_run(h: Honest, tip: str) -> dict[str, Any]:

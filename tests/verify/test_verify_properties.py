@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import (
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+from monte.errors import MonteError
+from tests.verify.forgehelp import (
     Honest,
     cat,
     checkpoint,
@@ -36,10 +40,6 @@ from forgehelp import (
     update_ref,
     write_tree,
 )
-from hypothesis import HealthCheck, Phase, event, given, settings
-from hypothesis import strategies as st
-
-from monte.errors import MonteError
 
 # each example runs real evals (~1 s each): few examples, and no shrinking (the draws are printed)
 SLOW = settings(max_examples=10, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
