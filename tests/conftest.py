@@ -64,8 +64,7 @@ SLOW_FIXTURES = frozenset({
     "tiny_models", "base_model", "emulator", "gcs", "read_only_gcs",  # torch; the GCS emulator
     "sshd", "fresh_sshd", "conn", "ssh_keys",  # a real OpenSSH server on loopback
     "gym_python", "gym", "checkout", "server_procs",  # NeMo Gym's venv and servers
-    "trainable", "ready", "teacher", "exp", "_exp_template", "_baselines_template",
-    "_honest_template", "honest",  # experiments whose baselines a real model scored
+    "trainable", "ready", "teacher", "exp",  # experiments whose baselines a real model scored
     "light_wheel", "light_install",  # a wheel of this tree in a fresh virtualenv
     "dvc_cli",  # DVC's own command line
     "grader_setup",  # a real grader: Unix users, sshd, a tiny model (tests/grader)
@@ -73,7 +72,7 @@ SLOW_FIXTURES = frozenset({
 SLOW_PATHS = (
     "training/", "remote/", "envs/nemo/", "reliability/",  # real models, servers, fault campaigns
     "models/test_tiny_model.py", "envs/test_lmeval_exam.py", "envs/test_lmeval_content.py",
-    "evals/test_samples_eval.py",
+    "evals/test_samples_eval.py", "verify/test_recorded.py",
     "test_bench.py", "cli/test_readme_loop.py",
     # the statistics' validations, seconds of numpy each (`pytest tests/stats` runs them with the
     # rest when monte/stats changes): exact enumeration on fine grids, simulations, mutation checks
