@@ -69,4 +69,5 @@ def test_verifys_honest_ledger_is_built_and_read_without_torch() -> None:
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     doc = json.loads(r.stdout.splitlines()[-1])
     assert doc["code"] == 0, r.stdout[-3000:]
-    assert doc["heavy"] == [], doc  # not torch, not transformers: the models answered as recorded
+    # not torch, not transformers (DVC's library is imported: `monte init` sets DVC up)
+    assert not set(doc["heavy"]) & {"torch", "transformers", "trl", "accelerate"}, doc
