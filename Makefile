@@ -1,6 +1,7 @@
 # monte: two front-door commands.
 #   make demo   install, then run the whole loop (monte quickstart) in ./demo, offline
 #   make test   install, then lint, type-check and run the whole test suite
+#   make check  the inner loop: lint, type-check and the fast side of the suite (`-m "not slow"`)
 #
 # On a CPU machine the CPU build of torch is pinned first (a plain `torch` would pull a
 # multi-GB CUDA build). On a GPU box: `make install TORCH=torch` (or any CUDA build you like).
@@ -14,7 +15,7 @@ STAMP := $(VENV)/.monte-installed
 NEMO_GYM ?= .nemo-gym
 ACTIONLINT ?= .actionlint
 
-.PHONY: install demo test lint bench clean test-deps nemo-gym
+.PHONY: install demo test check lint bench clean test-deps nemo-gym
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,14 +30,12 @@ demo: install
 	rm -rf demo
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-2} $(BIN)/monte quickstart demo
 
-# mypy: monte strictly (pyproject.toml), then tests/ and bench/ relaxed (tests/mypy.ini says why
-# in three runs): a `type: ignore` that silences nothing fails there too.
+# mypy: monte strictly (pyproject.toml), then tests/ and bench/ relaxed in one run (tests/mypy.ini
+# says how): a `type: ignore` that silences nothing fails there too.
 lint: install
 	$(BIN)/ruff check monte tests bench
 	$(BIN)/mypy
-	$(BIN)/mypy --config-file tests/mypy.ini tests
-	for c in tests/*/conftest.py tests/*/*/conftest.py; do $(BIN)/mypy --config-file tests/mypy.ini $$c || exit 1; done
-	$(BIN)/mypy --config-file tests/mypy.ini bench
+	$(BIN)/mypy --config-file tests/mypy.ini tests bench
 
 # The remote tests start a real OpenSSH server and tmux on loopback, the report's tests a headless
 # Chromium: install them from Debian's packages when they are missing and we may (root with
@@ -68,6 +67,11 @@ nemo-gym: install
 
 test: lint test-deps nemo-gym
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=10
+
+# The inner loop: no torch, GCS emulator, sshd, NeMo Gym, DVC command line or subprocess benchmark
+# (tests/conftest.py marks the rest `slow` by what they use, and does not even import a slow file).
+check: lint
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not slow" -n 2
 
 bench: install
 	$(BIN)/python bench/ledger_append.py

@@ -37,14 +37,14 @@ UNCHANGED = ("bench/", "docs/benchmarks.md", ".monte/", ".monte.yaml", ".dvc/", 
 def _missing_binary(bench: str) -> str | None:
     """Why ``bench`` cannot run on this machine, or None: a system binary it needs is missing."""
     if bench == "remote_submit":  # a real sshd on loopback, and tmux on the "box"
-        from support.sshd import SSHD, SSHD_MISSING
+        from tests.support.sshd import SSHD, SSHD_MISSING
 
         if not os.path.exists(SSHD):
             return str(SSHD_MISSING)
         if shutil.which("tmux") is None:
             return "tmux is not installed (apt-get install tmux): the box runs its job in tmux"
     if bench == "grader_overhead":  # a real sshd on loopback: the grader's forced command
-        from support.sshd import SSHD, SSHD_MISSING
+        from tests.support.sshd import SSHD, SSHD_MISSING
 
         if not os.path.exists(SSHD):
             return str(SSHD_MISSING)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agentloop import parity_experiment
+
+from tests.support.agentloop import parity_experiment
 
 
 @pytest.fixture

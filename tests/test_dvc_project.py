@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ruamel.yaml import YAML
-from support.helpers import git
+
+from tests.support.helpers import git
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.helpers import git, snapshot_state
+from tests.support.helpers import git, snapshot_state
 
 
 def test_init_freezes_measurement_as_first_record(repo: Path, monte) -> None:
@@ -75,7 +75,7 @@ def test_dry_run_writes_nothing(repo: Path, monte) -> None:
 def test_two_racing_inits_one_wins(repo: Path, monte) -> None:
     import concurrent.futures
 
-    from support.helpers import monte_proc
+    from tests.support.helpers import monte_proc
 
     monte("env", "add", "--benchmark", "parity")
     with concurrent.futures.ThreadPoolExecutor(4) as pool:

@@ -6,7 +6,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.helpers import git
+
+from tests.support.helpers import git
 
 
 @pytest.fixture

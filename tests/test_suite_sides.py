@@ -46,3 +46,28 @@ def test_the_fast_side_imports_no_heavy_package_and_keeps_what_runs_none() -> No
     # a real model, the GCS emulator, sshd: slow; the ledger's rules: fast
     assert not any(i.startswith(("tests/training/", "tests/remote/")) for i in ids)
     assert any(i.startswith("tests/ledger/test_store.py::") for i in ids)
+    # verify's honest ledger is built from recorded answers (tests/verify/recorded.py): most of
+    # verify is on the fast side; the check of the recording against the real models is not
+    verify = [i for i in ids if i.startswith("tests/verify/")]
+    assert len(verify) >= 200, len(verify)
+    assert "tests/verify/test_lineage_log.py::test_lineage_subjects_carry_the_move_and_the_stage_boundary" in ids
+    assert not any(i.startswith("tests/verify/test_recorded.py") for i in ids)
+
+
+RUN_PROBE = f"""
+import json, sys, pytest
+code = pytest.main(["-q", "-p", "no:cacheprovider", "-m", "not slow", *sys.argv[1:]])
+print(json.dumps({{"code": int(code), "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
+"""
+
+
+def test_verifys_honest_ledger_is_built_and_read_without_torch() -> None:
+    # a fresh interpreter runs fast-side tests that build the whole honest ledger (three session
+    # templates: baselines, checkpoints, dev evals) and take the final claim's test read themselves
+    r = subprocess.run([sys.executable, "-c", RUN_PROBE, "tests/verify/test_lineage_log.py",
+                        "tests/verify/test_rewinds.py::test_deleting_the_refs_and_init_again_is_refused_and_fails_verify"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    doc = json.loads(r.stdout.splitlines()[-1])
+    assert doc["code"] == 0, r.stdout[-3000:]
+    # not torch, not transformers (DVC's library is imported: `monte init` sets DVC up)
+    assert not set(doc["heavy"]) & {"torch", "transformers", "trl", "accelerate"}, doc

@@ -37,7 +37,7 @@ def _complete(repo: Path, words: str) -> list[str]:
 
 def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, monte, tiny_models,
                                                                     base_model: Path) -> None:
-    from support.helpers import checkpoint
+    from tests.support.helpers import checkpoint
 
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model)).code == 0
@@ -52,7 +52,7 @@ def test_completion_offers_checkpoints_runs_experiments_and_recipes(repo: Path, 
 def test_completion_reads_the_line_it_completes(repo: Path, monte, tiny_models, base_model: Path) -> None:
     """Issue 46.12: completion ignored -e, offered eval-only environments as --source, and
     completed nothing after `logs EXP/` or `--model `; logs, show, stop and rerun took no -e."""
-    from support.helpers import checkpoint
+    from tests.support.helpers import checkpoint
 
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("env", "add", "--benchmark", "parity", "--as", "exams-only").code == 0

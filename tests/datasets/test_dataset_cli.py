@@ -7,7 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from support.helpers import git, snapshot_state
+
+from tests.support.helpers import git, snapshot_state
 
 
 def _write(path: Path, lines: list[str]) -> Path:

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from support.helpers import git, snapshot_state
+
+from tests.support.helpers import git, snapshot_state
 
 
 def _write(path: Path, rows: list[object]) -> Path:

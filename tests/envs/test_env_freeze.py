@@ -11,9 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support.helpers import git, snapshot_state
 
 from monte.envs.freeze import normalise
+from tests.support.helpers import git, snapshot_state
 
 
 def _items(path: Path) -> list[dict]:
@@ -223,7 +223,7 @@ def test_entry_point_provider_plugs_in(repo: Path, tmp_path: Path) -> None:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-env\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text("[monte.environments]\necho = echo_env:provider\n")
     env = {"PYTHONPATH": str(site)}
-    from support.helpers import monte_proc
+    from tests.support.helpers import monte_proc
 
     avail = json.loads(monte_proc("env", "list", "--available", "--json", cwd=repo, env=env).stdout)
     assert {"benchmark": "echo", "provider": "echo"}.items() <= next(

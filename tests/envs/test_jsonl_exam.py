@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from support.helpers import snapshot_state
 
 from monte.envs.jsonl_exam import JsonlGrader, parse_grader
+from tests.support.helpers import snapshot_state
 
 
 def _write(path: Path, rows: list[dict[str, object]]) -> Path:

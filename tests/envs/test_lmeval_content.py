@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 
 import pytest
-from lmeval_tasks import write_gsm
-from support.helpers import snapshot_state
+
+from tests.envs.lmeval_tasks import write_gsm
+from tests.support.helpers import snapshot_state
 
 pytest.importorskip("lm_eval")
 

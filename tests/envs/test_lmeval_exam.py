@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lmeval_tasks import write_arc, write_gsm, write_own, write_shared
-from support.helpers import git, snapshot_state
+
+from tests.envs.lmeval_tasks import write_arc, write_gsm, write_own, write_shared
+from tests.support.helpers import git, snapshot_state
 
 pytest.importorskip("lm_eval")
 
@@ -438,7 +439,7 @@ def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:
 
 def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, monte, tiny_models: dict[int, Path],
                                                                   tmp_path: Path) -> None:
-    from support.helpers import checkpoint
+    from tests.support.helpers import checkpoint
 
     _own_experiment(repo, monte, tiny_models[0], tmp_path)
     base = monte("eval", "--yes", "--json").json()["runs"][0]

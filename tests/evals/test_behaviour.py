@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import checkpoint, snapshot_state
+
+from tests.support.helpers import checkpoint, snapshot_state
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import fingerprint_corpus as corpus  # noqa: E402 - the benchmark's variants: one definition of each

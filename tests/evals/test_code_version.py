@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from support.helpers import git
-
 from monte.report import _provenance
+from tests.support.helpers import git
 
 
 def _eval(monte, *args: str) -> dict[str, Any]:

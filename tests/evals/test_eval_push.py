@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, pushes_failing_on, run_events, snapshot_state
 
 from monte import api
 from monte.storage import results
 from monte.workspace import open_workspace
+from tests.support.helpers import git, pushes_failing_on, run_events, snapshot_state
 
 
 @pytest.fixture

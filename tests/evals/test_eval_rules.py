@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.helpers import checkpoint, git, monte_proc, snapshot_state
-
 from monte.ledger.rules import E_PREFLIGHT_MESSAGE
+from tests.support.helpers import checkpoint, git, monte_proc, snapshot_state
 
 
 def _eval(monte, *args: str):

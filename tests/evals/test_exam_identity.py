@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from support.helpers import git, snapshot_state
+from tests.support.helpers import git, snapshot_state
 
 LEDGER = "refs/heads/monte/{}/ledger"
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.helpers import checkpoint
-
 from monte.ledger.records import ExamFreeze, Measurement, SplitFreeze
 from monte.manifest import Floor
 from monte.stats.power import PRIOR_DISCORDANCE, minimum_detectable_effect
 from monte.status import add_floors_and_reach
+from tests.support.helpers import checkpoint
 
 
 def _doc(score: float, floor: float, n_test: int = 200) -> tuple[dict[str, Any], Measurement]:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import checkpoint, snapshot_state
+
+from tests.support.helpers import checkpoint, snapshot_state
 
 
 def _eval(monte, *args: str):

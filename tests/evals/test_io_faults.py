@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import fill, git, monte_proc, snapshot_state
-from support.helpers import tmpfs as mounted
+
+from tests.support.helpers import fill, git, monte_proc, snapshot_state
+from tests.support.helpers import tmpfs as mounted
 
 
 @pytest.fixture

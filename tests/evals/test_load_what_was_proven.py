@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from support.helpers import snapshot_state
+from tests.support.helpers import snapshot_state
 
 
 def _own_base(repo: Path, monte: Any, tiny_models: dict[int, Path]) -> Path:

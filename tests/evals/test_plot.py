@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from support.helpers import checkpoint, snapshot_state
 
 from monte.cli.plot import plot
+from tests.support.helpers import checkpoint, snapshot_state
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 HEAVY = ["matplotlib", "torch", "transformers", "trl", "dvc", "fabric", "reasoning_gym"]

@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import snapshot_state
+
+from tests.support.helpers import snapshot_state
 
 ROOT = Path(__file__).resolve().parents[2]
 

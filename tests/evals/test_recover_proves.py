@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from support.helpers import snapshot_state
+from tests.support.helpers import snapshot_state
 
 _KILL = """
 import os, signal, sys

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import chromium, open_file
 from click.testing import CliRunner, Result
-from support.helpers import checkpoint, snapshot_state
 
 from monte.cli.report import report
+from tests.browser import chromium, open_file
+from tests.support.helpers import checkpoint, snapshot_state
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ["torch", "transformers", "trl", "lm_eval", "dvc", "fabric", "matplotlib", "reasoning_gym"]

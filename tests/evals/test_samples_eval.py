@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from support.helpers import checkpoint, git, snapshot_state
 
 from monte.ledger.seal import settings_key
+from tests.support.helpers import checkpoint, git, snapshot_state
 
 K = 4
 

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from support.helpers import checkpoint, git, snapshot_state
+from tests.support.helpers import checkpoint, git, snapshot_state
 
 
 def _eval(monte, *args: str):

@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import as_is
-from support.ledger import measurement
 
 from monte.evals.plan import ExamPlan, _searched
 from monte.evals.run import _finish
@@ -21,6 +19,8 @@ from monte.ledger.records import RunRow
 from monte.ledger.store import Store
 from monte.stats.paired import paired_delta
 from monte.status.search import search_line
+from tests.support.helpers import as_is
+from tests.support.ledger import measurement
 
 MEASUREMENT = measurement("exp", exams=("arith",), split_n=200)
 N = 200

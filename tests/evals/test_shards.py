@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.helpers import git, snapshot_state
+
+from tests.support.helpers import git, snapshot_state
 
 
 @pytest.fixture(autouse=True)

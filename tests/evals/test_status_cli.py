@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
-from support.helpers import checkpoint
 
 from monte.ledger.records import RunRow
 from monte.ledger.rules import checkpoints as ck_of
 from monte.status import LEGEND, descent_paths, render_path
+from tests.support.helpers import checkpoint
 
 
 def _train(run: str, seq: int, parent: tuple[str, int] | None, start: int, end: int, algo: str = "sft",

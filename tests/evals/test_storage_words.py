@@ -15,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from support.helpers import git, monte_proc, snapshot_state
+from tests.support.helpers import git, monte_proc, snapshot_state
 
 
 def _memory_broken(repo: Path, how: str) -> Path:

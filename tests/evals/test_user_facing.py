@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.helpers import checkpoint, git, snapshot_state
+from tests.support.helpers import checkpoint, git, snapshot_state
 
 
 def _eval(monte, *args: str):
@@ -201,7 +201,7 @@ def test_the_final_claims_plan_says_why_that_checkpoint_and_its_strike(repo: Pat
 
 
 def test_env_list_available_says_when_nemo_gym_is_not_found(repo: Path, monkeypatch) -> None:
-    from support.helpers import monte_proc
+    from tests.support.helpers import monte_proc
 
     monkeypatch.delenv("MONTE_LOCAL", raising=False)
     monkeypatch.delenv("MONTE_NEMO_GYM_PYTHON", raising=False)

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.helpers import git
+
+from tests.support.helpers import git
 
 GRPO = ("algorithm: grpo\nlearning_rate: 1.0e-4\nlr_scheduler_type: constant\nper_device_train_batch_size: 4\n"
         "num_generations: 2\nmax_completion_length: 4\n")

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.grader import PerUserSshd, Setup, add_user, need_root
-from support.sshd import Keys
+
+from tests.support.grader import PerUserSshd, Setup, add_user, need_root
+from tests.support.sshd import Keys
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support.grader import PYTHON, Setup
+from tests.support.grader import PYTHON, Setup
 
 
 def _rows(s: Setup) -> list[dict[str, Any]]:

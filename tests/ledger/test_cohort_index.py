@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support import ledger as shared
-from support.helpers import git
 
 from monte.errors import MonteError
 from monte.evals.run import _delta
@@ -29,6 +27,8 @@ from monte.ledger.store import Snapshot, Store
 from monte.ledger.verify import Verifier
 from monte.runs.lifecycle import CohortReads, read_rows
 from monte.training.plan import _require_baselines
+from tests.support import ledger as shared
+from tests.support.helpers import git
 
 EXP = "exp"
 REF = f"refs/heads/monte/{EXP}/ledger"

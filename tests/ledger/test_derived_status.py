@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import monte_proc
 
 from monte import status as st
 from monte.ledger import derived
 from monte.ledger.experiment import Ledger
 from monte.ledger.records import RunRow
 from monte.ledger.store import Store
+from tests.support.helpers import monte_proc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import status_10k  # noqa: E402 - the benchmark's ledger builder: evals, deltas, training rows, forks

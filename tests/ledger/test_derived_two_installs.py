@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import append_evals
 
 from monte.ledger import derived
+from tests.support.helpers import append_evals
 
 CORE = ("dulwich", "urllib3", "click", "pydantic", "pydantic_core", "annotated_types", "typing_extensions.py",
         "typing_inspection", "ruamel", "rich", "markdown_it", "mdurl", "pygments")

@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import ledger as shared
-from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
 from monte.ledger.records import RunRow
 from monte.ledger.store import Snapshot, Store
+from tests.support import ledger as shared
+from tests.support.helpers import git, snapshot_state
 
 EXP = "arith-sft"
 REF = f"monte/{EXP}/ledger"

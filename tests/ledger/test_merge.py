@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import ledger as shared
-from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger, compact_json, dumps, meta_json
 from monte.ledger.merge import merge_bases, merge_into_ref, merge_ledgers
 from monte.ledger.records import RunRow, bucket_index, run_dir
 from monte.ledger.store import Change, Snapshot, Store
+from tests.support import ledger as shared
+from tests.support.helpers import git, snapshot_state
 
 EXP = "arith-sft"
 REF = f"refs/heads/monte/{EXP}/ledger"

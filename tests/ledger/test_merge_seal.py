@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import ObjectID
-from support import ledger as shared
-from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.experiment import Ledger
@@ -22,6 +20,8 @@ from monte.ledger.merge import merge_into_ref, merge_ledgers, union_tree
 from monte.ledger.records import RunRow
 from monte.ledger.rules import seal_conflicts
 from monte.ledger.store import Store, add_object
+from tests.support import ledger as shared
+from tests.support.helpers import git, snapshot_state
 
 EXP = "arith-sft"
 REF = f"refs/heads/monte/{EXP}/ledger"

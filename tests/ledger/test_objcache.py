@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_experiment_ledger import EXP, MEASUREMENT, append, row
 
 from monte.ledger import objcache
 from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.ids import new_run_id
 from monte.ledger.records import RunRow, row_from_index
 from monte.ledger.store import Store
+from tests.ledger.test_experiment_ledger import EXP, MEASUREMENT, append, row
 
 
 def _ledger(repo: Path, n: int) -> Ledger:

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.helpers import git
 
 from monte.ledger.store import Change, Snapshot, Store
+from tests.support.helpers import git
 
 REF = "refs/heads/monte/t/ledger"
 

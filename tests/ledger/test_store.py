@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import Blob
-from support.helpers import fill, git, tmpfs
 
 from monte.errors import MonteError, error
 from monte.ledger.store import Change, Snapshot, Store
+from tests.support.helpers import fill, git, tmpfs
 
 REF = "refs/heads/monte/t/ledger"
 SHORT = "monte/t/ledger"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 from dulwich.objects import ObjectID
-from support.helpers import git
 
 from monte.errors import MonteError
 from monte.ledger.refs import ZERO
 from monte.ledger.store import Change, Snapshot, Store
 from monte.ledger.tips import Ancestry, Tips
+from tests.support.helpers import git
 
 REF = "refs/heads/monte/t/ledger"
 

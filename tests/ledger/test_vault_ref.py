@@ -9,12 +9,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.helpers import git, snapshot_state
 
 from monte.errors import MonteError
 from monte.ledger.store import Snapshot, Store
 from monte.ledger.vault import Vault
 from monte.manifest import FileEntry, Manifest, parse_manifest
+from tests.support.helpers import git, snapshot_state
 
 VAULT = "monte/vault"
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
-from support.agentloop import parity_experiment
-from support.mcpclient import LIMIT, Reply, Session, session
+
+from tests.support.agentloop import parity_experiment
+from tests.support.mcpclient import LIMIT, Reply, Session, session
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
-from support.mcpclient import LIMIT, session
+
+from tests.support.mcpclient import LIMIT, session
 
 GOLDEN = Path(__file__).with_name("tools.golden.json")
 READ = ["status", "show", "logs", "flips", "diff", "recipes", "environments", "datasets", "plan_train", "plan_eval"]
@@ -67,14 +68,14 @@ def test_a_tool_switched_off_is_refused_not_run(repo: Path, unchanged: None, fla
 
 
 def test_read_only_and_allow_test_together_are_a_usage_error(repo: Path) -> None:
-    from support.helpers import monte_proc
+    from tests.support.helpers import monte_proc
 
     p = monte_proc("mcp", "--read-only", "--allow-test", cwd=repo)
     assert p.returncode == 2 and "E_USAGE" in p.stderr and p.stdout == ""
 
 
 def test_outside_a_monte_repository_the_server_refuses_to_start(tmp_path: Path) -> None:
-    from support.helpers import monte_proc
+    from tests.support.helpers import monte_proc
 
     p = monte_proc("mcp", cwd=tmp_path)
     assert p.returncode != 0 and "E_NOT_INITIALIZED" in p.stderr and p.stdout == ""

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, snapshot_state
+
+from tests.support.helpers import git, snapshot_state
 
 
 def _eval(monte: Any, *args: str) -> Any:

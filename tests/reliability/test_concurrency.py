@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.concurrency import (
+from tests.support.concurrency import (
     bucket_rounds,
     check_appenders,
     check_race,
@@ -32,7 +32,7 @@ from support.concurrency import (
     ready_for_claim,
     run_appenders,
 )
-from support.helpers import new_machine
+from tests.support.helpers import new_machine
 
 # --- the tests ------------------------------------------------------------------------------------
 

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support import crashhelp as ch
+
+from tests.support import crashhelp as ch
 
 SEED = 20261129
 

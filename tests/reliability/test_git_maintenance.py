@@ -20,7 +20,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from support.maintenance import after_checks, appenders_beside
+from tests.support.maintenance import after_checks, appenders_beside
 
 
 def test_eight_appenders_beside_gc_pack_refs_and_repack_lose_nothing(repo: Path, benchmark_exp: str,
@@ -57,7 +57,7 @@ def test_git_pack_refs_passes_monte_s_hook_while_monte_appends(repo: Path, bench
     reference-transaction hook judged that write as moving the ledger back and refused it, so
     `git gc` failed ("failed to run pack-refs") whenever monte wrote beside it. (The stress runs
     counted it: most gc and pack-refs runs failed.)"""
-    from support.helpers import append_evals
+    from tests.support.helpers import append_evals
 
     ready, go = tmp_path / "ready", tmp_path / "go"
     local = repo / ".git" / "hooks" / "reference-transaction.local"  # monte's hook runs it first

@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzz_targets import TARGETS, YAML_NASTY, Case, HypothesisDraw, Sandbox, _md5
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monte.errors import CODES
+from tests.reliability.fuzz_targets import TARGETS, YAML_NASTY, Case, HypothesisDraw, Sandbox, _md5
 
 EXAMPLES = int(os.environ.get("MONTE_FUZZ_EXAMPLES", "30"))
 

@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from support import crashhelp as ch
-from support.helpers import checkpoint, fill, git, snapshot_state, tmpfs
 
 from monte.envs.grading import ANSWER_KEEP
+from tests.support import crashhelp as ch
+from tests.support.helpers import checkpoint, fill, git, snapshot_state, tmpfs
 
 EXAMPLES = int(os.environ.get("MONTE_FUZZ_EXAMPLES", "12"))
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import scrubbed
 
 from monte import claim
+from tests.support.helpers import scrubbed
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, new_machine, scrubbed
+
+from tests.support.helpers import git, new_machine, scrubbed
 
 EXP = "quickstart"
 
@@ -176,7 +177,7 @@ def test_a_plain_git_clone_of_the_quickstart_checks_out_and_reads_the_same_statu
     "remote HEAD refers to nonexistent ref", checked out nothing, and `monte status` there refused
     E_NOT_INITIALIZED. The quickstart commits `main`: the clone checks out, and its status, with no
     `monte init`, is the original's byte for byte (the ledgers come in from refs/remotes/origin)."""
-    from support.helpers import monte_proc
+    from tests.support.helpers import monte_proc
 
     src: Path = original["folder"]
     assert git(src, "status", "--porcelain", "--untracked-files=no") == ""  # nothing left only staged

@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from support.concurrency import fsck, monte_cli
+from tests.support.concurrency import fsck, monte_cli
 
 EXPS = ("e1", "e2", "e3", "e4")
 

@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.gcs_emulator import FAKE_SECRET, Emulator, gcs_env
-from support.helpers import append_evals, push_to_new_origin
-from support.sshd import Sshd, module_sshd
+
+from tests.support.gcs_emulator import FAKE_SECRET, Emulator, gcs_env
+from tests.support.helpers import append_evals, push_to_new_origin
+from tests.support.sshd import Sshd, module_sshd
 
 HF_TOKEN = "hf_MONTEFAKETOKEN9d2e41"
 LAMBDA_KEY = "secret_monte-fake-lambda_4b1f0c"

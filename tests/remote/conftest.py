@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.sshd import SSHD, SSHD_MISSING, Keys, Sshd
+
+from tests.support.sshd import SSHD, SSHD_MISSING, Keys, Sshd
 
 
 def _require_sshd() -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fake_lambda import KEY, FakeLambda, shrink_waits
 
 from monte.errors import error
 from monte.remote import boxes
+from tests.support.fake_lambda import KEY, FakeLambda, shrink_waits
 
 Run = Callable[..., Any]
 
@@ -455,7 +455,7 @@ def test_a_remote_train_without_a_hub_token_refuses_before_any_box(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 46.10: `--remote` train checked the Hugging Face token only after finding or
     launching a box (a launch, a refusal, a termination)."""
-    from support.helpers import push_to_new_origin
+    from tests.support.helpers import push_to_new_origin
 
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     assert monte("dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft").code == 0

@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.fake_lambda import KEY, FakeLambda, shrink_waits
 
 from monte.errors import Exit, MonteError
 from monte.remote import lambda_api
 from monte.remote.lambda_api import LambdaClient, LambdaError, LambdaKey, resolve_key
+from tests.support.fake_lambda import KEY, FakeLambda, shrink_waits
 
 LAMBDA_VARS = ("MONTE_LAMBDA_KEY", "MONTE_LAMBDA_KEY_OP", "MONTE_LAMBDA_API")
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, push_to_new_origin
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store
+from tests.support.helpers import git, push_to_new_origin
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_remote_eval_runs_on_the_box_and_syncs_back(laptop: dict[str, Any], mont
 def test_remote_smoke_train_runs_on_the_box(laptop: dict[str, Any], monte: Any) -> None:
     """The box reads its training rows from the Vault (a folder here): the dataset frozen on the
     laptop is pushed there, and the box's `monte dataset show` fetches and proves it."""
-    from support.trainhelp import SFT, curriculum, write_recipe, write_sft_rows
+    from tests.support.trainhelp import SFT, curriculum, write_recipe, write_sft_rows
 
     repo = laptop["repo"]
     (laptop["box"] / "vault").mkdir(parents=True)
@@ -157,7 +157,7 @@ def _descends(pid: int, ancestor: int) -> bool:
 
 def test_secrets_never_reach_argv_or_the_record(laptop: dict[str, Any], monte: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from support.gcs_emulator import FAKE_SECRET
+    from tests.support.gcs_emulator import FAKE_SECRET
 
     seen: list[str] = []
     stop = False

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.sshd import Sshd, keygen
 
 from monte.errors import Exit, MonteError
 from monte.remote import ssh
+from tests.support.sshd import Sshd, keygen
 
 
 def _box_error(e: pytest.ExceptionInfo[MonteError]) -> MonteError:

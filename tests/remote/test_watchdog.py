@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fake_lambda import KEY, FakeLambda
 
 from monte.errors import MonteError
 from monte.remote import watchdog
 from monte.remote.watchdog import decide
+from tests.support.fake_lambda import KEY, FakeLambda
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)

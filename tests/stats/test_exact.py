@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from exact_enum import coverage, discordance_grid, false_ok, fine_cells, ok_rate, outcome_grid
 from scipy.stats import binom
 
 from monte.stats.paired import (
@@ -32,6 +31,14 @@ from monte.stats.paired import (
     format_bound,
     mcnemar_cutoff,
     mcnemar_rejects,
+)
+from tests.stats.exact_enum import (
+    coverage,
+    discordance_grid,
+    false_ok,
+    fine_cells,
+    ok_rate,
+    outcome_grid,
 )
 
 

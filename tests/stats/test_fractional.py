@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fractional_designs import (
+
+from monte.stats.paired import paired_delta
+from tests.stats.fractional_designs import (
     NULL_DESIGNS,
     Design,
     Method,
@@ -22,8 +24,6 @@ from fractional_designs import (
     shifted,
     skewed,
 )
-
-from monte.stats.paired import paired_delta
 
 REPS = 4000
 

@@ -19,9 +19,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from exact_enum import coverage, discordance_grid, false_ok, fine_cells, ok_rate, outcome_grid
 
 from monte.stats import paired
+from tests.stats.exact_enum import (
+    coverage,
+    discordance_grid,
+    false_ok,
+    fine_cells,
+    ok_rate,
+    outcome_grid,
+)
 
 VECTORS = [  # the reference vectors (docs/statistics.md): n, fixed, broken, Bonett-Price lower, upper
     (20, 5, 0, 0.011544, 0.443002), (50, 2, 7, -0.218400, 0.026093), (100, 10, 2, 0.008164, 0.148699),

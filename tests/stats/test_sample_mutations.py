@@ -20,12 +20,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sample_designs import COVERAGE, STRONG_NULLS, conditional_size, draw, interval_rates
-from test_paired_stats import VECTORS, flips
-from test_samples import fraction_pvalue
 
 from monte.stats import samples
 from monte.stats.paired import ALPHA, paired_delta, skew_corrected_bounds
+from tests.stats.sample_designs import (
+    COVERAGE,
+    STRONG_NULLS,
+    conditional_size,
+    draw,
+    interval_rates,
+)
+from tests.stats.test_paired_stats import VECTORS, flips
+from tests.stats.test_samples import fraction_pvalue
 
 SOURCE = Path(samples.__file__).read_text()
 #: K = 2, n = 30 successes of each model per item (what the clamp is for)

@@ -9,8 +9,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from sample_designs import COVERAGE, STRONG_NULLS, WEAK_NULLS, draw
-from test_paired_stats import VECTORS, flips
 
 from monte.stats import samples
 from monte.stats.paired import paired_delta, skew_corrected_bounds
@@ -22,6 +20,8 @@ from monte.stats.samples import (
     pass_at_k,
     sampled_delta,
 )
+from tests.stats.sample_designs import COVERAGE, STRONG_NULLS, WEAK_NULLS, draw
+from tests.stats.test_paired_stats import VECTORS, flips
 
 
 def fraction_pvalue(a: list[int], b: list[int], k: int) -> Fraction:
@@ -189,7 +189,7 @@ def test_design_effect() -> None:
 
 
 def test_the_exact_test_can_hold_back_an_interval_above_zero() -> None:
-    from test_sample_mutations import CLAMPED
+    from tests.stats.test_sample_mutations import CLAMPED
 
     a, b = (_samples(np.array(x), 2) for x in CLAMPED)
     item = samples._item_delta(a, b, None)

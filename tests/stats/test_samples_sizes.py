@@ -11,8 +11,11 @@ import math
 
 import numpy as np
 import pytest
-from exact_enum import discordance_grid, false_ok, outcome_grid
-from sample_designs import (
+
+from monte.stats.paired import ALPHA, binary_bounds, skew_corrected_bounds
+from monte.stats.samples import exact_rejects, sampled_delta
+from tests.stats.exact_enum import discordance_grid, false_ok, outcome_grid
+from tests.stats.sample_designs import (
     COVERAGE,
     STRONG_NULLS,
     WEAK_NULLS,
@@ -20,10 +23,7 @@ from sample_designs import (
     draw,
     interval_rates,
 )
-from test_samples import _samples
-
-from monte.stats.paired import ALPHA, binary_bounds, skew_corrected_bounds
-from monte.stats.samples import exact_rejects, sampled_delta
+from tests.stats.test_samples import _samples
 
 # --- the false-ok rate at no change ------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, run_dvc, snapshot_state
+
+from tests.support.helpers import git, run_dvc, snapshot_state
 
 DvcCli = Callable[..., str]  # the ``dvc_cli`` fixture: DVC's own command line (tests/conftest.py)
 GC_SCOPES = [["-w"], ["-a", "-T"], ["--all-commits"]]

@@ -15,7 +15,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from support.helpers import monte_proc, snapshot_state
+
+from tests.support.helpers import monte_proc, snapshot_state
 
 
 @pytest.fixture

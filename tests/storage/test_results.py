@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import append_evals, git, monte_proc, new_machine, snapshot_state
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store
 from monte.storage.keys import write_key
 from monte.storage.objects import open_store
+from tests.support.helpers import append_evals, git, monte_proc, new_machine, snapshot_state
 
 
 def _runs(repo: Path, exp: str = "exp") -> set[str]:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, snapshot_state
 
 from monte.ledger.experiment import Ledger
 from monte.ledger.ids import new_run_id
@@ -28,6 +27,7 @@ from monte.ledger.records import RunRow
 from monte.ledger.store import Store
 from monte.storage.keys import write_key
 from monte.storage.objects import open_store
+from tests.support.helpers import git, snapshot_state
 
 EXP = "exp"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from support.sshd import SSHD, SSHD_MISSING, Sshd
+from tests.support.sshd import SSHD, SSHD_MISSING, Sshd
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable

@@ -1,5 +1,4 @@
-"""Helpers shared by the tests (``from support.helpers import ...``) and the bench scripts (``from
-tests.support.helpers import ...``)."""
+"""Helpers shared by the tests and the bench scripts (``from tests.support.helpers import ...``)."""
 
 from __future__ import annotations
 

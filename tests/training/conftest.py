@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.trainhelp import (
+
+from tests.support.trainhelp import (
     DPO,
     GRPO,
     RLOO,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.helpers import checkpoint, snapshot_state
+from tests.support.helpers import checkpoint, snapshot_state
 
 
 def _err(r: Any) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, run_events
-from support.trainhelp import (
+
+from tests.support.helpers import git, run_events
+from tests.support.trainhelp import (
     exam_prompts,
     refused,
     trained,

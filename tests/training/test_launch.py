@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import run_events
-from support.trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
+from tests.support.helpers import run_events
+from tests.support.trainhelp import refused, train, trained
 
 
 def _ck(repo: Path, run: str, step: int, exp: str = "exp") -> Path:

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.sshd import Sshd, module_sshd
-from support.trainhelp import refused, train, trained
+
+from tests.support.sshd import Sshd, module_sshd
+from tests.support.trainhelp import refused, train, trained
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from support.trainhelp import curriculum, exam_prompts, refused
+from tests.support.trainhelp import curriculum, exam_prompts, refused
 
 MOVES: dict[str, Any] = {
     "zero-width space appended": lambda p: {"input": p + "\u200b", "output": " even"},

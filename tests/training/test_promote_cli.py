@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from support.helpers import git, snapshot_state
-from support.trainhelp import refused, trained
 
 from monte.hashing import sha256_file
+from tests.support.helpers import git, snapshot_state
+from tests.support.trainhelp import refused, trained
 
 
 @pytest.fixture

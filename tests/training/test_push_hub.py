@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, pushes_failing_on, run_events, snapshot_state
-from support.trainhelp import refused, train, trained
 
 from monte.hashing import sha256_file
 from monte.storage import hub
+from tests.support.helpers import git, pushes_failing_on, run_events, snapshot_state
+from tests.support.trainhelp import refused, train, trained
 
 TOKEN = "hf_TESTTOKENthatmustneverbeprinted"
 CHUNK = ("--recipe", "sft-t", "--source", "parity-sft", "--from-base")

@@ -18,11 +18,11 @@ import os
 from pathlib import Path
 
 import pytest
-from support.helpers import snapshot_state
-from support.trainhelp import SFT, write_recipe
 
 from monte.errors import MonteError
 from monte.training.recipes import check_chunk, resolve
+from tests.support.helpers import snapshot_state
+from tests.support.trainhelp import SFT, write_recipe
 
 
 def _dump(algorithm: str, **kw: object) -> str:

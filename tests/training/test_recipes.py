@@ -7,11 +7,11 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from support.trainhelp import GRPO, SFT, refused, write_recipe
 
 import monte
 from monte.errors import MonteError
 from monte.training.recipes import resolve
+from tests.support.trainhelp import GRPO, SFT, refused, write_recipe
 
 PACKAGED = Path(monte.__file__).parent / "recipes"
 

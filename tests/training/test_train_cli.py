@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, run_events, snapshot_state
-from support.trainhelp import (
+
+from monte.hashing import sha256_file
+from tests.support.helpers import git, run_events, snapshot_state
+from tests.support.trainhelp import (
     SFT,
     curriculum,
     distill,
@@ -21,8 +23,6 @@ from support.trainhelp import (
     write_recipe,
     write_sft_rows,
 )
-
-from monte.hashing import sha256_file
 
 LEGEND = "(=move=> is a stage boundary: weights-only warm start, ADR 0002)"
 

@@ -1,7 +1,8 @@
 """Fixtures for the verifier and hook tests: honest ledgers built once with monte, copied per test.
 
-Three session templates, each built on the one before with monte's own API and a real tiny model
-(seed 0 is the base model):
+Three session templates, each built on the one before with monte's own API, without torch: the
+models are the folders of ``recorded.py`` (seeds 0..3; seed 0 is the base model), their answers
+replayed as recorded (``recorded.recorded_engine``), every record written by monte's own writers:
 
 - ``_exp_template``: the parity environment frozen, experiment ``exp`` created (1 record);
 - ``_baselines_template``: plus dev@0 and test@0 (5 records);
@@ -10,9 +11,10 @@ Three session templates, each built on the one before with monte's own API and a
   (17 records). No nomination and no claim yet: forgeries and honest endings start there.
 
 Checkpoints are recorded through the calls `monte train` uses (as in tests/evals): the weights
-are differently-seeded tiny models, not trained ones. Each test gets a copy (``honest``, as the
-cwd); ``bare`` is a bare repository holding the honest history with monte's hooks installed.
-``tiny_models`` (seeds 0..3, torch on one thread) comes from tests/conftest.py.
+are differently-seeded models, not trained ones. Each test gets a copy (``honest``, as the cwd,
+the recorded models answering its evals too); ``bare`` is a bare repository holding the honest
+history with monte's hooks installed. So these tests are on the fast side (no torch); one that
+also asks for ``tiny_models`` (tests/conftest.py: real models, torch) is on the slow side.
 """
 
 from __future__ import annotations
@@ -20,24 +22,33 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import Honest, checkpoint
-from support.helpers import PINNED_ENV, scrubbed
+
+from tests.support.helpers import PINNED_ENV, scrubbed
+from tests.verify.forgehelp import Honest, checkpoint
+from tests.verify.recorded import SEEDS, model_folder, recorded_engine
 
 
-def _in(repo: Path, home: Path, build: Callable[[], Any]) -> Any:
-    with pytest.MonkeyPatch.context() as mp:
+def _in(repo: Path, home: Path, models: dict[int, Path], build: Callable[[], Any]) -> Any:
+    with pytest.MonkeyPatch.context() as mp, recorded_engine(mp, models):
         scrubbed(mp, home)
         mp.chdir(repo)
         return build()
 
 
 @pytest.fixture(scope="session")
-def _exp_template(_template: Path, tiny_models: dict[int, Path],
+def recorded_models(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """The recorded models' folders (``recorded.model_folder``), seeds 0..3: no torch."""
+    root = tmp_path_factory.mktemp("recorded")
+    return {seed: model_folder(root / f"seed{seed}", seed) for seed in SEEDS}
+
+
+@pytest.fixture(scope="session")
+def _exp_template(_template: Path, recorded_models: dict[int, Path],
                   tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The parity environment frozen and experiment ``exp`` created (base: seed 0); no run yet."""
     from monte import api
@@ -49,14 +60,15 @@ def _exp_template(_template: Path, tiny_models: dict[int, Path],
     def build() -> None:
         ws = open_workspace(dest)
         api.env_add(server="parity", dev=("parity",), test=("parity",), ws=ws)
-        api.experiment_init(name="exp", eval_env="parity", model=str(tiny_models[0]), ws=ws)
+        api.experiment_init(name="exp", eval_env="parity", model=str(recorded_models[0]), ws=ws)
 
-    _in(dest, dest.parent / "home", build)
+    _in(dest, dest.parent / "home", recorded_models, build)
     return dest
 
 
 @pytest.fixture(scope="session")
-def _baselines_template(_exp_template: Path, tmp_path_factory: pytest.TempPathFactory) -> Honest:
+def _baselines_template(_exp_template: Path, recorded_models: dict[int, Path],
+                        tmp_path_factory: pytest.TempPathFactory) -> Honest:
     """``_exp_template`` plus both baselines: dev@0 and test@0 (5 records)."""
     from monte import api
     from monte.workspace import open_workspace
@@ -69,7 +81,7 @@ def _baselines_template(_exp_template: Path, tmp_path_factory: pytest.TempPathFa
         return {"dev0": api.eval_(step=0, ws=ws).runs[0]["run"],
                 "test0": api.eval_(split="test", ws=ws).runs[0]["run"]}
 
-    return Honest(dest, _in(dest, dest.parent / "home", build))
+    return Honest(dest, _in(dest, dest.parent / "home", recorded_models, build))
 
 
 def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> dict[str, str]:
@@ -95,21 +107,25 @@ def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> di
 
 
 @pytest.fixture(scope="session")
-def _honest_template(_baselines_template: Honest, tiny_models: dict[int, Path],
+def _honest_template(_baselines_template: Honest, recorded_models: dict[int, Path],
                      tmp_path_factory: pytest.TempPathFactory) -> Honest:
     dest = tmp_path_factory.mktemp("honest") / "repo"
     shutil.copytree(_baselines_template.path, dest, symlinks=True)
-    ids = _in(dest, dest.parent / "home", lambda: build_honest(dest, tiny_models, _baselines_template.ids))
+    ids = _in(dest, dest.parent / "home", recorded_models,
+              lambda: build_honest(dest, recorded_models, _baselines_template.ids))
     return Honest(dest, ids)
 
 
 @pytest.fixture
-def honest(_honest_template: Honest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Honest:
-    """A copy of the honest ledger's repository (data root included), as the cwd."""
+def honest(_honest_template: Honest, recorded_models: dict[int, Path], tmp_path: Path,
+           monkeypatch: pytest.MonkeyPatch) -> Iterator[Honest]:
+    """A copy of the honest ledger's repository (data root included), as the cwd; its recorded
+    models answer as recorded for the test's own evals too."""
     dest = tmp_path / "repo"
     shutil.copytree(_honest_template.path, dest, symlinks=True)
     monkeypatch.chdir(dest)
-    return Honest(dest, dict(_honest_template.ids))
+    with recorded_engine(monkeypatch, recorded_models):
+        yield Honest(dest, dict(_honest_template.ids))
 
 
 @pytest.fixture(scope="session")

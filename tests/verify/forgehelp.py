@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.helpers import checkpoint  # noqa: F401  (re-exported)
+from tests.support.helpers import checkpoint  # noqa: F401  (re-exported)
 
 ZERO = "0" * 40
 

@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.helpers import git, monte_proc
 
 from monte import ci
+from tests.support.helpers import git, monte_proc
 
 ROOT = Path(__file__).resolve().parents[2]
 PIN = "monte @ git+https://github.com/example/monte@0123456789abcdef0123456789abcdef01234567"

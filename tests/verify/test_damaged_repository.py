@@ -14,8 +14,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from forgehelp import Honest, ledger_ref, rev
-from support.helpers import snapshot_state
+
+from tests.support.helpers import snapshot_state
+from tests.verify.forgehelp import Honest, ledger_ref, rev
 
 
 def _refused(r, code: str, *words: str) -> dict:

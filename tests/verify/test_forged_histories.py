@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import (
+
+from tests.verify.forgehelp import (
     Forged,
     Honest,
     cat,

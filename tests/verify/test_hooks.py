@@ -13,10 +13,9 @@ import shutil
 import stat
 from pathlib import Path
 
-from forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
-from test_forged_histories import rewritten_finished_row
-
 from monte.api import HOOK_MARK, HOOKS
+from tests.verify.forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
+from tests.verify.test_forged_histories import rewritten_finished_row
 
 LOCAL_LOGGER = """#!/bin/sh
 # a team's own hook, here before monte

@@ -15,9 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forgehelp import Honest, git_run, ledger_ref, rev
-from test_forged_histories import rewritten_finished_row
-from test_shared_remote import _monte_refs, _server
+
+from tests.verify.forgehelp import Honest, git_run, ledger_ref, rev
+from tests.verify.test_forged_histories import rewritten_finished_row
+from tests.verify.test_shared_remote import _monte_refs, _server
 
 
 def _fake_monte(tmp_path: Path) -> Path:

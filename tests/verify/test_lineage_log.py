@@ -14,7 +14,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from forgehelp import Honest, checkpoint
+from tests.verify.forgehelp import Honest, checkpoint
 
 RECORDS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "records.md"
 
@@ -26,9 +26,9 @@ def _documented_lineage_command() -> list[str]:
     return shlex.split(lines[0])
 
 
-def test_lineage_subjects_carry_the_move_and_the_stage_boundary(honest: Honest, tiny_models: dict[int, Path]) -> None:
+def test_lineage_subjects_carry_the_move_and_the_stage_boundary(honest: Honest, recorded_models: dict[int, Path]) -> None:
     a, b = honest["a"], honest["b"]
-    c = checkpoint(honest.path, tiny_models[3], parent=(b, 100), algorithm="grpo", source="parity",
+    c = checkpoint(honest.path, recorded_models[3], parent=(b, 100), algorithm="grpo", source="parity",
                    recipe="grpo-tiny", boundary=True)
     cmd = _documented_lineage_command()
     assert cmd[:2] == ["git", "log"]

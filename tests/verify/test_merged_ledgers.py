@@ -17,7 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from forgehelp import (
+
+from monte.errors import MonteError
+from monte.ledger.experiment import Ledger
+from monte.ledger.merge import merge_into_ref, union_tree
+from monte.ledger.store import Store, add_object
+from tests.verify.forgehelp import (
     Honest,
     another_machine,
     commit_tree,
@@ -32,12 +37,7 @@ from forgehelp import (
     update_ref,
     write_tree,
 )
-from test_forged_histories import rewritten_finished_row
-
-from monte.errors import MonteError
-from monte.ledger.experiment import Ledger
-from monte.ledger.merge import merge_into_ref, union_tree
-from monte.ledger.store import Store, add_object
+from tests.verify.test_forged_histories import rewritten_finished_row
 
 
 @dataclass

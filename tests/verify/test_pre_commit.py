@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from forgehelp import Honest, g, ledger_ref, update_ref
-from test_forged_histories import rewritten_finished_row
+from tests.verify.forgehelp import Honest, g, ledger_ref, update_ref
+from tests.verify.test_forged_histories import rewritten_finished_row
 
 ROOT = Path(__file__).resolve().parents[2]
 

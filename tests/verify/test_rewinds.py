@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
-from support.helpers import snapshot_state
+from tests.support.helpers import snapshot_state
+from tests.verify.forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
 
 MIRROR = "refs/remotes/results/monte/exp/ledger"
 
@@ -129,13 +129,13 @@ def test_a_tip_only_git_saw_is_remembered_too(honest: Honest, monte, tmp_path: P
 
 
 def test_deleting_the_refs_and_init_again_is_refused_and_fails_verify(honest: Honest, monte,
-                                                                      tiny_models: dict[int, Path]) -> None:
+                                                                      recorded_models: dict[int, Path]) -> None:
     _, claimed = _claim(honest, monte)
     refs = g(honest.path, "for-each-ref", "--format=%(refname)", "refs/heads/monte/exp/").split()
     assert ledger_ref() in refs
     for ref in refs:
         assert git_run(honest.path, "update-ref", "-d", ref, env={"MONTE_HOOKS": "off"}).returncode == 0
-    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(tiny_models[0]), "--json")
+    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(recorded_models[0]), "--json")
     assert r.code == 5 and r.json()["error"]["code"] == "E_VERIFY", r.out
     assert "was deleted" in r.json()["error"]["message"] and short(claimed) in r.json()["error"]["message"]
     assert g(honest.path, "for-each-ref", "refs/heads/monte/exp/") == ""

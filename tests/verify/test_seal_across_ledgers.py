@@ -19,30 +19,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import g, git_run, rev
-from support.helpers import scrubbed
+
+from tests.support.helpers import scrubbed
+from tests.verify.forgehelp import g, git_run, rev
+from tests.verify.recorded import recorded_engine
 
 
-def _copy_with_read(template: Path, dest: Path, exp: str, model: Path) -> str:
-    """A copy of ``template`` (no test read yet) that starts experiment ``exp`` and takes test@0."""
+def _copy_with_read(template: Path, dest: Path, exp: str, models: dict[int, Path]) -> str:
+    """A copy of ``template`` (no test read yet) that starts experiment ``exp`` (base: the recorded
+    model of seed 0, answering as recorded) and takes test@0."""
     from monte import api
     from monte.workspace import open_workspace
 
     shutil.copytree(template, dest, symlinks=True)
-    with pytest.MonkeyPatch.context() as mp:
+    with pytest.MonkeyPatch.context() as mp, recorded_engine(mp, models):
         scrubbed(mp, dest.parent / "home")
         mp.chdir(dest)
         ws = open_workspace(dest)
-        api.experiment_init(name=exp, eval_env="parity", model=str(model), ws=ws)
+        api.experiment_init(name=exp, eval_env="parity", model=str(models[0]), ws=ws)
         return str(api.eval_(experiment=exp, split="test", ws=ws).runs[0]["run"])
 
 
 @pytest.fixture(scope="module")
-def _copies(_exp_template: Path, tiny_models: dict[int, Path],
+def _copies(_exp_template: Path, recorded_models: dict[int, Path],
             tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, Path, str]:
     root = tmp_path_factory.mktemp("copies")
-    a = _copy_with_read(_exp_template, root / "a" / "repo", "expa", tiny_models[0])
-    b = _copy_with_read(_exp_template, root / "b" / "repo", "expb", tiny_models[0])
+    a = _copy_with_read(_exp_template, root / "a" / "repo", "expa", recorded_models)
+    b = _copy_with_read(_exp_template, root / "b" / "repo", "expb", recorded_models)
     return root / "a" / "repo", a, root / "b" / "repo", b
 
 
@@ -139,7 +142,7 @@ def test_push_and_sync_count_the_seal_across_the_buckets_experiments(
     """One folder bucket: copy A pushes its experiment; copy B's push of its own is refused
     (E_SEALED) before anything is uploaded, and so is B's sync of A's experiment, before A's
     ledger is let in here."""
-    from support.helpers import snapshot_state
+    from tests.support.helpers import snapshot_state
 
     a, ra, b, rb = copies
     bucket = tmp_path / "bucket"

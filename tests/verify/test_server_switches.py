@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
-from test_forged_histories import _honest_claim
+
+from tests.verify.forgehelp import Honest, g, git_run, ledger_ref, rev, short, update_ref
+from tests.verify.test_forged_histories import _honest_claim
 
 
 def _push_claim(honest: Honest, bare: Path) -> tuple[str, str]:

@@ -17,10 +17,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from forgehelp import Honest, checkpoint, g, git_run, ledger_ref, rev, update_ref
-from test_forged_histories import FORGERIES, _honest_claim, rewritten_finished_row
 
 from monte.api import HOOK_MARK, HOOKS
+from tests.verify.forgehelp import Honest, checkpoint, g, git_run, ledger_ref, rev, update_ref
+from tests.verify.test_forged_histories import FORGERIES, _honest_claim, rewritten_finished_row
 
 
 def _server(tmp_path: Path, monte, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -60,11 +60,11 @@ def test_monte_hooks_install_inside_a_bare_repository(tmp_path: Path, monte, mon
 
 
 def test_git_push_all_of_an_honest_history_is_accepted(honest: Honest, monte, tmp_path: Path,
-                                                      tiny_models: dict[int, Path],
+                                                      recorded_models: dict[int, Path],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     # the quickstart's story: baselines, a chunk from base, its continuation, a stage boundary to
     # GRPO, dev evals, a nomination and the final claim
-    checkpoint(honest.path, tiny_models[3], parent=(honest["b"], 100), algorithm="grpo", source="parity",
+    checkpoint(honest.path, recorded_models[3], parent=(honest["b"], 100), algorithm="grpo", source="parity",
                recipe="grpo-tiny", boundary=True)
     _honest_claim(honest)
     _commit_main(honest)

@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from forgehelp import (
+from tests.support.helpers import snapshot_state
+from tests.verify.forgehelp import (
     Honest,
     cat,
     compact,
@@ -30,8 +31,7 @@ from forgehelp import (
     short,
     update_ref,
 )
-from support.helpers import snapshot_state
-from test_rewinds import _claim
+from tests.verify.test_rewinds import _claim
 
 
 def _claim_run(h: Honest, tip: str) -> dict[str, Any]:
@@ -91,14 +91,14 @@ def test_a_dry_run_on_a_rewound_ledger_says_what_the_real_run_does(honest: Hones
 
 
 def test_a_deleted_experiment_keeps_its_read_for_the_next_experiment_on_that_seal(
-        honest: Honest, monte, tiny_models: dict[int, Path]) -> None:
+        honest: Honest, monte, recorded_models: dict[int, Path]) -> None:
     """exp's refs deleted (its tips log kept): a new experiment on the same exam and base gets no
     fresh test@0; the deletion is named before anything is spent."""
     tip = rev(honest.path, ledger_ref())
     assert tip is not None
     for ref in g(honest.path, "for-each-ref", "--format=%(refname)", "refs/heads/monte/exp/").split():
         assert git_run(honest.path, "update-ref", "-d", ref, env={"MONTE_HOOKS": "off"}).returncode == 0
-    r = monte("experiment", "init", "exp2", "--eval", "parity", "--model", str(tiny_models[0]), "--json")
+    r = monte("experiment", "init", "exp2", "--eval", "parity", "--model", str(recorded_models[0]), "--json")
     assert r.code == 0, r.out
     assert monte("eval", "-e", "exp2", "--yes", "--json").code == 0  # dev reads are not the seal's
     before = snapshot_state(honest.path)

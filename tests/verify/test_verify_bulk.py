@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from forgehelp import Honest, ledger_ref, rev, update_ref
-from test_forged_histories import FORGERIES
 
 from monte.ledger import verify as vf
 from monte.ledger.verify import core as _core  # noqa: F401  (vf.core, vf.walk: loaded)
+from tests.verify.forgehelp import Honest, ledger_ref, rev, update_ref
+from tests.verify.test_forged_histories import FORGERIES
 
 
 def _walk(repo: Path, tip: str, since: str | None = None, exp: str = "exp") -> list[vf.Violation]:
@@ -110,7 +110,7 @@ def test_git_failing_is_a_clear_error(honest: Honest, monte, tmp_path: Path, git
 def test_from_checks_the_lineage_of_the_runs_its_records_wrote(honest: Honest, monte) -> None:
     """``--from REV`` reads the lineage refs of the runs written after REV (not every run's):
     one of them moved onto a commit that is no checkpoint is named, as the full check names it."""
-    from forgehelp import g, lineage_ref, short
+    from tests.verify.forgehelp import g, lineage_ref, short
 
     b = honest["b"]
     log = g(honest.path, "log", "--format=%H %s", ledger_ref()).splitlines()

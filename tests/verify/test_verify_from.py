@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from forgehelp import Honest, g, ledger_ref, lineage_ref, rev, short, update_ref
-from test_forged_histories import rewritten_finished_row, third_test_read
+
+from tests.verify.forgehelp import Honest, g, ledger_ref, lineage_ref, rev, short, update_ref
+from tests.verify.test_forged_histories import rewritten_finished_row, third_test_read
 
 
 def _verify(monte, *args: str):

@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from forgehelp import (
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+from monte.errors import MonteError
+from tests.verify.forgehelp import (
     Honest,
     cat,
     checkpoint,
@@ -36,10 +40,7 @@ from forgehelp import (
     update_ref,
     write_tree,
 )
-from hypothesis import HealthCheck, Phase, event, given, settings
-from hypothesis import strategies as st
-
-from monte.errors import MonteError
+from tests.verify.recorded import recorded_engine
 
 # each example runs real evals (~1 s each): few examples, and no shrinking (the draws are printed)
 SLOW = settings(max_examples=10, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
@@ -161,18 +162,19 @@ def _step(story: Story, action: str, data: st.DataObject) -> None:
 @SLOW
 @given(data=st.data())
 def test_any_legal_history_verifies(data: st.DataObject, _exp_template: Path, _baselines_template: Honest,
-                                    tiny_models: dict[int, Path], tmp_path: Path,
+                                    recorded_models: dict[int, Path], tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch, monte) -> None:
     start = data.draw(st.sampled_from(["fresh", "baselines", "baselines"]), label="start")
     repo = tmp_path / f"story{next(_counter)}"
     shutil.copytree(_exp_template if start == "fresh" else _baselines_template.path, repo, symlinks=True)
     monkeypatch.chdir(repo)
-    story = Story(repo, tiny_models, baselines=start == "baselines")
+    story = Story(repo, recorded_models, baselines=start == "baselines")
     n = data.draw(st.integers(3, 7), label="length")
-    for _ in range(n):
-        _step(story, data.draw(st.sampled_from(story.offer()), label="action"), data)
-    if data.draw(st.booleans(), label="claim at the end"):  # half the stories end trying to claim
-        _step(story, "claim", data)
+    with pytest.MonkeyPatch.context() as mp, recorded_engine(mp, recorded_models):  # the models answer as recorded
+        for _ in range(n):
+            _step(story, data.draw(st.sampled_from(story.offer()), label="action"), data)
+        if data.draw(st.booleans(), label="claim at the end"):  # half the stories end trying to claim
+            _step(story, "claim", data)
     r = monte("ledger", "verify", "--json")
     assert r.code == 0, r.out
     assert r.json()["ok"] is True

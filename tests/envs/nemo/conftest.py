@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gymhelp import alive, site_packages
+
+from tests.envs.nemo.gymhelp import alive, site_packages
 
 ROOT = Path(__file__).resolve().parents[3]
 VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")

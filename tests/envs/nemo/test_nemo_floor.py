@@ -15,10 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from gymhelp import add_server
-
 from monte.envs.nemo import server as gym_server
 from monte.envs.nemo.stack import Stack, server_entry
+from tests.envs.nemo.gymhelp import add_server
 
 
 def _rows(folder: Path, rel: str) -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from gymhelp import add_server, rows_of, site_packages
 
 from monte.envs.nemo.stack import Stack
+from tests.envs.nemo.gymhelp import add_server, rows_of, site_packages
 
 
 def test_available_lists_nemo_gym_beside_the_catalog(repo: Path, monte, gym: Stack) -> None:

@@ -17,11 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from gymhelp import alive
-from support.helpers import git
 
 from monte.envs.nemo import server as gym_server
 from monte.envs.nemo.stack import Stack, server_entry
+from tests.envs.nemo.gymhelp import alive
+from tests.support.helpers import git
 
 
 def tasks_of(repo: Path, exp: str, run: str) -> list[dict]:

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from gymhelp import add_server, alive, rows_of
 
 from monte.envs.nemo import server as gym_server
 from monte.envs.nemo.stack import Stack, server_entry
 from monte.errors import MonteError
+from tests.envs.nemo.gymhelp import add_server, alive, rows_of
 
 
 def start(stack: Stack, name: str, **kw) -> gym_server.GymServer:
