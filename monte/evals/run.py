@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,18 +35,16 @@ from monte.runs.lifecycle import (
     answers_digest,
     clear_pending,
     generated_digest,
-    interrupted_message,
     os_reason,
     probe_writable,
     read_pending,
     read_rows,
     read_tasks,
-    record_failure,
     require_live,
+    running,
     save_pending,
     sigterm_stops,
     stamp_generated,
-    stopped_message,
     transitions,
     with_retries,
 )
@@ -234,16 +233,13 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                 probe_writable(ws, plan.experiment, need=len(items) * 1024)
             # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
             grades = ready.pop(e.exam, None) or exam_grader(e)
-            try:
-                row = start_row(ledger, plan, e, ws=ws,
-                                extra_plan={"processes": plan.processes} if plan.processes > 1 else None)
-            except BaseException:
-                grades.close()
-                raise
-            try:
-                log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
-                          target=plan.target.label)
-                transition(row, "started")
+            with ExitStack() as stack:
+                stack.callback(grades.close)  # after a failure is recorded, as after a start that is refused
+                run = stack.enter_context(running(
+                    ws, plan.experiment, partial(start_row, ledger, plan, e, ws=ws, extra_plan={
+                        "processes": plan.processes} if plan.processes > 1 else None),
+                    started=partial(_note_start, ws, plan, e), fail=partial(_failed, ledger), transition=transition))
+                row = run.row
                 tasks: list[dict[str, Any]] | None = None
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
                     # (with --processes N its generations in whole batches across N shard processes)
@@ -298,27 +294,14 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                     kept = True
                 except OSError:  # the data root filled or turned read-only since the probe: the
                     kept = False  # ledger can still take the score, and it is what counts
-            except BaseException as exc:
-                record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
-                               transition=transition)
-                if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
-                    raise stopped_message(ledger, row.run) from None
-                if isinstance(exc, KeyboardInterrupt):  # say what the started record spent
-                    raise interrupted_message(ledger, row.run) from None
-                raise
-            finally:
                 grades.close()
-            # one record both scores the run and ends it: the "scored" and "finished" transitions land
-            # together, so one push reports both
-            done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(items), kept=kept)
+                # one record both scores the run and ends it: the "scored" and "finished" transitions
+                # land together, so one push reports both
+                done = run.finish(partial(_record_result, ws, ledger, tasks=tasks, smoke=plan.smoke, n=len(items),
+                                          kept=kept))
             rate = grading.exact_rate(tasks) if tasks and not plan.smoke else None
             if rate is not None:
                 exact[f"{e.exam}/{e.split}"] = rate
-            try:
-                log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
-            except OSError:
-                pass
-            transition(done, "finished")
             results.append(done.model_dump(mode="json"))
     if pusher is not None:
         pusher.check()
@@ -502,7 +485,15 @@ def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[di
                     "records it (so does the next `monte eval` in this experiment)") from None
     if kept:
         clear_pending(ws, ledger.experiment, row.run)
+    try:
+        log_event(ws, ledger.experiment, row.run, "succeeded", score=done.score, n=done.n)
+    except OSError:
+        pass
     return done
+
+
+def _note_start(ws: Workspace, plan: EvalPlan, e: ExamPlan, row: RunRow) -> None:
+    log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label)
 
 
 def recover(ws: Workspace, experiment: str, *, test_reads: bool = True) -> list[dict[str, Any]]:
