@@ -38,6 +38,6 @@ def test_a_signal_mid_chunk_refuses_as_an_eval_does(repo: Path, monte, ready: st
     err = json.loads(r.stdout)["error"]
     run = [row for row in Ledger(Store(repo), ready).rows() if row.kind == "train"][0]
     assert err["code"] == code, r.stdout + r.stderr
-    assert f"run {run.run} {words}; its row reads failed" in err["message"], err
+    assert f"run {run.run} {words}" in err["message"] and "its row reads failed" in err["message"], err
     assert "start a new run" in err["fix"] or "run the command again" in err["fix"], err
     assert run.status == "failed"
