@@ -239,6 +239,9 @@ ONE_HOME: dict[str, tuple[str, re.Pattern[str]]] = {
     "a ledger tree path": ("monte/ledger/views.py", re.compile(
         r"""(?<![\w])[fb]?["'](?:runs|cohorts)/|listdir\(\s*["'](?:runs|cohorts)["']|\bb["'](?:runs|cohorts)["']"""
         r"""|\}/manifest\.json["']""")),
+    # monte's own folder in the git directory: ``ledger/views.py``'s ``own_dir`` (``OWN_DIR``)
+    ".git/monte/": ("monte/ledger/views.py", re.compile(
+        r"""(?:commondir\(\)\)?|git_dir\)?|["']\.git["'])\s*/\s*["']monte["']|["']monte/[\w.-]+["']""")),
 }
 
 
@@ -254,7 +257,8 @@ def spelled_out_homes(root: Path) -> list[str]:
 
 def test_each_concept_with_one_home_is_built_only_there() -> None:
     """The zero id is ``refs.ZERO``; a run folder is ``Workspace.run_folder`` (or ``runs_folder``);
-    a path in a ledger's tree or the vault's is built by ``ledger/views.py``."""
+    a path in a ledger's tree or the vault's is built by ``ledger/views.py``, and so is monte's own
+    folder in the git directory (``own_dir``)."""
     assert spelled_out_homes(ROOT.parent) == []
 
 
@@ -276,6 +280,10 @@ def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
         assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"], path
     planted.write_text('def first(snap, tree):\n    return snap.listdir("cohorts"), tree.get(b"runs")\n')
     assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"]
+    for spelled in ('Path(store.repo.commondir()) / "monte" / "seal"', 'Path(git_dir) / "monte"',
+                    'ws.repo_root / ".git" / "monte"', '"monte/tips.log"'):
+        planted.write_text(f"def where(store, git_dir, ws):\n    return {spelled}\n")
+        assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: .git/monte/"], spelled
 
 
 # --- the layers of docs/architecture.md: imports go downward --------------------------------------

@@ -45,6 +45,7 @@ from monte.ledger.refs import (
     mirror_prefix,
     mirror_ref,
 )
+from monte.ledger.views import own_dir
 from monte.storage.objects import ObjectStore, md5_file, open_store
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx",
@@ -85,7 +86,7 @@ def open_bucket(ws: Any, *, bucket: str | None, key_file: str | None, write: boo
 
 class _State:
     def __init__(self, ws: Any, url: str) -> None:
-        self.path = Path(ws.store.repo.commondir()) / "monte" / "results" / (
+        self.path = own_dir(ws.store.repo.commondir()) / "results" / (
             hashlib.sha256(url.encode()).hexdigest()[:16] + ".json")
         try:
             data = json.loads(self.path.read_text())
