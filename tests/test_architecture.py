@@ -229,6 +229,35 @@ def test_the_check_catches_a_planted_copy_of_a_plans_test_read(tmp_path: Path, b
     assert spelled_out_predicates(tmp_path) == [f"monte/evals/sneaky.py: {predicate}"]
 
 
+#: the sealed split named by hand: ``split == "test"``, ``r["split"] != "test"``, ``d.get("split") == "test"``
+SEALED_BY_HAND = re.compile(rf"""(?:{_SPLIT}|\.get\(\s*["']split["']\s*\))\s*[!=]=\s*["']test["']""")
+
+
+def sealed_split_by_hand(root: Path) -> list[str]:
+    out = []
+    for path in sorted((root / "monte").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel != PREDICATE_HOME:
+            out += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                    if SEALED_BY_HAND.search(line)]
+    return out
+
+
+def test_the_sealed_split_is_named_only_by_its_predicate() -> None:
+    """Whether a split is the sealed one is ``predicates.is_sealed``: nowhere else compares a split
+    with ``"test"`` (a copy that drifts is a seal bypass)."""
+    assert sealed_split_by_hand(ROOT.parent) == []
+
+
+def test_the_sealed_split_check_catches_a_planted_copy(tmp_path: Path) -> None:
+    planted = tmp_path / "monte" / "status" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('def f(r, d, split):\n    a = r.split == "test"\n    b = d.get("split") != "test"\n'
+                       '    c = r["split"] == \'test\'\n    return a, b, c, split == "dev", r.kind == "test"\n')
+    assert sealed_split_by_hand(tmp_path) == ["monte/status/sneaky.py:2", "monte/status/sneaky.py:3",
+                                              "monte/status/sneaky.py:4"]
+
+
 # --- one home per concept: a value or a path that has one home is built there, used everywhere --
 
 #: concept -> (its home, what a copy of it spelled out by hand looks like)

@@ -20,6 +20,7 @@ from monte.envs.items import normalize_text
 from monte.envs.registry import get
 from monte.errors import error
 from monte.hashing import hash_tree
+from monte.ledger.predicates import is_sealed
 from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
 
 # the staging primitives live below every freeze (monte.staging): frozen.py's sweeps and fetches use
@@ -157,7 +158,7 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
     dropped: dict[str, int] = {}
     files_for: dict[str, dict[str, str]] = {}
     floors: dict[str, dict[str, Floor]] = {}
-    order = [(e, s) for e, sp in plan.exams.items() for s in sp if s == "test"]
+    order = [(e, s) for e, sp in plan.exams.items() for s in sp if is_sealed(s)]
     order += [(e, s) for e, sp in plan.exams.items() for s in sp if s == "dev"]
     for exam, split in order:
         bench = plan.exams[exam][split]

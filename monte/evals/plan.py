@@ -17,7 +17,7 @@ from monte.hashing import sha256_file
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
-from monte.ledger.predicates import is_admissible, spends_test_read
+from monte.ledger.predicates import is_admissible, is_sealed, spends_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.seal import Seal, SealKey, overlap_note, settings_key
 from monte.ledger.store import Snapshot
@@ -303,7 +303,7 @@ def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
             s = x.splits[split]
             # a test split's items: what the seal knows the exam by (any order, file or name)
             path = ws.data_root / s.path
-            exam_id = exam_sketch(read_items(str(path))) if split == "test" and path.is_file() else None
+            exam_id = exam_sketch(read_items(str(path))) if is_sealed(split) and path.is_file() else None
             lm = (meas.grader or {}).get("kind") == lmeval.KIND  # lm-eval builds this exam's requests
             task = ((meas.grader or {}).get("tasks") or {}).get(exam) if lm else None
             out.append(ExamPlan(exam=exam, benchmark=x.benchmark, split=split, path=s.path,
