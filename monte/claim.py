@@ -611,7 +611,7 @@ def _tasks(path: Path) -> dict[str, float]:
 
 
 def _samples(path: Path) -> dict[str, list[float]] | None:
-    """K > 1 (issue 33): each item's sample scores, as the per-item file holds them."""
+    """K > 1 (K samples per item, docs/statistics.md): each item's sample scores, as the per-item file holds them."""
     from monte import jsonl
     from monte.stats.samples import samples_of
 

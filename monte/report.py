@@ -382,7 +382,7 @@ def _cycles_html(status: Mapping[str, Any], pair_of: Mapping[int, tuple[str, str
 
 
 def _search_html(status: Mapping[str, Any]) -> str:
-    """Issue 45, as ``monte status`` prints it: each cohort's search (K tried, the best judged as
+    """The search verdict, as ``monte status`` prints it: each cohort's search (K tried, the best judged as
     the best of K), each cycle against its parent checkpoint, and the cycles not learning."""
     from monte.status.facts import move_verdict
     from monte.status.search import search_line

@@ -455,3 +455,12 @@ def test_a_module_the_table_names_apart_is_a_part_of_its_own() -> None:
     assert part_of("monte.ledger.verify.walk") == "monte.ledger"
     assert part_of("monte.frozen") == "monte.frozen"
 
+
+def test_the_code_says_what_was_decided_not_which_issue() -> None:
+    """A comment says the decision ("the search verdict", "K samples per item"), not "issue 45":
+    the issue tracker is not part of the package, and a reader of the code has only the code."""
+    cited = [f"{p.relative_to(ROOT.parent)}:{n}" for p in sorted(ROOT.rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b[Ii]ssues? #?\d+", line)]
+    assert cited == []
+

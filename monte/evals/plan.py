@@ -66,8 +66,8 @@ class ExamPlan(BaseModel):
     floor: float | None = None  # the split's constant-answer floor (monte.envs.floor)
     #: a test read: what it can show (monte.stats.power.detectable), before the touch is spent
     detectable: dict[str, Any] | None = None
-    #: a final claim: its checkpoint judged as the best of the K dev-evaluated (issue 45,
-    #: monte.stats.search), shown before the touch is spent, never recorded as evidence
+    #: a final claim: its checkpoint judged as the best of the K dev-evaluated
+    #: (monte.stats.search), shown before the touch is spent, never recorded as evidence
     search: dict[str, Any] | None = None
     #: a test split: its items (monte.envs.items.exam_sketch), what the seal knows it by
     exam_id: dict[str, Any] | None = None
@@ -316,7 +316,7 @@ def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
 
 
 def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claimed: str) -> None:
-    """Issue 45, in the final claim's plan: the claimed checkpoint's first dev delta judged as
+    """The search verdict, in the final claim's plan: the claimed checkpoint's first dev delta judged as
     the best of the K checkpoints of this cohort dev-evaluated on the exam (each first admissible
     dev eval with a delta, as ``monte status`` counts them)."""
     from monte.stats.search import Candidate, judge
@@ -337,7 +337,7 @@ def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claime
 
 def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], *,
             test_read: bool) -> None:
-    """Issue 18, before anything is spent: each exam's constant-answer floor, and for a test read
+    """The floor, before anything is spent: each exam's constant-answer floor, and for a test read
     the smallest gain it can show at 80 % power given this cohort's paired dev deltas so far."""
     from monte.envs.floor import exam_floors
 

@@ -69,12 +69,12 @@ def _read_split(ws: Workspace, e: ExamPlan) -> list[dict[str, Any]]:
 class EvalResult(BaseModel):
     experiment: str
     runs: list[dict[str, Any]]
-    #: "<exam>/<split>" -> the constant-answer floor of what was scored (issue 18), when recorded
+    #: "<exam>/<split>" -> the constant-answer floor of what was scored, when recorded
     floors: dict[str, float] = {}
     #: exam -> what its score means: the grader's rule in words (:func:`monte.envs.grading.rule`)
     rules: dict[str, str] = {}
     #: "<exam>/<split>" -> the share of items scored exactly 1, where the grader gave partial credit
-    #: (then the score is not accuracy; issue 49)
+    #: (then the score is not accuracy)
     exact: dict[str, float] = {}
     #: what was generated: the measurement's eval settings (tokens, stop, sampling)
     settings: dict[str, Any] = {}
@@ -252,7 +252,7 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                         log_event(ws, plan.experiment, row.run, "lm-eval", said=list(grades.lmeval.said))
                     answers = [str(t.get("answer", "")) for t in tasks]
                     stamp_generated(ws, plan.experiment, row.run, answers)  # (lm-eval grades as it generates)
-                elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
+                elif _sampled(plan.settings):  # K seeded samples per item (docs/statistics.md)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
                     seeds = [gen.sample_seed(i) for i in ids]
                     drawn = gen.sample(model, tok, [grading.prompt_of(i) for i in items], seeds,
@@ -568,7 +568,7 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if stamped is None:
         raise forged("no record, signed with this repository's key, that this run's own process generated "
                      "answers before grading (a result written by hand, or by a monte that kept none)")
-    if any("samples" in t for t in tasks):  # K > 1: every sample graded again (issue 33)
+    if any("samples" in t for t in tasks):  # K > 1: every sample graded again (K samples per item, docs/statistics.md)
         drawn = [str(x.get("answer", "")) for t in tasks
                  for x in sorted(t.get("samples") or [], key=lambda x: int(x.get("sample", 0)))]
         if answers_digest(drawn) != stamped:
@@ -638,7 +638,7 @@ def _paired(ledger: Ledger, snap: Snapshot, older: list[dict[str, Any]] | None,
         return None
     ids = [t["id"] for t in older]
     mine_samples, older_samples = samples_of(tasks), samples_of(older)
-    if mine_samples is not None and older_samples is not None:  # K > 1: the item is the unit (issue 33)
+    if mine_samples is not None and older_samples is not None:  # K > 1: the item is the unit (K samples per item, docs/statistics.md)
         s = sampled_delta([older_samples[i] for i in ids], [mine_samples[i] for i in ids],
                           pass_at=ledger.measurement(snap).pass_at)
         return s.d, s.record()
@@ -650,7 +650,7 @@ PARENT_HOPS = 10_000
 
 
 def _parent_delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A checkpoint's dev delta against its parent checkpoint (issue 45): what this move did.
+    """A checkpoint's dev delta against its parent checkpoint (the search verdict, docs/statistics.md): what this move did.
     The parent is the nearest ancestor on its lineage (the run's previous checkpoint, or the
     checkpoint the run started from) with an admissible dev eval on this exam in this cohort,
     paired as against the base; None from the base, or when no ancestor was evaluated or its
@@ -738,7 +738,7 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
     if paired is not None:
         d, extra = paired
         parent = _parent_delta(ledger, snap, row, tasks)
-        if parent is not None:  # what this move did (issue 45): beside the verdict against the base
+        if parent is not None:  # what this move did (the search verdict, docs/statistics.md): beside the verdict against the base
             extra = {**extra, "parent": parent}
     else:
         scores = list(mine.values())

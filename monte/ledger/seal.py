@@ -4,7 +4,7 @@ per experiment nor per eval settings.
 The improvement loop defines a cohort as "the group of runs that share a base model and the same
 frozen evaluation settings". Cohorts still pair deltas by their settings, but the budget is
 stricter than "two reads per cohort": a repository gets two test reads (test@0 and one final
-claim) of a given exam content on given base weights, whatever the settings (issue 42: a
+claim) of a given exam content on given base weights, whatever the settings (a
 near-greedy temperature, another K, template or grader sampled the same answers again as a
 "fresh" cohort). So reads are counted per (test content x base weights identity) over every
 experiment's ledger in the repository (and the results bucket's mirrors ``monte sync`` wrote).

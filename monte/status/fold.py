@@ -124,7 +124,7 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
         if status != "succeeded":
             continue
         if delta is not None:
-            if split == "dev" and tkind == "checkpoint":  # K so far: the distinct checkpoints tried (issue 45)
+            if split == "dev" and tkind == "checkpoint":  # K so far: the distinct checkpoints tried (the search verdict, docs/statistics.md)
                 seen = tried.setdefault(f"{cohort}\t{exam}", {})
                 seen.setdefault(f"{trun}@{tstep}", len(seen) + 1)
                 delta = {**delta, "tries": len(seen)}
