@@ -10,6 +10,7 @@ import os
 import signal
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from support import ledger as shared
@@ -25,6 +26,7 @@ from monte.workspace import Workspace, open_workspace
 
 EXP = "exp"
 MEASUREMENT = shared.measurement(EXP, split_n=4)
+Kind = Literal["eval", "train"]
 
 
 @pytest.fixture
@@ -32,7 +34,7 @@ def ws(store: Store, repo: Path) -> Workspace:
     return open_workspace(repo)
 
 
-def _start(ledger: Ledger, run: str, kind: str) -> RunRow:
+def _start(ledger: Ledger, run: str, kind: Kind) -> RunRow:
     def make(snap: Snapshot, seq: int) -> RunRow:
         return RunRow(run=run, experiment=EXP, kind=kind, status="started", created_at=now(), updated_at=now(),
                       cohort="c1", model="base", step=0, exam="arith" if kind == "eval" else None,
@@ -53,7 +55,7 @@ def _end(ledger: Ledger, row: RunRow, status: str, reason: str | None = None) ->
 class Life:
     """One run through :func:`running`, with what it reported."""
 
-    def __init__(self, ws: Workspace, kind: str) -> None:
+    def __init__(self, ws: Workspace, kind: Kind) -> None:
         self.ws = ws
         self.ledger = Ledger(ws.store, EXP)
         self.kind = kind
@@ -75,7 +77,7 @@ class Life:
 
 
 @pytest.mark.parametrize("kind", ["eval", "train"])
-def test_ctrl_c_records_the_run_failed_and_refuses_naming_what_its_row_reads(ws: Workspace, kind: str) -> None:
+def test_ctrl_c_records_the_run_failed_and_refuses_naming_what_its_row_reads(ws: Workspace, kind: Kind) -> None:
     life = Life(ws, kind)
     with pytest.raises(MonteError) as got, life():
         raise KeyboardInterrupt
@@ -88,7 +90,7 @@ def test_ctrl_c_records_the_run_failed_and_refuses_naming_what_its_row_reads(ws:
 
 
 @pytest.mark.parametrize("kind", ["eval", "train"])
-def test_sigterm_stops_the_run_through_the_same_failure(ws: Workspace, kind: str) -> None:
+def test_sigterm_stops_the_run_through_the_same_failure(ws: Workspace, kind: Kind) -> None:
     life = Life(ws, kind)
     with pytest.raises(MonteError) as got, life():
         os.kill(os.getpid(), signal.SIGTERM)

@@ -12,13 +12,12 @@ from monte.ledger.records import RunRow
 from monte.ledger.verify import NEW_ROW_RULES, Violation, WalkState, new_row_violations
 from monte.ledger.verify.rules import baselines_first, no_smoke_evidence, two_touch
 
-MEAS = {"exams": {"arith": {"splits": {"dev": {}, "test": {}}}}}
+MEAS: dict[str, Any] = {"exams": {"arith": {"splits": {"dev": {}, "test": {}}}}}
 
 
-def _eval(run: str, split: str, *, step: int = 0, of: str | None = None, smoke: bool = False,
-          status: str = "succeeded") -> RunRow:
+def _eval(run: str, split: str, *, step: int = 0, of: str | None = None, smoke: bool = False) -> RunRow:
     target = {"kind": "checkpoint", "run": of, "step": step} if of else {"kind": "base", "run": None, "step": 0}
-    return RunRow(run=run, experiment="exp", kind="eval", status=status, cohort="c1", exam="arith", split=split,
+    return RunRow(run=run, experiment="exp", kind="eval", status="succeeded", cohort="c1", exam="arith", split=split,
                   step=step, smoke=smoke, plan={"target": target}, host="h", pid=None)
 
 
