@@ -313,15 +313,20 @@ def find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Ledger, R
                 "list runs with `monte status`")
 
 
-class Stopped(TypedDict):
-    """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled."""
+class StopResult(TypedDict):
+    """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled.
+    (Not :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
 
     run: str
     status: str
     signalled: bool
 
 
-def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> Stopped:
+#: the old name, kept for this session (``monte.errors.Stopped`` is the refusal)
+Stopped = StopResult
+
+
+def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> StopResult:
     """``monte stop``: terminate a running Run (on this host) and record it as abandoned
     (``reason``: why, for the row; a box's job wrapper says how its job ended)."""
     ledger, row = find_run(ws, ref, experiment)
