@@ -48,7 +48,7 @@ from monte.claim_signature import public_key_line as public_key_line
 from monte.claim_signature import sign_bytes as sign_bytes
 from monte.claim_signature import unarmor as unarmor
 from monte.errors import MonteError, error
-from monte.ledger.predicates import is_admissible, is_test_read
+from monte.ledger.predicates import is_admissible, is_sealed, is_test_read
 
 if TYPE_CHECKING:
     from monte.ledger.verify.report import VerifiedLedgers
@@ -123,7 +123,7 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
     what = f"{row.kind} {row.split or ''} {row.status}".replace("  ", " ")
     if not (is_test_read(row) and is_admissible(row) and read_role(row) == "claim"):
         raise error("E_REFUSED", f"run {exp}/{row.run} is not a final claim ({what.strip()}"
-                    + (f", role {read_role(row)}" if row.split == "test" else "") + ")",
+                    + (f", role {read_role(row)}" if is_sealed(row.split) else "") + ")",
                     "export the experiment's final claim: `monte status` lists it as `succeeded claim`")
     delta = row.delta or {}
     if not delta.get("paired") or not delta.get("baseline"):
@@ -611,7 +611,7 @@ def _tasks(path: Path) -> dict[str, float]:
 
 
 def _samples(path: Path) -> dict[str, list[float]] | None:
-    """K > 1 (issue 33): each item's sample scores, as the per-item file holds them."""
+    """K > 1 (K samples per item, docs/statistics.md): each item's sample scores, as the per-item file holds them."""
     from monte import jsonl
     from monte.stats.samples import samples_of
 

@@ -49,10 +49,10 @@ MIN_TEMPERATURE = 0.05
 
 def check_sampling(samples: int, temperature: float | None, top_p: float | None,
                    pass_at: Sequence[int]) -> dict[str, object]:
-    """The eval settings ``--samples``, ``--temperature``, ``--top-p`` freeze (issue 33), or a
+    """The eval settings ``--samples``, ``--temperature``, ``--top-p`` freeze (K samples per item, docs/statistics.md), or a
     refusal (``E_USAGE``, exit 2) that names the fix; nothing is written before this passes.
     K > 1 needs a temperature above 0 (greedy samples are K copies of one answer); a temperature in
-    (0, :data:`MIN_TEMPERATURE`) is refused (it samples the greedy answer: issue 42)."""
+    (0, :data:`MIN_TEMPERATURE`) is refused (it samples the greedy answer, a second read of the same content)."""
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise error("E_USAGE", f"--samples {samples!r}: K is the number of answers sampled per item, at least 1",
                     "pass --samples 1 (one answer per item, the default) or more, e.g. --samples 8")

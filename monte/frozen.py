@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from monte import staging
 from monte.errors import MonteError, error
 from monte.manifest import Manifest
 from monte.names import check_name
@@ -39,14 +40,13 @@ def sweep_staging(ws: Workspace) -> None:
     one whose manifest the vault ref records while its folder is missing (killed between
     recording the freeze and moving it into place) is proven and moved into place; the rest
     are deleted. Folders of live processes are left alone."""
-    from monte.envs import freeze
     from monte.ledger.vault import Vault
     from monte.manifest import read_manifest, verify_folder
     from monte.storage import tracking
 
     tracking.sweep_temps(ws)
     vault = Vault(ws.store)
-    for staged in freeze.stale_staging(ws.data_root):
+    for staged in staging.stale_staging(ws.data_root):
         for cand in (staged, staged / "payload"):
             try:
                 m = read_manifest(cand) if cand.is_dir() else None
@@ -57,12 +57,12 @@ def sweep_staging(ws: Workspace) -> None:
                 recorded = vault.get(m.kind, m.name)
                 if recorded is not None and recorded.fingerprint == m.fingerprint and not os.path.lexists(dest):
                     verify_folder(cand, m)
-                    freeze.move_into_place(cand, dest)
+                    staging.move_into_place(cand, dest)
                     track(ws, m.kind, m.name, dest)
                     break
             except (MonteError, OSError):
                 continue
-        freeze.discard(staged)
+        staging.discard(staged)
 
 
 def track(ws: Workspace, kind: str, name: str, folder: Path, out: DvcOut | None = None) -> str:
@@ -180,7 +180,6 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
     """Fetch a frozen folder this data root lacks from the Vault: into a staging folder, every
     hash proven against the Vault's manifest (and the vault ref's, when it has one), only then
     moved into place. None when no Vault or no key is there to ask (the caller decides)."""
-    from monte.envs import freeze
     from monte.ledger.vault import Vault
     from monte.manifest import MANIFEST, verify_folder
     from monte.storage import vault as remote_vault
@@ -194,7 +193,7 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
         raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
                     f"move {folder} aside, then try again")
     local = Vault(ws.store)
-    staged = freeze.staging_dir(ws.data_root, folder)
+    staged = staging.staging_dir(ws.data_root, folder)
     kept = False
     added: list[str] = []  # objects this freeze put into DVC's cache
     try:
@@ -217,9 +216,9 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
         kept = True  # recorded: its objects stay in DVC's cache (a later fetch finds them there)
         if folder.exists():
             folder.rmdir()
-        freeze.move_into_place(staged / "payload", folder)
+        staging.move_into_place(staged / "payload", folder)
     finally:
-        freeze.discard(staged)
+        staging.discard(staged)
         if not kept:
             uncommit(ws, added)
     track(ws, kind, name, folder, out)

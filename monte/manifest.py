@@ -68,7 +68,7 @@ class Manifest(BaseModel):
     curriculum: str | None = None
     grader: dict[str, Any] | None = None
     #: exam -> split -> its constant-answer floor (derived from the files and the grader at
-    #: freeze time, so not part of the fingerprint; absent in manifests frozen before issue 18)
+    #: freeze time, so not part of the fingerprint; absent in manifests frozen before floors were recorded)
     floors: dict[str, dict[str, Floor]] = Field(default_factory=dict)
     # datasets
     dataset_kind: Literal["sft", "preference"] | None = None

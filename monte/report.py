@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.errors import error
+from monte.ledger.predicates import is_sealed
 
 if TYPE_CHECKING:
     from monte.workspace import Workspace
@@ -383,7 +384,7 @@ def _cycles_html(status: Mapping[str, Any], pair_of: Mapping[int, tuple[str, str
 
 
 def _search_html(status: Mapping[str, Any]) -> str:
-    """Issue 45, as ``monte status`` prints it: each cohort's search (K tried, the best judged as
+    """The search verdict, as ``monte status`` prints it: each cohort's search (K tried, the best judged as
     the best of K), each cycle against its parent checkpoint, and the cycles not learning."""
     from monte.status.facts import move_verdict
     from monte.status.search import search_line
@@ -499,7 +500,7 @@ def render(data: Mapping[str, Any]) -> bytes:
         "runs": _pack([[r.get(k) for k in RUN_FIELDS] for r in data["runs"]]),
         # what the flips' summary says of a candidate's recorded delta (against its cohort's baseline)
         "deltas": {d["run"]: [None if d.get("delta") is None else round(d["delta"], 6), d.get("fixed"),
-                              d.get("broken"), d.get("verdict")] for d in deltas if d.get("split") != "test"
+                              d.get("broken"), d.get("verdict")] for d in deltas if not is_sealed(d.get("split"))
                    or d.get("role") == "claim"},
         # each eval's cohort baseline of its exam split (what its recorded delta is against)
         "baselines": {f"{c['cohort']}|{k}": b["run"] for c in status["cohorts"] if c.get("cohort")

@@ -229,6 +229,35 @@ def test_the_check_catches_a_planted_copy_of_a_plans_test_read(tmp_path: Path, b
     assert spelled_out_predicates(tmp_path) == [f"monte/evals/sneaky.py: {predicate}"]
 
 
+#: the sealed split named by hand: ``split == "test"``, ``r["split"] != "test"``, ``d.get("split") == "test"``
+SEALED_BY_HAND = re.compile(rf"""(?:{_SPLIT}|\.get\(\s*["']split["']\s*\))\s*[!=]=\s*["']test["']""")
+
+
+def sealed_split_by_hand(root: Path) -> list[str]:
+    out = []
+    for path in sorted((root / "monte").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel != PREDICATE_HOME:
+            out += [f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1)
+                    if SEALED_BY_HAND.search(line)]
+    return out
+
+
+def test_the_sealed_split_is_named_only_by_its_predicate() -> None:
+    """Whether a split is the sealed one is ``predicates.is_sealed``: nowhere else compares a split
+    with ``"test"`` (a copy that drifts is a seal bypass)."""
+    assert sealed_split_by_hand(ROOT.parent) == []
+
+
+def test_the_sealed_split_check_catches_a_planted_copy(tmp_path: Path) -> None:
+    planted = tmp_path / "monte" / "status" / "sneaky.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text('def f(r, d, split):\n    a = r.split == "test"\n    b = d.get("split") != "test"\n'
+                       '    c = r["split"] == \'test\'\n    return a, b, c, split == "dev", r.kind == "test"\n')
+    assert sealed_split_by_hand(tmp_path) == ["monte/status/sneaky.py:2", "monte/status/sneaky.py:3",
+                                              "monte/status/sneaky.py:4"]
+
+
 # --- one home per concept: a value or a path that has one home is built there, used everywhere --
 
 #: concept -> (its home, what a copy of it spelled out by hand looks like)
@@ -239,6 +268,9 @@ ONE_HOME: dict[str, tuple[str, re.Pattern[str]]] = {
     "a ledger tree path": ("monte/ledger/views.py", re.compile(
         r"""(?<![\w])[fb]?["'](?:runs|cohorts)/|listdir\(\s*["'](?:runs|cohorts)["']|\bb["'](?:runs|cohorts)["']"""
         r"""|\}/manifest\.json["']""")),
+    # monte's own folder in the git directory: ``ledger/views.py``'s ``own_dir`` (``OWN_DIR``)
+    ".git/monte/": ("monte/ledger/views.py", re.compile(
+        r"""(?:commondir\(\)\)?|git_dir\)?|["']\.git["'])\s*/\s*["']monte["']|["']monte/[\w.-]+["']""")),
 }
 
 
@@ -254,7 +286,8 @@ def spelled_out_homes(root: Path) -> list[str]:
 
 def test_each_concept_with_one_home_is_built_only_there() -> None:
     """The zero id is ``refs.ZERO``; a run folder is ``Workspace.run_folder`` (or ``runs_folder``);
-    a path in a ledger's tree or the vault's is built by ``ledger/views.py``."""
+    a path in a ledger's tree or the vault's is built by ``ledger/views.py``, and so is monte's own
+    folder in the git directory (``own_dir``)."""
     assert spelled_out_homes(ROOT.parent) == []
 
 
@@ -276,6 +309,10 @@ def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
         assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"], path
     planted.write_text('def first(snap, tree):\n    return snap.listdir("cohorts"), tree.get(b"runs")\n')
     assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: a ledger tree path"]
+    for spelled in ('Path(store.repo.commondir()) / "monte" / "seal"', 'Path(git_dir) / "monte"',
+                    'ws.repo_root / ".git" / "monte"', '"monte/tips.log"'):
+        planted.write_text(f"def where(store, git_dir, ws):\n    return {spelled}\n")
+        assert spelled_out_homes(tmp_path) == ["monte/storage/sneaky.py: .git/monte/"], spelled
 
 
 # --- the layers of docs/architecture.md: imports go downward --------------------------------------
@@ -283,7 +320,7 @@ def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
 #: layer -> the packages and modules in it (docs/architecture.md's table); the longest prefix decides
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("monte", "monte.errors", "monte.hashing", "monte.codekey", "monte.names", "monte.manifest", "monte.jsonl",
-        "monte.processes", "monte.extras", "monte.ci"),
+        "monte.processes", "monte.extras", "monte.ci", "monte.staging"),
     1: ("monte.ledger", "monte.stats", "monte.workspace", "monte.models.identity",
         "monte.models.tensors", "monte.grader.statement", "monte.models.fingerprint"),
     2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),
@@ -340,3 +377,90 @@ def test_the_layer_check_catches_a_planted_upward_import(tmp_path: Path) -> None
         "monte.evals.plan:1 imports monte.training.chunk: monte.evals and monte.training import neither each other",
         "monte.ledger.rules:2 (layer 1) imports monte.evals.plan (layer 4)",
     ]
+
+
+# --- the layout shows the layers: no loop between folders ----------------------------------------
+
+#: a loop between parts still to be undone, each with what undoes it; the test below fails when
+#: one is gone (strike it here) or another appears
+KNOWN_FOLDER_LOOPS: dict[frozenset[str], str] = {
+    frozenset({"monte.ledger", "monte.grader.statement"}):
+        "verify's report checks the grader's signatures (grader/statement.py reads the ledger): "
+        "statement.py moves into ledger/ once the grader's own edits land",
+}
+
+
+def part_of(module: str) -> str:
+    """The part of docs/architecture.md's table a module belongs to: its folder (``monte.ledger``
+    for ``monte.ledger.verify.walk``), a root module itself, or a module the table names on its
+    own (``monte.models.identity``, layer 1, inside ``models/``)."""
+    found = layer_of(module)
+    return found[1] if found is not None else ".".join(module.split(".")[:2])
+
+
+def folder_graph(graph: dict[str, dict[str, list[tuple[int, str | None]]]]
+                 ) -> dict[str, dict[str, list[tuple[int, str | None]]]]:
+    """The module graph seen a part at a time: part -> {part it imports -> [(line, module)]}."""
+    out: dict[str, dict[str, list[tuple[int, str | None]]]] = {}
+    for mod, edges in graph.items():
+        for target, where in edges.items():
+            a, b = part_of(mod), part_of(target)
+            if a != b:
+                out.setdefault(a, {}).setdefault(b, []).extend((line, mod) for line, _ in where)
+    return out
+
+
+def folder_loops(graph: dict[str, dict[str, list[tuple[int, str | None]]]]) -> list[str]:
+    """Each loop between parts, with one import of each edge in it (where to cut)."""
+    parts = folder_graph(graph)
+    out = []
+    for loop in find_cycles(parts):
+        edges = [f"{a} -> {b} ({parts[a][b][0][1]}:{parts[a][b][0][0]})"
+                 for a in loop for b in loop if b in parts.get(a, {})]
+        out.append(" <-> ".join(loop) + ": " + "; ".join(edges))
+    return out
+
+
+def test_no_loop_between_folders() -> None:
+    loops = {frozenset(c) for c in find_cycles(folder_graph(imports_of(_modules(ROOT))))}
+    new = [line for line in folder_loops(imports_of(_modules(ROOT)))
+           if frozenset(line.split(":")[0].split(" <-> ")) not in KNOWN_FOLDER_LOOPS]
+    assert not new, "folders that import each other (a lower one must not reach up):\n" + "\n".join(new)
+    gone = [" <-> ".join(sorted(k)) for k in KNOWN_FOLDER_LOOPS if k not in loops]
+    assert not gone, f"undone, strike from KNOWN_FOLDER_LOOPS: {gone}"
+
+
+def test_the_folder_check_catches_a_planted_loop(tmp_path: Path) -> None:
+    pkg = tmp_path / "monte"
+    for sub in ("envs", "storage"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    # no module loop: manage -> frozen -> freeze -> (nothing); the folders still loop envs <-> frozen
+    (pkg / "envs" / "manage.py").write_text("from monte import frozen\n")
+    (pkg / "frozen.py").write_text("def sweep():\n    from monte.envs import freeze\n")
+    (pkg / "envs" / "freeze.py").write_text("from monte.storage import vault\n")
+    (pkg / "storage" / "vault.py").write_text("")
+    graph = imports_of(_modules(pkg))
+    assert find_cycles(graph) == []
+    assert folder_loops(graph) == ["monte.envs <-> monte.frozen: monte.envs -> monte.frozen (monte.envs.manage:1); "
+                                   "monte.frozen -> monte.envs (monte.frozen:2)"]
+
+
+def test_a_module_the_table_names_apart_is_a_part_of_its_own() -> None:
+    # models/identity.py is layer 1 inside the layer-2 models/: ledger may use it, and the
+    # folder check reads it as its own part (docs/architecture.md)
+    assert part_of("monte.models.identity") == "monte.models.identity"
+    assert part_of("monte.models.locate") == "monte.models"
+    assert part_of("monte.ledger.verify.walk") == "monte.ledger"
+    assert part_of("monte.frozen") == "monte.frozen"
+
+
+def test_the_code_says_what_was_decided_not_which_issue() -> None:
+    """A comment says the decision ("the search verdict", "K samples per item"), not "issue 45":
+    the issue tracker is not part of the package, and a reader of the code has only the code."""
+    cited = [f"{p.relative_to(ROOT.parent)}:{n}" for p in sorted(ROOT.rglob("*.py"))
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\b[Ii]ssues? #?\d+", line)]
+    assert cited == []
+

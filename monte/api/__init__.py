@@ -234,7 +234,7 @@ def experiment_init(
 ) -> ExperimentInitResult:
     """Freeze ``measurement.json`` as the experiment's first ledger record. ``samples`` (K),
     ``temperature`` and ``top_p`` are eval settings (they define the cohort and the seal);
-    ``pass_at`` names the pass@k deltas reported beside the mean score's (issue 33)."""
+    ``pass_at`` names the pass@k deltas reported beside the mean score's (K samples per item, docs/statistics.md)."""
     from monte import experiments
 
     return experiments.create(name=name, eval_env=eval_env, model=model, steps_per_chunk=steps_per_chunk,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError
 from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
@@ -110,13 +110,7 @@ def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace
 
     # never ``ws.store``: a hook runs while git holds the refs' locks, and must not move refs
     store = Store.from_git_env() or Store(ws.repo_root if ws else find_repo_root())
-    violations = githooks.judge(lines, store, full=full, hook=os.environ.get("MONTE_HOOK"))
-    if violations:
-        lines_ = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
-        raise error("E_VERIFY", f"refused by monte: {lines_}",
-                    "this update would break the record's rules; set MONTE_HOOKS=off only to repair by hand",
-                    details=violations)
-    return {"ok": True, "updates": sum(1 for line in lines if line.strip())}
+    return {"ok": True, "updates": githooks.refuse(lines, store, full=full, hook=os.environ.get("MONTE_HOOK"))}
 
 
 def _git_dir(ws: Workspace | None) -> Path:

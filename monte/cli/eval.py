@@ -30,12 +30,12 @@ def _human(r: Any) -> None:
             kind = "paired" if d["paired"] else "unpaired"
             line += (f"  delta {d['delta']:+.4f} {format_interval(d['lower'], d['upper'])} {kind}"
                      + (f" {d['verdict']}" if d.get("verdict") else ""))
-            if d.get("parent"):  # what this move did (issue 45)
+            if d.get("parent"):  # what this move did (the search verdict, docs/statistics.md)
                 from monte.status.facts import vs_parent
 
                 line += f"; {vs_parent(d['parent'])}"
         floor = r.floors.get(f"{row['exam']}/{row['split']}")
-        if floor is not None:  # beating a garbage base is not learning (issue 18)
+        if floor is not None:  # beating a garbage base is not learning (the constant-answer floor, docs/statistics.md)
             line += (f"  - not learning: at or below the constant-answer floor {floor:.4f}" if row["score"] <= floor
                      else f"  (constant-answer floor {floor:.4f})")
         click.echo(line)

@@ -126,12 +126,12 @@ def render_status(r: Any) -> None:
     out("cycles:" + "".join(f"{',' if i else ''} {c['checkpoint']}" + (f" {c['exam']}" if several else "")
                             + f" {c['verdict']}" for i, c in enumerate(r["cycles"])))
     moves = [f"{c['checkpoint']} {move_verdict(c['parent'])}" for c in r["cycles"] if c.get("parent")]
-    if moves:  # what each move did, against its parent checkpoint (issue 45)
+    if moves:  # what each move did, against its parent checkpoint (the search verdict, docs/statistics.md)
         out("cycles vs parent: " + "; ".join(moves))
     if any(c.get("not_learning") for c in r["cycles"]):
         out("cycles not learning (at or below the constant-answer floor): "
             + ", ".join(c["checkpoint"] for c in r["cycles"] if c.get("not_learning")))
-    lines += map(search_line, r.get("search", ()))  # K tried, the best judged as the best of K (issue 45)
+    lines += map(search_line, r.get("search", ()))  # K tried, the best judged as the best of K (the search verdict, docs/statistics.md)
     out("checkpoints:" + ("" if r["checkpoints"] else " none"))
     for c in r["checkpoints"]:
         floors = r.get("floors", {})

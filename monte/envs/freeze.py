@@ -8,12 +8,7 @@ many were dropped.
 
 from __future__ import annotations
 
-import errno
 import json
-import os
-import shutil
-import socket
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +20,17 @@ from monte.envs.items import normalize_text
 from monte.envs.registry import get
 from monte.errors import error
 from monte.hashing import hash_tree
+from monte.ledger.predicates import is_sealed
 from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
+
+# the staging primitives live below every freeze (monte.staging): frozen.py's sweeps and fetches use
+# them too, and envs sits above frozen.py. Importable from here for this session (an alias).
+from monte.staging import NEAR as NEAR
+from monte.staging import discard as discard
+from monte.staging import move_into_place as move_into_place
+from monte.staging import staging_dir as staging_dir
+from monte.staging import stale_staging as stale_staging
+from monte.staging import tidy as tidy
 
 # Seeds per role, a million apart: reasoning-gym's item i of seed s is item 0 of seed s+i, so
 # ranges closer than the split sizes would share items.
@@ -153,7 +158,7 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
     dropped: dict[str, int] = {}
     files_for: dict[str, dict[str, str]] = {}
     floors: dict[str, dict[str, Floor]] = {}
-    order = [(e, s) for e, sp in plan.exams.items() for s in sp if s == "test"]
+    order = [(e, s) for e, sp in plan.exams.items() for s in sp if is_sealed(s)]
     order += [(e, s) for e, sp in plan.exams.items() for s in sp if s == "dev"]
     for exam, split in order:
         bench = plan.exams[exam][split]
@@ -198,93 +203,3 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
         grader={"kind": "catalog", "benchmarks": {e: next(iter(sp.values())) for e, sp in plan.exams.items()}},
         floors=floors,
     )
-
-
-#: A staging folder beside the destination, when the destination is on another file system than
-#: ``<data root>/tmp`` (``datasets/`` or ``environments/`` a symlink to another disk).
-NEAR = ".staging"
-
-
-def _owned_name() -> str:
-    return f"freeze-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-
-
-def staging_dir(data_root: Path, dest: Path | None = None) -> Path:
-    """A fresh folder on the file system ``dest`` will live on, so the bytes are whole there
-    before anything is recorded and the final move is an atomic rename: ``<data root>/tmp``, or
-    ``<dest's parent>/.staging`` when that is another file system. Its name says which process
-    on which host owns it (:func:`stale_staging` reads it)."""
-    tmp = data_root / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    if dest is not None:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if os.stat(dest.parent).st_dev != os.stat(tmp).st_dev:
-            tmp = dest.parent / NEAR
-            tmp.mkdir(exist_ok=True)
-    folder = tmp / _owned_name()
-    folder.mkdir()
-    return folder
-
-
-def _staging_places(data_root: Path) -> list[Path]:
-    return [data_root / "tmp", data_root / "environments" / NEAR, data_root / "datasets" / NEAR]
-
-
-def stale_staging(data_root: Path) -> list[Path]:
-    """Staging folders whose owner, a process on this host, is gone: a freeze, install or fetch
-    killed midway (SIGKILL, the OOM killer). Another host's, or a live process's, are left be."""
-    out = []
-    for tmp in _staging_places(data_root):
-        for p in sorted(tmp.iterdir()) if tmp.is_dir() else []:
-            if not (p.name.startswith("freeze-") and p.is_dir()):
-                continue
-            parts = p.name[len("freeze-"):].rsplit("-", 2)
-            host, pid = (parts[0], parts[1]) if len(parts) == 3 else ("", parts[0])  # ("": before hosts)
-            if host not in ("", socket.gethostname()) or not pid.isdigit() or int(pid) == os.getpid():
-                continue
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                out.append(p)
-            except (PermissionError, OverflowError):
-                pass
-    return out
-
-
-def move_into_place(staged: Path, dest: Path) -> None:
-    """Rename ``staged`` to ``dest`` (atomic; fails if ``dest`` exists and is not empty). Across
-    file systems (EXDEV: a staging folder made before ``dest``'s folder moved to another disk)
-    the folder is copied beside ``dest`` first, so the last step is still one rename there."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(staged, dest)
-        tidy(staged.parent)
-        return
-    except OSError as e:
-        if e.errno != errno.EXDEV:
-            raise
-    near = dest.parent / NEAR / _owned_name()
-    near.parent.mkdir(exist_ok=True)
-    try:
-        shutil.copytree(staged, near, symlinks=True)
-        os.rename(near, dest)
-    except BaseException:
-        shutil.rmtree(near, ignore_errors=True)
-        raise
-    finally:
-        tidy(near.parent)
-    shutil.rmtree(staged, ignore_errors=True)
-
-
-def tidy(near: Path) -> None:
-    """Remove an empty ``.staging`` folder (another freeze's staging in it keeps it)."""
-    if near.name == NEAR:
-        try:
-            near.rmdir()
-        except OSError:
-            pass
-
-
-def discard(staged: Path) -> None:
-    shutil.rmtree(staged, ignore_errors=True)
-    tidy(staged.parent)

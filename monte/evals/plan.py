@@ -17,7 +17,7 @@ from monte.hashing import sha256_file
 from monte.ledger import rules
 from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info, identify_base
-from monte.ledger.predicates import is_admissible, spends_test_read
+from monte.ledger.predicates import is_admissible, is_sealed, spends_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.seal import Seal, SealKey, overlap_note, settings_key
 from monte.ledger.store import Snapshot
@@ -66,8 +66,8 @@ class ExamPlan(BaseModel):
     floor: float | None = None  # the split's constant-answer floor (monte.envs.floor)
     #: a test read: what it can show (monte.stats.power.detectable), before the touch is spent
     detectable: dict[str, Any] | None = None
-    #: a final claim: its checkpoint judged as the best of the K dev-evaluated (issue 45,
-    #: monte.stats.search), shown before the touch is spent, never recorded as evidence
+    #: a final claim: its checkpoint judged as the best of the K dev-evaluated
+    #: (monte.stats.search), shown before the touch is spent, never recorded as evidence
     search: dict[str, Any] | None = None
     #: a test split: its items (monte.envs.items.exam_sketch), what the seal knows it by
     exam_id: dict[str, Any] | None = None
@@ -303,7 +303,7 @@ def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
             s = x.splits[split]
             # a test split's items: what the seal knows the exam by (any order, file or name)
             path = ws.data_root / s.path
-            exam_id = exam_sketch(read_items(str(path))) if split == "test" and path.is_file() else None
+            exam_id = exam_sketch(read_items(str(path))) if is_sealed(split) and path.is_file() else None
             lm = (meas.grader or {}).get("kind") == lmeval.KIND  # lm-eval builds this exam's requests
             task = ((meas.grader or {}).get("tasks") or {}).get(exam) if lm else None
             out.append(ExamPlan(exam=exam, benchmark=x.benchmark, split=split, path=s.path,
@@ -316,7 +316,7 @@ def _exams(ws: Workspace, meas: Measurement, split: str) -> list[ExamPlan]:
 
 
 def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claimed: str) -> None:
-    """Issue 45, in the final claim's plan: the claimed checkpoint's first dev delta judged as
+    """The search verdict, in the final claim's plan: the claimed checkpoint's first dev delta judged as
     the best of the K checkpoints of this cohort dev-evaluated on the exam (each first admissible
     dev eval with a delta, as ``monte status`` counts them)."""
     from monte.stats.search import Candidate, judge
@@ -337,7 +337,7 @@ def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claime
 
 def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], *,
             test_read: bool) -> None:
-    """Issue 18, before anything is spent: each exam's constant-answer floor, and for a test read
+    """The floor, before anything is spent: each exam's constant-answer floor, and for a test read
     the smallest gain it can show at 80 % power given this cohort's paired dev deltas so far."""
     from monte.envs.floor import exam_floors
 

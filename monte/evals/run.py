@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,18 +36,16 @@ from monte.runs.lifecycle import (
     answers_digest,
     clear_pending,
     generated_digest,
-    interrupted_message,
     os_reason,
     probe_writable,
     read_pending,
     read_rows,
     read_tasks,
-    record_failure,
     require_live,
+    running,
     save_pending,
     sigterm_stops,
     stamp_generated,
-    stopped_message,
     transitions,
     with_retries,
 )
@@ -71,12 +70,12 @@ def _read_split(ws: Workspace, e: ExamPlan) -> list[dict[str, Any]]:
 class EvalResult(BaseModel):
     experiment: str
     runs: list[dict[str, Any]]
-    #: "<exam>/<split>" -> the constant-answer floor of what was scored (issue 18), when recorded
+    #: "<exam>/<split>" -> the constant-answer floor of what was scored, when recorded
     floors: dict[str, float] = {}
     #: exam -> what its score means: the grader's rule in words (:func:`monte.envs.grading.rule`)
     rules: dict[str, str] = {}
     #: "<exam>/<split>" -> the share of items scored exactly 1, where the grader gave partial credit
-    #: (then the score is not accuracy; issue 49)
+    #: (then the score is not accuracy)
     exact: dict[str, float] = {}
     #: what was generated: the measurement's eval settings (tokens, stop, sampling)
     settings: dict[str, Any] = {}
@@ -205,16 +204,13 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                 probe_writable(ws, plan.experiment, need=len(items) * 1024)
             # a NeMo Gym server starts before the touch is spent: one that cannot start spends nothing
             grades = ready.pop(e.exam, None) or exam_grader(e)
-            try:
-                row = start_row(ledger, plan, e, ws=ws,
-                                extra_plan={"processes": plan.processes} if plan.processes > 1 else None)
-            except BaseException:
-                grades.close()
-                raise
-            try:
-                log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split,
-                          target=plan.target.label)
-                transition(row, "started")
+            with ExitStack() as stack:
+                stack.callback(grades.close)  # after a failure is recorded, as after a start that is refused
+                run = stack.enter_context(running(
+                    ws, plan.experiment, partial(start_row, ledger, plan, e, ws=ws, extra_plan={
+                        "processes": plan.processes} if plan.processes > 1 else None),
+                    started=partial(_note_start, ws, plan, e), fail=partial(_failed, ledger), transition=transition))
+                row = run.row
                 tasks: list[dict[str, Any]] | None = None
                 if grades.generates:  # an lm-eval exam: lm-eval's requests, answered here, graded by lm-eval
                     # (with --processes N its generations in whole batches across N shard processes)
@@ -227,7 +223,7 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                         log_event(ws, plan.experiment, row.run, "lm-eval", said=list(grades.lmeval.said))
                     answers = [str(t.get("answer", "")) for t in tasks]
                     stamp_generated(ws, plan.experiment, row.run, answers)  # (lm-eval grades as it generates)
-                elif _sampled(plan.settings):  # K seeded samples per item (issue 33)
+                elif _sampled(plan.settings):  # K seeded samples per item (docs/statistics.md)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
                     seeds = [gen.sample_seed(i) for i in ids]
                     drawn = gen.sample(model, tok, [grading.prompt_of(i) for i in items], seeds,
@@ -269,27 +265,14 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                     kept = True
                 except OSError:  # the data root filled or turned read-only since the probe: the
                     kept = False  # ledger can still take the score, and it is what counts
-            except BaseException as exc:
-                record_failure(ws, plan.experiment, row, exc, finish=partial(_failed, ledger, row),
-                               transition=transition)
-                if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
-                    raise stopped_message(ledger, row.run) from None
-                if isinstance(exc, KeyboardInterrupt):  # say what the started record spent
-                    raise interrupted_message(ledger, row.run) from None
-                raise
-            finally:
                 grades.close()
-            # one record both scores the run and ends it: the "scored" and "finished" transitions land
-            # together, so one push reports both
-            done = _record_result(ws, ledger, row, tasks=tasks, smoke=plan.smoke, n=len(items), kept=kept)
+                # one record both scores the run and ends it: the "scored" and "finished" transitions
+                # land together, so one push reports both
+                done = run.finish(partial(_record_result, ws, ledger, tasks=tasks, smoke=plan.smoke, n=len(items),
+                                          kept=kept))
             rate = grading.exact_rate(tasks) if tasks and not plan.smoke else None
             if rate is not None:
                 exact[f"{e.exam}/{e.split}"] = rate
-            try:
-                log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
-            except OSError:
-                pass
-            transition(done, "finished")
             results.append(done.model_dump(mode="json"))
     if pusher is not None:
         pusher.check()
@@ -473,7 +456,15 @@ def _record_result(ws: Workspace, ledger: Ledger, row: RunRow, *, tasks: list[di
                     "records it (so does the next `monte eval` in this experiment)") from None
     if kept:
         clear_pending(ws, ledger.experiment, row.run)
+    try:
+        log_event(ws, ledger.experiment, row.run, "succeeded", score=done.score, n=done.n)
+    except OSError:
+        pass
     return done
+
+
+def _note_start(ws: Workspace, plan: EvalPlan, e: ExamPlan, row: RunRow) -> None:
+    log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label)
 
 
 def recover(ws: Workspace, experiment: str, *, test_reads: bool = True) -> list[dict[str, Any]]:
@@ -548,7 +539,7 @@ def prove_kept_result(ws: Workspace, ledger: Ledger, row: RunRow, pending: dict[
     if stamped is None:
         raise forged("no record, signed with this repository's key, that this run's own process generated "
                      "answers before grading (a result written by hand, or by a monte that kept none)")
-    if any("samples" in t for t in tasks):  # K > 1: every sample graded again (issue 33)
+    if any("samples" in t for t in tasks):  # K > 1: every sample graded again (K samples per item, docs/statistics.md)
         drawn = [str(x.get("answer", "")) for t in tasks
                  for x in sorted(t.get("samples") or [], key=lambda x: int(x.get("sample", 0)))]
         if answers_digest(drawn) != stamped:
@@ -618,7 +609,7 @@ def _paired(ledger: Ledger, snap: Snapshot, older: list[dict[str, Any]] | None,
         return None
     ids = [t["id"] for t in older]
     mine_samples, older_samples = samples_of(tasks), samples_of(older)
-    if mine_samples is not None and older_samples is not None:  # K > 1: the item is the unit (issue 33)
+    if mine_samples is not None and older_samples is not None:  # K > 1: the item is the unit (K samples per item, docs/statistics.md)
         s = sampled_delta([older_samples[i] for i in ids], [mine_samples[i] for i in ids],
                           pass_at=ledger.measurement(snap).pass_at)
         return s.d, s.record()
@@ -630,7 +621,7 @@ PARENT_HOPS = 10_000
 
 
 def _parent_delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A checkpoint's dev delta against its parent checkpoint (issue 45): what this move did.
+    """A checkpoint's dev delta against its parent checkpoint (the search verdict, docs/statistics.md): what this move did.
     The parent is the nearest ancestor on its lineage (the run's previous checkpoint, or the
     checkpoint the run started from) with an admissible dev eval on this exam in this cohort,
     paired as against the base; None from the base, or when no ancestor was evaluated or its
@@ -718,7 +709,7 @@ def _delta(ledger: Ledger, snap: Snapshot, row: RunRow, tasks: list[dict[str, An
     if paired is not None:
         d, extra = paired
         parent = _parent_delta(ledger, snap, row, tasks)
-        if parent is not None:  # what this move did (issue 45): beside the verdict against the base
+        if parent is not None:  # what this move did (the search verdict, docs/statistics.md): beside the verdict against the base
             extra = {**extra, "parent": parent}
     else:
         scores = list(mine.values())

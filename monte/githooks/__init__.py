@@ -138,3 +138,16 @@ def judge(lines: list[str], store: Store, *, full: bool = False, hook: str | Non
     if not found and hook == "pre-receive":
         accepted.record(updates)
     return [{"ref": ref, **v.to_dict()} for ref, v in found]
+
+
+def refuse(lines: list[str], store: Store, *, full: bool = False, hook: str | None = None) -> int:
+    """:func:`judge`, refusing E_VERIFY with every violation when there is one; else the number
+    of updates judged. What each hook (and ``monte ledger verify --updates``) says."""
+    violations = judge(lines, store, full=full, hook=hook)
+    if violations:
+        said = "; ".join(f"{x['ref']} {x['commit']} [{x['rule']}] {x['message']}" for x in violations[:20])
+        raise error("E_VERIFY", f"refused by monte: {said}",
+                    "this update would break the record's rules; set MONTE_HOOKS=off only to repair by hand",
+                    details=violations)
+    return sum(1 for line in lines if line.strip())
+

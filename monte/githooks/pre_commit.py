@@ -42,14 +42,17 @@ def updates(remote: str) -> list[str]:
 def main() -> int:
     if not os.environ.get("PRE_COMMIT_REMOTE_BRANCH", "").startswith(PREFIX):
         return 0  # not a push of monte refs
-    from monte import api
     from monte.errors import MonteError
+    from monte.githooks import refuse
+    from monte.ledger.store import Store
+    from monte.workspace import find_repo_root
 
     lines = updates(os.environ.get("PRE_COMMIT_REMOTE_NAME", ""))
     if not lines:
         return 0
     try:
-        api.ledger_verify_updates(lines, full=True)
+        # never a workspace's store: a hook must not move refs (it lets in nothing from remotes)
+        refuse(lines, Store.from_git_env() or Store(find_repo_root()), full=True, hook=os.environ.get("MONTE_HOOK"))
     except MonteError as e:
         print(f"{e.code}: {e.message}\n  fix: {e.fix}", file=sys.stderr)
         return int(e.exit_code)

@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from monte.ledger.views import own_dir
+
 MAGIC = b"monte-derived 1\n"
 _MAC = 32
 _STALE_TMP_S = 600.0
@@ -45,7 +47,7 @@ Derive = Callable[[dict[str, Any]], list[Any]]
 
 
 def cache_path(git_dir: str | os.PathLike[str], experiment: str, name: str) -> Path:
-    return Path(git_dir) / "monte" / "cache" / f"{experiment}.{name}"
+    return own_dir(git_dir) / "cache" / f"{experiment}.{name}"
 
 
 def _key(folder: Path, *, create: bool) -> bytes | None:
@@ -87,7 +89,7 @@ def mac(git_dir: str | os.PathLike[str], body: bytes, *, create: bool) -> bytes 
     with), None where there is no key this user can read (or, with ``create``, write). Other
     memory monte keeps under ``<git dir>/monte`` and trusts without re-deriving (the tips a
     verify saw pass) is signed with it, so a line appended by hand is not believed."""
-    key = _key(Path(git_dir) / "monte" / "cache", create=create)
+    key = _key(own_dir(git_dir) / "cache", create=create)
     return None if key is None else hmac.new(key, body, hashlib.sha256).digest()
 
 
@@ -249,7 +251,7 @@ class FoldCache:
 
 def cached_files(git_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str, Path]]:
     """(experiment, reader name, path) of every derived cache file."""
-    folder = Path(git_dir) / "monte" / "cache"
+    folder = own_dir(git_dir) / "cache"
     if not folder.is_dir():
         return
     for path in sorted(folder.iterdir()):

@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from monte.ledger.views import own_dir
+
 MAGIC = b"monte-objcache 1\n"
 _HEAD = struct.Struct(">40sBI")  # hex id, git type number, length
 #: Below this many objects walked (~200 runs) a read is fast without a cache, and none is written.
@@ -35,7 +37,7 @@ _TYPES = {1: b"commit", 2: b"tree", 3: b"blob", 4: b"tag"}
 
 
 def cache_path(git_dir: str | os.PathLike[str], experiment: str) -> Path:
-    return Path(git_dir) / "monte" / "cache" / f"{experiment}.objects"
+    return own_dir(git_dir) / "cache" / f"{experiment}.objects"
 
 
 def git_id(type_num: int, raw: bytes) -> bytes:
@@ -117,7 +119,7 @@ def check(git_dir: str | os.PathLike[str]) -> list[str]:
     """Every cache entry whose bytes do not hash to its id (a forged or torn cache), by file.
     Such an entry is never used (it is read from git instead); this names it for ``verify``."""
     out: list[str] = []
-    folder = Path(git_dir) / "monte" / "cache"
+    folder = own_dir(git_dir) / "cache"
     for path in sorted(folder.glob("*.objects")) if folder.is_dir() else []:
         data = path.read_bytes()
         if not data.startswith(MAGIC):

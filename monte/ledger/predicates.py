@@ -17,16 +17,25 @@ if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow as _Row
 
 
+#: the sealed split: read twice per cohort, never trained on, never shown item by item
+SEALED = "test"
+
+
+def is_sealed(split: str | None) -> bool:
+    """``split`` is the sealed test split (what a read of it spends: :func:`spends_test_read`)."""
+    return split == SEALED
+
+
 def spends_test_read(split: str | None, smoke: bool) -> bool:
     """An eval of ``split`` spends a touch of the sealed test split: a test eval that is no smoke
     run (what a plan asks before its row exists; :func:`is_test_read` asks it of a row)."""
-    return split == "test" and not smoke
+    return is_sealed(split) and not smoke
 
 
 def is_test_smoke(split: str | None, smoke: bool) -> bool:
     """A smoke eval of the test split: it spends no touch, so none of its items is graded, scored
     or recorded (it proves that generation runs on the split's format, and reveals nothing)."""
-    return split == "test" and smoke
+    return is_sealed(split) and smoke
 
 
 def is_test_read(r: _Row) -> bool:

@@ -64,7 +64,7 @@ class EvalSettings(BaseModel):
     top_p: float = 1.0
     chat_template: bool = False  # prompts are fed raw; a chat model may ask for its template
     stop: list[str] = Field(default_factory=lambda: ["\n"])
-    #: K: sampled answers per item (issue 33). A measurement written before K, or at K = 1, holds
+    #: K: sampled answers per item (K samples per item, docs/statistics.md). A measurement written before K, or at K = 1, holds
     #: no such key: it is written only when K > 1, so K = 1 keeps its bytes and its seal.
     samples: int = 1
 
@@ -105,7 +105,7 @@ class Measurement(BaseModel):
     execution: ExecutionSettings = Field(default_factory=ExecutionSettings)
     train: TrainSettings = Field(default_factory=TrainSettings)
     model: str | None = None  # the default base model: a reference (repo:, data:, hf:, name:; monte.models.locate)
-    #: the pass@k deltas reported beside the mean score's (each k <= K; issue 33): what is shown,
+    #: the pass@k deltas reported beside the mean score's (each k <= K): what is shown,
     #: not what is generated or graded, so no part of the seal; written only when asked for
     pass_at: list[int] = Field(default_factory=list)
 

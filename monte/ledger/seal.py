@@ -4,7 +4,7 @@ per experiment nor per eval settings.
 The improvement loop defines a cohort as "the group of runs that share a base model and the same
 frozen evaluation settings". Cohorts still pair deltas by their settings, but the budget is
 stricter than "two reads per cohort": a repository gets two test reads (test@0 and one final
-claim) of a given exam content on given base weights, whatever the settings (issue 42: a
+claim) of a given exam content on given base weights, whatever the settings (a
 near-greedy temperature, another K, template or grader sampled the same answers again as a
 "fresh" cohort). So reads are counted per (test content x base weights identity) over every
 experiment's ledger in the repository (and the results bucket's mirrors ``monte sync`` wrote).
@@ -47,7 +47,7 @@ from monte.ledger.predicates import is_test_read, is_test_read_dict  # noqa: F40
 from monte.ledger.refs import MIRROR, base_ref, experiment_of_ledger, ledger_ref, mirror_ref
 from monte.ledger.rules import read_role
 from monte.ledger.store import Store
-from monte.ledger.views import output_settings
+from monte.ledger.views import output_settings, own_dir
 
 if TYPE_CHECKING:  # annotations only: a read of the rows needs no pydantic
     from monte.ledger.records import RunRow
@@ -402,7 +402,7 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
     (any worktree: the lock is in the common git directory) start one at a time and each sees
     the others' records. An exclusive ``flock`` on ``<git dir>/monte/seal/<key>.lock``: the
     kernel drops it when its holder dies, so a killed process never leaves it held."""
-    folder = Path(store.repo.commondir()) / "monte" / "seal"
+    folder = own_dir(store.repo.commondir()) / "seal"
     # keyed by the weights alone, not the split's file nor the settings: an exam is its items, two
     # files of overlapping items are one exam, and every setting shares a budget, so every test
     # read of one base shares a lock
@@ -427,7 +427,7 @@ LEAK_REFUSALS = "leak-refusals.jsonl"
 
 
 def _leak_log(store: Store) -> Path:
-    return Path(store.repo.commondir()) / "monte" / LEAK_REFUSALS
+    return own_dir(store.repo.commondir()) / LEAK_REFUSALS
 
 
 def record_leak_refusal(store: Store, *, split_sha256: str, content: str, experiment: str, source: str,

@@ -43,8 +43,9 @@ from dulwich.objects import Commit, ObjectID
 
 from monte.errors import MonteError, error
 from monte.ledger.refs import PREFIX, ZERO
+from monte.ledger.views import OWN_DIR
 
-LOG = "monte/tips.log"
+LOG = f"{OWN_DIR}/tips.log"
 _TAIL = 8192
 #: The message prefix of the git reflog lines monte writes (skipped when reading reflogs).
 REFLOG_MESSAGE = "monte: "

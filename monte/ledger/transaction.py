@@ -25,8 +25,9 @@ from dulwich.objects import ObjectID
 
 from monte.ledger.refs import ZERO
 from monte.ledger.store import Store
+from monte.ledger.views import OWN_DIR
 
-ACCEPTED = "monte/accepted.log"
+ACCEPTED = f"{OWN_DIR}/accepted.log"
 _ACCEPTED_MAX = 1 << 20  # past this the log is cut to its newer half (a push's updates are a few lines)
 
 

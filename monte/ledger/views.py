@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from os import PathLike
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 #: Every field of a Run row (``records.RunRow``), as its index entry holds them.
@@ -29,6 +31,16 @@ ROW_DEFAULTS: dict[str, Any] = {
 
 #: The ledger tree's folders: the runs, fanned out by their ids' first two characters, and what
 #: each cohort derives or is told (its index, its nomination). Nothing else spells a tree path.
+#: monte's own files inside a repository's git directory (``.git/monte/``: the derived caches, the
+#: seal's locks, the tips it remembers, a results bucket's state): spelled here only
+OWN_DIR = "monte"
+
+
+def own_dir(git_dir: str | PathLike[str]) -> Path:
+    """``<git dir>/monte``: where monte keeps its own files (a linked worktree's: the main one's)."""
+    return Path(git_dir) / OWN_DIR
+
+
 RUNS = "runs"
 COHORTS = "cohorts"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from monte.errors import error
 
-#: the most bytes one tool result takes on the wire (issue 49: "every result under 8 KB")
+#: the most bytes one tool result takes on the wire (every result under 8 KB, so a client with a small window reads it whole)
 LIMIT = 8192
 #: the bytes one copy of a result's JSON may take (the wire carries two, plus the envelope)
 BUDGET = 3900

@@ -116,7 +116,7 @@ def generate(
 
 def sample_seed(task_id: str) -> int:
     """The seed of an item's K samples: from its id alone, so a re-run (any batch size, any
-    machine) draws the same samples where the engine allows (issue 33)."""
+    machine) draws the same samples where the engine allows (K samples per item, docs/statistics.md)."""
     import hashlib
 
     return int.from_bytes(hashlib.sha256(f"monte-sample:{task_id}".encode()).digest()[:4], "big")

@@ -244,7 +244,7 @@ def read_weights(folder: Path) -> Weights:
             if t.name in tensors:
                 raise bad_file(path, f"tensor {t.name!r} is in two weight files")
             tensors[t.name] = t
-    # the names the loader gives them: a renamed copy is the same tensors (issue 42, case 1)
+    # the names the loader gives them: a renamed copy is the same tensors, so the same cohort
     names = canonical_names(sorted(tensors), base_model_prefix(config))
     if len(set(names.values())) < len(names):
         raise bad_file(folder / files[0], "two tensors are loaded under one name (a renamed copy beside the original)")

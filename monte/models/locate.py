@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monte.errors import MonteError, error
+from monte.ledger.views import own_dir
 from monte.workspace import CONFIG_FILE, Workspace
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def remember(ws: Workspace, name: str | None, folder: str | Path | None) -> None
         return
     folder = Path(folder)
     path = ws.repo_root / CONFIG_FILE
-    lock_dir = ws.repo_root / ".git" / "monte"
+    lock_dir = own_dir(ws.repo_root / ".git")
     if not lock_dir.is_dir():
         lock_dir = ws.data_root
     with open(lock_dir / "config.lock", "a") as lock:

@@ -3,7 +3,7 @@
 torch starts one compute thread per core and OpenMP's threads spin while they wait for work. On a
 machine where other processes hold the cores (a laptop with a browser open, a shared CI runner, a
 2-core box running a test suite beside this), every parallel region then waits for a thread the
-kernel has descheduled, and a chunk that takes 8 s quiet took 395 s at a load of 4-5 (issue 46.15).
+kernel has descheduled, and a chunk that takes 8 s quiet took 395 s at a load of 4-5.
 So, unless the user chose (``OMP_NUM_THREADS``, ``OMP_WAIT_POLICY`` set):
 
 - an idle thread sleeps instead of spinning (``OMP_WAIT_POLICY=PASSIVE``), set before torch

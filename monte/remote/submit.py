@@ -180,7 +180,7 @@ def submit(ws: Any, *, kind: str, plan: Any, provider: str, host: str | None,
     if url_for(ws, "bucket") is None:
         raise error("E_STORAGE", "a remote run pushes its results to the results bucket, and none is configured",
                     "name it with `monte config set bucket gs://BUCKET/PREFIX`")
-    secrets, gcs_key = _secrets(ws, kind=kind, plan=plan)  # (issue 46.10: before a box is launched)
+    secrets, gcs_key = _secrets(ws, kind=kind, plan=plan)  # before a box is launched: a missing secret costs no box
     timings["gate"] = time.perf_counter() - t0
     t = time.perf_counter()
     box = _box(ws, provider, host, ssh_key, warm=True)

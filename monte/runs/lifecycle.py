@@ -14,7 +14,8 @@ import os
 import signal
 import socket
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal, TypedDict, get_args
 
 from monte import jsonl
@@ -206,6 +207,62 @@ def record_failure(ws: Workspace, experiment: str, row: RunRow, exc: BaseExcepti
     return failed
 
 
+class Run:
+    """The run inside :func:`running`: its row as it last moved, and the moments it reports."""
+
+    def __init__(self, row: RunRow, transition: Transition) -> None:
+        self.row = row
+        self.transition = transition
+        self.finishing = False  # once the finishing record is being written, an error is not the run's failure
+
+    def moved(self, row: RunRow, moment: PushPoint) -> RunRow:
+        """A record of this run landed (``checkpoint``, ``weights-uploaded``): report it."""
+        self.row = row
+        self.transition(row, moment)
+        return row
+
+    def finish(self, record: Callable[[RunRow], RunRow]) -> RunRow:
+        """Write the finishing record (``record(row)``) and report ``finished``. A finishing
+        record that cannot be written is not recorded as the run's failure: the run did its
+        work, and what it refuses with says where its result is kept."""
+        self.finishing = True
+        done = record(self.row)
+        return self.moved(done, "finished")
+
+
+@contextmanager
+def running(ws: Workspace, experiment: str, start: Callable[[], RunRow], *, transition: Transition,
+            fail: Callable[[RunRow, str], RunRow], event: str = "failed",
+            started: Callable[[RunRow], None] | None = None) -> Iterator[Run]:
+    """A run's life, one way for evaluation and training: ``start()`` writes the ``started``
+    record (or adopts a submitted row), ``started(row)`` notes it in the run's event file, and
+    the ``started`` moment is reported; the body does the
+    work, reporting each record through :meth:`Run.moved` and ending with :meth:`Run.finish`.
+
+    While it runs, SIGTERM (``monte stop``, a box's watchdog) raises E_STOPPED. Any exception
+    from the body, Ctrl-C included, records the run ``failed`` (``fail(row, reason)`` appends
+    that record, the event file keeps the traceback as ``event``) and reports ``finished``; a
+    stop then refuses E_STOPPED and Ctrl-C E_INTERRUPTED, each saying what the row reads and
+    what its ``started`` record spent."""
+    with sigterm_stops():
+        run = Run(start(), transition)
+        try:
+            if started is not None:
+                started(run.row)
+            transition(run.row, "started")
+            yield run
+        except BaseException as exc:
+            if run.finishing:
+                raise
+            record_failure(ws, experiment, run.row, exc, finish=lambda reason: fail(run.row, reason),
+                           transition=transition, event=event)
+            if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
+                raise stopped_message(Ledger(ws.store, experiment), run.row.run) from None
+            if isinstance(exc, KeyboardInterrupt):  # say what the started record spent
+                raise interrupted_message(Ledger(ws.store, experiment), run.row.run) from None
+            raise
+
+
 def adopt_row(ledger: Ledger, run: str, *, kind: str, check: Callable[[RunRow], bool]) -> RunRow:
     """On a box: take over the run a laptop started for this job (``--remote``), moving it from
     ``started`` to ``running`` with this host and process. The laptop's ``started`` record already
@@ -256,15 +313,20 @@ def find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Ledger, R
                 "list runs with `monte status`")
 
 
-class Stopped(TypedDict):
-    """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled."""
+class StopResult(TypedDict):
+    """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled.
+    (Not :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
 
     run: str
     status: str
     signalled: bool
 
 
-def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> Stopped:
+#: the old name, kept for this session (``monte.errors.Stopped`` is the refusal)
+Stopped = StopResult
+
+
+def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> StopResult:
     """``monte stop``: terminate a running Run (on this host) and record it as abandoned
     (``reason``: why, for the row; a box's job wrapper says how its job ended)."""
     ledger, row = find_run(ws, ref, experiment)

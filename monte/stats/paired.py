@@ -2,7 +2,7 @@
 
 For per-task scores ``a`` (baseline) and ``b`` (newer) aligned by task, ``d_i = b_i - a_i``. The
 method, its figures and why it replaced monte's first (Bonett-Price-only) method are in
-``docs/statistics.md`` (issue 18). In short:
+``docs/statistics.md``. In short:
 
 - **pass/fail scores** (every score 0 or 1), with ``fixed`` = #(0 -> 1) and ``broken`` = #(1 -> 0):
   the verdict is the *exact unconditional* McNemar test of Suissa and Shuster (1991, Biometrics

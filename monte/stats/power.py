@@ -1,5 +1,5 @@
 """What a test read can see before it is spent: the power of the pass/fail verdict and the
-smallest effect it detects (issue 18; the method is in docs/statistics.md).
+smallest effect it detects (the method: docs/statistics.md, "The smallest effect a test read can see").
 
 Two evals of the same n tasks differ on a share ``q`` of them (the *discordance*: fixed plus
 broken over n). For a true gain ``delta`` the fixed rate is ``(q + delta) / 2`` and the broken rate
@@ -33,7 +33,7 @@ PRIOR_DISCORDANCE = 0.2
 def power(n: int, discordance: float, effect: float, alpha: float = ALPHA) -> float:
     """The probability that the pass/fail verdict says ``ok`` for a true gain ``effect`` when a
     share ``discordance`` of the n tasks flip (``0 <= effect <= discordance <= 1``). ``alpha``:
-    the test's level (the search verdict of the best of K: ``ALPHA / K``, issue 45)."""
+    the test's level (the search verdict of the best of K: ``ALPHA / K``)."""
     if not 0.0 <= effect <= discordance <= 1.0:
         raise ValueError(f"need 0 <= effect <= discordance <= 1 (got {effect}, {discordance})")
     if discordance == 0.0:
@@ -101,7 +101,7 @@ def pooled_discordance(deltas: Iterable[Mapping[str, Any]]) -> tuple[float, int]
 
 
 def detectable_items(n: int, sd: float, target: float = TARGET_POWER) -> float:
-    """K samples per item (issue 33): the smallest gain whose item-level interval's lower end is
+    """K samples per item (docs/statistics.md): the smallest gain whose item-level interval's lower end is
     above 0 with probability ``target``, by the normal approximation of that interval: with the
     two pseudo-items its standard error is about ``sqrt(((n - 1) sd^2 + 2) / (n + 1) / (n + 2))`` and its
     mean ``n / (n + 2)`` of the delta, so the effect is ``(n + 2) / n (z_0.975 + z_target) se``.
@@ -205,7 +205,7 @@ def describe_detectable(x: Mapping[str, Any]) -> str:
     +0.087 or more with 80% power (dev discordance 0.20 over 3 paired evals; best dev delta
     +0.120)``."""
     head = f"a test read (n {x['n']})"
-    if (x.get("samples") or 1) > 1:  # K samples per item: the item-level figure (issue 33)
+    if (x.get("samples") or 1) > 1:  # K samples per item: the item-level figure (docs/statistics.md)
         head = f"a test read (n {x['n']} items, K {x['samples']})"
         where = (f"assumed per-item sd {x['sd']:.2f}, as at K = 1: no paired dev eval yet" if x["prior"]
                  else f"per-item sd {x['sd']:.3f} over {x['evals']} paired dev eval(s)")

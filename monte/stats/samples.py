@@ -1,5 +1,5 @@
 """K sampled answers per item: the paired delta, its interval and its verdict, with the item as
-the unit (issue 33; the method, its proof and its figures are in docs/statistics.md).
+the unit (the method, its proof and its figures: docs/statistics.md, "K samples per item").
 
 Two evals of the same n items give, per item i, K scores of the baseline ``a_i1 .. a_iK`` and K of
 the newer model ``b_i1 .. b_iK``. The delta is the mean over items of the per-item difference of

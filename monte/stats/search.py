@@ -1,4 +1,4 @@
-"""The search verdict (issue 45): the best of K dev evals judged as the best of K.
+"""The search verdict (docs/statistics.md): the best of K dev evals judged as the best of K.
 
 A driving agent evaluates K checkpoints of one cohort on one dev exam, each against the cohort's
 baseline, and keeps the best. Each per-cycle verdict is exact for its own comparison (false

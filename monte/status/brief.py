@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from monte.ledger.predicates import is_sealed
 from monte.ledger.rules import TEST_READS
 
 #: the delta fields the brief keeps (a search verdict's fields, ``search*`` / ``k``, ride along)
@@ -44,11 +45,11 @@ def brief(doc: Mapping[str, Any]) -> dict[str, Any]:
             best[exam] = {"checkpoint": d["target"], "eval": d["run"], **_delta(d)}
     cohorts = list(doc.get("cohorts") or [])
     newest = cohorts[-1] if cohorts else {}
-    claims = {str(d["exam"]): d for d in doc.get("deltas") or () if d.get("split") == "test"}
+    claims = {str(d["exam"]): d for d in doc.get("deltas") or () if is_sealed(d.get("split"))}
     test: dict[str, Any] = {}
     for key in (newest.get("baselines") or {}):
         exam, _, split = key.partition("/")
-        if split != "test":
+        if not is_sealed(split):
             continue
         reads = int((newest.get("test_touches") or {}).get(exam, 0))
         claim = claims.get(exam)

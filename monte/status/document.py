@@ -1,6 +1,6 @@
 """``monte status``'s document of one experiment: its rows gathered (:mod:`monte.status.fold`,
 continued from a kept fold when the ledger only appended rows), the seal's disclosure of each
-exam's test reads, and the floors beside the scores (issue 18)."""
+exam's test reads, and the floors beside the scores (the constant-answer floor, docs/statistics.md)."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
                          floors: Mapping[str, Mapping[str, Floor | Mapping[str, Any]]], *,
                          scores: Mapping[str, Any] | None = None, memo: dict[Any, Any] | None = None,
                          summaries: Mapping[str, list[Any]] | None = None) -> None:
-    """Beside the scores (issue 18): each exam split's constant-answer floor (``floors``), what a
+    """Beside the scores (docs/statistics.md): each exam split's constant-answer floor (``floors``), what a
     test read of each exam can show (``exams[i]["detectable"]``, :func:`monte.stats.power.detectable`),
     and a flag on every checkpoint score at or below its floor (``at_floor`` on delta lines, the
     exams ``at_floor`` on checkpoints): beating a garbage base is not learning. ``memo``: as
@@ -205,7 +205,7 @@ def add_floors_and_reach(out: dict[str, Any], meas: MeasurementLike,
         c["at_floor"] = sorted(e for e, s in c["dev"].items()
                                if s is not None and f"{e}/dev" in floor and s <= floor[f"{e}/dev"])
     at_floor = {c["checkpoint"]: c["at_floor"] for c in out["checkpoints"]}
-    for cy in out.get("cycles", ()):  # beating a garbage base at or below the floor is no learning (issue 45)
+    for cy in out.get("cycles", ()):  # beating a garbage base at or below the floor is no learning (the constant-answer floor, docs/statistics.md)
         cy["not_learning"] = cy["exam"] in at_floor.get(cy["checkpoint"], ())
     for x in out.get("exams", []):
         test = meas.exams[x["exam"]].splits["test"]

@@ -89,12 +89,12 @@ def delta_head(d: Mapping[str, Any]) -> str:
     kind = "paired" if d.get("paired") else f"unpaired ({d.get('method')})"
     fixed = d.get("fixed")
     counts = f", fixed {fixed}, broken {d['broken']}" if fixed is not None else ""
-    if (d.get("samples") or 1) > 1:  # K samples per item (issue 33); K = 1 prints as it always did
+    if (d.get("samples") or 1) > 1:  # K samples per item (docs/statistics.md); K = 1 prints as it always did
         counts += (f", K {d['samples']}, effective n {d['effective_n']:.0f}, design effect {d['design_effect']:.2f}"
                    + "".join(f"; pass@{k} {p['delta']:+.4f} {format_interval(p['lower'], p['upper'])}"
                              for k, p in sorted((d.get("pass_at") or {}).items(), key=lambda kv: int(kv[0]))))
     lo, hi = d["lower"], d["upper"]
-    # format_interval: a lower end above 0 never prints as 0 beside an ok (issue 18); a bound
+    # format_interval: a lower end above 0 never prints as 0 beside an ok (docs/statistics.md, "What is printed"); a bound
     # of at least 1e-4 prints as it is (the common case, inline: status formats ~10,000 of these)
     interval = (f"[{lo:+.4f}, {hi:+.4f}]" if abs(lo) >= 1e-4 and abs(hi) >= 1e-4
                 else format_interval(lo, hi))
@@ -110,7 +110,7 @@ def move_verdict(p: Mapping[str, Any]) -> str:
 
 
 def vs_parent(p: Mapping[str, Any]) -> str:
-    """A checkpoint's delta against its parent checkpoint (issue 45), as status prints it."""
+    """A checkpoint's delta against its parent checkpoint (the search verdict, docs/statistics.md), as status prints it."""
     from monte.stats.paired import format_interval
 
     return (f"vs parent {p['checkpoint']}: {p['delta']:+.4f} {format_interval(p['lower'], p['upper'])} "

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from monte.jsonl import RawJson
+from monte.ledger.predicates import is_sealed
 from monte.ledger.rules import Checkpoint, row_checkpoints
 from monte.ledger.views import MeasurementLike
 from monte.status.facts import JSON_ROW, SEQ, dump_row, out_row, table_line, target_of
@@ -118,12 +119,12 @@ def fold(acc: dict[str, Any], facts: Sequence[tuple[Any, ...]], *, dead: Dead | 
                                           "test_touches": {}, "baselines": {}}
         if kind != "eval" or smoke:
             continue
-        if split == "test":
+        if is_sealed(split):
             c["test_touches"][exam] = c["test_touches"].get(exam, 0) + 1
         if status != "succeeded":
             continue
         if delta is not None:
-            if split == "dev" and tkind == "checkpoint":  # K so far: the distinct checkpoints tried (issue 45)
+            if split == "dev" and tkind == "checkpoint":  # K so far: the distinct checkpoints tried (the search verdict, docs/statistics.md)
                 seen = tried.setdefault(f"{cohort}\t{exam}", {})
                 seen.setdefault(f"{trun}@{tstep}", len(seen) + 1)
                 delta = {**delta, "tries": len(seen)}

@@ -131,7 +131,7 @@ def cycles(rows: Sequence[RunRow], cks: Sequence[Checkpoint], paths: Sequence[Se
                     "checkpoint": ck.ref, "exam": exam, "step": ck.step, "eval": ev.run,
                     "verdict": verdict or "unjudged", "delta": d.get("delta"),
                     "lower": d.get("lower"), "upper": d.get("upper"), "seq": ev.seq,
-                    "parent": d.get("parent")})  # against its parent checkpoint (issue 45), when recorded
+                    "parent": d.get("parent")})  # against its parent checkpoint (the search verdict, docs/statistics.md), when recorded
     return sorted(out.values(), key=lambda c: c["seq"])
 
 def lineage_lines(paths: Sequence[list[Hop]]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The search a status shows (issue 45): per cohort and dev exam, how many distinct checkpoints
+"""The search a status shows (the search verdict, docs/statistics.md): per cohort and dev exam, how many distinct checkpoints
 were dev-evaluated against the baseline (K), and the best (or nominated) one judged as the best
 of K (:func:`monte.stats.search.judge`). Pure: from what :func:`monte.status.fold.fold` gathered."""
 

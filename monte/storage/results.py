@@ -45,10 +45,14 @@ from monte.ledger.refs import (
     mirror_prefix,
     mirror_ref,
 )
+from monte.ledger.views import own_dir
 from monte.storage.objects import ObjectStore, md5_file, open_store
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx",
-                   ".npz", ".pkl", ".pickle")
+#: files the results bucket never takes (weights and pickles travel by the hub or the Vault): a
+#: wider set than a checkpoint's weight files (``monte.ledger.lineage.WEIGHT_SUFFIXES``)
+UNPUSHED_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx",
+                     ".npz", ".pkl", ".pickle")
+WEIGHT_SUFFIXES = UNPUSHED_SUFFIXES  # the old name, kept for this session
 _RUN_FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".yaml", ".yml", ".csv")
 _MAX_ROUNDS = 50
 #: the bucket's name for the repository's vault ref, beside each experiment's own refs
@@ -56,7 +60,7 @@ VAULT = "vault"
 
 
 def is_weight(path: str) -> bool:
-    return path.lower().endswith(WEIGHT_SUFFIXES)
+    return path.lower().endswith(UNPUSHED_SUFFIXES)
 
 
 def open_bucket(ws: Any, *, bucket: str | None, key_file: str | None, write: bool, flags: bool = True) -> ObjectStore:
@@ -85,7 +89,7 @@ def open_bucket(ws: Any, *, bucket: str | None, key_file: str | None, write: boo
 
 class _State:
     def __init__(self, ws: Any, url: str) -> None:
-        self.path = Path(ws.store.repo.commondir()) / "monte" / "results" / (
+        self.path = own_dir(ws.store.repo.commondir()) / "results" / (
             hashlib.sha256(url.encode()).hexdigest()[:16] + ".json")
         try:
             data = json.loads(self.path.read_text())

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from monte.hashing import sha256_bytes
-from monte.ledger.predicates import is_admissible, is_test_read
+from monte.ledger.predicates import is_admissible, is_sealed, is_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import Checkpoint, read_role
 
@@ -75,7 +75,7 @@ def reads_for(rows: Sequence[RunRow], ck: Checkpoint) -> list[RunRow]:
             continue
         t = r.plan.get("target") or {}
         on_ck = t.get("kind") == "checkpoint" and t.get("run") == ck.run and int(t.get("step", -1)) == ck.step
-        baseline = r.split == "test" and read_role(r) == "baseline"
+        baseline = is_sealed(r.split) and read_role(r) == "baseline"
         if on_ck or baseline:
             out.append(r)
     return out
@@ -125,7 +125,7 @@ def reproduce(experiment: str, hops: Sequence[dict[str, Any]]) -> list[str]:
 
 def _verdict(r: RunRow) -> str:
     d = r.delta or {}
-    if read_role(r) == "baseline" and r.split == "test":
+    if read_role(r) == "baseline" and is_sealed(r.split):
         return "baseline (test@0)"
     if not d.get("paired"):
         return "unjudged (unpaired)"
@@ -154,7 +154,7 @@ def render(s: Story) -> str:
     if s.license == "other":
         body.append("- license: `other`: the base model's card names none; its terms, and the training data's, apply")
     body += ["", "## Test reads", ""]
-    tests = [r for r in s.reads if r.split == "test"]
+    tests = [r for r in s.reads if is_sealed(r.split)]
     if tests:
         body += ["| exam | read | run | score | n | delta [95% CI] | verdict |", "|---|---|---|---|---|---|---|"]
         for r in tests:

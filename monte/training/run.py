@@ -25,9 +25,7 @@ from monte.runs.lifecycle import (
     Transition,
     adopt_row,
     read_rows,
-    record_failure,
-    sigterm_stops,
-    stopped_message,
+    running,
     transitions,
 )
 from monte.training import launch, recipes
@@ -128,39 +126,33 @@ def _run_train(ws: Workspace, plan: TrainPlan, transition: Transition, pusher: A
         locate.remember(ws, name, named)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
-    if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
-        row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
-            r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name
-            and r.plan.get("parent") == plan.parent and r.smoke == plan.smoke
-            and int(r.plan.get("start_step", -1)) == plan.start_step))
-        log_event(ws, plan.experiment, row.run, "running", host=row.host)
-    else:
-        row = start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model,
-                          smoke=plan.smoke, plan=row_plan(plan))
-    transition(row, "started")
-    with sigterm_stops():
+
+    def start() -> RunRow:
+        if plan.adopt:  # on a box: the row the laptop started for this job (--remote)
+            row = adopt_row(Ledger(ws.store, plan.experiment), plan.adopt, kind="train", check=lambda r: (
+                r.plan.get("recipe") == plan.recipe.identity() and r.plan.get("source") == plan.source.name
+                and r.plan.get("parent") == plan.parent and r.smoke == plan.smoke
+                and int(r.plan.get("start_step", -1)) == plan.start_step))
+            log_event(ws, plan.experiment, row.run, "running", host=row.host)
+            return row
+        return start_chunk(ws, plan.experiment, cohort=plan.cohort, base_model=plan.base_model,
+                           smoke=plan.smoke, plan=row_plan(plan))
+
+    with running(ws, plan.experiment, start, transition=transition, event="error",  # finish_chunk logs "failed"
+                 fail=lambda row, reason: finish_chunk(ws, plan.experiment, row, "failed", error_text=reason)) as run:
+        row = run.row
         folder = ws.run_folder(plan.experiment, row.run)
-        try:
-            if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
-                trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run, nodes)
-            else:
-                trainer_dir, trainer_step = train_chunk(ws, plan, folder / "trainer", row.run, on_progress)
-            if not plan.smoke:
-                upload = (_hub_upload(ws, plan, row, transition, hub_failures)
-                          if plan.hub else None)
-                row = save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
-                    "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
-                    "stage_start": plan.stage_ref}, before_commit=upload)
-                transition(row, "checkpoint")
-        except BaseException as exc:
-            record_failure(ws, plan.experiment, row, exc, transition=transition,
-                           finish=lambda reason: finish_chunk(ws, plan.experiment, row, "failed", error_text=reason),
-                           event="error")  # finish_chunk logs the "failed" event itself
-            if isinstance(exc, MonteError) and exc.code == "E_STOPPED":
-                raise stopped_message(Ledger(ws.store, plan.experiment), row.run) from None
-            raise
-    done = finish_chunk(ws, plan.experiment, row, "succeeded")
-    transition(done, "finished")
+        if plan.launch and (plan.launch.world_size > 1 or plan.launch.config):  # the ranks train it
+            trainer_dir, trainer_step = train_ranks(ws, plan, folder / "trainer", row.run, nodes)
+        else:
+            trainer_dir, trainer_step = train_chunk(ws, plan, folder / "trainer", row.run, on_progress)
+        if not plan.smoke:
+            upload = (_hub_upload(ws, plan, row, transition, hub_failures)
+                      if plan.hub else None)
+            run.moved(save_checkpoint(ws, plan.experiment, row, plan.start_step + plan.steps, trainer_dir, extra={
+                "trainer_state": str(trainer_dir.relative_to(ws.data_root)), "trainer_step": trainer_step,
+                "stage_start": plan.stage_ref}, before_commit=upload), "checkpoint")
+        done = run.finish(lambda row: finish_chunk(ws, plan.experiment, row, "succeeded"))
     _refuse_unfinished_uploads(done, hub_failures, pusher)
     return TrainResult(experiment=plan.experiment, run=done.model_dump(mode="json"), curve=_curve(ws, plan, done.run))
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from monte.envs.grading import task_id
 from monte.envs.items import LeakIndex, exam_key, item_text, read_items
 from monte.errors import error
+from monte.ledger.predicates import is_sealed
 from monte.ledger.records import Measurement
 from monte.ledger.seal import record_leak_refusal
 from monte.manifest import now, read_manifest, verify_folder
@@ -127,14 +128,14 @@ def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, An
     on_grader: list[str] = []
     for name, exam in sorted(meas.exams.items()):
         for split, s in sorted(exam.splits.items()):
-            if split == "test" and ws.config.get("grader") and not (ws.data_root / s.path).is_file():
+            if is_sealed(split) and ws.config.get("grader") and not (ws.data_root / s.path).is_file():
                 on_grader.append(s.sha256)  # in the grader's custody: checked there (monte.grader)
                 continue
-            target = sealed if split == "test" else dev
+            target = sealed if is_sealed(split) else dev
             for k, item in enumerate(read_items(str(ws.data_root / s.path))):
                 label = task_id(item, f"{name}/{split}", k)
                 target[label] = item_text(item)
-                if split == "test":
+                if is_sealed(split):
                     exam_of[label] = name
     sealed_index, dev_index = LeakIndex.build(sealed), LeakIndex.build(dev)
     leaks: list[tuple[str, set[str]]] = []

@@ -48,11 +48,15 @@ Rules (the names printed):
   them: two final claims, two test@0 or a third read under one key, spread over ledgers that
   each keep ``two-touch`` on their own, break it. The violation names every read, its
   experiment and where it was read from (:func:`seal_violations`).
+
+The rules a new row must keep are plain functions over the re-derived state
+(:mod:`monte.ledger.verify.rules`: ``no_smoke_evidence``, ``baselines_first``, ``two_touch``), which a
+test can call on rows without a walk; the walk applies :data:`~monte.ledger.verify.rules.NEW_ROW_RULES`
+to each new row.
 """
 
 from monte.ledger.verify.lineage import Verifier
 from monte.ledger.verify.model import (
-    _SCAN,
     BULK,
     COHORT_INDEX,
     IDENTITY,
@@ -69,16 +73,11 @@ from monte.ledger.verify.model import (
     Violation,
     json_line,
 )
+from monte.ledger.verify.rules import NEW_ROW_RULES, RowRule, new_row_violations
 from monte.ledger.verify.state import WalkState
 from monte.ledger.verify.updates import (
     PUSH_FIX,
     VERIFIED,
-    _fast_forward,
-    _packed_under_loose,
-    _packing,
-    _remember_verified,
-    _verified,
-    _verify_tip,
     experiments,
     seal_violations,
     verify_before_spend,
@@ -88,6 +87,9 @@ from monte.ledger.verify.updates import (
 
 __all__ = [
     "Verifier",
+    "NEW_ROW_RULES",
+    "RowRule",
+    "new_row_violations",
     "Passed",
     "ROW_STATUS_MOVES",
     "ROW",
@@ -102,20 +104,13 @@ __all__ = [
     "MERGED_TOUCH_FIX",
     "Seen",
     "NeedAll",
-    "_SCAN",
     "json_line",
     "WalkState",
     "experiments",
     "verify_before_spend",
     "VERIFIED",
-    "_verified",
-    "_remember_verified",
     "verify_updates",
     "seal_violations",
     "verify_update",
-    "_packing",
-    "_packed_under_loose",
-    "_verify_tip",
     "PUSH_FIX",
-    "_fast_forward",
 ]

@@ -39,6 +39,7 @@ from monte.ledger.verify.model import (
     json_line,
 )
 from monte.ledger.verify.rewinds import Rewinds
+from monte.ledger.verify.rules import new_row_violations
 from monte.ledger.verify.state import (
     WalkState,
 )
@@ -219,56 +220,7 @@ class Records(Rewinds):
         return out
 
     def _new_row(self, experiment: str, state: WalkState, cid: str, row: RunRow) -> list[Violation]:
-        out: list[Violation] = []
-        target = row.plan.get("target", {}) if row.kind == "eval" else {}
-        if target.get("kind") == "checkpoint":
-            src = state.rows.get(str(target.get("run")))
-            if src is not None and src.smoke:
-                out.append(Violation(cid, "no-smoke-evidence", f"eval {row.run} scores smoke run {src.run}"))
-        if row.kind == "train":
-            parent = row.plan.get("parent")
-            if parent and (p := state.rows.get(parent["run"])) is not None and p.smoke:
-                out.append(Violation(cid, "no-smoke-evidence", f"train {row.run} continues smoke run {p.run}"))
-            if not row.smoke:
-                out += self._baselines_first(state, cid, row)
-        if is_test_read(row):
-            out += self._test_touch(state, cid, row, target)
-        return out
-
-    def _baselines_first(self, state: WalkState, cid: str, row: RunRow) -> list[Violation]:
-        missing = []
-        for exam, x in sorted((state.meas or {}).get("exams", {}).items()):
-            for split in ("dev", "test"):
-                if split in x.get("splits", {}) and (row.cohort, exam, split) not in state.baselines:
-                    missing.append(f"{exam}/{split}@0")
-        if missing:
-            return [Violation(cid, "baselines-first",
-                              f"train {row.run} started before the baselines {', '.join(missing)}")]
-        return []
-
-    def _test_touch(self, state: WalkState, cid: str, row: RunRow, target: dict[str, Any]) -> list[Violation]:
-        state.need_all()  # the cohort's reads, its checkpoints, the rule-selected checkpoint
-        key = (row.cohort, row.exam or "")
-        touches = state.touches.setdefault(key, [])
-        out: list[Violation] = []
-        if len(touches) >= 2:
-            out.append(Violation(cid, "two-touch", f"a third read of {row.exam}/test in cohort {row.cohort} "
-                                 f"(after {', '.join(touches)})"))
-        elif target.get("kind") == "base":
-            if touches:
-                out.append(Violation(cid, "two-touch", f"test@0 of {row.exam} read a second time"))
-            elif state.checkpoints.get(row.cohort, 0):
-                out.append(Violation(cid, "two-touch", f"test@0 of {row.exam} read after the cohort has checkpoints"))
-        else:
-            if not touches:
-                out.append(Violation(cid, "two-touch", f"a checkpoint test read of {row.exam} before test@0"))
-            claimed = f"{target.get('run')}@{target.get('step')}"
-            chosen = self._chosen(state, row.cohort)
-            if chosen is not None and chosen != claimed:
-                out.append(Violation(cid, "two-touch", f"the claim reads {claimed}, but the nominated or "
-                                     f"rule-selected checkpoint is {chosen}"))
-        touches.append(row.run)
-        return out
+        return new_row_violations(state, cid, row, chosen=lambda cohort: self._chosen(state, cohort))
 
     def _chosen(self, state: WalkState, cohort: str) -> str | None:
         """The nomination, or the best paired dev delta recomputed from the per-task files."""

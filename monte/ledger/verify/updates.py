@@ -26,6 +26,7 @@ from monte.ledger.tips import Ancestry
 from monte.ledger.transaction import Proposed, proposed
 from monte.ledger.verify.lineage import Verifier
 from monte.ledger.verify.model import Violation
+from monte.ledger.views import OWN_DIR
 
 
 def experiments(store: Store) -> list[str]:
@@ -82,7 +83,7 @@ def _experiment_of(x: Violation) -> str:
             return word[len(PREFIX):].split("/")[0]
     return "-"
 
-VERIFIED = "monte/verified.log"
+VERIFIED = f"{OWN_DIR}/verified.log"
 
 def _line(store: Store, ref: str, tip: bytes, *, create: bool) -> bytes | None:
     """One :data:`VERIFIED` line, ``<ref> <sha> <mac>``, signed with the repository's key
