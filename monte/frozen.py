@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, in_words
 from monte.manifest import Manifest
 from monte.names import check_name
 from monte.workspace import Workspace
@@ -117,9 +117,11 @@ def upload_or_keep(writer: VaultRemote, m: Manifest, dest: Path, cmd: str, out: 
         writer.upload(m, dest, out=out)
     except (MonteError, OSError, KeyboardInterrupt) as e:
         why = e.message if isinstance(e, MonteError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
-                                                            else str(e))
+                                                            else in_words(e))
+        first = (f"{e.fix[0].lower()}{e.fix[1:]}, then " if isinstance(e, MonteError) and e.fix
+                 and "retry" not in e.fix else "")
         raise error("E_STORAGE", f"the freeze survived on this data root, in {dest}, but the Vault upload "
-                    f"failed: {why}", f"re-run the same `monte {cmd}` to finish the upload") from None
+                    f"failed: {why}", f"{first}re-run the same `monte {cmd}` to finish the upload") from None
 
 
 def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> tuple[Manifest, str] | None:

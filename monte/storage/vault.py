@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, in_words
 from monte.manifest import Manifest, now, parse_manifest
 from monte.storage.objects import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
 
@@ -214,16 +214,17 @@ class VaultRemote:
             cache = repo.cache.repo
             remote = self._remote()
             try:
-                result = transfer(cache, remote, {hi}, shallow=False)
+                with tracking.dvc_said() as said:
+                    result = transfer(cache, remote, {hi}, shallow=False)
             except MonteError:
                 raise
             except Exception as e:
-                raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: "
-                            f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
-                            "check the connection and the key, then retry") from None
+                raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: {in_words(e)}",
+                            "check the connection and the key") from None
         if result.failed:
             raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {folder.name} "
-                        "did not upload", "check the connection and the key, then retry")
+                        f"did not upload{tracking.dvc_reason(said)}",
+                        "check the connection and the key (for a folder Vault: the path it names)")
         dvc = {**out.entry(f"{_PLURAL[manifest.kind]}/{manifest.name}")}
         doc = {"manifest": json.loads(manifest.dumps()), "dvc": dvc}
         self.store.put(manifest_name(manifest.kind, manifest.name),
@@ -240,6 +241,8 @@ class VaultRemote:
         from dvc_data.hashfile.transfer import transfer
         from dvc_data.hashfile.tree import Tree
         from dvc_objects.fs.local import LocalFileSystem
+
+        from monte.storage import tracking
 
         found = self.manifest(kind, name)
         if found is None:
@@ -260,7 +263,8 @@ class VaultRemote:
         hi = HashInfo("md5", str(dvc["md5"]))
         try:
             try:
-                result = transfer(remote, cache, {hi}, shallow=False)
+                with tracking.dvc_said() as said:
+                    result = transfer(remote, cache, {hi}, shallow=False)
                 failed = len(result.failed)
                 obj = load(cache, hi) if not failed else None  # DVC fetches the listing last
             except (FileNotFoundError, KeyError):  # an object missing, or gone while DVC read it
@@ -270,7 +274,7 @@ class VaultRemote:
                 if lost:
                     raise self._lost_error(kind, name, lost)
                 raise error("E_STORAGE", f"the Vault {self.url}: {failed} object(s) of {name} "
-                            "could not be fetched", "check the connection and retry")
+                            f"could not be fetched{tracking.dvc_reason(said)}", "check the connection and retry")
             if not isinstance(obj, Tree):
                 raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} is not a folder", _TAMPERED)
             _check_entries(kind, name, m, [("/".join(key), str(h.value) if h else "") for key, _, h in obj])
@@ -284,8 +288,7 @@ class VaultRemote:
                         "object was changed after it was pushed", "nothing was written; re-push the freeze "
                         "from the machine that holds it, or freeze under a new name") from None
         except Exception as e:
-            raise error("E_STORAGE", f"the Vault {self.url}: fetching {name} failed: "
-                        f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
+            raise error("E_STORAGE", f"the Vault {self.url}: fetching {name} failed: {in_words(e)}",
                         "check the connection and retry; nothing was written") from None
         return m
 
