@@ -367,7 +367,7 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
         remote.store.check()
         if write and not remote.store.can_write():
             return Access(url, remote, None, f"kept on this data root only: this machine cannot write the "
-                          f"Vault folder {url}")
+                          f"Vault folder {url} (once it can, the same command pushes it)")
         return Access(url, remote, remote if write else None)
     # Checking a name is a read, and any key that resolves may make it: a name the Vault holds is
     # refused from every machine, whether or not its key could have written it.
@@ -376,8 +376,9 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
     key = rkey or wkey
     if key is None:
         return Access(url, None, None, "kept on this data root only: no GCS key resolved, so the name was "
-                      "checked against this data root alone (set MONTE_GCS_BOX_KEY_FILE or "
-                      "MONTE_GCS_BOX_KEY_OP to push; MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP to read)")
+                      "checked against this data root alone (to push it: set MONTE_GCS_BOX_KEY_FILE or "
+                      "MONTE_GCS_BOX_KEY_OP and run the same command again; MONTE_GCS_KEY_FILE or "
+                      "MONTE_GCS_KEY_OP to read)")
     reader = VaultRemote(url, key, ws.repo_root)
     if not write:
         return Access(url, reader, None)
@@ -386,8 +387,8 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
     writer = reader if wkey is key else VaultRemote(url, wkey, ws.repo_root)
     if not writer.store.can_write():
         return Access(url, reader, None, f"kept on this data root only: the key from {wkey.source} cannot "
-                      "write the Vault. Set MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP, move the folder "
-                      "out of the data root and freeze again")
+                      "write the Vault. To push it: set MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP and run the "
+                      "same command again")
     return Access(url, reader, writer)
 
 
