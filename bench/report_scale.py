@@ -228,15 +228,24 @@ def layout(page: Path) -> dict[str, Any] | None:
         return None
     if not chromium:
         return None
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+    import tempfile
+
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    # Chromium's singleton socket lives under $TMPDIR and a Unix socket path holds at most 107
+    # bytes: a deep TMPDIR (a test's folder) makes the browser exit at start, so /tmp it is
+    short = "/tmp" if os.path.isdir("/tmp") else None
+    with tempfile.TemporaryDirectory(prefix="monte-chromium-", dir=short) as profile, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=chromium, headless=True, args=flags,
+                                                   viewport={"width": 1400, "height": 1000},
+                                                   env={**os.environ, **({"TMPDIR": short} if short else {})})
         try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+            tab = ctx.pages[0] if ctx.pages else ctx.new_page()
             tab.goto(page.resolve().as_uri(), wait_until="load")
             tab.wait_for_function("document.body.dataset.runs === 'shown'")
             out: dict[str, Any] = tab.evaluate(LAYOUT_JS)
         finally:
-            browser.close()
+            ctx.close()
     return out
 
 
