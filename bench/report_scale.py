@@ -198,6 +198,57 @@ def measure(repo: Path, out: Path, repeat: int) -> dict[str, Any]:
             "page_checkpoints": res["checkpoints"]}
 
 
+#: in the page at 1400 x 1000 px: each section's top (px down the page) and, per runs-table column,
+#: the rows whose text breaks over more than one line
+LAYOUT_JS = """() => {
+  const top = (id) => Math.round(document.getElementById(id).getBoundingClientRect().top + scrollY);
+  const cols = [...document.querySelectorAll('table.runs th')].map((th) => th.textContent);
+  const wrapped = {};
+  for (const tr of document.querySelectorAll('#runrows tr')) {
+    tr.querySelectorAll('td').forEach((td, i) => {
+      const r = document.createRange(); r.selectNodeContents(td);
+      if (new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size > 1) wrapped[cols[i]] = (wrapped[cols[i]] || 0) + 1;
+    });
+  }
+  return {budget_px: top('budget'), runs_px: top('runs'), page_px: document.body.scrollHeight, wrapped};
+}"""
+
+
+def layout(page: Path) -> dict[str, Any] | None:
+    """Where the test reads sit and which runs-table columns wrap, in headless Chromium at
+    1400 x 1000 px; None where Chromium or playwright is not installed (`make test-deps`)."""
+    import os
+    import shutil
+
+    chromium = os.environ.get("MONTE_CHROMIUM", "/usr/bin/chromium")
+    chromium = chromium if os.access(chromium, os.X_OK) else (shutil.which("chromium") or "")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if not chromium:
+        return None
+    import tempfile
+
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    # Chromium's singleton socket lives under $TMPDIR and a Unix socket path holds at most 107
+    # bytes: a deep TMPDIR (a test's folder) makes the browser exit at start, so /tmp it is
+    short = "/tmp" if os.path.isdir("/tmp") else None
+    with tempfile.TemporaryDirectory(prefix="monte-chromium-", dir=short) as profile, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(profile, executable_path=chromium, headless=True, args=flags,
+                                                   viewport={"width": 1400, "height": 1000},
+                                                   env={**os.environ, **({"TMPDIR": short} if short else {})})
+        try:
+            tab = ctx.pages[0] if ctx.pages else ctx.new_page()
+            tab.goto(page.resolve().as_uri(), wait_until="load")
+            tab.wait_for_function("document.body.dataset.runs === 'shown'")
+            out: dict[str, Any] = tab.evaluate(LAYOUT_JS)
+        finally:
+            ctx.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=1000)
@@ -214,11 +265,18 @@ def main() -> None:
         built = build(repo, runs, seed=args.seed)
         build_s = time.perf_counter() - t0
         figures = measure(repo, Path(tmp) / "report.html", repeat)
+        figures["layout"] = layout(Path(tmp) / "report.html")
     out = {"runs": runs, "tasks": 200, "seed": args.seed, "repeat": repeat, "build_s": build_s, **built, **figures}
     print(f"{runs} runs ({built['evals']} evals x 200 tasks, {built['checkpoints']} checkpoints): page "
           f"{figures['bytes'] / 1e6:.2f} MB (goal < 2 MB), monte report {figures['report_s']:.2f} s, "
           f"monte status {figures['status_s']:.2f} s ({figures['ratio']:.1f}x), identical again: "
           f"{figures['identical_again']}; built in {build_s:.0f} s")
+    seen = figures["layout"]
+    if seen is None:
+        print("layout: not measured (no Chromium or playwright)")
+    else:
+        print(f"layout at 1400 px: test reads {seen['budget_px']} px down a page of {seen['page_px']} px; "
+              f"runs-table cells on more than one line: {seen['wrapped'] or 'none'}")
     if args.json_out:
         args.json_out.write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
 

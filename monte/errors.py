@@ -7,6 +7,7 @@ error's *family*, one per kind of failure, so scripts can branch on it without p
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 from typing import Literal, get_args
 
@@ -205,3 +206,37 @@ def network_refusal(e: BaseException, what: str) -> MonteError:
     """``E_STORAGE`` for a server monte could not reach (``what``: which, in words)."""
     return error("E_STORAGE", f"could not reach {what}: the network failed ({type(e).__name__}: {e})",
                  "check the network connection (and any proxy), then run the command again")
+
+
+_ERRNO_WORDS = re.compile(r"\[Errno -?\d+\] ([^'\")\]]+)")
+_HOST_PORT = re.compile(r"host='([^']+)', port=(\d+)")
+
+
+def in_words(e: BaseException, limit: int = 200) -> str:
+    """What a library's exception says, fit for a refusal's message: the network's reason and
+    host alone for a failure to connect (not urllib3's pool/retry prose), else the first line of
+    the message without a tool's ``ERROR:`` prefix, cut at a word (``…``), never mid-word."""
+    text = str(e).strip()
+    if is_network_failure(e):
+        chain, cur, seen = [text], e.__cause__ or e.__context__, 0
+        while cur is not None and seen < 8:
+            chain.append(str(cur))
+            cur, seen = cur.__cause__ or cur.__context__, seen + 1
+        joined = " ".join(chain)
+        reason = _ERRNO_WORDS.search(joined)
+        host = _HOST_PORT.search(joined)
+        words = reason.group(1).strip().rstrip(".") if reason else ("timed out" if "imeout" in joined else "")
+        if words or host:
+            where = f" ({host.group(1)}:{host.group(2)})" if host else ""
+            return _cut(f"the network failed: {words or 'no connection'}{where}", limit)
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = re.sub(r"^(ERROR|WARNING):\s*", "", line)
+    return _cut(line, limit) if line else type(e).__name__
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip(" ,;:-(") + "…"

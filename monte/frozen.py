@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from monte import staging
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, in_words
 from monte.manifest import Manifest
 from monte.names import check_name
 from monte.workspace import Workspace
@@ -65,6 +65,23 @@ def sweep_staging(ws: Workspace) -> None:
         staging.discard(staged)
 
 
+def set_aside(ws: Workspace, kind: str, name: str, folder: Path) -> Path:
+    """Move an edited frozen folder out of the way, to ``<data root>/aside/<kind>s/<name>-<time>``
+    (on the data root's file system: a rename; out of git by the data root's .gitignore), so the
+    frozen copy can be restored in its place and nothing of the user's is lost."""
+    import time
+
+    where = ws.data_root / "aside" / f"{kind}s"
+    where.mkdir(parents=True, exist_ok=True)
+    aside = where / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}"
+    n = 1
+    while os.path.lexists(aside):
+        n += 1
+        aside = where / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{n}"
+    os.replace(folder, aside)
+    return aside
+
+
 def track(ws: Workspace, kind: str, name: str, folder: Path, out: DvcOut | None = None) -> str:
     """DVC tracks the frozen ``folder`` (proven against its manifest, in place): its files
     linked into DVC's cache, its ``.dvc`` pointer written and staged
@@ -111,21 +128,35 @@ def lost_claim(kind: str, name: str, url: str | None) -> MonteError:
                  "first; this freeze was discarded and nothing was written here", fix)
 
 
+def lost_kept_name(kind: str, name: str, url: str | None, dest: Path) -> MonteError:
+    noun = "environment" if kind == "environment" else "dataset"
+    return error("E_NAME_TAKEN", f"the Vault {url} holds the {noun} name {name!r} for another freeze: the one "
+                 f"kept on this data root ({dest}) cannot be pushed under it; nothing was written",
+                 "freeze it again under another name (`--as NEW_NAME`) to share it"
+                 if kind == "environment" else "freeze it again under another NAME to share it")
+
+
 def upload_or_keep(writer: VaultRemote, m: Manifest, dest: Path, cmd: str, out: DvcOut | None = None) -> None:
     """Push a freeze that is already in place; on any failure keep it and refuse E_STORAGE."""
     try:
         writer.upload(m, dest, out=out)
     except (MonteError, OSError, KeyboardInterrupt) as e:
         why = e.message if isinstance(e, MonteError) else ("interrupted" if isinstance(e, KeyboardInterrupt)
-                                                            else str(e))
+                                                            else in_words(e))
+        first = (f"{e.fix[0].lower()}{e.fix[1:]}, then " if isinstance(e, MonteError) and e.fix
+                 and "retry" not in e.fix else "")
         raise error("E_STORAGE", f"the freeze survived on this data root, in {dest}, but the Vault upload "
-                    f"failed: {why}", f"re-run the same `monte {cmd}` to finish the upload") from None
+                    f"failed: {why}", f"{first}re-run the same `monte {cmd}` to finish the upload") from None
 
 
 def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> tuple[Manifest, str] | None:
     """A freeze kept here whose Vault claim is ours but whose upload never completed, or whose
-    objects the Vault has since lost (deleted behind monte's back): upload it again. Returns the
-    manifest and what was done, or None when there is nothing to resume."""
+    objects the Vault has since lost (deleted behind monte's back): upload it again. A freeze
+    kept on this data root only (no Vault key then, or one that could not write) and that the
+    Vault has never heard of is claimed under its name and pushed: the same command, once a
+    writing key is set, is how it reaches the Vault. Returns the manifest and what was done, or
+    None when there is nothing to resume."""
+    from monte.ledger.vault import Vault
     from monte.manifest import read_manifest, verify_folder
     from monte.storage import vault as remote_vault
 
@@ -137,6 +168,16 @@ def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> tuple[Mani
     if w is None:
         return None
     claim = w.claim_of(kind, name)
+    recorded = Vault(ws.store).get(kind, name)
+    kept = recorded is not None and recorded.fingerprint == m.fingerprint  # this data root's own freeze
+    if kept and claim is not None and claim.fingerprint != m.fingerprint:
+        raise lost_kept_name(kind, name, where.url, dest)
+    if kept and claim is None:
+        verify_folder(dest, m)  # what goes up is what was frozen
+        if not w.claim(kind, name, m.fingerprint):  # another machine took the name meanwhile
+            raise lost_kept_name(kind, name, where.url, dest)
+        upload_or_keep(w, m, dest, "env add" if kind == "environment" else "dataset add")
+        return m, f"pushed the freeze kept on this data root to the Vault {where.url}, under its name"
     if claim is None or claim.fingerprint != m.fingerprint:
         return None
     held = w.manifest(kind, name)

@@ -167,6 +167,8 @@ def verify_folder(folder: Path, manifest: Manifest) -> None:
                         "a frozen folder may hold only regular files; re-install it")
         if not p.is_file():
             raise error("E_INTEGRITY", f"{manifest.kind} {manifest.name!r}: {rel} is missing from {folder}",
+                        f"run `monte env install {manifest.name}` to restore the frozen copy (it keeps the "
+                        "folder as it is aside)" if manifest.kind == "environment" else
                         f"move {folder} aside, then restore it with `{restore_command(manifest)}`")
         paths.append(p)
     digests = sha256_files(paths)
@@ -176,6 +178,8 @@ def verify_folder(folder: Path, manifest: Manifest) -> None:
                 "E_INTEGRITY",
                 f"{manifest.kind} {manifest.name!r}: {rel} does not match its frozen sha256 "
                 f"(expected {manifest.files[rel].sha256[:12]}…, found {digests[str(p)][:12]}…)",
+                f"the file was changed after the freeze; run `monte env install {manifest.name}` to restore the "
+                "frozen copy (it keeps the edited folder aside)" if manifest.kind == "environment" else
                 f"the file was changed after the freeze; move {folder} aside and run "
                 f"`{restore_command(manifest)}` to restore the frozen copy",
             )

@@ -45,6 +45,13 @@ if TYPE_CHECKING:
 TOUCHES = 2  # test reads per cohort and exam: test@0 and the final claim
 
 
+#: past this many lineage lines the list folds (the tree draws every path); past this many cycles
+#: their table scrolls in its own box: at 1,000 runs (35 paths, 200 cycles) the test reads sat
+#: ~8,000 px down the page
+LINEAGE_OPEN = 8
+CYCLES_OPEN = 12
+
+
 def check_out(out: Path | str) -> Path:
     """Refuse an output path the page cannot be written to (before anything is read)."""
     path = Path(out)
@@ -379,8 +386,10 @@ def _cycles_html(status: Mapping[str, Any], pair_of: Mapping[int, tuple[str, str
             f'<td>{"show flips" if pair else "no baseline"}</td></tr>')
     if not rows:
         return '<p class="note">no cycle yet: no checkpoint has a dev eval</p>'
-    return _table(["checkpoint", "exam", "step", "eval", "dev Δ", "95% interval", "verdict",
-                   "constant-answer floor", "test read detects", ""], rows, "cycles")
+    table = _table(["checkpoint", "exam", "step", "eval", "dev Δ", "95% interval", "verdict",
+                    "constant-answer floor", "test read detects", ""], rows, "cycles")
+    # a long search's cycles scroll in their own box (the header stays), not down the page
+    return f'<div class="scroll tall">{table}</div>' if len(rows) > CYCLES_OPEN else table
 
 
 def _search_html(status: Mapping[str, Any]) -> str:
@@ -492,6 +501,9 @@ def render(data: Mapping[str, Any]) -> bytes:
     pairs = _pairs(status, evals)
     deltas = status["deltas"]
     lineage = "".join(f"<li class=\"mono\">{_e(line)}</li>" for line in status["lineage"])
+    paths = f'<ul class="paths">{lineage}</ul>'
+    if len(status["lineage"]) > LINEAGE_OPEN:  # a grown tree's lines fold: the tree above draws them
+        paths = f'<details class="paths"><summary>{len(status["lineage"])} paths, one line each</summary>{paths}</details>'
     n_ck = len(status["checkpoints"])
     page_data = {
         "evals": [{k: e[k] for k in ("run", "key", "target", "cohort", "score", "n", "role", "blob")} for e in evals],
@@ -509,13 +521,16 @@ def render(data: Mapping[str, Any]) -> bytes:
     body = f"""<header><h1>monte report: experiment {_e(status['experiment'])}</h1>
 <p class="meta">environment {_e(status['environment'])} · {len(status['rows'])} runs · {n_ck} checkpoints ·
 {len(status['cycles'])} cycles · {len(evals)} evals with per-task results</p></header>
+<nav class="toc"><a href="#claim">final claim</a> · <a href="#budget">test reads</a> · <a href="#lineage">lineage</a>
+· <a href="#cycles">cycles</a> · <a href="#flips">flips</a> · <a href="#runs">runs</a></nav>
 <section id="claim"><h2>Final claim</h2>{_claims_html(status)}</section>
+<section id="budget"><h2>Test reads</h2>{_budget_html(status)}</section>
 <section id="lineage"><h2>Lineage</h2>
 <p class="legend"><span class="k ok"></span>cycle ok <span class="k strike"></span>STRIKE
 <span class="k unj"></span>unjudged (unpaired) <span class="k none"></span>no cycle ·
 a double dashed hop is a stage boundary (weights-only warm start) · click a checkpoint with a cycle for its flips</p>
 <div class="scroll">{tree_svg(status)}</div>
-<ul class="paths">{lineage}</ul></section>
+{paths}</section>
 <section id="cycles"><h2>Cycles</h2>
 <p class="note">the first admissible dev eval at a new highest step along each path, paired against its cohort's
 dev baseline; click one for the tasks that flipped</p>{_cycles_html(status, pairs)}{_search_html(status)}</section>
@@ -525,7 +540,6 @@ candidate <select id="cand"></select> <input id="search" type="search" placehold
 <p id="flipsum" class="note">pick two evals of one exam split</p>
 <div class="scroll tall"><table class="flips"><thead><tr><th>task</th><th>flip</th><th>prompt</th><th>expected</th><th>baseline answer</th>
 <th>candidate answer</th></tr></thead><tbody id="fliprows"></tbody></table></div></section>
-<section id="budget"><h2>Test reads</h2>{_budget_html(status)}</section>
 <section id="runs"><h2>Runs and their provenance</h2>
 <input id="runsearch" type="search" placeholder="filter runs">
 <div class="scroll tall"><table class="runs"><thead><tr><th>run</th><th>kind</th><th>what</th><th>target</th><th>status</th><th>score</th>

@@ -3,6 +3,8 @@
 - The repository is found from the working directory upwards (a ``.git`` folder or file).
 - The data root is ``$MONTE_DATA_ROOT`` or ``.monte/`` in the repository. It holds frozen
   environments and datasets (``environments/<name>/``, ``datasets/<name>/``) and run folders.
+  A linked worktree (``git worktree add``) shares its main working tree's: the refs the records
+  are in are shared, so the run folders and frozen bytes they name are there.
 - ``.monte.yaml`` at the repository root is the repository's monte config (committed). Its
   presence is what makes a git repository a monte repository.
 """
@@ -41,7 +43,33 @@ def data_root_for(repo_root: Path) -> Path:
     env = os.environ.get("MONTE_DATA_ROOT")
     if env:
         return Path(os.path.expanduser(env)).resolve()
+    main = main_worktree(repo_root)
+    if main is not None and (main / CONFIG_FILE).is_file() and (main / DEFAULT_DATA_ROOT).is_dir():
+        return main / DEFAULT_DATA_ROOT
     return repo_root / DEFAULT_DATA_ROOT
+
+
+def main_worktree(repo_root: Path) -> Path | None:
+    """The main working tree of the linked worktree at ``repo_root`` (``git worktree add``), or
+    None (not a linked worktree; a bare repository's or a separate git folder's worktree). Read from
+    git's own files, without git: ``.git`` names the worktree's git folder, whose ``commondir``
+    names the shared one, ``<main>/.git``. Its ledgers are the main tree's, so its data root is
+    too: a worktree's own ``.monte/`` holds only what git checked out (pointers, no bytes)."""
+    dot_git = repo_root / ".git"
+    try:
+        if not dot_git.is_file():
+            return None
+        line = dot_git.read_text(encoding="utf-8").strip()
+        if not line.startswith("gitdir:"):
+            return None
+        own = (repo_root / line[len("gitdir:"):].strip()).resolve()
+        common = (own / (own / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except (OSError, UnicodeDecodeError):
+        return None  # a submodule (no commondir) or an unreadable file: the worktree's own folder
+    main = common.parent
+    if common.name != ".git" or main == repo_root or not (main / ".git").is_dir():
+        return None
+    return main
 
 
 def find_bare_repo(start: Path | None = None) -> Path | None:

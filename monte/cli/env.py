@@ -103,6 +103,9 @@ def list_(available: bool, vault: bool) -> object:
 def _installed(rows: list[EnvInstallResult]) -> None:
     for r in rows:
         click.echo(f"{r.name}: {r.action} ({r.files} files) {r.folder}")
+        if r.set_aside:
+            click.echo(f"  it had been edited since the freeze: {r.changed}")
+            click.echo(f"  the edited folder is kept at {r.set_aside}")
         if r.registered:
             click.echo(f"  registered in NeMo Gym: {', '.join(r.registered)}")
         if r.note:

@@ -25,6 +25,12 @@ def _human(r: Any) -> None:
         click.echo(f"  loss {c['first_loss']:.4f} -> {c['last_loss']:.4f} (min {c['min_loss']:.4f} at step "
                    f"{c['min_loss_step']}), grad norm {_num(c['grad_norm_last'])}, samples {c['samples']}, "
                    f"epochs {_num(c['epochs'], '.2f')}, {_num(c['seconds'], '.1f')} s")
+        if c.get("path_samples") is not None and len(c.get("path_batches") or ()) > 1:
+            batches = c["path_batches"]
+            each = (f"batch {batches[0]}" if len(set(batches)) == 1
+                    else "batches " + ", ".join(str(b) for b in batches) + ", oldest first")
+            click.echo(f"  samples along its path from the base: {c['path_samples']} "
+                       f"({len(batches)} chunks; {each})")
 
 
 def _num(v: Any, spec: str = ".4f") -> str:

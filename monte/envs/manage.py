@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from monte import frozen
 from monte.envs import jsonl_exam, lmeval
-from monte.errors import error
+from monte.errors import MonteError, error
 from monte.manifest import Manifest
 from monte.names import check_name
 from monte.storage import tracking
@@ -110,6 +110,9 @@ class EnvInstallResult(BaseModel):
     folder: str
     registered: list[str] = []
     note: str = ""
+    #: an edited folder this install replaced with the frozen copy: what differed, and where it went
+    changed: str = ""
+    set_aside: str | None = None
 
 
 MOCK_ONLY_NOTE = ("declares no Gym benchmarks (a mock-only environment, graded in-process by monte's catalog): "
@@ -381,7 +384,12 @@ def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
             raise error("E_INTEGRITY",
                         f"environment {name!r}: {folder / MANIFEST} differs from the vault ref's manifest",
                         f"move {folder} aside and run `monte env install {name}` to restore it")
-        verify_folder(folder, here)
+        try:
+            verify_folder(folder, here)
+        except MonteError as e:
+            if e.code != "E_INTEGRITY" or recorded is None:
+                raise
+            return _restore_edited(ws, vault, name, folder, e)
         frozen.track(ws, "environment", name, folder)
         return EnvInstallResult(name=name, action="verified", files=len(here.files), folder=str(folder))
     if recorded is None:
@@ -402,6 +410,23 @@ def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
         freeze.discard(staged)
     frozen.track(ws, "environment", name, folder)
     return EnvInstallResult(name=name, action="restored", files=len(recorded.files), folder=str(folder))
+
+
+def _restore_edited(ws: Workspace, vault: Vault, name: str, folder: Path, changed: MonteError) -> EnvInstallResult:
+    """A frozen folder whose files were changed after the freeze: set it aside (nothing of the
+    user's is deleted), restore the frozen copy (the Vault, or the vault ref's recipe), and say
+    what differed and where the edited copy went. A restore that fails puts the folder back."""
+    aside = frozen.set_aside(ws, "environment", name, folder)
+    try:
+        result = _install_files(ws, vault, name)
+    except BaseException:
+        if not os.path.lexists(folder):
+            os.replace(aside, folder)
+        raise
+    prefix = f"environment {name!r}: "
+    result.changed = changed.message[len(prefix):] if changed.message.startswith(prefix) else changed.message
+    result.set_aside = str(aside)
+    return result
 
 
 def recreate(m: Manifest, staged: Path) -> None:

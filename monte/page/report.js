@@ -122,6 +122,8 @@ const RUN_FIELDS = ["run", "kind", "what", "target", "status", "smoke", "role", 
   "source", "base_model", "cohort", "weights", "git", "box", "host", "created_at", "recovered"];
 const RUNCOLS = ["run", "kind", "what", "target", "status", "score", "n", "recipe", "recipe_sha256", "source",
   "base_model", "cohort", "git", "host", "created_at"];
+// the columns whose text may wrap (paths, names, words); ids, numbers, shas and times never break
+const WRAPS = new Set(["what", "target", "recipe", "source", "base_model", "cohort"]);
 let runRows = [];
 inflate(D.runs).then((rows) => {
   runRows = rows.map((a) => {
@@ -134,8 +136,10 @@ inflate(D.runs).then((rows) => {
       if (k === "score") v = fmt(v);
       if (k === "recipe_sha256" && v) v = v.slice(0, 12);
       if (k === "cohort" && r.weights) v = `${r.cohort} (${r.weights.slice(0, 12)})`;
-      if (k === "git" && !v) v = r.box ? `box ${r.box}` : "not recorded";
-      tr.appendChild(td(v, k === "run" || k === "recipe_sha256" || k === "git" ? "mono" : ""));
+      if (k === "git") v = v ? v.slice(0, 12) : r.box ? `box ${r.box}` : "not recorded";
+      if (k === "created_at" && v) v = String(v).slice(0, 16).replace("T", " ");
+      const cls = (k === "run" || k === "recipe_sha256" || k === "git" ? "mono " : "") + (WRAPS.has(k) ? "" : "nw");
+      tr.appendChild(td(v, cls.trim()));
     }
     tr.dataset.text = a.join(" ").toLowerCase();
     return tr;

@@ -20,6 +20,7 @@ memory; only the item's name is in argv). It is never written to disk, logged, o
 from __future__ import annotations
 
 import email.utils
+import errno
 import http.client
 import json
 import os
@@ -27,6 +28,7 @@ import random
 import shutil
 import socket
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -48,6 +50,10 @@ REQUEST_TIMEOUT_S = 30.0
 RETRY_BASE_S = 1.0
 RETRY_MAX_SLEEP_S = 15.0
 RETRY_BUDGET_S = 90.0
+#: While no request has reached anything (the name does not resolve, the connection is refused,
+#: the network is unreachable: offline), retries stop after this long instead: waiting the whole
+#: budget in silence was 83 s of nothing on a laptop with no network.
+NO_NETWORK_BUDGET_S = 12.0
 #: After a lost launch answer: how long to look for the instance by its name, and how often.
 FIND_LAUNCHED_WAIT_S = 30.0
 FIND_LAUNCHED_POLL_S = 3.0
@@ -86,11 +92,13 @@ class ResponseLost(BoxError):
 class _Transient(Exception):
     """A failure worth retrying. ``maybe_done``: the request may have reached Lambda and acted."""
 
-    def __init__(self, why: str, *, maybe_done: bool, retry_after: float | None = None) -> None:
+    def __init__(self, why: str, *, maybe_done: bool, retry_after: float | None = None,
+                 no_network: bool = False) -> None:
         super().__init__(why)
         self.why = why
         self.maybe_done = maybe_done
         self.retry_after = retry_after
+        self.no_network = no_network  # nothing was reached: offline, a wrong host, nothing listening
 
 
 # --- the key -------------------------------------------------------------------------------------
@@ -274,6 +282,7 @@ class LambdaClient:
         """The ``data`` of Lambda's answer. Retries what is safe to retry (see the module doc)."""
         start = time.monotonic()
         attempt = 0
+        offline = True  # every failure so far reached nothing
         while True:
             try:
                 return self._send(method, path, body, what)
@@ -284,11 +293,22 @@ class LambdaClient:
                 delay = t.retry_after if t.retry_after is not None else _backoff(attempt)
                 delay = min(max(delay, 0.0), RETRY_MAX_SLEEP_S)
                 attempt += 1
-                if time.monotonic() - start + delay > RETRY_BUDGET_S:
+                offline = offline and t.no_network
+                budget = NO_NETWORK_BUDGET_S if offline else RETRY_BUDGET_S
+                spent = time.monotonic() - start
+                if offline and spent + delay > budget:
+                    raise error("E_BOX", f"could not reach Lambda's API at {self.base_url} {what}: the network "
+                                f"failed ({t.why}; {attempt} tries in {spent:.0f} s)",
+                                f"check the network connection (and any proxy), or {API_ENV} if it is set, "
+                                "then run the command again") from None
+                if spent + delay > budget:
                     raise error("E_BOX", f"Lambda's API kept failing {what}: {t.why} "
-                                f"({attempt} tries in {time.monotonic() - start:.0f} s)",
+                                f"({attempt} tries in {spent:.0f} s)",
                                 "try again in a few minutes; if it persists, check Lambda Cloud's "
                                 "dashboard and status page") from None
+                if attempt == 1:  # a wait is said, with its bound, before it starts (stderr: --json stays whole)
+                    print(f"monte: Lambda's API did not answer {what} ({t.why}); trying again for up to "
+                          f"{budget:g} s (Ctrl-C stops)", file=sys.stderr, flush=True)
                 time.sleep(delay)
 
     def _send(self, method: str, path: str, body: dict[str, Any] | None, what: str) -> Any:
@@ -323,9 +343,9 @@ class LambdaClient:
             if isinstance(reason, ssl.SSLCertVerificationError):
                 raise error("E_BOX", f"{what}: the TLS certificate of {self.base_url} did not verify",
                             f"check the network (a proxy?) or {API_ENV}") from None
-            never_sent = isinstance(reason, ConnectionRefusedError | socket.gaierror)
-            raise _Transient(f"{type(reason).__name__}: {reason}" if not isinstance(reason, str)
-                             else reason, maybe_done=not never_sent) from None
+            never_sent = isinstance(reason, ConnectionRefusedError | socket.gaierror) or (
+                isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH))
+            raise _Transient(_reason_words(reason), maybe_done=not never_sent, no_network=never_sent) from None
         except (OSError, ValueError, http.client.HTTPException) as e:  # timeouts, resets mid-body
             raise _Transient(f"{type(e).__name__}: {e}", maybe_done=True) from None
         try:
@@ -359,6 +379,17 @@ class LambdaClient:
 
 
 # --- helpers -------------------------------------------------------------------------------------
+
+
+def _reason_words(reason: object) -> str:
+    """A connection failure in words: ``the name ... does not resolve``, ``connection refused``."""
+    if isinstance(reason, socket.gaierror):
+        return f"the host name does not resolve: {reason.strerror or reason}"
+    if isinstance(reason, ConnectionRefusedError):
+        return "the connection was refused"
+    if isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return f"the network is unreachable ({reason.strerror})"
+    return reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
 
 
 def _backoff(attempt: int) -> float:

@@ -13,7 +13,7 @@ import io
 import os
 from pathlib import Path
 
-from monte.errors import error
+from monte.errors import error, in_words
 from monte.workspace import CONFIG_FILE, Workspace
 
 SETTINGS = {"vault": "MONTE_VAULT", "bucket": "MONTE_BUCKET"}
@@ -106,7 +106,7 @@ def set_url(ws: Workspace, setting: str, url: str) -> tuple[str, str]:
         try:
             _dvc_remote(ws.repo_root, value)
         except Exception as e:  # noqa: BLE001 - DVC's ConfigError and its kin: DVC refuses the URL
-            raise error("E_USAGE", f"DVC refuses {value!r} as its remote 'vault': {str(e)[:200]}",
+            raise error("E_USAGE", f"DVC refuses {value!r} as its remote 'vault': {in_words(e)}",
                         "write gs://BUCKET[/PREFIX] or a folder path") from None
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(text.getvalue(), encoding="utf-8")

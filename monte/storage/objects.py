@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, in_words, is_network_failure
 
 _CLAIM_STALE_S = 60.0
 
@@ -326,8 +326,11 @@ class GcsStore(ObjectStore):
             return _storage_error(self, f"{self.what} {self.url}: the key from {source} may not {op} {name}",
                                   "use a key with access (writes: MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP)",
                                   forbidden=True)
-        msg = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        return _storage_error(self, f"{self.what} {self.url}: could not {op} {name}: {msg}",
+        if is_network_failure(e):  # urllib3's pool and retry prose names neither the reason nor the fix
+            return _storage_error(self, f"{self.what} {self.url}: could not {op} {name}: {in_words(e)}",
+                                  "check the network connection (and any proxy), then run the command again; "
+                                  "nothing was lost")
+        return _storage_error(self, f"{self.what} {self.url}: could not {op} {name}: {in_words(e)}",
                               "check the connection and retry; nothing was lost")
 
     def _call(self, op: str, name: str, fn: Any) -> Any:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, in_words
 from monte.workspace import DEFAULT_DATA_ROOT, Workspace
 
 if TYPE_CHECKING:
@@ -201,12 +201,56 @@ def dvc_repo(repo_root: Path) -> Iterator[Repo]:
         raise error("E_NOT_INITIALIZED", f"{repo_root} has no .dvc/: DVC cannot track its frozen folders",
                     "run `monte init` (it runs `dvc init`)") from None
     except DvcException as e:
-        raise error("E_STORAGE", f"DVC cannot open {repo_root}: {str(e).splitlines()[0][:200]}",
+        raise error("E_STORAGE", f"DVC cannot open {repo_root}: {in_words(e)}",
                     "fix the DVC configuration it names (.dvc/config)") from None
     try:
         yield repo
     finally:
         repo.close()
+
+
+#: the loggers DVC gives its own handlers on import (INFO to stdout, WARNING to stderr)
+_DVC_LOGGERS = ("dvc", "dvc_data", "dvc_objects")
+
+
+@contextlib.contextmanager
+def dvc_said() -> Iterator[list[str]]:
+    """Keep what DVC logs while the block runs, instead of printing it: DVC prints its own
+    ``ERROR: failed to transfer ...`` lines (stdout for INFO, which would break ``--json``) and
+    then returns a count. The list it yields holds the WARNING-and-above lines, for monte's
+    refusal to name the first (:func:`dvc_reason`)."""
+    import logging
+
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                text += f" - {in_words(record.exc_info[1])}"
+            said.append(text)
+
+    keep = Keep(level=logging.WARNING)
+    saved = []
+    for name in _DVC_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.handlers[:], logger.propagate))
+        logger.handlers[:] = [keep]
+        logger.propagate = False
+    try:
+        yield said
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers[:] = handlers
+            logger.propagate = propagate
+
+
+def dvc_reason(said: list[str]) -> str:
+    """`` (FIRST LINE DVC LOGGED)`` for a refusal's message, or nothing when it logged none."""
+    if not said:
+        return ""
+    more = f"; {len(said) - 1} more like it" if len(said) > 1 else ""
+    return f" ({said[0]}{more})"
 
 
 def _hardlink(repo: Repo) -> bool:

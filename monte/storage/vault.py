@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from monte.errors import MonteError, error
+from monte.errors import MonteError, error, in_words
 from monte.manifest import Manifest, now, parse_manifest
 from monte.storage.objects import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
 
@@ -214,16 +214,17 @@ class VaultRemote:
             cache = repo.cache.repo
             remote = self._remote()
             try:
-                result = transfer(cache, remote, {hi}, shallow=False)
+                with tracking.dvc_said() as said:
+                    result = transfer(cache, remote, {hi}, shallow=False)
             except MonteError:
                 raise
             except Exception as e:
-                raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: "
-                            f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
-                            "check the connection and the key, then retry") from None
+                raise error("E_STORAGE", f"the Vault {self.url}: uploading {folder.name} failed: {in_words(e)}",
+                            "check the connection and the key") from None
         if result.failed:
             raise error("E_STORAGE", f"the Vault {self.url}: {len(result.failed)} object(s) of {folder.name} "
-                        "did not upload", "check the connection and the key, then retry")
+                        f"did not upload{tracking.dvc_reason(said)}",
+                        "check the connection and the key (for a folder Vault: the path it names)")
         dvc = {**out.entry(f"{_PLURAL[manifest.kind]}/{manifest.name}")}
         doc = {"manifest": json.loads(manifest.dumps()), "dvc": dvc}
         self.store.put(manifest_name(manifest.kind, manifest.name),
@@ -240,6 +241,8 @@ class VaultRemote:
         from dvc_data.hashfile.transfer import transfer
         from dvc_data.hashfile.tree import Tree
         from dvc_objects.fs.local import LocalFileSystem
+
+        from monte.storage import tracking
 
         found = self.manifest(kind, name)
         if found is None:
@@ -260,7 +263,8 @@ class VaultRemote:
         hi = HashInfo("md5", str(dvc["md5"]))
         try:
             try:
-                result = transfer(remote, cache, {hi}, shallow=False)
+                with tracking.dvc_said() as said:
+                    result = transfer(remote, cache, {hi}, shallow=False)
                 failed = len(result.failed)
                 obj = load(cache, hi) if not failed else None  # DVC fetches the listing last
             except (FileNotFoundError, KeyError):  # an object missing, or gone while DVC read it
@@ -270,7 +274,7 @@ class VaultRemote:
                 if lost:
                     raise self._lost_error(kind, name, lost)
                 raise error("E_STORAGE", f"the Vault {self.url}: {failed} object(s) of {name} "
-                            "could not be fetched", "check the connection and retry")
+                            f"could not be fetched{tracking.dvc_reason(said)}", "check the connection and retry")
             if not isinstance(obj, Tree):
                 raise error("E_INTEGRITY", f"the Vault's copy of {kind} {name!r} is not a folder", _TAMPERED)
             _check_entries(kind, name, m, [("/".join(key), str(h.value) if h else "") for key, _, h in obj])
@@ -284,8 +288,7 @@ class VaultRemote:
                         "object was changed after it was pushed", "nothing was written; re-push the freeze "
                         "from the machine that holds it, or freeze under a new name") from None
         except Exception as e:
-            raise error("E_STORAGE", f"the Vault {self.url}: fetching {name} failed: "
-                        f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}",
+            raise error("E_STORAGE", f"the Vault {self.url}: fetching {name} failed: {in_words(e)}",
                         "check the connection and retry; nothing was written") from None
         return m
 
@@ -364,7 +367,7 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
         remote.store.check()
         if write and not remote.store.can_write():
             return Access(url, remote, None, f"kept on this data root only: this machine cannot write the "
-                          f"Vault folder {url}")
+                          f"Vault folder {url} (once it can, the same command pushes it)")
         return Access(url, remote, remote if write else None)
     # Checking a name is a read, and any key that resolves may make it: a name the Vault holds is
     # refused from every machine, whether or not its key could have written it.
@@ -373,8 +376,9 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
     key = rkey or wkey
     if key is None:
         return Access(url, None, None, "kept on this data root only: no GCS key resolved, so the name was "
-                      "checked against this data root alone (set MONTE_GCS_BOX_KEY_FILE or "
-                      "MONTE_GCS_BOX_KEY_OP to push; MONTE_GCS_KEY_FILE or MONTE_GCS_KEY_OP to read)")
+                      "checked against this data root alone (to push it: set MONTE_GCS_BOX_KEY_FILE or "
+                      "MONTE_GCS_BOX_KEY_OP and run the same command again; MONTE_GCS_KEY_FILE or "
+                      "MONTE_GCS_KEY_OP to read)")
     reader = VaultRemote(url, key, ws.repo_root)
     if not write:
         return Access(url, reader, None)
@@ -383,8 +387,8 @@ def access(ws: Any, *, write: bool, key_file: str | None = None) -> Access:
     writer = reader if wkey is key else VaultRemote(url, wkey, ws.repo_root)
     if not writer.store.can_write():
         return Access(url, reader, None, f"kept on this data root only: the key from {wkey.source} cannot "
-                      "write the Vault. Set MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP, move the folder "
-                      "out of the data root and freeze again")
+                      "write the Vault. To push it: set MONTE_GCS_BOX_KEY_FILE or MONTE_GCS_BOX_KEY_OP and run the "
+                      "same command again")
     return Access(url, reader, writer)
 
 

@@ -215,10 +215,15 @@ def check_chunk(rec: ResolvedRecipe, resume_step: int, steps: int) -> None:
                     "cross a stage boundary with another recipe (its schedule starts afresh), or declare the "
                     "stage's horizon with schedule_steps: N in a new recipe")
     if horizon is not None and resume_step + steps > horizon:
+        warm = s.get("warmup_steps") or 0
         raise error("E_REFUSED", f"recipe {rec.name} declares schedule_steps: {horizon}, and this chunk would "
-                    f"train steps {resume_step} -> {resume_step + steps} of its stage",
-                    "cross a stage boundary with another recipe (its schedule starts afresh), or raise "
-                    "schedule_steps in a new recipe")
+                    f"train steps {resume_step} -> {resume_step + steps} of its stage: its schedule ends at step "
+                    f"{horizon}",
+                    "go on across a stage boundary with another recipe (a new recipe, schedule_steps raised or "
+                    "not, is a new stage): its schedule starts afresh at its own step 0"
+                    + (f", warmup included (this one warms up over {warm!r} steps; a warmup again drops the "
+                       "learning rate and the score dips): give the new recipe warmup_steps: 0" if warm else "")
+                    + ", and a learning_rate no higher than where this stage's schedule left it")
     if rec.algorithm in GENERATING:
         gas = int(s.get("gradient_accumulation_steps", 1))
         cycle = int(s.get("steps_per_generation") or gas) * int(s.get("num_iterations") or 1)

@@ -161,9 +161,38 @@ def _curve(ws: Workspace, plan: TrainPlan, run: str) -> dict[str, Any] | None:
     from monte.runs.curve import read_events, summary
 
     try:
-        return summary(read_events(ws.run_folder(plan.experiment, run) / "events.jsonl"))
+        curve = summary(read_events(ws.run_folder(plan.experiment, run) / "events.jsonl"))
     except OSError:  # the run is recorded; a curve it cannot read is only not shown
         return None
+    if curve is not None and not plan.smoke:
+        curve.update(path_samples(ws, plan))
+    return curve
+
+
+def path_samples(ws: Workspace, plan: TrainPlan) -> dict[str, Any]:
+    """The samples the new checkpoint's weights have seen since the base: this chunk's and each
+    chunk's up its path (effective batch x steps, from the rows' plans), and the batch of each,
+    oldest first. A step is not a sample count once the batch size changes between stages: this
+    sum is. ``path_samples`` is None where an ancestor's row or batch cannot be read here."""
+    from monte.ledger.experiment import Ledger
+
+    ledger = Ledger(ws.store, plan.experiment)
+    batches = [int(plan.launch.effective_batch) if plan.launch is not None else 0]
+    steps = [plan.steps]
+    parent, seen = plan.parent, set()
+    while parent and parent.get("run") not in seen:
+        seen.add(parent.get("run"))
+        row = ledger.row(str(parent.get("run")))
+        launch = (row.plan.get("launch") or {}) if row is not None else {}
+        if row is None or not launch.get("effective_batch") or not row.plan.get("steps"):
+            return {"path_samples": None, "path_batches": None}
+        batches.append(int(launch["effective_batch"]))
+        steps.append(int(row.plan["steps"]))
+        parent = row.plan.get("parent")
+    if not all(batches):
+        return {"path_samples": None, "path_batches": None}
+    return {"path_samples": sum(b * n for b, n in zip(batches, steps, strict=True)),
+            "path_batches": list(reversed(batches))}
 
 
 def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pusher: Any) -> None:

@@ -142,15 +142,16 @@ def test_install_verifies_and_names_the_tampered_file(repo: Path, monte) -> None
     monte("env", "add", "--dev", "chain_sum", "--test", "chain_sum", "--as", "cs")
     assert monte("env", "install", "cs", "--json").json()[0]["action"] == "verified"
     target = repo / ".monte/environments/cs/exams/chain_sum/test.jsonl"
-    target.write_text(target.read_text().replace('"answer"', '"answer" ', 1))
-    before = snapshot_state(repo)
+    frozen = target.read_text()
+    target.write_text(frozen.replace('"answer"', '"answer" ', 1))
+    # install restores the frozen copy, names the edited file, and keeps the edit aside (issue 46.4)
     r = monte("env", "install", "cs", "--json")
-    assert r.code == 5
-    err = r.json()["error"]
-    assert err["code"] == "E_INTEGRITY" and "exams/chain_sum/test.jsonl" in err["message"]
-    assert snapshot_state(repo) == before
-    r = monte("env", "install", "--all", "--json")
-    assert r.code == 5
+    assert r.code == 0, r.out
+    row = r.json()[0]
+    assert row["action"] == "restored" and "exams/chain_sum/test.jsonl" in row["changed"]
+    assert target.read_text() == frozen
+    assert (Path(row["set_aside"]) / "exams/chain_sum/test.jsonl").read_text() != frozen
+    assert monte("env", "install", "--all", "--json").json()[0]["action"] == "verified"
 
 
 def test_install_restores_a_missing_catalog_env_and_proves_every_hash(repo: Path, monte) -> None:

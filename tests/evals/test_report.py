@@ -233,3 +233,51 @@ def test_the_wheel_ships_the_pages_style_and_script(light_wheel: Path) -> None:
     with zipfile.ZipFile(light_wheel) as z:
         shipped = {n: z.read(n).decode("utf-8") for n in z.namelist() if n.startswith("monte/page/")}
     assert shipped == {"monte/page/report.css": page_part("report.css"), "monte/page/report.js": page_part("report.js")}
+
+
+#: in the page: each section's top (px from the page's top), how many lineage lines show, and per
+#: runs-table column the rows whose text breaks over more than one line
+_LAYOUT = """() => {
+  const top = (id) => Math.round(document.getElementById(id).getBoundingClientRect().top + scrollY);
+  const wrapped = {};
+  for (const tr of document.querySelectorAll('#runrows tr')) {
+    tr.querySelectorAll('td').forEach((td, i) => {
+      const r = document.createRange(); r.selectNodeContents(td);
+      if (new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size > 1) wrapped[i] = (wrapped[i] || 0) + 1;
+    });
+  }
+  const shown = [...document.querySelectorAll('#lineage li')].filter((li) => li.checkVisibility()).length;
+  return {budget: top('budget'), lineage: top('lineage'), shown, wrapped};
+}"""
+
+
+def test_a_long_search_keeps_the_test_reads_on_the_first_screen_and_ids_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46.9, at 300 runs (1,000 in the issue): the test reads sat ~8,000 px down, under
+    every lineage line and cycle row, and the runs table broke "200" into "20 / 0" and run ids
+    mid-id at 1400 px wide. Now the test reads follow the final claim, the lineage lines fold
+    (the tree draws them), a long cycles table scrolls in its box, and ids, n, scores, shas and
+    times never break: only paths and names wrap."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from report_scale import build
+
+    repo = tmp_path / "long"
+    build(repo, 300, seed=3)  # 9 lineage lines, 60 cycles
+    monkeypatch.chdir(repo)
+    assert _report("--out", "report.html").exit_code == 0
+    with chromium(1400, 1000) as b:
+        open_file(b, repo / "report.html")
+        p = b.page
+        p.wait_for_function("document.body.dataset.runs === 'shown'")
+        layout = p.evaluate(_LAYOUT)
+        assert layout["budget"] < 1000 and layout["budget"] < layout["lineage"], layout  # the first screen
+        assert "of 2" in p.locator("#budget").inner_text()
+        assert layout["shown"] == 0  # folded ...
+        p.locator("details.paths summary").click()
+        assert p.evaluate(_LAYOUT)["shown"] > 8  # ... and there on a click
+        cols = p.locator("table.runs th").all_inner_texts()
+        never = {cols.index(c) for c in ("run", "kind", "status", "score", "n", "recipe sha256", "commit", "host",
+                                         "created")}
+        assert {int(i) for i in layout["wrapped"]} & never == set(), (layout["wrapped"], cols)
+        assert p.locator("#runrows tr").count() == 300
+        assert b.console_errors() == []

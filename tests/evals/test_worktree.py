@@ -59,3 +59,32 @@ def test_eval_train_status_verify_and_the_hooks_work_from_a_worktree(repo: Path,
     assert git(worktree, "rev-parse", "monte/exp/ledger").strip() == tip
     assert subprocess.run(["git", "fsck", "--strict"], cwd=repo, capture_output=True).returncode == 0
     assert json.loads(monte("show", run, "--json").out)["status"] == "succeeded"
+
+
+def test_a_worktree_reads_the_main_trees_data_root_without_monte_data_root(
+        repo: Path, tiny_models: dict[int, Path], monte, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 46.11: a checkpoint trained in the main working tree is evaluated from a ``git worktree
+    add`` folder with no ``MONTE_DATA_ROOT``. Before, it refused E_NOT_FOUND ("weights ... not on this
+    data root"): the worktree looked at its own ``.monte/``, which git checks out without bytes."""
+    from support.agentloop import parity_experiment
+
+    parity_experiment(repo, tiny_models[0])
+    assert monte("eval", "--yes").code == 0 and monte("eval", "--split", "test", "--yes").code == 0
+    chunk = monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", "--json")
+    assert chunk.code == 0, chunk.err
+    run = chunk.json()["run"]["run"]
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "the experiment's repository")
+    wt = tmp_path / "side"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "side")
+    monkeypatch.delenv("MONTE_DATA_ROOT", raising=False)
+    monkeypatch.chdir(wt)
+    assert (wt / ".monte").is_dir()  # git checked out the data root's pointers, not its bytes
+    r = monte("eval", "--checkpoint", f"{run}@50", "--yes", "--json")
+    assert r.code == 0, r.out + r.err
+    row = r.json()["runs"][0]
+    assert row["status"] == "succeeded" and row["delta"] is not None
+    # one data root: the eval's run folder is the main tree's, beside the chunk's weights
+    assert (repo / ".monte" / "runs" / "exp" / row["run"]).is_dir()
+    assert not (wt / ".monte" / "runs").exists()
+    assert monte("config", "--json").json()["data_root"] == str(repo / ".monte")

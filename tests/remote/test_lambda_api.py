@@ -4,6 +4,7 @@ key ladder, errors in plain words, retries that are safe, and a lost launch answ
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -225,8 +226,35 @@ def test_connection_refused_is_retried_then_refused_plainly() -> None:
     c = LambdaClient(LambdaKey(KEY, "test"), f"http://127.0.0.1:{_closed_port()}/api/v1")
     with pytest.raises(MonteError) as e:
         c.instances()
-    assert e.value.code == "E_BOX" and "kept failing" in e.value.message
+    assert e.value.code == "E_BOX" and "could not reach Lambda's API" in e.value.message
+    assert "the connection was refused" in e.value.message and "network connection" in e.value.fix
     # a launch that never connected provably made nothing: retried, not "lost"
     with pytest.raises(MonteError) as e:
         launch(c)
-    assert "kept failing" in e.value.message and "did not answer" not in e.value.message
+    assert "could not reach" in e.value.message and "did not answer" not in e.value.message
+
+
+def test_box_status_offline_says_what_it_waits_for_and_refuses_within_its_bound(tmp_path: Path) -> None:
+    """Issue 46.10: offline with a key set, `monte box status` waited 83 s in silence (the whole
+    retry budget of a flaky API) before "kept failing". Now the wait is said on stderr, with its
+    bound, and a network that reaches nothing is refused after NO_NETWORK_BUDGET_S, naming the
+    network. A real subprocess with the real waits, against a port nothing listens on."""
+    import subprocess
+    import time
+
+    port = _closed_port()
+    env = {**os.environ, "MONTE_LAMBDA_KEY": KEY, "MONTE_LAMBDA_API": f"http://127.0.0.1:{port}/api/v1"}
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", "from monte.cli.main import main; main()", "box", "status", "--json"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - t0
+    assert took < 12 + 10, took  # NO_NETWORK_BUDGET_S (this process's is shrunk); the old wait: about 83 s
+    assert r.returncode == Exit.BOX, r.stdout + r.stderr
+    err = json.loads(r.stdout)["error"]
+    assert err["code"] == "E_BOX" and f"127.0.0.1:{port}" in err["message"]
+    assert "the network failed (the connection was refused" in err["message"], err
+    assert "check the network connection" in err["fix"] and "MONTE_LAMBDA_API" in err["fix"]
+    said = r.stderr.splitlines()
+    assert said and "did not answer listing instances" in said[0], r.stderr
+    assert "trying again for up to 12 s" in said[0]
+    assert KEY not in r.stdout + r.stderr

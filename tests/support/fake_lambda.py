@@ -56,6 +56,7 @@ def shrink_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(lambda_api, "RETRY_BASE_S", 0.005)
     monkeypatch.setattr(lambda_api, "RETRY_MAX_SLEEP_S", 0.02)
     monkeypatch.setattr(lambda_api, "RETRY_BUDGET_S", 0.3)
+    monkeypatch.setattr(lambda_api, "NO_NETWORK_BUDGET_S", 0.3)
     monkeypatch.setattr(lambda_api, "FIND_LAUNCHED_WAIT_S", 0.3)
     monkeypatch.setattr(lambda_api, "FIND_LAUNCHED_POLL_S", 0.01)
     monkeypatch.setattr(lambda_api, "REQUEST_TIMEOUT_S", 5.0)

@@ -139,3 +139,20 @@ def test_a_hostile_value_refuses_before_anything_is_written(repo: Path, monte, t
         assert key in err["message"] and why in err["message"], err
         assert err["fix"], err
         assert snapshot_state(repo) == before  # no started row, no run folder
+
+
+def test_a_schedule_past_its_horizon_is_refused_saying_the_next_stage_warms_up_again(tmp_path: Path) -> None:
+    """Issue 46.14: past schedule_steps the fix said only "raise schedule_steps in a new recipe";
+    a new recipe is a new stage, whose schedule restarts its warmup (a 12.5-point dip for the agent
+    that followed it). The refusal now says so, and how to go on without the warmup."""
+    path = tmp_path / "cos.yaml"
+    path.write_text(SFT.replace("lr_scheduler_type: constant", "lr_scheduler_type: cosine\nwarmup_steps: 2\n"
+                                "schedule_steps: 8"))
+    rec = resolve(str(path), tmp_path)
+    check_chunk(rec, 4, 4)  # the horizon's last chunk
+    with pytest.raises(MonteError) as e:
+        check_chunk(rec, 8, 4)
+    assert e.value.code == "E_REFUSED" and "its schedule ends at step 8" in e.value.message
+    fix = e.value.fix
+    assert "starts afresh at its own step 0, warmup included" in fix and "warmup_steps: 0" in fix
+    assert "a new recipe, schedule_steps raised or not, is a new stage" in fix
