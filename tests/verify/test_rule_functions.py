@@ -10,7 +10,13 @@ import pytest
 
 from monte.ledger.records import RunRow
 from monte.ledger.verify import NEW_ROW_RULES, Violation, WalkState, new_row_violations
-from monte.ledger.verify.rules import baselines_first, no_smoke_evidence, two_touch
+from monte.ledger.verify.rules import (
+    baselines_first,
+    changed_row,
+    first_record,
+    no_smoke_evidence,
+    two_touch,
+)
 
 MEAS: dict[str, Any] = {"exams": {"arith": {"splits": {"dev": {}, "test": {}}}}}
 
@@ -121,3 +127,28 @@ def test_docs_records_lists_every_rule_verify_names() -> None:
                 given |= {str(v.value) for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant)
                           and k.value == "rule" and isinstance(v, ast.Constant)}
     assert given and documented == given, (sorted(given - documented), sorted(documented - given))
+
+
+def test_a_first_record_is_a_new_started_run_with_no_checkpoint() -> None:
+    state = _state(_eval("d0", "dev"))
+    started = _eval("d1", "dev").model_copy(update={"status": "started"})
+    assert first_record(state, "c9", started) == []
+    again = _eval("d0", "dev").model_copy(update={"status": "started"})
+    assert _said(first_record(state, "c9", again)) == [("unique-run-id", "run id d0 is used again")]
+    born_done = _train("t1", ckpts=1)
+    assert _said(first_record(state, "c9", born_done)) == [
+        ("one-record", "run t1 appears as succeeded, not started"),
+        ("lineage", "run t1 starts with checkpoints already on it")]
+
+
+def test_a_changed_row_moves_forward_and_keeps_what_it_was() -> None:
+    started = _train("t1").model_copy(update={"status": "started"})
+    assert changed_row(started, _train("t1", ckpts=1).model_copy(update={"status": "running"}), "c9") == []
+    assert _said(changed_row(_train("t1"), _train("t1"), "c9")) == [
+        ("append-only", "run t1 had succeeded; a finished row is never rewritten")]
+    moved = started.model_copy(update={"status": "running", "cohort": "c2", "plan": {"parent": None, "x": 1}})
+    assert _said(changed_row(started, moved, "c9")) == [("append-only", "run t1: cohort changed"),
+                                                        ("append-only", "run t1: its plan changed")]
+    two = _train("t1", ckpts=2).model_copy(update={"status": "running"})
+    rewritten = two.model_copy(update={"checkpoints": [{"step": 4, "commit": "1" * 40}, *two.checkpoints[1:]]})
+    assert _said(changed_row(two, rewritten, "c9")) == [("append-only", "run t1: a checkpoint was rewritten")]

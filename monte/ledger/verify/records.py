@@ -29,17 +29,15 @@ from monte.ledger.store import parse_trailers
 from monte.ledger.verify.model import (
     COHORT_INDEX,
     GRADER,
-    IDENTITY,
     INDEX,
     NOMINATION,
     ROW,
-    ROW_STATUS_MOVES,
     TASKS,
     Violation,
     json_line,
 )
 from monte.ledger.verify.rewinds import Rewinds
-from monte.ledger.verify.rules import new_row_violations
+from monte.ledger.verify.rules import changed_row, first_record, new_row_violations
 from monte.ledger.verify.state import (
     WalkState,
 )
@@ -183,28 +181,12 @@ class Records(Rewinds):
             out.append(Violation(cid, "well-formed", f"the row at {run}'s path names run {row.run}"))
         old = state.rows.get(run)
         if old is None:
-            if run in state.seen:
-                out.append(Violation(cid, "unique-run-id", f"run id {run} is used again"))
-            if row.status != "started":
-                out.append(Violation(cid, "one-record", f"run {run} appears as {row.status}, not started"))
-            if row.checkpoints:
-                out.append(Violation(cid, "lineage", f"run {run} starts with checkpoints already on it"))
-                for ck in row.checkpoints:
-                    out += self._checkpoint(experiment, state, cid, row, ck)
+            out += first_record(state, cid, row)
+            for ck in row.checkpoints:  # (first_record refused them: each is still checked)
+                out += self._checkpoint(experiment, state, cid, row, ck)
             out += self._new_row(experiment, state, cid, row)
         else:
-            if old.status not in ROW_STATUS_MOVES:
-                rule = "unique-run-id" if row.status == "started" else "append-only"
-                out.append(Violation(cid, rule, f"run {run} had {old.status}; a finished row is never rewritten"))
-            elif row.status not in ROW_STATUS_MOVES[old.status]:
-                out.append(Violation(cid, "append-only", f"run {run} went {old.status} -> {row.status}"))
-            for f in IDENTITY:
-                if getattr(old, f) != getattr(row, f):
-                    out.append(Violation(cid, "append-only", f"run {run}: {f} changed"))
-            if old.plan != row.plan:
-                out.append(Violation(cid, "append-only", f"run {run}: its plan changed"))
-            if row.checkpoints[: len(old.checkpoints)] != old.checkpoints:
-                out.append(Violation(cid, "append-only", f"run {run}: a checkpoint was rewritten"))
+            out += changed_row(old, row, cid)
             for ck in row.checkpoints[len(old.checkpoints):]:
                 out += self._checkpoint(experiment, state, cid, row, ck)
             if row.status == "succeeded" and row.kind == "eval" and not row.smoke:

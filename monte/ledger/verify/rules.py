@@ -3,7 +3,8 @@ state the walk has re-derived so far (:class:`WalkState`: the rows before it, th
 baselines, its test reads, its checkpoints, the measurement), the record's commit id and the new
 row, and returns its violations. :data:`NEW_ROW_RULES` is the list the walk applies to each new
 row, in order (:meth:`monte.ledger.verify.records.Records._new_row`); a rule is added by writing
-a function and naming it there. The rules that read git objects (a row's per-task file, a
+a function and naming it there. :func:`first_record` and :func:`changed_row` are the rules of a
+run's first record and of each one after it. The rules that read git objects (a row's per-task file, a
 checkpoint's lineage commit) stay in the walk; what they need of it comes in as ``chosen``.
 """
 
@@ -14,7 +15,7 @@ from typing import Any, Protocol
 
 from monte.ledger.predicates import is_test_read
 from monte.ledger.records import RunRow
-from monte.ledger.verify.model import Violation
+from monte.ledger.verify.model import IDENTITY, ROW_STATUS_MOVES, Violation
 from monte.ledger.verify.state import WalkState
 
 #: the checkpoint a cohort's claim must read: its nomination, or the best paired dev delta
@@ -88,6 +89,40 @@ def two_touch(state: WalkState, cid: str, row: RunRow, *, chosen: Chosen) -> lis
             out.append(Violation(cid, "two-touch", f"the claim reads {claimed}, but the nominated or "
                                  f"rule-selected checkpoint is {picked}"))
     touches.append(row.run)
+    return out
+
+
+def first_record(state: WalkState, cid: str, row: RunRow) -> list[Violation]:
+    """A run's first record: a new id (``unique-run-id``), ``started`` (``one-record``), and no
+    checkpoint on it yet (``lineage``)."""
+    out: list[Violation] = []
+    if row.run in state.seen:
+        out.append(Violation(cid, "unique-run-id", f"run id {row.run} is used again"))
+    if row.status != "started":
+        out.append(Violation(cid, "one-record", f"run {row.run} appears as {row.status}, not started"))
+    if row.checkpoints:
+        out.append(Violation(cid, "lineage", f"run {row.run} starts with checkpoints already on it"))
+    return out
+
+
+def changed_row(old: RunRow, row: RunRow, cid: str) -> list[Violation]:
+    """A run's next record (``append-only``): a status move the lifecycle allows
+    (:data:`ROW_STATUS_MOVES`), a finished row never rewritten, and its identity fields, its plan
+    and its checkpoints so far unchanged."""
+    out: list[Violation] = []
+    run = row.run
+    if old.status not in ROW_STATUS_MOVES:
+        rule = "unique-run-id" if row.status == "started" else "append-only"
+        out.append(Violation(cid, rule, f"run {run} had {old.status}; a finished row is never rewritten"))
+    elif row.status not in ROW_STATUS_MOVES[old.status]:
+        out.append(Violation(cid, "append-only", f"run {run} went {old.status} -> {row.status}"))
+    for f in IDENTITY:
+        if getattr(old, f) != getattr(row, f):
+            out.append(Violation(cid, "append-only", f"run {run}: {f} changed"))
+    if old.plan != row.plan:
+        out.append(Violation(cid, "append-only", f"run {run}: its plan changed"))
+    if row.checkpoints[: len(old.checkpoints)] != old.checkpoints:
+        out.append(Violation(cid, "append-only", f"run {run}: a checkpoint was rewritten"))
     return out
 
 
