@@ -7,6 +7,7 @@ has been written to the ledger, the vault ref or the data root.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -14,6 +15,12 @@ from typing import TYPE_CHECKING, Any, cast
 from monte.api.boxes import box_down as box_down
 from monte.api.boxes import box_status as box_status
 from monte.api.boxes import box_up as box_up
+from monte.api.refusals import refusing
+from monte.api.remote import check_eval_remote as check_eval_remote
+from monte.api.remote import check_remote as check_remote
+from monte.api.remote import check_train_remote as check_train_remote
+from monte.api.remote import remote_gate as remote_gate
+from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
 from monte.api.verify import hooks_install as hooks_install
@@ -35,7 +42,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
-    from monte.api.shapes import Recovered, Rerun, RowDoc, StatusDoc, Submitted
+    from monte.api.shapes import Recovered, Rerun, RowDoc, StatusDoc
     from monte.claim import ExportedJson, VerifiedJson
     from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
@@ -296,25 +303,28 @@ def grader_take(*, env: str, ws: Workspace | None = None) -> dict[str, Any]:
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
               push: bool = False, adopt: dict[str, str] | None = None, processes: int = 1,
-              ws: Workspace | None = None) -> EvalPlan:
+              remote: bool = False, ws: Workspace | None = None) -> EvalPlan:
     """Check every rule that can be proven before anything is written; return the plan.
 
     ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
     when no bucket is configured). ``adopt`` (on a box): exam -> the run a ``--remote``
-    submission started for it."""
+    submission started for it. ``remote``: the plan is for :func:`submit` (it pushes; a test read
+    while a grader holds the seal is refused, :func:`check_eval_remote`)."""
     from monte import evals
 
     if split not in ("dev", "test"):
         raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
+    check_eval_remote(remote=remote, split=split, smoke=smoke, ws=ws)
     plan = evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
-                           step=step, checkpoint=checkpoint, smoke=smoke, push=push, processes=processes)
+                           step=step, checkpoint=checkpoint, smoke=smoke, push=push or remote,
+                           processes=processes)
     if adopt:
         unknown = sorted(set(adopt) - {e.exam for e in plan.exams})
         if unknown:
             raise error("E_USAGE", f"--adopt names exams this eval does not run: {', '.join(unknown)}", "")
         for run in adopt.values():
             check_name(run, "run id")
-        plan.adopt = dict(adopt)
+        plan = plan.model_copy(update={"adopt": dict(adopt)})
     return plan
 
 
@@ -336,11 +346,12 @@ def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transiti
     return evals.run_eval(ws, plan, on_progress=on_progress, on_transition=on_transition)
 
 
-def eval_(*, experiment: str | None = None, model: str | None = None, split: str = "dev", step: int | None = None,
+def evaluate(*, experiment: str | None = None, model: str | None = None, split: str = "dev", step: int | None = None,
           checkpoint: str | None = None, smoke: bool = False, push: bool = False,
           on_progress: Progress | None = None, on_transition: Transition | None = None,
           ws: Workspace | None = None) -> EvalResult:
-    """Plan and run in one call (no confirmation: the Python caller has decided)."""
+    """Plan and run one eval in one call (:func:`plan_eval`, then :func:`run_eval`; no
+    confirmation: the Python caller has decided)."""
     ws = ws or open_workspace()
     plan = plan_eval(experiment=experiment, model=model, split=split, step=step, checkpoint=checkpoint,
                      smoke=smoke, push=push, ws=ws)
@@ -384,13 +395,6 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     from monte import reads
 
     return reads.show(ref=ref, experiment=experiment, ws=ws)
-
-
-def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
-    """The experiment and the row ``ref`` names (:func:`monte.reads.row_json`)."""
-    from monte import reads
-
-    return reads.row_json(ws, ref, experiment)
 
 
 def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
@@ -488,12 +492,16 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
     refuses E_STORAGE here, before any compute. ``adopt`` (on a box): the run a ``--remote``
     submission started for this chunk. ``remote``: the chunk runs on a box, which checks the
-    recipe's machine-dependent values itself."""
+    recipe's machine-dependent values itself, and pushes (:func:`check_train_remote`: not with
+    ``hosts``, nor a recipe named by its path)."""
     from monte.training import plan as train_plan
 
+    check_train_remote(remote=remote, recipe=recipe, hosts=hosts)
+    if hosts:  # the nodes' SSH key: the one named, else the environment's
+        ssh_key = ssh_key or os.environ.get("MONTE_SSH_KEY_FILE")
     ws = ws or open_workspace()
     plan = train_plan.plan_train(ws, experiment=experiment, recipe=recipe, source=source,
-                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
+                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push or remote,
                             remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
                             port=port, hosts=hosts, ssh_key=ssh_key)
     if plan.leak.get("sealed_on_grader"):  # the sealed items are the grader's: the leak check runs there
@@ -505,26 +513,8 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
 
         check_plan(plan.launch, ws.repo_root)
     if adopt:
-        plan.adopt = check_name(adopt, "run id")
+        plan = plan.model_copy(update={"adopt": check_name(adopt, "run id")})
     return plan
-
-
-def remote_gate(*, ws: Workspace | None = None) -> str:
-    """``--remote``'s reproducibility gate (a clean tree; origin holds HEAD); the commit to run."""
-    from monte.remote.submit import gate
-
-    return gate((ws or open_workspace(require_data_root=False)).repo_root)
-
-
-def submit(*, kind: str, plan: EvalPlan | TrainPlan, provider: str = "lambda", host: str | None = None,
-           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> Submitted:
-    """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
-    launch the job there detached (see :mod:`monte.remote.submit`). The box's command line is
-    derived from ``plan`` (:mod:`monte.remote.jobargs`), so it runs what the plan showed."""
-    from monte.remote import submit as remote
-
-    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan,
-                                           provider=provider, host=host, ssh_key=ssh_key, on_step=on_step))
 
 
 def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
@@ -629,3 +619,32 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
     from monte import report as rp
 
     return rp.write_report(out=out, experiment=experiment, ws=ws)
+
+
+#: The face of the API: every verb a caller may use (each one refuses with a MonteError, never a
+#: raw OSError: :func:`monte.api.refusals.refusing`).
+__all__ = [
+    # the repository and its settings
+    "init", "config_show", "config_set", "seal_line", "hooks_install", "hooks_uninstall",
+    # what is frozen
+    "env_add", "env_list", "env_list_local", "env_install", "dataset_add", "dataset_list", "dataset_show",
+    "grader_take",
+    # experiments and the loop
+    "experiment_init", "experiment_list", "plan_eval", "run_eval", "evaluate", "eval_", "nominate",
+    "plan_train", "run_train", "train", "recipe_add", "model_init", "promote", "stop", "recover",
+    # reading the record
+    "status", "status_view", "status_brief", "show", "diff", "flips", "rerun", "logs", "ledger_verify",
+    "ledger_verify_updates", "plot", "report",
+    # results elsewhere: the bucket, boxes, --remote, a claim anyone can check
+    "push", "sync", "box_up", "box_status", "box_down", "check_remote", "check_train_remote",
+    "check_eval_remote", "remote_gate", "submit", "claim_export", "claim_verify",
+]
+
+# every verb raises its failures as refusals: what the disk, git's objects or the network did is
+# the caller's to fix, and a Python caller meets the E_* code `monte` would print
+for _name in __all__:
+    if _name != "eval_":
+        globals()[_name] = refusing(globals()[_name])
+#: the earlier name of :func:`evaluate` (kept for callers written before it)
+eval_ = evaluate
+del _name

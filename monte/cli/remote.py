@@ -1,4 +1,5 @@
-"""The ``--remote`` options shared by ``monte eval`` and ``monte train``."""
+"""The ``--remote`` options shared by ``monte eval`` and ``monte train`` (their rules:
+:mod:`monte.api.remote`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-
-from monte.errors import error
 
 
 def remote_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -21,28 +20,6 @@ def remote_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ]):
         f = opt(f)
     return f
-
-
-def check_remote(remote: bool, *, push: bool, dry_run: bool, provider: str, host: str | None) -> None:
-    if not remote:
-        if host or provider != "lambda":
-            raise error("E_USAGE", "--provider and --host choose where --remote runs", "add --remote, or drop them")
-        return
-    if push:
-        raise error("E_USAGE", "--remote already runs the box job with --push",
-                    "drop --push: the box uploads its results after each transition")
-    if dry_run:
-        raise error("E_USAGE", "--remote submits real compute, so it has no dry run",
-                    "run the same command without --remote and with --dry-run to see the plan")
-    from monte import api
-
-    api.remote_gate()  # the reproducibility gate first, as docs/remote.md lists the order
-
-
-def raise_path_recipe(recipe: str) -> None:
-    raise error("E_USAGE", f"--remote cannot take a path-spelled recipe ({recipe}): the box resolves recipes "
-                "in its own checkout, where that file does not exist",
-                "commit the file to recipes/ and name it bare (--recipe NAME)")
 
 
 def submitted(r: dict[str, Any]) -> None:

@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import confirm_plan, handled, is_tty, progress
-from monte.cli.remote import check_remote, raise_path_recipe, remote_options, submitted
+from monte.cli.remote import remote_options, submitted
 
 
 def _human(r: Any) -> None:
@@ -69,25 +68,17 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
     """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
     from monte import api
 
-    check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
-    if hosts and remote:
-        from monte.errors import error
-
-        raise error("E_USAGE", "--hosts runs the chunk's nodes on your machines over SSH; --remote submits it to a box",
-                    "drop one of them (on a box, --processes N uses its GPUs)")
-    if remote and ("/" in recipe or recipe.endswith((".yaml", ".yml"))):
-        raise_path_recipe(recipe)
+    api.check_remote(remote=remote, push=push, dry_run=dry_run, provider=provider, host=host)
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
-                          smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt,
-                          remote=remote,
+                          smoke=smoke, push=push, experiment=experiment, adopt=adopt, remote=remote,
                           processes=processes if processes is not None or accelerate_config else 1, nodes=nodes,
                           accelerate_config=accelerate_config, port=port, hosts=hosts,
-                          ssh_key=(ssh_key or os.environ.get("MONTE_SSH_KEY_FILE")) if hosts else None)
+                          ssh_key=ssh_key if hosts else None)
     if remote:
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}"], yes=yes,
                             dry_run=False, as_json=as_json):
             return None
-        return api.submit(kind="train", plan=plan, provider=provider, host=host, ssh_key=ssh_key)
+        return api.submit(plan=plan, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_train(plan, on_progress=progress("train", "steps") if is_tty() and not as_json else None)
