@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 from monte.api.boxes import box_down as box_down
 from monte.api.boxes import box_status as box_status
 from monte.api.boxes import box_up as box_up
-from monte.api.refusals import refusing
+from monte.api.refusals import refusing as _refusing
 from monte.api.remote import check_eval_remote as check_eval_remote
 from monte.api.remote import check_remote as check_remote
 from monte.api.remote import check_train_remote as check_train_remote
@@ -644,7 +644,7 @@ __all__ = [
 # the caller's to fix, and a Python caller meets the E_* code `monte` would print
 for _name in __all__:
     if _name != "eval_":
-        globals()[_name] = refusing(globals()[_name])
+        globals()[_name] = _refusing(globals()[_name])
 #: the earlier name of :func:`evaluate` (kept for callers written before it)
 eval_ = evaluate
 del _name

@@ -1,0 +1,159 @@
+"""`monte.api`'s face, as a Python caller meets it: one list of verbs (``__all__``), ``evaluate``,
+plans that cannot be edited after they were checked, the ``--remote``/``--hosts`` rules, and
+refusals (a ``MonteError`` with its ``E_*`` code), never a raw ``OSError``, for what the disk or
+the network did."""
+
+from __future__ import annotations
+
+import inspect
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from monte import api
+from monte.errors import MonteError
+
+#: a well-formed ed25519 public key (no one holds its private half)
+PUBKEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+def _state(repo: Path) -> tuple[str, str]:
+    """What a refusal must leave as it was: the refs and the work tree (untracked files too)."""
+    refs = subprocess.run(["git", "-C", str(repo), "for-each-ref"], capture_output=True, text=True, check=True)
+    tree = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all", "--ignored"],
+                          capture_output=True, text=True, check=True)
+    return refs.stdout, tree.stdout
+
+
+# --- one face ------------------------------------------------------------------------------------
+
+
+def test_all_names_every_public_verb_and_nothing_else() -> None:
+    public = {n for n, v in vars(api).items() if not n.startswith("_") and inspect.isfunction(v)
+              and v.__module__.startswith("monte.api")}
+    assert set(api.__all__) == public
+    assert len(api.__all__) == len(set(api.__all__))
+
+
+def test_every_verb_refuses_rather_than_raising_raw_errors() -> None:
+    """Each verb of ``__all__`` is wrapped by ``refusing`` (its signature and docstring kept)."""
+    for name in api.__all__:
+        verb = getattr(api, name)
+        assert hasattr(verb, "__wrapped__"), name
+        assert verb.__doc__ and verb.__doc__ == verb.__wrapped__.__doc__, name
+        assert inspect.signature(verb) == inspect.signature(verb.__wrapped__), name
+
+
+def test_evaluate_is_the_verb_and_eval_underscore_its_old_name() -> None:
+    assert api.evaluate.__wrapped__.__name__ == "evaluate"  # type: ignore[attr-defined]
+    assert api.eval_ is api.evaluate
+
+
+# --- plans are values ----------------------------------------------------------------------------
+
+
+def test_plans_cannot_be_edited_only_copied() -> None:
+    from monte.evals.plan import EvalPlan, ExamPlan
+    from monte.training.plan import TrainPlan
+
+    exam = ExamPlan(exam="parity", benchmark="parity", split="dev", path="p", sha256="0" * 64, n=3)
+    for plan, field, value in ((EvalPlan.model_construct(adopt={}), "adopt", {"parity": "r1"}),
+                               (TrainPlan.model_construct(adopt=None), "adopt", "r1"),
+                               (TrainPlan.model_construct(launch=None), "launch", None),
+                               (exam, "role", "claim")):
+        with pytest.raises(ValidationError, match="frozen"):
+            setattr(plan, field, value)
+        copy = plan.model_copy(update={field: value})
+        assert getattr(copy, field) == value and copy is not plan
+    assert exam.role is None
+
+
+# --- the --remote and --hosts rules, below the CLI -------------------------------------------------
+
+
+@pytest.mark.parametrize(("kw", "said"), [
+    ({"remote": False, "host": "box"}, "--provider and --host choose where --remote runs"),
+    ({"remote": False, "provider": "ssh"}, "--provider and --host choose where --remote runs"),
+    ({"remote": True, "push": True}, "--remote already runs the box job with --push"),
+    ({"remote": True, "dry_run": True}, "--remote submits real compute, so it has no dry run"),
+])
+def test_check_remote_refuses_options_that_do_not_go_together(kw: dict[str, object], said: str) -> None:
+    with pytest.raises(MonteError) as e:
+        api.check_remote(**kw)  # type: ignore[arg-type]
+    assert e.value.code == "E_USAGE" and said in e.value.message and e.value.fix
+
+
+def test_check_remote_runs_the_gate_on_a_dirty_tree(repo: Path) -> None:
+    (repo / "notes.txt").write_text("uncommitted\n")
+    with pytest.raises(MonteError) as e:
+        api.check_remote(remote=True)
+    assert e.value.code == "E_REFUSED" and "not clean" in e.value.message
+
+
+def test_plan_train_refuses_remote_with_hosts_or_a_recipe_path(repo: Path) -> None:
+    before = _state(repo)
+    with pytest.raises(MonteError) as e:
+        api.plan_train(recipe="sft-tiny", source="parity", from_base=True, remote=True, hosts="a,b")
+    assert e.value.code == "E_USAGE" and "--hosts" in e.value.message
+    for recipe in ("./mine.yaml", "recipes/mine.yml"):
+        with pytest.raises(MonteError) as e:
+            api.plan_train(recipe=recipe, source="parity", from_base=True, remote=True)
+        assert e.value.code == "E_USAGE" and "path-spelled" in e.value.message and "recipes/" in e.value.fix
+    assert _state(repo) == before
+
+
+def test_a_test_read_is_not_planned_for_a_box_while_a_grader_holds_the_seal(repo: Path) -> None:
+    api.config_set(setting="grader", url="ssh://grader@127.0.0.1:9", key=PUBKEY)
+    before = _state(repo)
+    with pytest.raises(MonteError) as e:
+        api.plan_eval(split="test", remote=True)
+    assert e.value.code == "E_REFUSED" and "grader" in e.value.message
+    api.check_eval_remote(remote=True, split="test", smoke=True)  # a smoke reads nothing: allowed
+    api.check_eval_remote(remote=True, split="dev", smoke=False)
+    assert _state(repo) == before
+
+
+# --- the disk and the network: refusals, not OSErrors ---------------------------------------------
+
+
+def test_a_folder_where_a_recipe_goes_is_a_refusal_that_leaves_no_trace(repo: Path) -> None:
+    (repo / "recipes" / "mine.yaml").mkdir(parents=True)
+    before = _state(repo)
+    with pytest.raises(MonteError) as e:
+        api.recipe_add(name="mine", text="algorithm: sft\n")
+    assert e.value.code == "E_STORAGE" and "it is a folder where monte keeps a file" in e.value.message
+    assert isinstance(e.value.__cause__, IsADirectoryError)
+    assert _state(repo) == before  # no half-written file left beside it
+
+
+def test_an_unreachable_host_is_a_refusal(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monte.remote import lambda_api
+
+    with socket.socket() as s:  # a port nothing listens on: connecting is refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MONTE_LAMBDA_API", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("MONTE_LAMBDA_KEY", "secret_for_a_test")
+    monkeypatch.setattr(lambda_api, "RETRY_BUDGET_S", 0.0)  # one try: the refusal, not the backoff
+    with pytest.raises(MonteError) as e:
+        api.box_status()
+    assert e.value.code == "E_BOX" and "Connection refused" in e.value.message
+
+
+def test_the_refusal_for_each_kind_of_failure() -> None:
+    """:func:`refusal_for`, which the api's verbs and the CLI's handler share."""
+    import errno
+
+    from monte.api.refusals import refusal_for
+
+    full = refusal_for(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
+    assert full is not None and full.code == "E_STORAGE" and "/data/x" in full.message
+    reset = refusal_for(ConnectionResetError(errno.ECONNRESET, "reset"))
+    assert reset is not None and reset.code == "E_STORAGE" and "network" in reset.message
+    gone = refusal_for(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    assert gone is not None and "pip install" in gone.fix
+    assert refusal_for(KeyError("a bug")) is None  # a bug stays a bug
+    assert refusal_for(OSError(errno.EBADF, "Bad file descriptor")) is None
