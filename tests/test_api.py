@@ -9,6 +9,7 @@ import inspect
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -157,3 +158,39 @@ def test_the_refusal_for_each_kind_of_failure() -> None:
     assert gone is not None and "pip install" in gone.fix
     assert refusal_for(KeyError("a bug")) is None  # a bug stays a bug
     assert refusal_for(OSError(errno.EBADF, "Bad file descriptor")) is None
+
+
+# --- one result idiom ------------------------------------------------------------------------------
+
+
+def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys: pytest.CaptureFixture[str]) -> None:
+    """A result reads by field, cannot be edited, and ``--json`` prints it as the dict it was."""
+    import dataclasses
+    import json
+
+    from monte.api.shapes import BoxDown, BoxInstance, BoxStatus, Recovered, Submitted, Terminated
+    from monte.cli.output import print_json
+
+    row: dict[str, Any] = {"id": "i-1", "name": "monte-a", "owner": "monte", "status": "active", "type": "gpu_1x_h100_pcie",
+           "region": "us-east-1", "ip": "10.0.0.1", "age_hours": 1.5, "over_ttl": False, "cold": True,
+           "keep_alive": False, "launched_at": "2026-12-05T04:00:00+00:00"}
+    as_dict = {"instances": [row], "stale_identity_files": ["/x/boxes/i-0.json"]}
+    status = BoxStatus(instances=(BoxInstance(**row),), stale_identity_files=["/x/boxes/i-0.json"])
+    assert status.instances[0].age_hours == 1.5 and status.to_dict() == as_dict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        status.instances[0].status = "terminated"  # type: ignore[misc]
+    down = BoxDown(terminated=Terminated(id="i-1", name="monte-a", type=None, region=None),
+                   already_terminating=False, identity_file_removed=None)
+    sub = Submitted(experiment="exp", runs=["r1"], box="b", session="s", commit="c" * 40, workdir="/w",
+                    timings={"gate": 0.1})
+    for result in (status, down, sub, [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
+        for tty in (False, True):  # orjson off a terminal, json's encoder on one
+            plain = result.to_dict() if not isinstance(result, list) else [r.to_dict() for r in result]
+            capsys.readouterr()
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr("sys.stdout.isatty", lambda tty=tty: tty)
+                print_json(result)
+                typed = capsys.readouterr().out
+                print_json(plain)
+                assert typed == capsys.readouterr().out
+            assert json.loads(typed) == plain

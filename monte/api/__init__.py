@@ -23,6 +23,7 @@ from monte.api.remote import remote_gate as remote_gate
 from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
+from monte.api.shapes import Recovered, Rerun
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
 from monte.api.verify import ledger_verify as ledger_verify
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
-    from monte.api.shapes import Recovered, Rerun, RowDoc, StatusDoc
+    from monte.api.shapes import RowDoc, StatusDoc
     from monte.claim import ExportedJson, VerifiedJson
     from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
@@ -436,7 +437,7 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
         raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
                     "name a train run (`monte status` lists them)")
     folder = ws.run_folder(ledger.experiment, row.run) / LAUNCH_DIR
-    return cast("Rerun", rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
+    return Rerun(**rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
@@ -470,7 +471,7 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 
         found += client.recover(ws, exp)
     found += evals.recover(ws, exp, test_reads=not ws.config.get("grader"))
-    return cast("list[Recovered]", found)
+    return [Recovered(**r) for r in found]
 
 
 # --- training --------------------------------------------------------------------------------------

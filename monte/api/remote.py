@@ -4,13 +4,13 @@ meets the same refusals as ``monte train`` and ``monte eval``, and :func:`submit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from monte.api.shapes import Submitted
 from monte.errors import error
 from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
-    from monte.api.shapes import Submitted
     from monte.evals import EvalPlan
     from monte.training.plan import TrainPlan
 
@@ -74,5 +74,5 @@ def submit(*, plan: EvalPlan | TrainPlan, kind: str | None = None, provider: str
     from monte.remote import submit as remote
 
     kind = kind or ("eval" if isinstance(plan, EvalPlan) else "train")
-    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan,
-                                           provider=provider, host=host, ssh_key=ssh_key, on_step=on_step))
+    return Submitted(**remote.submit(ws or open_workspace(), kind=kind, plan=plan, provider=provider, host=host,
+                                     ssh_key=ssh_key, on_step=on_step))

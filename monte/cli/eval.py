@@ -13,7 +13,9 @@ from monte.stats.paired import format_interval
 def _human(r: Any) -> None:
     if r is None:
         return
-    if isinstance(r, dict) and "session" in r:
+    from monte.api.shapes import Submitted
+
+    if isinstance(r, Submitted):
         submitted(r)
         return
     for row in r.runs:

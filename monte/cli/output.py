@@ -88,7 +88,9 @@ def _orjson(obj: Any) -> bytes | None:
     except ImportError:
         return None
     try:
-        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=_orjson_default)
+        # dataclasses (the api's results) through to_dict, so their keys are sorted as a dict's
+        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS,
+                                  default=_orjson_default)
     except (TypeError, ValueError):
         return None
     return out
@@ -119,6 +121,8 @@ def _default(obj: Any) -> Any:
         return obj.value()
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
+    if hasattr(obj, "to_dict"):  # the api's results (monte.api.shapes.Result)
+        return obj.to_dict()
     return str(obj)
 
 

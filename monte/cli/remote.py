@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from monte.api.shapes import Submitted
 
 
 def remote_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -22,7 +25,6 @@ def remote_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def submitted(r: dict[str, Any]) -> None:
-    click.echo(f"submitted {', '.join(r['runs'])} to {r['box']} (tmux session {r['session']}, commit "
-               f"{r['commit'][:12]})")
-    click.echo(f"  watch it: monte sync {r['experiment']} && monte status {r['experiment']}")
+def submitted(r: Submitted) -> None:
+    click.echo(f"submitted {', '.join(r.runs)} to {r.box} (tmux session {r.session}, commit {r.commit[:12]})")
+    click.echo(f"  watch it: monte sync {r.experiment} && monte status {r.experiment}")

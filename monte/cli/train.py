@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -8,11 +8,16 @@ from monte.cli import complete
 from monte.cli.output import confirm_plan, handled, is_tty, progress
 from monte.cli.remote import remote_options, submitted
 
+if TYPE_CHECKING:
+    from monte.api.shapes import Rerun
+
 
 def _human(r: Any) -> None:
     if r is None:
         return
-    if isinstance(r, dict) and "session" in r:
+    from monte.api.shapes import Submitted
+
+    if isinstance(r, Submitted):
         submitted(r)
         return
     row = r.run
@@ -104,22 +109,22 @@ def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, f
                        from_hub=from_hub)
 
 
-def _rerun_human(r: Any) -> None:
+def _rerun_human(r: Rerun) -> None:
     import shlex
 
-    click.echo("# the chunk's command (the launch record of " + r["run"] + ")")
-    for k, v in sorted(r["env"].items()):
+    click.echo("# the chunk's command (the launch record of " + r.run + ")")
+    for k, v in sorted(r.env.items()):
         click.echo(f"export {k}={shlex.quote(v)}")
-    click.echo(shlex.join(r["command"]))
-    if r["ranks"]:
+    click.echo(shlex.join(r.command))
+    if r.ranks:
         click.echo("# which starts, one per node (PORT: a free rendezvous port, or --port):")
-        for argv in r["ranks"]:
+        for argv in r.ranks:
             click.echo("#   " + shlex.join(argv))
-    checks = [f"recipe sha256 {r['recipe_sha256']}"] + ([f"accelerate config sha256 {r['config_sha256']}"]
-                                                         if r["config_sha256"] else [])
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(r["versions"].items()) if v)
+    checks = [f"recipe sha256 {r.recipe_sha256}"] + ([f"accelerate config sha256 {r.config_sha256}"]
+                                                     if r.config_sha256 else [])
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(r.versions.items()) if v)
     click.echo("# recorded: " + "; ".join(checks) + (f"; versions: {versions}" if versions else ""))
-    if not r["recorded"]:
+    if not r.recorded:
         click.echo("# this row predates the launch record: it ran in one process")
 
 
