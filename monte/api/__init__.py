@@ -97,11 +97,14 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
                                                "already_initialized": False})
         note = (f"CI installs {pin.spec!r} ({pin.source})" if pin.spec is not None else workflows.how_to_pin(pin))
         result = result.model_copy(update={"ci_note": note})
+    # the unwrapped verb: a disk failure installing the hooks stays a failure, not a note below
+    from monte.api.verify import hooks_install as install
+
     later = "`monte hooks install` installs them"
     if not hooks:
         return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
     try:
-        installed = hooks_install(ws=open_workspace(Path(result.repo_root), require_data_root=False))["installed"]
+        installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False))["installed"]
     except MonteError as e:  # a team's own hooks in the way: the repository is ready all the same
         return result.model_copy(update={"hooks_note": f"git hooks not installed: {e.message}; {e.fix}"})
     return result.model_copy(update={"hooks": installed, "hooks_note": "git hooks installed (reference-transaction, "
@@ -591,8 +594,11 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     repository and no network. ``signer``: the one key fingerprint (``SHA256:...``) accepted."""
     from monte import claim
 
+    # the unwrapped verb: a disk failure while verifying the bundle breaks no rule of the ledger
+    from monte.api.verify import ledger_verify as verify_ledgers
+
     return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                        verify_ledgers=lambda ws: ledger_verify(all_=True, ws=ws)).to_dict()
+                        verify_ledgers=lambda ws: verify_ledgers(all_=True, ws=ws)).to_dict()
 
 
 # --- plot ----------------------------------------------------------------------------------------
