@@ -194,3 +194,15 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
                 print_json(plain)
                 assert typed == capsys.readouterr().out
             assert json.loads(typed) == plain
+
+
+def test_a_recipe_added_is_a_result_read_by_field(repo: Path) -> None:
+    import hashlib
+
+    from monte.api.shapes import RecipeAdded
+
+    added = api.recipe_add(name="mine", text="algorithm: sft\n")
+    assert isinstance(added, RecipeAdded) and added.name == "mine" and added.algorithm == "sft"
+    assert Path(added.path).read_bytes() == b"algorithm: sft\n"
+    assert added.sha256 == hashlib.sha256(b"algorithm: sft\n").hexdigest()
+    assert added.to_dict() == {"name": "mine", "path": added.path, "sha256": added.sha256, "algorithm": "sft"}

@@ -25,7 +25,7 @@ from monte.api.remote import remote_gate as remote_gate
 from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
-from monte.api.shapes import Recovered, Rerun
+from monte.api.shapes import RecipeAdded, Recovered, Rerun
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
 from monte.api.verify import ledger_verify as ledger_verify
@@ -549,12 +549,12 @@ def train(*, recipe: str, source: str, parent: str | None = None, from_base: boo
     return run_train(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
-def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> dict[str, Any]:
+def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> RecipeAdded:
     """Write ``recipes/NAME.yaml`` from ``text`` once it resolves as a recipe; a taken name is
     refused (:func:`monte.training.recipes.add_recipe`)."""
     from monte.training.recipes import add_recipe
 
-    return add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text)
+    return RecipeAdded(**add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text))
 
 
 def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:

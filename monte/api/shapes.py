@@ -176,3 +176,13 @@ class BoxDown(Result):
     terminated: Terminated
     already_terminating: bool
     identity_file_removed: str | None
+
+
+@dataclass(frozen=True)
+class RecipeAdded(Result):
+    """``recipes/NAME.yaml`` written: its path, the sha256 of its bytes, its algorithm."""
+
+    name: str
+    path: str
+    sha256: str
+    algorithm: str
