@@ -103,20 +103,20 @@ def main() -> None:
         def submit() -> tuple[dict, float]:
             plan = api.plan_train(recipe="sft-t", source="parity-sft", smoke=True, push=True)
             t = time.perf_counter()
-            sub = api.submit(kind="train", plan=plan, provider="ssh", host=host)
+            sub = api.submit(plan=plan, provider="ssh", host=host)
             returned = time.perf_counter() - t
             # running: the box's monte adopted the row (its ledger, on the box's data root)
             deadline = time.monotonic() + 300
-            run = sub["runs"][0]
+            run = sub.runs[0]
             events = box / "data" / "runs" / "exp" / run / "events.jsonl"
             while time.monotonic() < deadline and not (events.exists() and '"running"' in events.read_text()):
                 time.sleep(0.02)
             running = time.perf_counter() - t
-            exit_file = Path(sub["workdir"]) / f"{sub['session']}.log.exit"
+            exit_file = Path(sub.workdir) / f"{sub.session}.log.exit"
             while time.monotonic() < deadline and not exit_file.exists():
                 time.sleep(0.1)
             exit_file.unlink(missing_ok=True)
-            return {**sub, "returned_s": returned}, running
+            return {**sub.to_dict(), "returned_s": returned}, running
 
         if not args.quick:
             submit()  # warm the box: the checkout folder exists from here on

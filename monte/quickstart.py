@@ -96,7 +96,7 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
 
     def evaluate(cmd: str, **kw: Any) -> dict[str, Any]:
         step(cmd)
-        res = api.eval_(ws=ws, experiment=EXPERIMENT, on_progress=progress("eval"), **kw)
+        res = api.evaluate(ws=ws, experiment=EXPERIMENT, on_progress=progress("eval"), **kw)
         row: dict[str, Any] = res.runs[0]
         d = row.get("delta")
         say(f"  {row['exam']}/{row['split']}@{row['step']}: score {row['score']:.3f} (n={row['n']})"

@@ -1,12 +1,15 @@
-"""The Python API: one function per verb. The CLI is a thin layer over this.
+"""The Python API: one function per verb (``__all__``). The CLI is a thin layer over this.
 
-Functions take keyword arguments, return data (pydantic models or plain dicts of JSON types),
-and never print. A refusal is a :class:`monte.errors.MonteError`; when one is raised, nothing
-has been written to the ledger, the vault ref or the data root.
+Functions take keyword arguments, return data (frozen plans; results of :mod:`monte.api.shapes`,
+pydantic models or documents of JSON types, each named in its signature), and never print. A
+refusal is a :class:`monte.errors.MonteError`, the disk's, git's and the network's failures
+included (:mod:`monte.api.refusals`); when one is raised, nothing has been written to the
+ledger, the vault ref or the data root. docs/api.md is the guide.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -14,8 +17,15 @@ from typing import TYPE_CHECKING, Any, cast
 from monte.api.boxes import box_down as box_down
 from monte.api.boxes import box_status as box_status
 from monte.api.boxes import box_up as box_up
+from monte.api.refusals import refusing as _refusing
+from monte.api.remote import check_eval_remote as check_eval_remote
+from monte.api.remote import check_remote as check_remote
+from monte.api.remote import check_train_remote as check_train_remote
+from monte.api.remote import remote_gate as remote_gate
+from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
+from monte.api.shapes import RecipeAdded, Recovered, Rerun
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
 from monte.api.verify import ledger_verify as ledger_verify
@@ -35,7 +45,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
-    from monte.api.shapes import Recovered, Rerun, RowDoc, StatusDoc, Submitted
+    from monte.api.shapes import RowDoc, StatusDoc
     from monte.claim import ExportedJson, VerifiedJson
     from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
@@ -89,11 +99,14 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
                                                "already_initialized": False})
         note = (f"CI installs {pin.spec!r} ({pin.source})" if pin.spec is not None else workflows.how_to_pin(pin))
         result = result.model_copy(update={"ci_note": note})
+    # the unwrapped verb: a disk failure installing the hooks stays a failure, not a note below
+    from monte.api.verify import hooks_install as install
+
     later = "`monte hooks install` installs them"
     if not hooks:
         return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
     try:
-        installed = hooks_install(ws=open_workspace(Path(result.repo_root), require_data_root=False))["installed"]
+        installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False))["installed"]
     except MonteError as e:  # a team's own hooks in the way: the repository is ready all the same
         return result.model_copy(update={"hooks_note": f"git hooks not installed: {e.message}; {e.fix}"})
     return result.model_copy(update={"hooks": installed, "hooks_note": "git hooks installed (reference-transaction, "
@@ -296,25 +309,28 @@ def grader_take(*, env: str, ws: Workspace | None = None) -> dict[str, Any]:
 def plan_eval(*, experiment: str | None = None, model: str | None = None, split: str = "dev",
               step: int | None = None, checkpoint: str | None = None, smoke: bool = False,
               push: bool = False, adopt: dict[str, str] | None = None, processes: int = 1,
-              ws: Workspace | None = None) -> EvalPlan:
+              remote: bool = False, ws: Workspace | None = None) -> EvalPlan:
     """Check every rule that can be proven before anything is written; return the plan.
 
     ``push``: upload the results to the results bucket after each transition (refused, E_STORAGE,
     when no bucket is configured). ``adopt`` (on a box): exam -> the run a ``--remote``
-    submission started for it."""
+    submission started for it. ``remote``: the plan is for :func:`submit` (it pushes; a test read
+    while a grader holds the seal is refused, :func:`check_eval_remote`)."""
     from monte import evals
 
     if split not in ("dev", "test"):
         raise error("E_USAGE", f"unknown split {split!r}", "use --split dev or --split test")
+    check_eval_remote(remote=remote, split=split, smoke=smoke, ws=ws)
     plan = evals.plan_eval(ws or open_workspace(), experiment=experiment, model=model, split=split,
-                           step=step, checkpoint=checkpoint, smoke=smoke, push=push, processes=processes)
+                           step=step, checkpoint=checkpoint, smoke=smoke, push=push or remote,
+                           processes=processes)
     if adopt:
         unknown = sorted(set(adopt) - {e.exam for e in plan.exams})
         if unknown:
             raise error("E_USAGE", f"--adopt names exams this eval does not run: {', '.join(unknown)}", "")
         for run in adopt.values():
             check_name(run, "run id")
-        plan.adopt = dict(adopt)
+        plan = plan.model_copy(update={"adopt": dict(adopt)})
     return plan
 
 
@@ -336,11 +352,12 @@ def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transiti
     return evals.run_eval(ws, plan, on_progress=on_progress, on_transition=on_transition)
 
 
-def eval_(*, experiment: str | None = None, model: str | None = None, split: str = "dev", step: int | None = None,
+def evaluate(*, experiment: str | None = None, model: str | None = None, split: str = "dev", step: int | None = None,
           checkpoint: str | None = None, smoke: bool = False, push: bool = False,
           on_progress: Progress | None = None, on_transition: Transition | None = None,
           ws: Workspace | None = None) -> EvalResult:
-    """Plan and run in one call (no confirmation: the Python caller has decided)."""
+    """Plan and run one eval in one call (:func:`plan_eval`, then :func:`run_eval`; no
+    confirmation: the Python caller has decided)."""
     ws = ws or open_workspace()
     plan = plan_eval(experiment=experiment, model=model, split=split, step=step, checkpoint=checkpoint,
                      smoke=smoke, push=push, ws=ws)
@@ -386,13 +403,6 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     return reads.show(ref=ref, experiment=experiment, ws=ws)
 
 
-def _row_json(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
-    """The experiment and the row ``ref`` names (:func:`monte.reads.row_json`)."""
-    from monte import reads
-
-    return reads.row_json(ws, ref, experiment)
-
-
 def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
     """The one-screen summary ``monte status --brief`` and the MCP ``status`` tool print: the best
     paired dev delta with its interval (and search verdict where status has one), the floor, the
@@ -432,7 +442,7 @@ def rerun(*, ref: str, experiment: str | None = None, ws: Workspace | None = Non
         raise error("E_USAGE", f"run {row.run} is an eval; `monte rerun` relaunches a train chunk",
                     "name a train run (`monte status` lists them)")
     folder = ws.run_folder(ledger.experiment, row.run) / LAUNCH_DIR
-    return cast("Rerun", rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
+    return Rerun(**rerun_of(ledger.experiment, row.run, row.plan, str(folder), smoke=row.smoke))
 
 
 def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None) -> Path:
@@ -466,7 +476,7 @@ def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> li
 
         found += client.recover(ws, exp)
     found += evals.recover(ws, exp, test_reads=not ws.config.get("grader"))
-    return cast("list[Recovered]", found)
+    return [Recovered(**r) for r in found]
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -488,12 +498,16 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
     checkpoint to the hub repo ``MONTE_HUB_REPO`` / ``.monte.yaml`` ``hub``; either missing
     refuses E_STORAGE here, before any compute. ``adopt`` (on a box): the run a ``--remote``
     submission started for this chunk. ``remote``: the chunk runs on a box, which checks the
-    recipe's machine-dependent values itself."""
+    recipe's machine-dependent values itself, and pushes (:func:`check_train_remote`: not with
+    ``hosts``, nor a recipe named by its path)."""
     from monte.training import plan as train_plan
 
+    check_train_remote(remote=remote, recipe=recipe, hosts=hosts)
+    if hosts:  # the nodes' SSH key: the one named, else the environment's
+        ssh_key = ssh_key or os.environ.get("MONTE_SSH_KEY_FILE")
     ws = ws or open_workspace()
     plan = train_plan.plan_train(ws, experiment=experiment, recipe=recipe, source=source,
-                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push,
+                            parent=parent, from_base=from_base, model=model, smoke=smoke, push=push or remote,
                             remote=remote, processes=processes, nodes=nodes, accelerate_config=accelerate_config,
                             port=port, hosts=hosts, ssh_key=ssh_key)
     if plan.leak.get("sealed_on_grader"):  # the sealed items are the grader's: the leak check runs there
@@ -505,26 +519,8 @@ def plan_train(*, recipe: str, source: str, parent: str | None = None, from_base
 
         check_plan(plan.launch, ws.repo_root)
     if adopt:
-        plan.adopt = check_name(adopt, "run id")
+        plan = plan.model_copy(update={"adopt": check_name(adopt, "run id")})
     return plan
-
-
-def remote_gate(*, ws: Workspace | None = None) -> str:
-    """``--remote``'s reproducibility gate (a clean tree; origin holds HEAD); the commit to run."""
-    from monte.remote.submit import gate
-
-    return gate((ws or open_workspace(require_data_root=False)).repo_root)
-
-
-def submit(*, kind: str, plan: EvalPlan | TrainPlan, provider: str = "lambda", host: str | None = None,
-           ssh_key: str | None = None, on_step: Any = None, ws: Workspace | None = None) -> Submitted:
-    """``--remote``: start the run rows here, ship the code, credentials and tree to a box, and
-    launch the job there detached (see :mod:`monte.remote.submit`). The box's command line is
-    derived from ``plan`` (:mod:`monte.remote.jobargs`), so it runs what the plan showed."""
-    from monte.remote import submit as remote
-
-    return cast("Submitted", remote.submit(ws or open_workspace(), kind=kind, plan=plan,
-                                           provider=provider, host=host, ssh_key=ssh_key, on_step=on_step))
 
 
 def run_train(plan: TrainPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
@@ -553,12 +549,12 @@ def train(*, recipe: str, source: str, parent: str | None = None, from_base: boo
     return run_train(plan, on_progress=on_progress, on_transition=on_transition, ws=ws)
 
 
-def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> dict[str, Any]:
+def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> RecipeAdded:
     """Write ``recipes/NAME.yaml`` from ``text`` once it resolves as a recipe; a taken name is
     refused (:func:`monte.training.recipes.add_recipe`)."""
     from monte.training.recipes import add_recipe
 
-    return add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text)
+    return RecipeAdded(**add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text))
 
 
 def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
@@ -600,8 +596,11 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     repository and no network. ``signer``: the one key fingerprint (``SHA256:...``) accepted."""
     from monte import claim
 
+    # the unwrapped verb: a disk failure while verifying the bundle breaks no rule of the ledger
+    from monte.api.verify import ledger_verify as verify_ledgers
+
     return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                        verify_ledgers=lambda ws: ledger_verify(all_=True, ws=ws)).to_dict()
+                        verify_ledgers=lambda ws: verify_ledgers(all_=True, ws=ws)).to_dict()
 
 
 # --- plot ----------------------------------------------------------------------------------------
@@ -629,3 +628,32 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
     from monte import report as rp
 
     return rp.write_report(out=out, experiment=experiment, ws=ws)
+
+
+#: The face of the API: every verb a caller may use (each one refuses with a MonteError, never a
+#: raw OSError: :func:`monte.api.refusals.refusing`).
+__all__ = [
+    # the repository and its settings
+    "init", "config_show", "config_set", "seal_line", "hooks_install", "hooks_uninstall",
+    # what is frozen
+    "env_add", "env_list", "env_list_local", "env_install", "dataset_add", "dataset_list", "dataset_show",
+    "grader_take",
+    # experiments and the loop
+    "experiment_init", "experiment_list", "plan_eval", "run_eval", "evaluate", "eval_", "nominate",
+    "plan_train", "run_train", "train", "recipe_add", "model_init", "promote", "stop", "recover",
+    # reading the record
+    "status", "status_view", "status_brief", "show", "diff", "flips", "rerun", "logs", "ledger_verify",
+    "ledger_verify_updates", "plot", "report",
+    # results elsewhere: the bucket, boxes, --remote, a claim anyone can check
+    "push", "sync", "box_up", "box_status", "box_down", "check_remote", "check_train_remote",
+    "check_eval_remote", "remote_gate", "submit", "claim_export", "claim_verify",
+]
+
+# every verb raises its failures as refusals: what the disk, git's objects or the network did is
+# the caller's to fix, and a Python caller meets the E_* code `monte` would print
+for _name in __all__:
+    if _name != "eval_":
+        globals()[_name] = _refusing(globals()[_name])
+#: the earlier name of :func:`evaluate` (kept for callers written before it)
+eval_ = evaluate
+del _name

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
+from monte.api.shapes import BoxDown, BoxInstance, BoxStatus, BoxUp, Terminated
 from monte.errors import MonteError
 from monte.workspace import Workspace, open_workspace
-
-if TYPE_CHECKING:
-    from monte.api.shapes import BoxDown, BoxStatus, BoxUp
 
 
 def _box_workspace() -> Workspace | None:
@@ -30,8 +28,8 @@ def box_up(*, type_: str | None = None, region: str | None = None, cold: bool = 
     from monte.remote import boxes
 
     ws = ws or open_workspace()
-    return cast("BoxUp", boxes.up(ws, type_=type_, region=region, cold=cold, keep_alive=keep_alive,
-                                  ssh_key=ssh_key, on_progress=on_progress))
+    return BoxUp(**boxes.up(ws, type_=type_, region=region, cold=cold, keep_alive=keep_alive,
+                             ssh_key=ssh_key, on_progress=on_progress))
 
 
 def box_status(*, ws: Workspace | None = None) -> BoxStatus:
@@ -39,7 +37,9 @@ def box_status(*, ws: Workspace | None = None) -> BoxStatus:
     ``over_ttl``, everything else as ``foreign``."""
     from monte.remote import boxes
 
-    return cast("BoxStatus", boxes.status(ws or _box_workspace()))
+    found = boxes.status(ws or _box_workspace())
+    return BoxStatus(instances=tuple(BoxInstance(**i) for i in found["instances"]),
+                     stale_identity_files=found["stale_identity_files"])
 
 
 def box_down(*, instance: str | None = None, ws: Workspace | None = None) -> BoxDown:
@@ -48,4 +48,6 @@ def box_down(*, instance: str | None = None, ws: Workspace | None = None) -> Box
     ``instance`` is ``E_USAGE``."""
     from monte.remote import boxes
 
-    return cast("BoxDown", boxes.down(ws or _box_workspace(), instance))
+    done = boxes.down(ws or _box_workspace(), instance)
+    return BoxDown(terminated=Terminated(**done["terminated"]), already_terminating=done["already_terminating"],
+                   identity_file_removed=done["identity_file_removed"])

@@ -1,12 +1,36 @@
-"""The shapes of the API's results that their makers return as plain dicts (the status document,
-a row as ``monte show`` prints it, a rerun's command, a remote submission, a box): what a caller
-may read in each, for the type checker. At run time each is the dict its maker returns, so the
-CLI's ``--json`` prints it as before. The results the API's lower layers type themselves
+"""The shapes of the API's results.
+
+A verb's result is a frozen dataclass (:class:`Result`) with typed rows inside: a caller reads
+its fields, and ``to_dict()`` is the document ``--json`` prints (the CLI writes a dataclass as
+that dict, so the JSON is the same as when these were dicts). Pydantic models stay for what is
+written to disk (a row, a plan, a manifest). Two documents stay dicts of JSON values, typed here
+for the type checker: the status document and a row as ``monte show`` prints it, whose keys grow
+with the record. The results the API's lower layers type themselves
 (:class:`monte.report.ReportWritten`, ...) are imported from there."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, TypedDict, cast
+
+
+@dataclass(frozen=True)
+class Result:
+    """Base of the API's results: frozen (a result is what happened), read by field."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as the JSON document ``--json`` prints (rows as dicts, tuples as lists)."""
+        return cast("dict[str, Any]", _plain(dataclasses.asdict(self)))
+
+
+def _plain(value: Any) -> Any:
+    """JSON's shapes: a tuple (a frozen result's rows) as a list."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 class StatusDoc(TypedDict, total=False):
@@ -58,7 +82,8 @@ class RowDoc(TypedDict, total=False):
     launch: Any
 
 
-class Rerun(TypedDict):
+@dataclass(frozen=True)
+class Rerun(Result):
     """``monte rerun``: the command and environment that would launch a train chunk again."""
 
     run: str
@@ -73,7 +98,8 @@ class Rerun(TypedDict):
     recorded: bool
 
 
-class Recovered(TypedDict):
+@dataclass(frozen=True)
+class Recovered(Result):
     """One finish ``monte recover`` recorded (or found stopped meanwhile)."""
 
     run: str
@@ -82,7 +108,8 @@ class Recovered(TypedDict):
     n: int | None
 
 
-class Submitted(TypedDict):
+@dataclass(frozen=True)
+class Submitted(Result):
     """``--remote``: the rows started here and where their job runs."""
 
     experiment: str
@@ -94,8 +121,9 @@ class Submitted(TypedDict):
     timings: dict[str, float]
 
 
-class BoxUp(TypedDict):
-    """``monte box up``: the box, its identity file, its price and its watchdog."""
+@dataclass(frozen=True)
+class BoxUp(Result):
+    """``monte box up``: the box (its identity file's record), its price and its watchdog."""
 
     box: dict[str, Any]
     identity_file: str
@@ -104,16 +132,57 @@ class BoxUp(TypedDict):
     notes: list[str]
 
 
-class BoxStatus(TypedDict):
+@dataclass(frozen=True)
+class BoxInstance(Result):
+    """One instance on the Lambda account; ``age_hours``, ``over_ttl``, ``cold``, ``keep_alive``
+    and ``launched_at`` are known for monte's own boxes only (None otherwise)."""
+
+    id: str
+    name: str
+    owner: str  # "monte" or "foreign"
+    status: str | None
+    type: str | None
+    region: str | None
+    ip: str | None
+    age_hours: float | None
+    over_ttl: bool | None
+    cold: bool | None
+    keep_alive: bool | None
+    launched_at: str | None
+
+
+@dataclass(frozen=True)
+class BoxStatus(Result):
     """``monte box status``: every instance on the account, and identity files of none."""
 
-    instances: list[dict[str, Any]]
+    instances: tuple[BoxInstance, ...]
     stale_identity_files: list[str]
 
 
-class BoxDown(TypedDict):
+@dataclass(frozen=True)
+class Terminated(Result):
+    """The instance ``monte box down`` terminated."""
+
+    id: str
+    name: str
+    type: str | None
+    region: str | None
+
+
+@dataclass(frozen=True)
+class BoxDown(Result):
     """``monte box down``: the instance terminated, and its identity file removed."""
 
-    terminated: dict[str, Any]
+    terminated: Terminated
     already_terminating: bool
     identity_file_removed: str | None
+
+
+@dataclass(frozen=True)
+class RecipeAdded(Result):
+    """``recipes/NAME.yaml`` written: its path, the sha256 of its bytes, its algorithm."""
+
+    name: str
+    path: str
+    sha256: str
+    algorithm: str

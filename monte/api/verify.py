@@ -138,6 +138,7 @@ def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -
 
 
 def hooks_uninstall(*, ws: Workspace | None = None) -> HooksRemoved:
+    """Remove the git hooks monte installed (a hook of the team's own that monte chained is put back)."""
     from monte import githooks
 
     return {"removed": githooks.uninstall(_git_dir(ws))}

@@ -1,10 +1,13 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from monte.cli.output import handled, table
+
+if TYPE_CHECKING:
+    from monte.api.shapes import BoxDown, BoxStatus, BoxUp
 
 
 @click.group()
@@ -20,20 +23,20 @@ def _progress(line: str) -> None:
     click.echo(line, err=True)  # stderr: with --json, stdout holds the one document
 
 
-def _up(r: dict[str, Any]) -> None:
-    b = r["box"]
+def _up(r: BoxUp) -> None:
+    b = r.box
     click.echo(f"box {b['name']} ({b['id']}) is up: {b['type']} in {b['region']}, ip {b['ip']}")
     if b["cold"]:
         click.echo("  cold: no file system attached; a cold box cannot serve a real run")
     else:
         click.echo(f"  warm: file system {', '.join(b['file_systems'])} attached (the data root)")
-    w = r["watchdog"]
+    w = r.watchdog
     idle = "idle check off (--keep-alive)" if w["keep_alive"] else f"idle {w['idle_minutes']} min"
     click.echo(f"  watchdog armed: {idle}, hard TTL {w['ttl_hours']} h")
-    for note in r["notes"]:
+    for note in r.notes:
         if not (b["cold"] and note.startswith("a cold box")):
             click.echo(f"  note: {note}")
-    click.echo(f"  identity: {r['identity_file']}")
+    click.echo(f"  identity: {r.identity_file}")
     click.echo(f"  ssh ubuntu@{b['ip']}")
     click.echo(f"  stop it:  monte box down {b['name']}")
 
@@ -61,17 +64,17 @@ def up(type_: str | None, region: str | None, cold: bool, keep_alive: bool,
                       ssh_key=ssh_key, on_progress=_progress)
 
 
-def _status(r: dict[str, Any]) -> None:
+def _status(r: BoxStatus) -> None:
     rows = []
-    for i in r["instances"]:
-        own, age, over = i["owner"] == "monte", i["age_hours"], i["over_ttl"]
-        rows.append({**i,
+    for i in r.instances:
+        own, age, over = i.owner == "monte", i.age_hours, i.over_ttl
+        rows.append({**i.to_dict(),
                      "age": f"{age:.1f}h" if age is not None else ("?" if own else None),
                      "over_ttl": ("OVER TTL" if over else "no") if over is not None
                      else ("?" if own else None)})
     table(rows, ["name", "id", "owner", "status", "type", "region", "ip", "age", "over_ttl"],
           title="instances")
-    for p in r["stale_identity_files"]:
+    for p in r.stale_identity_files:
         click.echo(f"note: {p} names an instance that is no longer on the account")
 
 
@@ -84,12 +87,12 @@ def status() -> object:
     return api.box_status()
 
 
-def _down(r: dict[str, Any]) -> None:
-    t = r["terminated"]
-    verb = "was already terminating" if r["already_terminating"] else "is terminating"
-    click.echo(f"box {t['name']} ({t['id']}) {verb}")
-    if r["identity_file_removed"]:
-        click.echo(f"  removed {r['identity_file_removed']}")
+def _down(r: BoxDown) -> None:
+    t = r.terminated
+    verb = "was already terminating" if r.already_terminating else "is terminating"
+    click.echo(f"box {t.name} ({t.id}) {verb}")
+    if r.identity_file_removed:
+        click.echo(f"  removed {r.identity_file_removed}")
 
 
 @box.command()

@@ -6,14 +6,16 @@ import click
 
 from monte.cli import complete
 from monte.cli.output import confirm_plan, handled, is_tty, progress
-from monte.cli.remote import check_remote, remote_options, submitted
+from monte.cli.remote import remote_options, submitted
 from monte.stats.paired import format_interval
 
 
 def _human(r: Any) -> None:
     if r is None:
         return
-    if isinstance(r, dict) and "session" in r:
+    from monte.api.shapes import Submitted
+
+    if isinstance(r, Submitted):
         submitted(r)
         return
     for row in r.runs:
@@ -73,26 +75,15 @@ def eval_(experiment: str | None, model: str | None, split: str, step: int | Non
     """Score a model on a split and append the row (dev by default)."""
     from monte import api
 
-    check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
-    from monte.ledger.predicates import spends_test_read
-
-    if remote and spends_test_read(split, smoke):
-        from monte.workspace import open_workspace
-
-        if open_workspace(require_data_root=False).config.get("grader"):
-            from monte.errors import error
-
-            raise error("E_REFUSED", "a test read does not go to a box when a grader holds the seal: the box is "
-                        "the agent's (its weights and files are the agent's to change)",
-                        "run `monte eval --split test` without --remote: the read runs on the grader")
+    api.check_remote(remote=remote, push=push, dry_run=dry_run, provider=provider, host=host)
     plan = api.plan_eval(experiment=experiment, model=model, split=split, step=step,
-                         checkpoint=checkpoint, smoke=smoke, push=push or remote,
+                         checkpoint=checkpoint, smoke=smoke, push=push, remote=remote,
                          adopt=dict(a.split("=", 1) for a in adopt if "=" in a), processes=processes)
     if remote:
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}; the box pushes "
                              f"its results to {plan.bucket}"], yes=yes, dry_run=False, as_json=as_json):
             return None
-        return api.submit(kind="eval", plan=plan, provider=provider, host=host, ssh_key=ssh_key)
+        return api.submit(plan=plan, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_eval(plan, on_progress=progress("eval", "tasks") if is_tty() and not as_json else None)

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import errno
 import functools
 import inspect
 import json
@@ -89,7 +88,9 @@ def _orjson(obj: Any) -> bytes | None:
     except ImportError:
         return None
     try:
-        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=_orjson_default)
+        # dataclasses (the api's results) through to_dict, so their keys are sorted as a dict's
+        out: bytes = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS,
+                                  default=_orjson_default)
     except (TypeError, ValueError):
         return None
     return out
@@ -120,6 +121,8 @@ def _default(obj: Any) -> Any:
         return obj.value()
     if hasattr(obj, "model_dump"):
         return obj.model_dump(mode="json")
+    if hasattr(obj, "to_dict"):  # the api's results (monte.api.shapes.Result)
+        return obj.to_dict()
     return str(obj)
 
 
@@ -179,63 +182,6 @@ def json_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")(f)
 
 
-#: An OSError that is the machine's state, not a bug in monte: what is wrong, and the fix.
-_STORAGE_ERRNOS = {
-    errno.ENOSPC: ("the disk is full", "free space on that disk (or point MONTE_DATA_ROOT at a roomier one), "
-                   "then run the command again"),
-    errno.EDQUOT: ("the disk quota is used up", "free space within your quota on that disk, then run the "
-                   "command again"),
-    errno.EROFS: ("the file system is read-only", "remount it read-write (or point MONTE_DATA_ROOT at a "
-                  "writable folder), then run the command again"),
-    errno.EACCES: ("permission denied", "give your user access to it (`ls -ld` shows who owns it), then run "
-                   "the command again"),
-    errno.EPERM: ("the operation is not permitted there", "give your user access to it (`ls -ld` shows who "
-                  "owns it), then run the command again"),
-    errno.EIO: ("an I/O error (the disk or its file system failed)", "check the disk (`dmesg`), then run "
-                "`monte recover` and `monte ledger verify`, and the command again"),
-    # a folder monte keeps (`.git/monte/seal`, say) made a file, or the reverse: written by hand
-    errno.ENOTDIR: ("a part of that path is a file where monte keeps a folder", "move that file away (it was not "
-                    "written by monte), then run the command again"),
-    errno.EISDIR: ("it is a folder where monte keeps a file", "move that folder away (it was not written by "
-                   "monte), then run the command again"),
-}
-
-
-def git_refusal(e: BaseException) -> MonteError | None:
-    """A refusal for what dulwich raises on a damaged repository (a loose object whose bytes are
-    not its name's, a malformed object or ``info/grafts``), naming the object; None otherwise."""
-    name = type(e).__name__
-    if not type(e).__module__.startswith("dulwich"):
-        return None
-    text = str(e)[:300]
-    if name == "ChecksumMismatch":
-        return error("E_INTEGRITY", f"a git object of this repository is not the object its name says ({text}): "
-                     "its file was replaced or damaged", "run `git fsck` to name it, and restore the object from "
-                     "another copy of the repository (`git fetch` from a clone, or `monte sync`)")
-    if name == "ObjectFormatException":
-        if "graft" in text:
-            return error("E_INTEGRITY", f"the repository's info/grafts is malformed ({text})",
-                         "remove or repair `.git/info/grafts` (monte never writes it; grafts rewrite history)")
-        return error("E_INTEGRITY", f"a git object of this repository is malformed ({text})",
-                     "run `git fsck` to name it, and restore it from another copy of the repository")
-    return None
-
-
-def os_refusal(e: OSError) -> MonteError | None:
-    """A refusal for an OSError that the disk, not monte, caused (a full or read-only disk, a
-    permission, a path too long), naming the path; None for anything else (a bug)."""
-    paths = [os.fsdecode(p) for p in (e.filename, e.filename2) if p is not None]
-    where = " -> ".join(p if len(p) <= 300 else p[:300] + "…" for p in paths) or "a file monte needed"
-    if e.errno == errno.ENAMETOOLONG:  # a path the user gave us
-        return error("E_USAGE", f"a path is too long for the file system: {where[:120]}…",
-                     "use a shorter path (at most 255 bytes per folder or file name)")
-    if e.errno not in _STORAGE_ERRNOS:
-        return None
-    what, fix = _STORAGE_ERRNOS[e.errno]
-    verb = "access" if e.errno in (errno.EACCES, errno.EPERM) else "write"
-    return error("E_STORAGE", f"cannot {verb} {where}: {what}", fix)
-
-
 def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a command body: adds ``--json``, renders its return value, maps errors to exits."""
 
@@ -261,18 +207,10 @@ def handled(human: Callable[[Any], None] | None = None) -> Callable[[Callable[..
             except BrokenPipeError:
                 closed_pipe()
             except Exception as e:  # a bug: say so plainly, keep the traceback for MONTE_DEBUG
-                refusal = os_refusal(e) if isinstance(e, OSError) else None
-                if refusal is None:
-                    refusal = git_refusal(e)
-                if isinstance(e, ModuleNotFoundError):  # the light install: the extra's pip line
-                    from monte.extras import missing
+                # the api already refuses these; this catches what the command's own code met
+                from monte.api.refusals import refusal_for
 
-                    refusal = missing(e)
-                elif refusal is None:
-                    from monte.errors import is_network_failure, network_refusal
-
-                    if is_network_failure(e):  # a server that could not be reached: not a bug
-                        refusal = network_refusal(e, "a server this command needed")
+                refusal = refusal_for(e)
                 if refusal is not None:
                     report_error(refusal, as_json)
                     sys.exit(int(refusal.exit_code))

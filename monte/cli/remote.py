@@ -1,13 +1,15 @@
-"""The ``--remote`` options shared by ``monte eval`` and ``monte train``."""
+"""The ``--remote`` options shared by ``monte eval`` and ``monte train`` (their rules:
+:mod:`monte.api.remote`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from monte.errors import error
+if TYPE_CHECKING:
+    from monte.api.shapes import Submitted
 
 
 def remote_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -23,29 +25,6 @@ def remote_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def check_remote(remote: bool, *, push: bool, dry_run: bool, provider: str, host: str | None) -> None:
-    if not remote:
-        if host or provider != "lambda":
-            raise error("E_USAGE", "--provider and --host choose where --remote runs", "add --remote, or drop them")
-        return
-    if push:
-        raise error("E_USAGE", "--remote already runs the box job with --push",
-                    "drop --push: the box uploads its results after each transition")
-    if dry_run:
-        raise error("E_USAGE", "--remote submits real compute, so it has no dry run",
-                    "run the same command without --remote and with --dry-run to see the plan")
-    from monte import api
-
-    api.remote_gate()  # the reproducibility gate first, as docs/remote.md lists the order
-
-
-def raise_path_recipe(recipe: str) -> None:
-    raise error("E_USAGE", f"--remote cannot take a path-spelled recipe ({recipe}): the box resolves recipes "
-                "in its own checkout, where that file does not exist",
-                "commit the file to recipes/ and name it bare (--recipe NAME)")
-
-
-def submitted(r: dict[str, Any]) -> None:
-    click.echo(f"submitted {', '.join(r['runs'])} to {r['box']} (tmux session {r['session']}, commit "
-               f"{r['commit'][:12]})")
-    click.echo(f"  watch it: monte sync {r['experiment']} && monte status {r['experiment']}")
+def submitted(r: Submitted) -> None:
+    click.echo(f"submitted {', '.join(r.runs)} to {r.box} (tmux session {r.session}, commit {r.commit[:12]})")
+    click.echo(f"  watch it: monte sync {r.experiment} && monte status {r.experiment}")

@@ -4,7 +4,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +19,9 @@ from monte.cli.output import (
     is_tty,
     table,
 )
+
+if TYPE_CHECKING:
+    from monte.api.shapes import Recovered
 
 
 def _at_floor(floor: float | None) -> str:
@@ -268,12 +271,11 @@ def stop(run: str, reason: str | None, experiment: str | None) -> Any:
     return api.stop(ref=run, experiment=experiment, reason=reason)
 
 
-def _recovered(r: list[dict[str, Any]]) -> None:
+def _recovered(r: list[Recovered]) -> None:
     if not r:
         click.echo("nothing to recover: every finished run is recorded")
     for x in r:
-        click.echo(f"{x['run']}: recorded {x['status']}"
-                   + (f", score {x['score']:.4f} (n={x['n']})" if x.get("score") is not None else ""))
+        click.echo(f"{x.run}: recorded {x.status}" + (f", score {x.score:.4f} (n={x.n})" if x.score is not None else ""))
 
 
 @click.command()

@@ -1,19 +1,23 @@
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import confirm_plan, handled, is_tty, progress
-from monte.cli.remote import check_remote, raise_path_recipe, remote_options, submitted
+from monte.cli.remote import remote_options, submitted
+
+if TYPE_CHECKING:
+    from monte.api.shapes import Rerun
 
 
 def _human(r: Any) -> None:
     if r is None:
         return
-    if isinstance(r, dict) and "session" in r:
+    from monte.api.shapes import Submitted
+
+    if isinstance(r, Submitted):
         submitted(r)
         return
     row = r.run
@@ -75,25 +79,17 @@ def train(recipe: str, source: str, parent: str | None, from_base: bool, model: 
     """Train one chunk (the experiment's steps_per_chunk steps, 50 by default)."""
     from monte import api
 
-    check_remote(remote, push=push, dry_run=dry_run, provider=provider, host=host)
-    if hosts and remote:
-        from monte.errors import error
-
-        raise error("E_USAGE", "--hosts runs the chunk's nodes on your machines over SSH; --remote submits it to a box",
-                    "drop one of them (on a box, --processes N uses its GPUs)")
-    if remote and ("/" in recipe or recipe.endswith((".yaml", ".yml"))):
-        raise_path_recipe(recipe)
+    api.check_remote(remote=remote, push=push, dry_run=dry_run, provider=provider, host=host)
     plan = api.plan_train(recipe=recipe, source=source, parent=parent, from_base=from_base, model=model,
-                          smoke=smoke, push=push or remote, experiment=experiment, adopt=adopt,
-                          remote=remote,
+                          smoke=smoke, push=push, experiment=experiment, adopt=adopt, remote=remote,
                           processes=processes if processes is not None or accelerate_config else 1, nodes=nodes,
                           accelerate_config=accelerate_config, port=port, hosts=hosts,
-                          ssh_key=(ssh_key or os.environ.get("MONTE_SSH_KEY_FILE")) if hosts else None)
+                          ssh_key=ssh_key if hosts else None)
     if remote:
         if not confirm_plan([*plan.lines(), f"  remote: submit to {host or 'a Lambda box'}"], yes=yes,
                             dry_run=False, as_json=as_json):
             return None
-        return api.submit(kind="train", plan=plan, provider=provider, host=host, ssh_key=ssh_key)
+        return api.submit(plan=plan, provider=provider, host=host, ssh_key=ssh_key)
     if not confirm_plan(plan.lines(), yes=yes, dry_run=dry_run, as_json=as_json):
         return {"dry_run": True, "plan": plan.model_dump()} if as_json else None
     return api.run_train(plan, on_progress=progress("train", "steps") if is_tty() and not as_json else None)
@@ -119,22 +115,22 @@ def promote(checkpoint: str, dest: str, confirm_: str, experiment: str | None, f
                        from_hub=from_hub)
 
 
-def _rerun_human(r: Any) -> None:
+def _rerun_human(r: Rerun) -> None:
     import shlex
 
-    click.echo("# the chunk's command (the launch record of " + r["run"] + ")")
-    for k, v in sorted(r["env"].items()):
+    click.echo("# the chunk's command (the launch record of " + r.run + ")")
+    for k, v in sorted(r.env.items()):
         click.echo(f"export {k}={shlex.quote(v)}")
-    click.echo(shlex.join(r["command"]))
-    if r["ranks"]:
+    click.echo(shlex.join(r.command))
+    if r.ranks:
         click.echo("# which starts, one per node (PORT: a free rendezvous port, or --port):")
-        for argv in r["ranks"]:
+        for argv in r.ranks:
             click.echo("#   " + shlex.join(argv))
-    checks = [f"recipe sha256 {r['recipe_sha256']}"] + ([f"accelerate config sha256 {r['config_sha256']}"]
-                                                         if r["config_sha256"] else [])
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(r["versions"].items()) if v)
+    checks = [f"recipe sha256 {r.recipe_sha256}"] + ([f"accelerate config sha256 {r.config_sha256}"]
+                                                     if r.config_sha256 else [])
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(r.versions.items()) if v)
     click.echo("# recorded: " + "; ".join(checks) + (f"; versions: {versions}" if versions else ""))
-    if not r["recorded"]:
+    if not r.recorded:
         click.echo("# this row predates the launch record: it ran in one process")
 
 

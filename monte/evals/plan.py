@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from monte.envs import lmeval
 from monte.envs.items import exam_sketch, read_items
@@ -56,6 +56,8 @@ class Target(BaseModel):
 
 
 class ExamPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     exam: str
     benchmark: str
     split: str
@@ -77,6 +79,9 @@ class ExamPlan(BaseModel):
 
 
 class EvalPlan(BaseModel):
+    # a plan is what was shown and checked: a change is a new plan (model_copy), never an edit
+    model_config = ConfigDict(frozen=True)
+
     experiment: str
     cohort: str
     weights: str = ""  # the base model's weights identity (the seal is keyed by it)
@@ -185,10 +190,11 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
         verify_before_spend(ws.store)  # base ref reads as a fresh cohort above, and is a rewind here
     target = _resolve_target(ws, exp, rows, cohort, where, split, step, checkpoint, smoke, snap)
     if test_read:
-        for e in exams:
+        for i, e in enumerate(exams):
             touches = seal.touches(keys[e.exam], own=(exp, rows))
-            e.role = rules.check_test_read(rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint",
-                                           experiment=exp, touches=touches, note=overlap_note(seal, touches))
+            exams[i] = e.model_copy(update={"role": rules.check_test_read(
+                rows, cohort, e.exam, on_checkpoint=target.kind == "checkpoint", experiment=exp,
+                touches=touches, note=overlap_note(seal, touches))})
     _advise(ws, meas, rows, cohort, exams, test_read=test_read)
     if test_read and target.kind == "checkpoint":
         _searched(rows, cohort, exams, f"{target.run}@{target.step}")
@@ -321,7 +327,7 @@ def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claime
     dev eval with a delta, as ``monte status`` counts them)."""
     from monte.stats.search import Candidate, judge
 
-    for e in exams:
+    for i, e in enumerate(exams):
         first: dict[str, Candidate] = {}
         for r in sorted(rows, key=lambda r: r.seq):
             t = r.plan.get("target") or {}
@@ -332,7 +338,8 @@ def _searched(rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], claime
                     first[ref] = Candidate.of(ref, r.delta, int(t.get("step", 0)))
         s = judge(list(first.values()), nominated=claimed) if claimed in first else None
         if s is not None:
-            e.search = {"cohort": cohort, "exam": e.exam, "split": "dev", **s.record(), "chosen": "claimed"}
+            exams[i] = e.model_copy(update={"search": {"cohort": cohort, "exam": e.exam, "split": "dev",
+                                                       **s.record(), "chosen": "claimed"}})
 
 
 def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: str, exams: list[ExamPlan], *,
@@ -342,10 +349,11 @@ def _advise(ws: Workspace, meas: Measurement, rows: Sequence[RunRow], cohort: st
     from monte.envs.floor import exam_floors
 
     floors = exam_floors(ws, meas.environment)
-    for e in exams:
+    for i, e in enumerate(exams):  # each exam's plan replaced, never edited (plans are frozen)
         f = floors.get(e.exam, {}).get(e.split)
-        e.floor = f.score if f is not None else None
+        update: dict[str, Any] = {"floor": f.score if f is not None else None}
         if test_read:
             dev = [r.delta for r in rows if r.delta and is_admissible(r) and r.cohort == cohort
                    and r.exam == e.exam and r.split == "dev"]
-            e.detectable = detectable(e.n, dev, samples=meas.eval.samples)
+            update["detectable"] = detectable(e.n, dev, samples=meas.eval.samples)
+        exams[i] = e.model_copy(update=update)

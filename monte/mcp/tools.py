@@ -249,7 +249,7 @@ def _dataset_add(a: dict[str, Any], call: Call) -> Any:
 def _recipe_add(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
-    return fit(api.recipe_add(name=a["name"], text=a["yaml"]))
+    return fit(api.recipe_add(name=a["name"], text=a["yaml"]).to_dict())
 
 
 # --- the sealed test split: two reads per cohort --------------------------------------------------

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from monte.errors import MonteError, error
 from monte.ledger import rules
@@ -44,6 +44,9 @@ SMOKE_STEPS = 3
 
 
 class TrainPlan(BaseModel):
+    # a plan is what was shown and checked: a change is a new plan (model_copy), never an edit
+    model_config = ConfigDict(frozen=True)
+
     experiment: str
     cohort: str
     weights: str = ""  # the base model's weights identity
@@ -132,15 +135,15 @@ def plan_train(ws: Workspace, *, experiment: str | None, recipe: str, source: st
     plan = _plan_train(ws, experiment=experiment, recipe=recipe, source=source, parent=parent,
                        from_base=from_base, model=model, smoke=smoke)
     recipes.check_chunk(plan.recipe, plan.resume_step, plan.steps)  # horizon, generation buffer
-    plan.launch = launch.plan_launch(plan.recipe.settings, plan.recipe.algorithm, processes=processes, nodes=nodes,
-                                     accelerate_config=accelerate_config, port=port, hosts=hosts,
-                                     ssh_key=ssh_key)
+    plan = plan.model_copy(update={"launch": launch.plan_launch(
+        plan.recipe.settings, plan.recipe.algorithm, processes=processes, nodes=nodes,
+        accelerate_config=accelerate_config, port=port, hosts=hosts, ssh_key=ssh_key)})
     if plan.resume_from and plan.parent and plan.recipe.algorithm not in ("sft", "dpo"):  # those sample nothing
         _same_world(ws, plan)
     if not remote:
         check_machine(plan)
     if push:
-        plan.push, plan.bucket, plan.hub = True, bucket, hub_repo
+        plan = plan.model_copy(update={"push": True, "bucket": bucket, "hub": hub_repo})
     return plan
 
 

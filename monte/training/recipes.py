@@ -544,6 +544,9 @@ def add_recipe(repo_root: Path, name: str, text: str) -> dict[str, Any]:
     settings = _validate(raw, path)
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".{name}.yaml.tmp"
-    tmp.write_bytes(raw)
-    os.replace(tmp, path)
+    try:
+        tmp.write_bytes(raw)
+        os.replace(tmp, path)
+    finally:  # a refused write (a folder where the file goes, a full disk) leaves no half-file behind
+        tmp.unlink(missing_ok=True)
     return {"name": name, "path": str(path), "sha256": sha256_bytes(raw), "algorithm": settings["algorithm"]}

@@ -1,0 +1,208 @@
+"""`monte.api`'s face, as a Python caller meets it: one list of verbs (``__all__``), ``evaluate``,
+plans that cannot be edited after they were checked, the ``--remote``/``--hosts`` rules, and
+refusals (a ``MonteError`` with its ``E_*`` code), never a raw ``OSError``, for what the disk or
+the network did."""
+
+from __future__ import annotations
+
+import inspect
+import socket
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from monte import api
+from monte.errors import MonteError
+
+#: a well-formed ed25519 public key (no one holds its private half)
+PUBKEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+
+
+def _state(repo: Path) -> tuple[str, str]:
+    """What a refusal must leave as it was: the refs and the work tree (untracked files too)."""
+    refs = subprocess.run(["git", "-C", str(repo), "for-each-ref"], capture_output=True, text=True, check=True)
+    tree = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all", "--ignored"],
+                          capture_output=True, text=True, check=True)
+    return refs.stdout, tree.stdout
+
+
+# --- one face ------------------------------------------------------------------------------------
+
+
+def test_all_names_every_public_verb_and_nothing_else() -> None:
+    public = {n for n, v in vars(api).items() if not n.startswith("_") and inspect.isfunction(v)
+              and v.__module__.startswith("monte.api")}
+    assert set(api.__all__) == public
+    assert len(api.__all__) == len(set(api.__all__))
+
+
+def test_every_verb_refuses_rather_than_raising_raw_errors() -> None:
+    """Each verb of ``__all__`` is wrapped by ``refusing`` (its signature and docstring kept)."""
+    for name in api.__all__:
+        verb = getattr(api, name)
+        assert hasattr(verb, "__wrapped__"), name
+        assert verb.__doc__ and verb.__doc__ == verb.__wrapped__.__doc__, name
+        assert inspect.signature(verb) == inspect.signature(verb.__wrapped__), name
+
+
+def test_evaluate_is_the_verb_and_eval_underscore_its_old_name() -> None:
+    assert api.evaluate.__wrapped__.__name__ == "evaluate"  # type: ignore[attr-defined]
+    assert api.eval_ is api.evaluate
+
+
+# --- plans are values ----------------------------------------------------------------------------
+
+
+def test_plans_cannot_be_edited_only_copied() -> None:
+    from monte.evals.plan import EvalPlan, ExamPlan
+    from monte.training.plan import TrainPlan
+
+    exam = ExamPlan(exam="parity", benchmark="parity", split="dev", path="p", sha256="0" * 64, n=3)
+    for plan, field, value in ((EvalPlan.model_construct(adopt={}), "adopt", {"parity": "r1"}),
+                               (TrainPlan.model_construct(adopt=None), "adopt", "r1"),
+                               (TrainPlan.model_construct(launch=None), "launch", None),
+                               (exam, "role", "claim")):
+        with pytest.raises(ValidationError, match="frozen"):
+            setattr(plan, field, value)
+        copy = plan.model_copy(update={field: value})
+        assert getattr(copy, field) == value and copy is not plan
+    assert exam.role is None
+
+
+# --- the --remote and --hosts rules, below the CLI -------------------------------------------------
+
+
+@pytest.mark.parametrize(("kw", "said"), [
+    ({"remote": False, "host": "box"}, "--provider and --host choose where --remote runs"),
+    ({"remote": False, "provider": "ssh"}, "--provider and --host choose where --remote runs"),
+    ({"remote": True, "push": True}, "--remote already runs the box job with --push"),
+    ({"remote": True, "dry_run": True}, "--remote submits real compute, so it has no dry run"),
+])
+def test_check_remote_refuses_options_that_do_not_go_together(kw: dict[str, object], said: str) -> None:
+    with pytest.raises(MonteError) as e:
+        api.check_remote(**kw)  # type: ignore[arg-type]
+    assert e.value.code == "E_USAGE" and said in e.value.message and e.value.fix
+
+
+def test_check_remote_runs_the_gate_on_a_dirty_tree(repo: Path) -> None:
+    (repo / "notes.txt").write_text("uncommitted\n")
+    with pytest.raises(MonteError) as e:
+        api.check_remote(remote=True)
+    assert e.value.code == "E_REFUSED" and "not clean" in e.value.message
+
+
+def test_plan_train_refuses_remote_with_hosts_or_a_recipe_path(repo: Path) -> None:
+    before = _state(repo)
+    with pytest.raises(MonteError) as e:
+        api.plan_train(recipe="sft-tiny", source="parity", from_base=True, remote=True, hosts="a,b")
+    assert e.value.code == "E_USAGE" and "--hosts" in e.value.message
+    for recipe in ("./mine.yaml", "recipes/mine.yml"):
+        with pytest.raises(MonteError) as e:
+            api.plan_train(recipe=recipe, source="parity", from_base=True, remote=True)
+        assert e.value.code == "E_USAGE" and "path-spelled" in e.value.message and "recipes/" in e.value.fix
+    assert _state(repo) == before
+
+
+def test_a_test_read_is_not_planned_for_a_box_while_a_grader_holds_the_seal(repo: Path) -> None:
+    api.config_set(setting="grader", url="ssh://grader@127.0.0.1:9", key=PUBKEY)
+    before = _state(repo)
+    with pytest.raises(MonteError) as e:
+        api.plan_eval(split="test", remote=True)
+    assert e.value.code == "E_REFUSED" and "grader" in e.value.message
+    api.check_eval_remote(remote=True, split="test", smoke=True)  # a smoke reads nothing: allowed
+    api.check_eval_remote(remote=True, split="dev", smoke=False)
+    assert _state(repo) == before
+
+
+# --- the disk and the network: refusals, not OSErrors ---------------------------------------------
+
+
+def test_a_folder_where_a_recipe_goes_is_a_refusal_that_leaves_no_trace(repo: Path) -> None:
+    (repo / "recipes" / "mine.yaml").mkdir(parents=True)
+    before = _state(repo)
+    with pytest.raises(MonteError) as e:
+        api.recipe_add(name="mine", text="algorithm: sft\n")
+    assert e.value.code == "E_STORAGE" and "it is a folder where monte keeps a file" in e.value.message
+    assert isinstance(e.value.__cause__, IsADirectoryError)
+    assert _state(repo) == before  # no half-written file left beside it
+
+
+def test_an_unreachable_host_is_a_refusal(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from monte.remote import lambda_api
+
+    with socket.socket() as s:  # a port nothing listens on: connecting is refused at once
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MONTE_LAMBDA_API", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("MONTE_LAMBDA_KEY", "secret_for_a_test")
+    monkeypatch.setattr(lambda_api, "RETRY_BUDGET_S", 0.0)  # one try: the refusal, not the backoff
+    with pytest.raises(MonteError) as e:
+        api.box_status()
+    assert e.value.code == "E_BOX" and "Connection refused" in e.value.message
+
+
+def test_the_refusal_for_each_kind_of_failure() -> None:
+    """:func:`refusal_for`, which the api's verbs and the CLI's handler share."""
+    import errno
+
+    from monte.api.refusals import refusal_for
+
+    full = refusal_for(OSError(errno.ENOSPC, "No space left on device", "/data/x"))
+    assert full is not None and full.code == "E_STORAGE" and "/data/x" in full.message
+    reset = refusal_for(ConnectionResetError(errno.ECONNRESET, "reset"))
+    assert reset is not None and reset.code == "E_STORAGE" and "network" in reset.message
+    gone = refusal_for(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    assert gone is not None and "pip install" in gone.fix
+    assert refusal_for(KeyError("a bug")) is None  # a bug stays a bug
+    assert refusal_for(OSError(errno.EBADF, "Bad file descriptor")) is None
+
+
+# --- one result idiom ------------------------------------------------------------------------------
+
+
+def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys: pytest.CaptureFixture[str]) -> None:
+    """A result reads by field, cannot be edited, and ``--json`` prints it as the dict it was."""
+    import dataclasses
+    import json
+
+    from monte.api.shapes import BoxDown, BoxInstance, BoxStatus, Recovered, Submitted, Terminated
+    from monte.cli.output import print_json
+
+    row: dict[str, Any] = {"id": "i-1", "name": "monte-a", "owner": "monte", "status": "active", "type": "gpu_1x_h100_pcie",
+           "region": "us-east-1", "ip": "10.0.0.1", "age_hours": 1.5, "over_ttl": False, "cold": True,
+           "keep_alive": False, "launched_at": "2026-12-05T04:00:00+00:00"}
+    as_dict = {"instances": [row], "stale_identity_files": ["/x/boxes/i-0.json"]}
+    status = BoxStatus(instances=(BoxInstance(**row),), stale_identity_files=["/x/boxes/i-0.json"])
+    assert status.instances[0].age_hours == 1.5 and status.to_dict() == as_dict
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        status.instances[0].status = "terminated"  # type: ignore[misc]
+    down = BoxDown(terminated=Terminated(id="i-1", name="monte-a", type=None, region=None),
+                   already_terminating=False, identity_file_removed=None)
+    sub = Submitted(experiment="exp", runs=["r1"], box="b", session="s", commit="c" * 40, workdir="/w",
+                    timings={"gate": 0.1})
+    for result in (status, down, sub, [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
+        for tty in (False, True):  # orjson off a terminal, json's encoder on one
+            plain = result.to_dict() if not isinstance(result, list) else [r.to_dict() for r in result]
+            capsys.readouterr()
+            with pytest.MonkeyPatch.context() as m:
+                m.setattr("sys.stdout.isatty", lambda tty=tty: tty)
+                print_json(result)
+                typed = capsys.readouterr().out
+                print_json(plain)
+                assert typed == capsys.readouterr().out
+            assert json.loads(typed) == plain
+
+
+def test_a_recipe_added_is_a_result_read_by_field(repo: Path) -> None:
+    import hashlib
+
+    from monte.api.shapes import RecipeAdded
+
+    added = api.recipe_add(name="mine", text="algorithm: sft\n")
+    assert isinstance(added, RecipeAdded) and added.name == "mine" and added.algorithm == "sft"
+    assert Path(added.path).read_bytes() == b"algorithm: sft\n"
+    assert added.sha256 == hashlib.sha256(b"algorithm: sft\n").hexdigest()
+    assert added.to_dict() == {"name": "mine", "path": added.path, "sha256": added.sha256, "algorithm": "sft"}
