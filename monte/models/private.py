@@ -26,8 +26,8 @@ def private_copy(ws: Workspace, folder: Path, files: dict[str, str], label: str,
     (``E_INTEGRITY`` naming the file otherwise; the staging folder is removed). ``rest``: every
     other file under ``folder`` is copied too, unproven (a trainer state's optimizer and RNG state,
     which no record hashes), so the copy is a whole folder its loader can resume from."""
-    from monte.staging import staging_dir
     from monte.hashing import copy_hashed
+    from monte.staging import staging_dir
 
     dest = staging_dir(ws.data_root)
     try:
