@@ -111,12 +111,13 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
 # --- custody -------------------------------------------------------------------------------------
 
 
-def take(ws: Workspace, env: str) -> dict[str, Any]:
+def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, Any]:
     """Hand every test split of environment ``env`` to the grader, then remove the local copies
-    (the data root's file, and its objects in the repository's DVC cache and a folder Vault)."""
+    (the data root's file, and its objects in the repository's DVC cache and a folder Vault).
+    ``grader``: one already proven to sign with the pinned key (else proven here first)."""
     from monte.manifest import read_manifest
 
-    g = require(ws)
+    g = grader or require(ws)
     folder = ws.env_dir(env)
     m = read_manifest(folder)
     if m is None or m.kind != "environment":
@@ -126,6 +127,8 @@ def take(ws: Workspace, env: str) -> dict[str, Any]:
     tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
     if not tests:
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
+    if grader is None:  # a sealed split is sent only to the grader the repository pins
+        proven_hello(g, what="nothing was sent")
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file():
@@ -218,10 +221,7 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     ledger = Ledger(ws.store, plan.experiment)
     folder = Path(plan.target.folder or plan.target.model)
     payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
-    if " ".join(str(hello(g).get("public_key", "")).split()[:2]) != g.key:  # reachable, and the pinned one
-        raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; "
-                    "nothing was spent", "pin the key `monte grader init` printed (`monte config set grader URL "
-                    "--key ...`), or point .monte.yaml at the grader that holds it")
+    proven_hello(g)  # reachable, and the pinned one
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
@@ -320,8 +320,48 @@ def hello(g: Grader) -> dict[str, Any]:
     return call(g, {"op": "hello"})
 
 
+def proven_hello(g: Grader, *, what: str = "nothing was spent") -> dict[str, Any]:
+    """``hello``, refused unless the grader answers with the pinned key: nothing is sent to, or
+    counted by, a grader that is not the one the repository pins."""
+    answer = hello(g)
+    if " ".join(str(answer.get("public_key", "")).split()[:2]) != g.key:
+        raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; {what}",
+                    "pin the key `monte grader init` printed (`monte config set grader URL --key ...`), or "
+                    "point .monte.yaml at the grader that holds it")
+    return answer
+
+
+def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) -> Any:
+    """``monte experiment init`` with a grader: the test splits go into custody as part of the
+    freeze. ``create(held=..., dry_run=...)`` freezes the measurement, ``held`` naming the sealed
+    splits the grader holds (content -> n: proven there, not on this data root).
+
+    Order, so nothing is left half-done: the grader must answer with the pinned key (else
+    ``E_BOX``/``E_INTEGRITY``, nothing changed); the measurement is planned (every refusal of
+    ``experiment init`` fires, nothing changed); the local test splits are handed over and their
+    copies removed; then the measurement is written. A failure after the hand-over leaves the
+    splits in custody (their safe place) and no experiment: the same command again completes it."""
+    g = require(ws)
+    try:
+        sealed = dict(proven_hello(g, what="nothing was frozen").get("sealed") or {})
+    except MonteError as exc:
+        if exc.code != "E_BOX":
+            raise
+        raise error("E_BOX", f"{exc.message}; nothing was frozen (a grader-pinned repository freezes an experiment "
+                    "only with its test splits handed to the grader)",
+                    "start the grader's sshd and check its authorized_keys line, then run `monte experiment init` "
+                    "again (or `monte config show` to see the address pinned)") from None
+    plan = create(held=sealed, dry_run=True)
+    if dry_run:
+        return plan
+    for t in take(ws, env, grader=g)["taken"]:
+        if not t.get("already"):
+            sealed[t["content"]] = int(t["n"])
+    return create(held=sealed, dry_run=False)
+
+
 __all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",
-           "recover", "hello"]
+           "recover", "hello", "proven_hello", "freeze_experiment"]
 
 
 def set_grader(ws: Workspace, url: str, key: str | None) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
         payload = _read_exactly(stdin, size) if size else b""
         op = req.get("op")
         if op == "hello":
-            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1}
+            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1, "sealed": held(home)}
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "read":
@@ -97,6 +97,16 @@ def _run_id(run: str) -> str:
 
 
 # --- take ----------------------------------------------------------------------------------------
+
+
+def held(home: Home) -> dict[str, int]:
+    """The sealed splits in custody: content sha256 -> item count (what the agent's manifest and
+    measurement record anyway; never an item)."""
+    out = {}
+    for meta in sorted(home.sealed.glob("*.json")):
+        doc = json.loads(meta.read_text())
+        out[str(doc["content"])] = int(doc["n"])
+    return out
 
 
 def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
