@@ -216,9 +216,13 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import ensure_base
     from monte.models import locate
+    from monte.runs.folders import log_event
+    from monte.runs.lifecycle import transitions
 
     g = require(ws)
     ledger = Ledger(ws.store, plan.experiment)
+    # --push: the results bucket opened now, before anything is spent; a push after each record
+    transition, pusher = transitions(ws, plan.experiment, bool(getattr(plan, "push", False)), on_transition)
     folder = Path(plan.target.folder or plan.target.model)
     payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
     proven_hello(g)  # reachable, and the pinned one
@@ -228,8 +232,10 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     results = []
     for e in plan.exams:
         row = start_row(ledger, plan, e, ws=ws)
-        if on_transition:
-            on_transition(row, "started")
+        # the run's event file, as a local read keeps it (`monte logs`; --push carries it to the bucket)
+        log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label,
+                  grader=g.label)
+        transition(row, "started")
         request = {"op": "read", "run": row.run, "experiment": plan.experiment, "exam": e.exam,
                    "content": e.sha256, "cohort": plan.cohort, "role": row.role,
                    "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
@@ -241,20 +247,30 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
             if exc.code == "E_BOX":  # the read may be running on the grader: recover fetches it
                 raise error("E_BOX", f"{exc.message}; run {row.run}'s read may still complete on the grader",
                             f"`monte recover {plan.experiment}` fetches its signed result") from None
-            _fail(ledger, row, exc.message)
+            log_event(ws, plan.experiment, row.run, "failed", code=exc.code, message=exc.message)
+            transition(_fail(ledger, row, exc.message), "finished")
             raise
-        done = record(ws, g, ledger, row, answer)
-        if on_transition:
-            on_transition(done, "finished")
+        try:
+            done = record(ws, g, ledger, row, answer)
+        except MonteError as exc:
+            failed = ledger.row(row.run)
+            if failed is not None and failed.status == "failed":  # the grader's read failed: recorded so
+                log_event(ws, plan.experiment, row.run, "failed", code=exc.code, message=exc.message)
+                transition(failed, "finished")
+            raise
+        log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+        transition(done, "finished")
         results.append(done.model_dump(mode="json"))
+    if pusher is not None:
+        pusher.check()  # a finished read whose final push did not land: E_STORAGE naming `monte push`
     return EvalResult(experiment=plan.experiment, runs=results,
                       floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
 
 
-def _fail(ledger: Any, row: Any, why: str) -> None:
+def _fail(ledger: Any, row: Any, why: str) -> Any:
     from monte.evals.run import finish_row
 
-    finish_row(ledger, row, "failed", error_text=why)
+    return finish_row(ledger, row, "failed", error_text=why)
 
 
 def record(ws: Workspace, g: Grader, ledger: Any, row: Any, answer: dict[str, Any]) -> Any:

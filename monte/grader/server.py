@@ -8,8 +8,9 @@ pty, no forwarding. It speaks one request per SSH session over stdin/stdout:
   operation carries a payload (a sealed split for ``take``, a tar of the weights for ``read``);
 - the answer: one JSON line, ``{"ok": true, ...}`` or ``{"error": {"code", "message", "fix"}}``.
 
-Operations: ``hello`` (the grader's public key), ``take`` (a sealed split into custody),
-``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
+Operations: ``hello`` (the grader's public key, and the content hash and item count of each
+sealed split it holds), ``take`` (a sealed split into custody), ``leaks`` (a count, never a
+text), ``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
 answered: no file is ever read back by name, no item ever leaves.
 """
 
