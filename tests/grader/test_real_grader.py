@@ -100,8 +100,14 @@ def test_case_1_weights_swapped_after_the_plan_change_nothing(grader_setup: Setu
 def test_test_at_0_runs_on_the_grader_and_verifies_by_its_signature(grader_setup: Setup) -> None:
     s = grader_setup
     s.agent_monte("eval", "--yes", check=True)  # dev@0, local
-    r = s.agent_monte("eval", "--split", "test", "--yes", "--json", check=True)
+    bucket = s.agent.home / "bucket"
+    s.agent.run("mkdir", str(bucket), check=True)
+    s.agent_monte("config", "set", "bucket", str(bucket), check=True)
+    r = s.agent_monte("eval", "--split", "test", "--push", "--yes", "--json", check=True)
     row = json.loads(r.stdout)["runs"][0]
+    # --push: the results bucket holds the read after each of its records, as for a local read
+    events = (bucket / "runs" / "quickstart" / row["run"] / "events.jsonl").read_text().splitlines()
+    assert [json.loads(x)["event"] for x in events] == ["started", "succeeded"]
     reads = s.grader_reads()
     assert list(reads) == [row["run"]]
     statement = reads[row["run"]]["statement"]["statement"]
@@ -128,8 +134,13 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     s.agent_monte("dataset", "add", "leaky", "--from-file", str(leaky), "--kind", "sft", check=True)
     r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "leaky", "--from-base", "--yes")
     assert r.returncode == 3 and "E_LEAK" in r.stderr and "found by the grader" in r.stderr, r.stderr
-    s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", check=True)
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", "--json",
+                      check=True)
+    first = json.loads(r.stdout)["run"]
     s.agent_monte("eval", "--yes", check=True)  # dev on the checkpoint
+    a = f"{first['run']}@{first['checkpoints'][-1]['step']}"  # the quickstart's continuation: a chunk on top
+    s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--parent", a, "--yes", check=True)
+    s.agent_monte("eval", "--yes", check=True)  # dev on the continuation
     env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
     client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
                                *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "--split",
@@ -160,6 +171,20 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     assert mine["score"] == signed["score"] and abs(mine["delta"]["delta"] - signed["delta"]["delta"]) < 1e-12
     assert mine["score"] != sum(t["score"] for t in flipped) / 200  # not the forged file's score
     s.agent_monte("ledger", "verify", "--all", check=True)
+
+
+def test_the_claim_made_through_the_grader_is_promoted_and_reported(grader_setup: Setup) -> None:
+    """The quickstart's end: the claimed checkpoint promoted (its confirmation is the claim's own
+    reference) and the page of it all written, both from the rows the grader signed."""
+    s = grader_setup
+    claim = next(r for r in _test_reads(s) if r["role"] == "claim")
+    target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
+    promoted = s.agent.home / "promoted"
+    s.agent_monte("promote", target, "--dest", str(promoted), "--confirm", target, check=True)
+    assert (promoted / "config.json").is_file() and any(promoted.glob("*.safetensors"))
+    page = s.agent.home / "report.html"
+    s.agent_monte("report", "--out", str(page), check=True)
+    assert claim["run"] in page.read_text()
 
 
 def test_a_claim_bundle_is_trusted_by_the_graders_key(grader_setup: Setup) -> None:
