@@ -62,6 +62,10 @@ def test_experiment_init_hands_the_test_split_to_the_grader_and_the_agent_cannot
     for p in s.repo.rglob("*"):
         if p.is_file() and p.stat().st_size == len(sealed):
             assert p.read_bytes() != sealed, p
+    # another experiment on the same environment: the split in custody is proven by the grader's word
+    r = s.agent_monte("experiment", "init", "second", "--eval", "parity", "--dry-run", "--json", check=True)
+    assert json.loads(r.stdout)["measurement"]["exams"]["parity"]["splits"]["test"] == {
+        "path": "environments/parity/exams/parity/test.jsonl", "sha256": content, "n": 200}
     # `monte grader take` stays for environments frozen before the grader: nothing left here to take
     r = s.agent_monte("grader", "take", "parity", "--json", check=True)
     assert json.loads(r.stdout)["taken"][0]["already"] is True
@@ -125,7 +129,8 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
             item = json.loads(line)
             out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
     shutil.chown(rows, s.agent.name, s.agent.name)
-    s.agent_monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft", check=True)
+    # as the quickstart freezes its demonstrations: from the environment whose test split is in custody
+    s.agent_monte("dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft", check=True)
     # the leak check runs where the sealed items are: one sealed prompt in a dataset is found there
     sealed = next((s.home / "sealed").glob("*.jsonl")).read_text().splitlines()[3]
     leaky = s.agent.home / "leaky.jsonl"
@@ -139,8 +144,13 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     first = json.loads(r.stdout)["run"]
     s.agent_monte("eval", "--yes", check=True)  # dev on the checkpoint
     a = f"{first['run']}@{first['checkpoints'][-1]['step']}"  # the quickstart's continuation: a chunk on top
-    s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--parent", a, "--yes", check=True)
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--parent", a, "--yes", "--json",
+                      check=True)
     s.agent_monte("eval", "--yes", check=True)  # dev on the continuation
+    second = json.loads(r.stdout)["run"]
+    b = f"{second['run']}@{second['checkpoints'][-1]['step']}"  # a stage boundary: GRPO on the environment
+    s.agent_monte("train", "--recipe", "grpo-tiny", "--source", "parity", "--parent", b, "--yes", check=True)
+    s.agent_monte("eval", "--yes", check=True)  # dev on the GRPO chunk
     env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
     client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
                                *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "--split",
