@@ -7,7 +7,7 @@ measure them is proven here, against its folder and the vault ref, before anythi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
@@ -93,9 +93,12 @@ def create(
     *, name: str, eval_env: str, model: str | None, steps_per_chunk: int, dry_run: bool,
     ws: Workspace | None, samples: int = 1, temperature: float | None = None, top_p: float | None = None,
     pass_at: Sequence[int] = (),
+    held: Mapping[str, int] | None = None,
 ) -> ExperimentInitResult:
     """See :func:`monte.api.experiment_init`. ``ws`` is resolved here, after the names are
-    checked, so a bad one is refused the same inside a repository or outside one."""
+    checked, so a bad one is refused the same inside a repository or outside one. ``held``
+    (content sha256 -> n): the test splits a grader holds in custody (:mod:`monte.grader`): such
+    a split, absent from this data root, is proven by the grader's word, not by local bytes."""
     from monte.envs.grading import LMEVAL, eval_defaults
     from monte.ledger.experiment import Ledger
     from monte.ledger.records import EvalSettings, ExamFreeze, SplitFreeze, TrainSettings
@@ -122,7 +125,11 @@ def create(
     if recorded is not None and recorded.fingerprint != m.fingerprint:
         raise error("E_INTEGRITY", f"environment {eval_env!r}: the manifest here differs from the vault ref's",
                     f"move {folder} aside and run `monte env install {eval_env}`")
-    verify_folder(folder, m)
+    held = held or {}
+    # in the grader's custody (and nowhere on this data root): proven there, counted there
+    away = {rel for splits in m.exams.values() for s, rel in splits.items()
+            if s == "test" and m.files[rel].sha256 in held and not (folder / rel).exists()}
+    verify_folder(folder, m.model_copy(update={"files": {k: v for k, v in m.files.items() if k not in away}}))
     if samples > 1 and (m.grader or {}).get("kind") == LMEVAL:
         raise error("E_USAGE", f"environment {eval_env!r} is graded by lm-eval, which builds its own requests: "
                     "monte cannot sample K answers per item for it", "drop --samples (K = 1) for an lm-eval exam")
@@ -132,7 +139,8 @@ def create(
         exam: ExamFreeze(
             benchmark=(m.grader or {}).get("benchmarks", {}).get(exam, exam),
             splits={s: SplitFreeze(path=f"environments/{eval_env}/{rel}", sha256=m.files[rel].sha256,
-                                   n=_count_lines(folder / rel)) for s, rel in splits.items()},
+                                   n=held[m.files[rel].sha256] if rel in away else _count_lines(folder / rel))
+                    for s, rel in splits.items()},
         )
         for exam, splits in m.exams.items()
     }

@@ -105,7 +105,7 @@ EXAMPLES = {
     "mcp": "monte mcp --read-only   # in the repository; an agent client starts it (docs/agents.md)",
     "grader": "monte grader init /srv/grader      # as the grader's account; then, in the repository:\n"
               "  monte config set grader ssh://grader@localhost --key 'ssh-ed25519 AAAA...'\n"
-              "  monte grader take parity",
+              "  monte experiment init exp --eval parity   # hands the test split to the grader",
 }
 
 #: one example per subcommand of a group (``env add``, ...), shown at the end of its --help
@@ -129,7 +129,7 @@ SUB_EXAMPLES = {
     "box down": "monte box down                 # or: monte box down INSTANCE",
     "grader init": "monte grader init /srv/grader --threads 4   # as the grader's account",
     "grader serve": "monte grader serve --home /srv/grader   # the forced command in authorized_keys",
-    "grader take": "monte grader take parity        # the test splits into custody, local copies removed",
+    "grader take": "monte grader take parity        # an older experiment's test splits into custody",
 }
 
 EXIT_CODES = """\b

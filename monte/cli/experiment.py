@@ -48,7 +48,11 @@ def _created(r: ExperimentInitResult) -> None:
 @handled(_created)
 def init_(name: str, eval_env: str, model: str | None, steps_per_chunk: int, samples: int,
           temperature: float | None, top_p: float | None, pass_at: str, dry_run: bool) -> object:
-    """Freeze measurement.json as the experiment's first ledger record."""
+    """Freeze measurement.json as the experiment's first ledger record.
+
+    With a grader pinned in .monte.yaml, the freeze also hands the test splits to the grader and
+    removes their local copies (nothing is frozen when the grader cannot be reached).
+    """
     from monte import api
     from monte.errors import error
 

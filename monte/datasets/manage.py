@@ -218,7 +218,7 @@ def add(
 def _curriculum(ws: Workspace, env: str) -> tuple[Path, str, str]:
     """A trainable environment's curriculum here, re-proven: (its file, the environment's
     fingerprint, the curriculum's sha256)."""
-    from monte.manifest import read_manifest, verify_folder
+    from monte.manifest import read_manifest, verify_folder, without_custody
 
     m = read_manifest(ws.env_dir(env))
     if m is None or m.kind != "environment":
@@ -228,7 +228,7 @@ def _curriculum(ws: Workspace, env: str) -> tuple[Path, str, str]:
     if m.env_kind != "trainable" or not m.curriculum:
         raise error("E_REFUSED", f"environment {env!r} is eval-only: it has no curriculum to write as "
                     "demonstrations", "freeze a trainable one with `monte env add --server B --dev B --test B`")
-    verify_folder(ws.env_dir(env), m)
+    verify_folder(ws.env_dir(env), without_custody(m, ws.env_dir(env), bool(ws.config.get("grader"))))
     return ws.env_dir(env) / m.curriculum, m.fingerprint, m.files[m.curriculum].sha256
 
 

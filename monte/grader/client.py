@@ -111,12 +111,13 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
 # --- custody -------------------------------------------------------------------------------------
 
 
-def take(ws: Workspace, env: str) -> dict[str, Any]:
+def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, Any]:
     """Hand every test split of environment ``env`` to the grader, then remove the local copies
-    (the data root's file, and its objects in the repository's DVC cache and a folder Vault)."""
+    (the data root's file, and its objects in the repository's DVC cache and a folder Vault).
+    ``grader``: one already proven to sign with the pinned key (else proven here first)."""
     from monte.manifest import read_manifest
 
-    g = require(ws)
+    g = grader or require(ws)
     folder = ws.env_dir(env)
     m = read_manifest(folder)
     if m is None or m.kind != "environment":
@@ -126,6 +127,8 @@ def take(ws: Workspace, env: str) -> dict[str, Any]:
     tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
     if not tests:
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
+    if grader is None:  # a sealed split is sent only to the grader the repository pins
+        proven_hello(g, what="nothing was sent")
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file():
@@ -213,23 +216,26 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     from monte.ledger.experiment import Ledger
     from monte.ledger.lineage import ensure_base
     from monte.models import locate
+    from monte.runs.folders import log_event
+    from monte.runs.lifecycle import transitions
 
     g = require(ws)
     ledger = Ledger(ws.store, plan.experiment)
+    # --push: the results bucket opened now, before anything is spent; a push after each record
+    transition, pusher = transitions(ws, plan.experiment, bool(getattr(plan, "push", False)), on_transition)
     folder = Path(plan.target.folder or plan.target.model)
     payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
-    if " ".join(str(hello(g).get("public_key", "")).split()[:2]) != g.key:  # reachable, and the pinned one
-        raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; "
-                    "nothing was spent", "pin the key `monte grader init` printed (`monte config set grader URL "
-                    "--key ...`), or point .monte.yaml at the grader that holds it")
+    proven_hello(g)  # reachable, and the pinned one
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
     results = []
     for e in plan.exams:
         row = start_row(ledger, plan, e, ws=ws)
-        if on_transition:
-            on_transition(row, "started")
+        # the run's event file, as a local read keeps it (`monte logs`; --push carries it to the bucket)
+        log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label,
+                  grader=g.label)
+        transition(row, "started")
         request = {"op": "read", "run": row.run, "experiment": plan.experiment, "exam": e.exam,
                    "content": e.sha256, "cohort": plan.cohort, "role": row.role,
                    "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
@@ -241,20 +247,30 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
             if exc.code == "E_BOX":  # the read may be running on the grader: recover fetches it
                 raise error("E_BOX", f"{exc.message}; run {row.run}'s read may still complete on the grader",
                             f"`monte recover {plan.experiment}` fetches its signed result") from None
-            _fail(ledger, row, exc.message)
+            log_event(ws, plan.experiment, row.run, "failed", code=exc.code, message=exc.message)
+            transition(_fail(ledger, row, exc.message), "finished")
             raise
-        done = record(ws, g, ledger, row, answer)
-        if on_transition:
-            on_transition(done, "finished")
+        try:
+            done = record(ws, g, ledger, row, answer)
+        except MonteError as exc:
+            failed = ledger.row(row.run)
+            if failed is not None and failed.status == "failed":  # the grader's read failed: recorded so
+                log_event(ws, plan.experiment, row.run, "failed", code=exc.code, message=exc.message)
+                transition(failed, "finished")
+            raise
+        log_event(ws, plan.experiment, row.run, "succeeded", score=done.score, n=done.n)
+        transition(done, "finished")
         results.append(done.model_dump(mode="json"))
+    if pusher is not None:
+        pusher.check()  # a finished read whose final push did not land: E_STORAGE naming `monte push`
     return EvalResult(experiment=plan.experiment, runs=results,
                       floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
 
 
-def _fail(ledger: Any, row: Any, why: str) -> None:
+def _fail(ledger: Any, row: Any, why: str) -> Any:
     from monte.evals.run import finish_row
 
-    finish_row(ledger, row, "failed", error_text=why)
+    return finish_row(ledger, row, "failed", error_text=why)
 
 
 def record(ws: Workspace, g: Grader, ledger: Any, row: Any, answer: dict[str, Any]) -> Any:
@@ -320,8 +336,48 @@ def hello(g: Grader) -> dict[str, Any]:
     return call(g, {"op": "hello"})
 
 
+def proven_hello(g: Grader, *, what: str = "nothing was spent") -> dict[str, Any]:
+    """``hello``, refused unless the grader answers with the pinned key: nothing is sent to, or
+    counted by, a grader that is not the one the repository pins."""
+    answer = hello(g)
+    if " ".join(str(answer.get("public_key", "")).split()[:2]) != g.key:
+        raise error("E_INTEGRITY", f"the grader at {g.label} signs with another key than .monte.yaml pins; {what}",
+                    "pin the key `monte grader init` printed (`monte config set grader URL --key ...`), or "
+                    "point .monte.yaml at the grader that holds it")
+    return answer
+
+
+def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) -> Any:
+    """``monte experiment init`` with a grader: the test splits go into custody as part of the
+    freeze. ``create(held=..., dry_run=...)`` freezes the measurement, ``held`` naming the sealed
+    splits the grader holds (content -> n: proven there, not on this data root).
+
+    Order, so nothing is left half-done: the grader must answer with the pinned key (else
+    ``E_BOX``/``E_INTEGRITY``, nothing changed); the measurement is planned (every refusal of
+    ``experiment init`` fires, nothing changed); the local test splits are handed over and their
+    copies removed; then the measurement is written. A failure after the hand-over leaves the
+    splits in custody (their safe place) and no experiment: the same command again completes it."""
+    g = require(ws)
+    try:
+        sealed = dict(proven_hello(g, what="nothing was frozen").get("sealed") or {})
+    except MonteError as exc:
+        if exc.code != "E_BOX":
+            raise
+        raise error("E_BOX", f"{exc.message}; nothing was frozen (a grader-pinned repository freezes an experiment "
+                    "only with its test splits handed to the grader)",
+                    "start the grader's sshd and check its authorized_keys line, then run `monte experiment init` "
+                    "again (or `monte config show` to see the address pinned)") from None
+    plan = create(held=sealed, dry_run=True)
+    if dry_run or not any("test" in e.splits for e in plan.measurement.exams.values()):
+        return plan if dry_run else create(held=sealed, dry_run=False)  # dev only: nothing to hand over
+    for t in take(ws, env, grader=g)["taken"]:
+        if not t.get("already"):
+            sealed[t["content"]] = int(t["n"])
+    return create(held=sealed, dry_run=False)
+
+
 __all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",
-           "recover", "hello"]
+           "recover", "hello", "proven_hello", "freeze_experiment"]
 
 
 def set_grader(ws: Workspace, url: str, key: str | None) -> dict[str, Any]:

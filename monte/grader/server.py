@@ -8,8 +8,9 @@ pty, no forwarding. It speaks one request per SSH session over stdin/stdout:
   operation carries a payload (a sealed split for ``take``, a tar of the weights for ``read``);
 - the answer: one JSON line, ``{"ok": true, ...}`` or ``{"error": {"code", "message", "fix"}}``.
 
-Operations: ``hello`` (the grader's public key), ``take`` (a sealed split into custody),
-``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
+Operations: ``hello`` (the grader's public key, and the content hash and item count of each
+sealed split it holds), ``take`` (a sealed split into custody), ``leaks`` (a count, never a
+text), ``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
 answered: no file is ever read back by name, no item ever leaves.
 """
 
@@ -54,7 +55,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
         payload = _read_exactly(stdin, size) if size else b""
         op = req.get("op")
         if op == "hello":
-            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1}
+            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1, "sealed": held(home)}
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "read":
@@ -97,6 +98,16 @@ def _run_id(run: str) -> str:
 
 
 # --- take ----------------------------------------------------------------------------------------
+
+
+def held(home: Home) -> dict[str, int]:
+    """The sealed splits in custody: content sha256 -> item count (what the agent's manifest and
+    measurement record anyway; never an item)."""
+    out = {}
+    for meta in sorted(home.sealed.glob("*.json")):
+        doc = json.loads(meta.read_text())
+        out[str(doc["content"])] = int(doc["n"])
+    return out
 
 
 def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:

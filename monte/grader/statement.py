@@ -139,11 +139,60 @@ def require_pinned(config: dict[str, Any]) -> str:
     return key
 
 
-def ledger_violations(store: Any, experiments: list[str], public_key: str) -> list[tuple[str, str, str]]:
+#: the git config key a repository (a bare server's, above all) pins its grader's public key under
+GIT_CONFIG_PIN = (b"monte", b"graderKey")
+#: the branches whose committed ``.monte.yaml`` pins the grader when nothing nearer does (a bare
+#: repository's HEAD, a CI checkout of a ledger branch: the default branch's file, fetched beside it)
+PIN_BRANCHES = (b"HEAD", b"refs/heads/main", b"refs/heads/master", b"refs/remotes/origin/HEAD",
+                b"refs/remotes/origin/main", b"refs/remotes/origin/master")
+
+
+def repository_pin(store: Any, config: dict[str, Any] | None = None) -> str | None:
+    """The grader key a repository pins, for readers without a work tree's config (the hooks,
+    CI on a ledger branch), first found wins: ``config`` (the work tree's ``.monte.yaml``, as a
+    workspace read it), the repository's own ``git config monte.graderKey`` (a bare server's
+    pin, set there, out of any pusher's reach), the work tree's ``.monte.yaml`` beside the git
+    directory, then ``.monte.yaml`` as committed on HEAD or the default branch. None: no grader."""
+    if config is not None and (key := pinned_key(config)) is not None:
+        return key
+    import yaml
+
+    repo = store.repo
+    try:
+        value = repo.get_config().get(*GIT_CONFIG_PIN)
+    except KeyError:
+        value = None
+    if value:
+        return " ".join(value.decode().split()[:2])
+    common = Path(repo.commondir())
+    texts: list[bytes] = []
+    if common.name == ".git" and (common.parent / ".monte.yaml").is_file():
+        texts.append((common.parent / ".monte.yaml").read_bytes())
+    for ref in PIN_BRANCHES:
+        try:
+            commit = repo[repo.refs[ref]]
+            tree = repo[commit.tree]
+            if b".monte.yaml" in tree:
+                texts.append(repo[tree[b".monte.yaml"][1]].data)
+        except (KeyError, AttributeError, ValueError):
+            continue
+    for text in texts:
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError:
+            continue
+        if isinstance(doc, dict) and (key := pinned_key(doc)) is not None:
+            return key
+    return None
+
+
+def ledger_violations(store: Any, experiments: list[str], public_key: str, *,
+                      only: dict[str, set[str]] | None = None) -> list[tuple[str, str, str]]:
     """In a grader-pinned repository: every finished test read of every ledger must carry the
     grader's statement, signed by ``public_key``, that says exactly what its row records; and
     the signed statements spend at most one test@0 and one claim per exam content and cohort.
-    Returns (experiment, run, why) for each violation."""
+    ``only`` (experiment -> runs; a push's new rows, as the hooks judge it): those rows' reads
+    only. Returns (experiment, run, why) for each violation."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.predicates import is_test_read
     from monte.ledger.refs import ledger_ref
@@ -153,7 +202,10 @@ def ledger_violations(store: Any, experiments: list[str], public_key: str) -> li
     spent: dict[tuple[str, str, str], str] = {}
     for exp in experiments:
         snap = store.snapshot(ledger_ref(exp))
-        for row in Ledger(store, exp).rows(snap):
+        ledger = Ledger(store, exp)
+        rows = ledger.rows(snap) if only is None else [
+            r for r in (ledger.row(run, snap) for run in sorted(only.get(exp, ()))) if r is not None]
+        for row in rows:
             if not is_test_read(row) or row.status != "succeeded":
                 continue
             signed = parse_signed(snap.read(f"{run_dir(row.run)}/{ROW_FILE}"))

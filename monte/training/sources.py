@@ -16,7 +16,7 @@ from monte.errors import error
 from monte.ledger.predicates import is_sealed
 from monte.ledger.records import Measurement
 from monte.ledger.seal import record_leak_refusal
-from monte.manifest import now, read_manifest, verify_folder
+from monte.manifest import now, read_manifest, verify_folder, without_custody
 from monte.workspace import Workspace
 
 NEEDS = {"sft": "dataset", "dpo": "dataset", "grpo": "environment", "rloo": "environment",
@@ -60,7 +60,8 @@ def resolve(ws: Workspace, name: str) -> Source:
         if env.env_kind != "trainable" or not env.curriculum:
             raise error("E_REFUSED", f"environment {name!r} is eval-only: it has no curriculum to train on",
                         "freeze a trainable one with `monte env add --server B --dev B --test B`")
-        verify_folder(ws.env_dir(name), env)
+        # a test split in a grader's custody is not here to prove (and no curriculum row comes from it)
+        verify_folder(ws.env_dir(name), without_custody(env, ws.env_dir(name), bool(ws.config.get("grader"))))
         return Source(name=name, kind="environment", rows=str(ws.env_dir(name) / env.curriculum),
                       benchmark=env.provenance.get("roles", {}).get("curriculum"), grader=env.grader,
                       fingerprint=env.fingerprint)

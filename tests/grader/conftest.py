@@ -1,4 +1,5 @@
-"""The module fixture of the real-grader tests; the parts are in tests/support/grader.py."""
+"""The module fixture of the real-grader tests (a repository pinning a grader, before any experiment:
+the first test freezes it); the parts are in tests/support/grader.py."""
 
 from __future__ import annotations
 
@@ -47,7 +48,6 @@ def grader_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         agent.run("git", "init", "-q", "-b", "main", str(repo), check=True)
         for args in (("init",), ("model", "init", "base-model", "--size", "tiny", "--seed", "0"),
                      ("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"),
-                     ("experiment", "init", "quickstart", "--eval", "parity", "--model", "base-model"),
                      ("config", "set", "grader", setup.url, "--key", info["public_key"])):
             setup.agent_monte(*args, check=True)
         yield setup

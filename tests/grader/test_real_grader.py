@@ -6,10 +6,12 @@ then what the agent cannot do."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -31,15 +33,27 @@ def _test_reads(s: Setup) -> list[dict[str, Any]]:
     return [r for r in _rows(s) if r["split"] == "test" and not r["smoke"]]
 
 
-def test_take_moves_the_sealed_split_into_custody_and_the_agent_cannot_read_it(grader_setup: Setup) -> None:
+def test_experiment_init_hands_the_test_split_to_the_grader_and_the_agent_cannot_read_it(
+        grader_setup: Setup) -> None:
     s = grader_setup
     split = s.repo / ".monte" / "environments" / "parity" / "exams" / "parity" / "test.jsonl"
-    assert split.is_file()
-    r = s.agent_monte("grader", "take", "parity", "--json", check=True)
-    doc = json.loads(r.stdout)
-    assert not split.exists() and str(split) in doc["removed"]
-    content = doc["taken"][0]["content"]
-    assert (s.home / "sealed" / f"{content}.jsonl").is_file()  # root sees it; the agent cannot
+    init = ("experiment", "init", "quickstart", "--eval", "parity", "--model", "base-model")
+    # the grader unreachable: refused, nothing frozen, nothing moved
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    s.agent_monte("config", "set", "grader", f"ssh://{s.grader.name}@127.0.0.1:{port}", "--key", s.public_key,
+                  check=True)
+    r = s.agent_monte(*init)
+    assert r.returncode != 0 and "E_BOX" in r.stderr and "nothing was frozen" in r.stderr, r.stderr
+    assert split.is_file() and s.agent_monte("experiment", "list", "--json", check=True).stdout.strip() == "[]"
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    # the freeze hands the split over: no moment after it where the plaintext sits on the data root
+    r = s.agent_monte(*init, "--json", check=True)
+    assert json.loads(r.stdout)["measurement"]["exams"]["parity"]["splits"]["test"]["n"] == 200
+    assert not split.exists()
+    content = hashlib.sha256(next((s.home / "sealed").glob("*.jsonl")).read_bytes()).hexdigest()
+    assert json.loads(r.stdout)["measurement"]["exams"]["parity"]["splits"]["test"]["sha256"] == content
     for path in (s.home / "sealed" / f"{content}.jsonl", s.home, s.grader.home):
         denied = s.agent.run("cat" if path.suffix else "ls", str(path))
         assert denied.returncode != 0 and "Permission denied" in denied.stderr
@@ -48,6 +62,13 @@ def test_take_moves_the_sealed_split_into_custody_and_the_agent_cannot_read_it(g
     for p in s.repo.rglob("*"):
         if p.is_file() and p.stat().st_size == len(sealed):
             assert p.read_bytes() != sealed, p
+    # another experiment on the same environment: the split in custody is proven by the grader's word
+    r = s.agent_monte("experiment", "init", "second", "--eval", "parity", "--dry-run", "--json", check=True)
+    assert json.loads(r.stdout)["measurement"]["exams"]["parity"]["splits"]["test"] == {
+        "path": "environments/parity/exams/parity/test.jsonl", "sha256": content, "n": 200}
+    # `monte grader take` stays for environments frozen before the grader: nothing left here to take
+    r = s.agent_monte("grader", "take", "parity", "--json", check=True)
+    assert json.loads(r.stdout)["taken"][0]["already"] is True
 
 
 def test_the_agents_key_gets_no_shell_only_the_grader(grader_setup: Setup) -> None:
@@ -83,8 +104,14 @@ def test_case_1_weights_swapped_after_the_plan_change_nothing(grader_setup: Setu
 def test_test_at_0_runs_on_the_grader_and_verifies_by_its_signature(grader_setup: Setup) -> None:
     s = grader_setup
     s.agent_monte("eval", "--yes", check=True)  # dev@0, local
-    r = s.agent_monte("eval", "--split", "test", "--yes", "--json", check=True)
+    bucket = s.agent.home / "bucket"
+    s.agent.run("mkdir", str(bucket), check=True)
+    s.agent_monte("config", "set", "bucket", str(bucket), check=True)
+    r = s.agent_monte("eval", "--split", "test", "--push", "--yes", "--json", check=True)
     row = json.loads(r.stdout)["runs"][0]
+    # --push: the results bucket holds the read after each of its records, as for a local read
+    events = (bucket / "runs" / "quickstart" / row["run"] / "events.jsonl").read_text().splitlines()
+    assert [json.loads(x)["event"] for x in events] == ["started", "succeeded"]
     reads = s.grader_reads()
     assert list(reads) == [row["run"]]
     statement = reads[row["run"]]["statement"]["statement"]
@@ -102,7 +129,8 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
             item = json.loads(line)
             out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
     shutil.chown(rows, s.agent.name, s.agent.name)
-    s.agent_monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft", check=True)
+    # as the quickstart freezes its demonstrations: from the environment whose test split is in custody
+    s.agent_monte("dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft", check=True)
     # the leak check runs where the sealed items are: one sealed prompt in a dataset is found there
     sealed = next((s.home / "sealed").glob("*.jsonl")).read_text().splitlines()[3]
     leaky = s.agent.home / "leaky.jsonl"
@@ -111,8 +139,18 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     s.agent_monte("dataset", "add", "leaky", "--from-file", str(leaky), "--kind", "sft", check=True)
     r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "leaky", "--from-base", "--yes")
     assert r.returncode == 3 and "E_LEAK" in r.stderr and "found by the grader" in r.stderr, r.stderr
-    s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", check=True)
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", "--json",
+                      check=True)
+    first = json.loads(r.stdout)["run"]
     s.agent_monte("eval", "--yes", check=True)  # dev on the checkpoint
+    a = f"{first['run']}@{first['checkpoints'][-1]['step']}"  # the quickstart's continuation: a chunk on top
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--parent", a, "--yes", "--json",
+                      check=True)
+    s.agent_monte("eval", "--yes", check=True)  # dev on the continuation
+    second = json.loads(r.stdout)["run"]
+    b = f"{second['run']}@{second['checkpoints'][-1]['step']}"  # a stage boundary: GRPO on the environment
+    s.agent_monte("train", "--recipe", "grpo-tiny", "--source", "parity", "--parent", b, "--yes", check=True)
+    s.agent_monte("eval", "--yes", check=True)  # dev on the GRPO chunk
     env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
     client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
                                *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "--split",
@@ -145,6 +183,20 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     s.agent_monte("ledger", "verify", "--all", check=True)
 
 
+def test_the_claim_made_through_the_grader_is_promoted_and_reported(grader_setup: Setup) -> None:
+    """The quickstart's end: the claimed checkpoint promoted (its confirmation is the claim's own
+    reference) and the page of it all written, both from the rows the grader signed."""
+    s = grader_setup
+    claim = next(r for r in _test_reads(s) if r["role"] == "claim")
+    target = f"{claim['plan']['target']['run']}@{claim['plan']['target']['step']}"
+    promoted = s.agent.home / "promoted"
+    s.agent_monte("promote", target, "--dest", str(promoted), "--confirm", target, check=True)
+    assert (promoted / "config.json").is_file() and any(promoted.glob("*.safetensors"))
+    page = s.agent.home / "report.html"
+    s.agent_monte("report", "--out", str(page), check=True)
+    assert claim["run"] in page.read_text()
+
+
 def test_a_claim_bundle_is_trusted_by_the_graders_key(grader_setup: Setup) -> None:
     """`monte claim verify --grader-key`: test@0 and the claim signed by the team's grader."""
     s = grader_setup
@@ -159,6 +211,117 @@ def test_a_claim_bundle_is_trusted_by_the_graders_key(grader_setup: Setup) -> No
     other = s.agent_monte("claim", "verify", str(out), "--allowed-signers", str(allowed),
                           "--grader-key", s.key_file.with_suffix(".pub").read_text().strip())
     assert other.returncode == 5 and "grader key" in other.stderr, other.stderr
+
+
+def test_a_forged_test_read_row_fails_verify(grader_setup: Setup, tmp_path: Path) -> None:
+    """A copy of the repository whose test@0 statement was edited (its score) fails verify."""
+    from monte.grader.statement import ROW_FILE
+    from monte.ledger.refs import ledger_ref
+    from monte.ledger.store import Change
+    from monte.ledger.views import run_dir
+    from monte.workspace import open_workspace
+
+    s = grader_setup
+    copy = tmp_path / "repo"
+    shutil.copytree(s.repo, copy, symlinks=True)
+    ws = open_workspace(copy)
+    base = next(r for r in _test_reads(s) if r["role"] == "baseline")
+    path = f"{run_dir(base['run'])}/{ROW_FILE}"
+    snap = ws.store.snapshot(ledger_ref("quickstart"))
+    doc = json.loads(snap.read(path) or b"{}")
+    doc["statement"]["score"] = 1.0
+    ws.store.append(ledger_ref("quickstart"), lambda snap: Change(
+        summary="edit", writes={path: json.dumps(doc).encode()}, trailers={"Monte-Event": "note"}))
+    r = subprocess.run([PYTHON, "-m", "monte", "ledger", "verify", "--all", "--json"], cwd=copy,
+                       capture_output=True, text=True, env={**os.environ, "MONTE_DATA_ROOT": str(copy / ".monte")})
+    assert r.returncode == 5, r.stdout
+    details = json.loads(r.stdout)["error"].get("details") or []
+    assert any(d["rule"] == "grader" for d in details), r.stdout
+
+
+def _git(*args: str, cwd: Path, check: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                       env={**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@monte.invalid",
+                            "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@monte.invalid", **env})
+    if check and r.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} exited {r.returncode}: {r.stderr}")
+    return r
+
+
+def _forge(s: Setup, where: Path, run: str, statement: dict[str, Any] | None) -> Path:
+    """A copy of the agent's repository whose ledger history was rewritten as a forger would (git
+    filter-branch, monte's hooks bypassed): run ``run``'s finishing commit carries ``statement``
+    as its grader.json (None: no grader.json at all, an unsigned read). Nothing else changes."""
+    from monte.grader.statement import ROW_FILE
+    from monte.ledger.views import run_dir
+
+    copy = where / "repo"
+    shutil.copytree(s.repo, copy, symlinks=True)
+    path = f"{run_dir(run)}/{ROW_FILE}"
+    if statement is None:
+        cmd = f"git rm -q --cached --ignore-unmatch {path}"
+    else:
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=copy, input=json.dumps(statement),
+                              capture_output=True, text=True, check=True).stdout.strip()
+        cmd = f"if git ls-files --error-unmatch {path} >/dev/null 2>&1; then " \
+              f"git update-index --cacheinfo 100644,{blob},{path}; fi"
+    ref = "refs/heads/monte/quickstart/ledger"
+    mirror = where / "mirror.git"  # filter-branch wants no local changes: rewritten in a bare copy, fetched back
+    _git("clone", "-q", "--bare", str(copy), str(mirror), cwd=where)
+    _git("-c", "core.hooksPath=/dev/null", "filter-branch", "-f", "--index-filter", cmd, "--", ref, cwd=mirror,
+         FILTER_BRANCH_SQUELCH_WARNING="1")
+    _git("-c", "core.hooksPath=/dev/null", "fetch", "-q", str(mirror), f"+{ref}:{ref}", cwd=copy)
+    return copy
+
+
+def _bare(where: Path, pin: str | None) -> Path:
+    """A shared bare repository with monte's hooks installed, pinning ``pin`` as its grader key."""
+    bare = where / "shared.git"
+    _git("init", "-q", "--bare", str(bare), cwd=where)
+    subprocess.run([PYTHON, "-m", "monte", "hooks", "install"], cwd=bare, check=True, capture_output=True,
+                   env={**os.environ, "GIT_DIR": str(bare)})
+    if pin is not None:
+        _git("config", "monte.graderKey", pin, cwd=bare)
+    return bare
+
+
+def _push(copy: Path, bare: Path, *, verify: bool = False) -> subprocess.CompletedProcess[str]:
+    return _git("push", *(() if verify else ("--no-verify",)), str(bare), "refs/heads/monte/*:refs/heads/monte/*",
+                cwd=copy, check=False)
+
+
+def test_the_hooks_refuse_a_pushed_test_read_without_the_graders_signature(grader_setup: Setup,
+                                                                          tmp_path: Path) -> None:
+    """pre-receive (a shared bare repository's own pin) and pre-push (the work tree's): a test read
+    whose row carries no signature, or a signed statement edited, is refused with rule ``grader``;
+    the honest ledger passes; the same unsigned push to a repository pinning no grader passes."""
+    s = grader_setup
+    claim = next(r for r in _test_reads(s) if r["role"] == "claim")
+    honest = tmp_path / "honest"
+    honest.mkdir()
+    shutil.copytree(s.repo, honest / "repo", symlinks=True)
+    ok = _push(honest / "repo", _bare(honest, s.public_key))
+    assert ok.returncode == 0, ok.stderr
+    unsigned = tmp_path / "unsigned"
+    unsigned.mkdir()
+    copy = _forge(s, unsigned, claim["run"], None)
+    r = _push(copy, _bare(unsigned, s.public_key))
+    assert r.returncode != 0 and "[grader]" in r.stderr and "no grader signature" in r.stderr, r.stderr
+    (unsigned / "open").mkdir()
+    assert _push(copy, _bare(unsigned / "open", None)).returncode == 0  # no pin there: the local rules only
+    # pre-push: the agent's own push, with the pin of its work tree's .monte.yaml (its local memory wiped first)
+    for memory in (".git/monte", ".git/logs"):  # tips.log and git's reflogs: the agent's to delete
+        shutil.rmtree(copy / memory, ignore_errors=True)
+    (unsigned / "pre-push").mkdir()
+    r = _push(copy, _bare(unsigned / "pre-push", None), verify=True)
+    assert r.returncode != 0 and "[grader]" in r.stderr, r.stderr
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    doc = s.grader_reads()[claim["run"]]["statement"]
+    score = 0.25 if doc["statement"]["score"] != 0.25 else 0.5  # another score than the one signed
+    forged = {"statement": {**doc["statement"], "score": score}, "signature": doc["signature"]}
+    r = _push(_forge(s, edited, claim["run"], forged), _bare(edited, s.public_key))
+    assert r.returncode != 0 and "[grader]" in r.stderr and "does not verify" in r.stderr, r.stderr
 
 
 def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
@@ -190,29 +353,3 @@ def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
     r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
     assert r.stdout.split() == ["E_SEALED", "E_SEALED", "E_SEALED"], (r.stdout, r.stderr)
     assert len(s.grader_reads()) == 2
-
-
-def test_a_forged_test_read_row_fails_verify(grader_setup: Setup, tmp_path: Path) -> None:
-    """A copy of the repository whose test@0 statement was edited (its score) fails verify."""
-    from monte.grader.statement import ROW_FILE
-    from monte.ledger.refs import ledger_ref
-    from monte.ledger.store import Change
-    from monte.ledger.views import run_dir
-    from monte.workspace import open_workspace
-
-    s = grader_setup
-    copy = tmp_path / "repo"
-    shutil.copytree(s.repo, copy, symlinks=True)
-    ws = open_workspace(copy)
-    base = next(r for r in _test_reads(s) if r["role"] == "baseline")
-    path = f"{run_dir(base['run'])}/{ROW_FILE}"
-    snap = ws.store.snapshot(ledger_ref("quickstart"))
-    doc = json.loads(snap.read(path) or b"{}")
-    doc["statement"]["score"] = 1.0
-    ws.store.append(ledger_ref("quickstart"), lambda snap: Change(
-        summary="edit", writes={path: json.dumps(doc).encode()}, trailers={"Monte-Event": "note"}))
-    r = subprocess.run([PYTHON, "-m", "monte", "ledger", "verify", "--all", "--json"], cwd=copy,
-                       capture_output=True, text=True, env={**os.environ, "MONTE_DATA_ROOT": str(copy / ".monte")})
-    assert r.returncode == 5, r.stdout
-    details = json.loads(r.stdout)["error"].get("details") or []
-    assert any(d["rule"] == "grader" for d in details), r.stdout

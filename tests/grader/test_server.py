@@ -195,3 +195,41 @@ def test_status_says_in_one_line_where_the_seal_is_held(benchmark_exp: str, repo
     out, err = _status_on_a_terminal(repo)
     assert err.startswith("seal: held by the grader ssh://g@127.0.0.1:2222 (key SHA256:")
     assert monte("status").err == ""  # a program reading the output (a pipe) gets the view alone
+
+
+def test_the_pin_for_hooks_and_ci_is_found_without_a_work_tree_config(tmp_path: Path) -> None:
+    """repository_pin: a bare server's own git config first; else the work tree's .monte.yaml; else
+    the one committed on the default branch (CI's checkout of a ledger branch has none)."""
+    import subprocess
+
+    from monte.grader.statement import repository_pin
+    from monte.ledger.store import Store
+
+    def git(*args: str, cwd: Path) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@monte.invalid", "-c", "core.hooksPath=/dev/null",
+                        *args], cwd=cwd, check=True, capture_output=True)
+
+    main_key, server_key = "ssh-ed25519 AAAAmain", "ssh-ed25519 AAAAserver"
+    repo = tmp_path / "repo"
+    git("init", "-q", "-b", "main", str(repo), cwd=tmp_path)
+    assert repository_pin(Store(repo)) is None  # no grader anywhere: the local rules only
+    (repo / ".monte.yaml").write_text(f"grader: ssh://g@h\ngrader_key: {main_key} comment\n")
+    git("add", ".monte.yaml", cwd=repo)
+    git("commit", "-q", "-m", "pin", cwd=repo)
+    assert repository_pin(Store(repo)) == main_key
+    assert repository_pin(Store(repo), {"grader": "ssh://g@h", "grader_key": server_key}) == server_key
+    # a clone checked out on a ledger branch (no .monte.yaml in its tree): the default branch's pin
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(repo), str(clone), cwd=tmp_path)
+    git("checkout", "-q", "--orphan", "monte/exp/ledger", cwd=clone)
+    git("rm", "-q", "-rf", ".", cwd=clone)
+    git("commit", "-q", "--allow-empty", "-m", "ledger", cwd=clone)
+    git("branch", "-q", "-D", "main", cwd=clone)
+    assert not (clone / ".monte.yaml").exists()
+    assert repository_pin(Store(clone)) == main_key  # origin/main's
+    # a bare server repository: its own config wins over whatever a push commits
+    bare = tmp_path / "shared.git"
+    git("clone", "-q", "--bare", str(repo), str(bare), cwd=tmp_path)
+    assert repository_pin(Store(bare)) == main_key
+    git("config", "monte.graderKey", server_key, cwd=bare)
+    assert repository_pin(Store(bare)) == server_key

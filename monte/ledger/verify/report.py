@@ -97,15 +97,15 @@ def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: boo
     # the repository-wide seal: every ledger's test reads counted per seal key (rule ``seal``)
     violations += [{"experiment": exp, **x.to_dict()}
                    for exp, x in seal_violations(ws.store, new_runs=only if only is not None else None)]
-    from monte.grader.statement import ledger_violations, pinned_key
+    from monte.grader.statement import ledger_violations, repository_pin
+    from monte.ledger.verify.updates import GRADER_FIX
 
-    # a grader-pinned repository: a test read counts only with the grader's signature (docs/grader.md)
-    grader_key = pinned_key(ws.config)
+    # a grader-pinned repository: a test read counts only with the grader's signature (docs/grader.md);
+    # the pin is the work tree's, else the repository's own (CI on a ledger branch reads the default branch's)
+    grader_key = repository_pin(ws.store, ws.config)
     if grader_key is not None:
-        violations += [{"experiment": exp, "commit": run, "rule": "grader", "message": why,
-                        "fix": "a test read is recorded only from the grader's signed result: find who wrote "
-                        "this row, restore the ledger ref from a good copy, then `monte recover EXP` fetches "
-                        "the signed result again"} for exp, run, why in ledger_violations(ws.store, names, grader_key)]
+        violations += [{"experiment": exp, "commit": run, "rule": "grader", "message": why, "fix": GRADER_FIX}
+                       for exp, run, why in ledger_violations(ws.store, names, grader_key)]
     from monte.ledger import remotes
 
     # what a clone's remote-tracking refs hold: let in when it could be; a forged copy is named

@@ -157,6 +157,37 @@ def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
             wrote[exp] = runs
     if not out and wrote:
         out += [(ledger_ref(exp), v) for exp, v in seal_violations(view, new_runs=wrote)]
+        out += grader_violations(store, view, wrote)
+    return out
+
+
+#: what a refused unsigned or forged test read tells the pusher (rule ``grader``)
+GRADER_FIX = ("a test read is recorded only from the grader's signed result: find who wrote this row, restore the "
+              "ledger ref from a good copy, then `monte recover EXP` fetches the signed result again")
+
+
+def grader_violations(store: Store, view: Store, wrote: Mapping[str, set[str]]) -> list[tuple[str, Violation]]:
+    """Rule ``grader`` over the rows a push brings: in a grader-pinned repository
+    (:func:`monte.grader.statement.repository_pin`: a bare server's own ``git config
+    monte.graderKey``, else the committed ``.monte.yaml``) each finished test read among them must
+    carry the grader's statement, signed by the pinned key, saying exactly what its row records."""
+    from monte.ledger.experiment import Ledger
+
+    reads = {exp: {r.run for r in (Ledger(view, exp).row(run) for run in runs)
+                   if r is not None and is_test_read(r) and r.status == "succeeded"}
+             for exp, runs in wrote.items()}
+    if not any(reads.values()):  # most pushes bring no finished test read: no pin is looked up
+        return []
+    from monte.grader.statement import ledger_violations, repository_pin
+
+    key = repository_pin(store)
+    if key is None:
+        return []
+    out = []
+    for exp, run, why in ledger_violations(view, sorted(reads), key, only=reads):
+        tip = view.tip(ledger_ref(exp))
+        out.append((ledger_ref(exp), Violation(tip.decode()[:12] if tip else "-", "grader", f"run {run}: {why}",
+                                               GRADER_FIX)))
     return out
 
 def seal_violations(store: Store, *, new_runs: Mapping[str, set[str]] | None = None) -> list[tuple[str, Violation]]:
