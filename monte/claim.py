@@ -546,7 +546,7 @@ def _shape(statement: dict[str, Any]) -> None:
 def _check_grader(snap: Any, key: str, reads: dict[str, tuple[Any, bytes]]) -> None:
     """Each test read carries the grader's statement, signed by ``key``, saying what its row records."""
     from monte import jsonl
-    from monte.grader.statement import ROW_FILE, check_signature, parse_signed, row_mismatch
+    from monte.ledger.grader_statement import ROW_FILE, check_signature, parse_signed, row_mismatch
     from monte.ledger.views import run_dir
 
     for run, (row, tasks) in reads.items():

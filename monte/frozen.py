@@ -264,3 +264,17 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
             uncommit(ws, added)
     track(ws, kind, name, folder, out)
     return m
+
+
+def without_custody(manifest: Manifest, folder: Path, graded_elsewhere: bool) -> Manifest:
+    """``manifest`` less the test splits missing from ``folder`` when ``graded_elsewhere`` (a
+    grader is pinned: those splits are in its custody, proven and counted there, and their
+    absence here is the point); what :func:`verify_folder` then proves for training on the
+    environment's curriculum or freezing a dataset from it."""
+    from monte.ledger.predicates import is_sealed
+
+    if not graded_elsewhere:
+        return manifest
+    away = {rel for splits in manifest.exams.values() for split, rel in splits.items()
+            if is_sealed(split) and not (folder / rel).exists()}
+    return manifest.model_copy(update={"files": {k: v for k, v in manifest.files.items() if k not in away}})

@@ -156,18 +156,6 @@ def restore_command(manifest: Manifest) -> str:
     return f"monte dataset show {manifest.name}"
 
 
-def without_custody(manifest: Manifest, folder: Path, graded_elsewhere: bool) -> Manifest:
-    """``manifest`` less the test splits missing from ``folder`` when ``graded_elsewhere`` (a
-    grader is pinned: those splits are in its custody, proven and counted there, and their
-    absence here is the point); what :func:`verify_folder` then proves for training on the
-    environment's curriculum or freezing a dataset from it."""
-    if not graded_elsewhere:
-        return manifest
-    away = {rel for splits in manifest.exams.values() for split, rel in splits.items()
-            if split == "test" and not (folder / rel).exists()}
-    return manifest.model_copy(update={"files": {k: v for k, v in manifest.files.items() if k not in away}})
-
-
 def verify_folder(folder: Path, manifest: Manifest) -> None:
     """Prove every file of ``manifest`` against the bytes in ``folder``; refuse naming the file."""
     root = folder.resolve()

@@ -302,7 +302,7 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
 def seal_line(*, ws: Workspace | None = None) -> str:
     """One line: where the seal on the test split is held, and what would make it hold against an
     agent with a shell on this account (docs/grader.md)."""
-    from monte.grader.statement import seal_line as line
+    from monte.ledger.grader_statement import seal_line as line
 
     return line((ws or open_workspace(require_data_root=False)).config)
 

@@ -111,7 +111,7 @@ def _status(mode: str) -> bytes | str | None:
     ws = open_workspace(require_data_root=False)
     data = status_view(ws, None, mode, render, STATUS_CODE[mode])
     if mode == "text" and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
-        from monte.grader.statement import seal_line
+        from monte.ledger.grader_statement import seal_line
 
         sys.stderr.write(seal_line(ws.config) + "\n")
     if isinstance(data, str):

@@ -218,7 +218,8 @@ def add(
 def _curriculum(ws: Workspace, env: str) -> tuple[Path, str, str]:
     """A trainable environment's curriculum here, re-proven: (its file, the environment's
     fingerprint, the curriculum's sha256)."""
-    from monte.manifest import read_manifest, verify_folder, without_custody
+    from monte.frozen import without_custody
+    from monte.manifest import read_manifest, verify_folder
 
     m = read_manifest(ws.env_dir(env))
     if m is None or m.kind != "environment":

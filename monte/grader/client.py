@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from monte.errors import MonteError, error
-from monte.grader.statement import (
+from monte.ledger.grader_statement import (
     PIN_KEY,
     ROW_FILE,
     URL_KEY,
@@ -408,7 +408,7 @@ def set_grader(ws: Workspace, url: str, key: str | None) -> dict[str, Any]:
     tmp.write_text(buf.getvalue(), encoding="utf-8")
     os.replace(tmp, path)
     ws.config[URL_KEY], ws.config[PIN_KEY] = url, pinned
-    from monte.grader.statement import fingerprint
+    from monte.ledger.grader_statement import fingerprint
 
     return {"setting": "grader", "url": url, "file": str(path), "note": f"pinned grader key {fingerprint(pinned)}",
             "dvc_config": None}

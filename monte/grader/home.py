@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from monte.errors import error
-from monte.grader.statement import canonical
+from monte.ledger.grader_statement import canonical
 
 REF_NAME = b"refs/heads/reads"
 

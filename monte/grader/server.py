@@ -30,7 +30,7 @@ from typing import IO, Any
 from monte.errors import MonteError, error
 from monte.grader import home as homes
 from monte.grader.home import Home
-from monte.grader.statement import weights_id
+from monte.ledger.grader_statement import weights_id
 
 MAX_HEADER = 1 << 20
 #: the graders a grader can run without the environment's folder (in-process graders)

@@ -15,7 +15,7 @@ from typing import Any
 from monte import jsonl
 from monte.grader import home as homes
 from monte.grader.home import Home
-from monte.grader.statement import KIND, canonical, outcomes, outcomes_sha256
+from monte.ledger.grader_statement import KIND, canonical, outcomes, outcomes_sha256
 
 
 def grade_read(home: Home, run: str) -> dict[str, Any]:

@@ -13,10 +13,11 @@ from pydantic import BaseModel
 from monte.envs.grading import task_id
 from monte.envs.items import LeakIndex, exam_key, item_text, read_items
 from monte.errors import error
+from monte.frozen import without_custody
 from monte.ledger.predicates import is_sealed
 from monte.ledger.records import Measurement
 from monte.ledger.seal import record_leak_refusal
-from monte.manifest import now, read_manifest, verify_folder, without_custody
+from monte.manifest import now, read_manifest, verify_folder
 from monte.workspace import Workspace
 
 NEEDS = {"sft": "dataset", "dpo": "dataset", "grpo": "environment", "rloo": "environment",

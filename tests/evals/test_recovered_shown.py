@@ -67,7 +67,7 @@ def test_status_and_the_report_mark_a_recovered_run(repo: Path, monte, exp: str)
 def test_status_states_the_local_seals_reach() -> None:
     """The line ``monte status`` prints on a terminal (stderr) without a grader: what the local
     seal holds against and what only a grader on another account stops."""
-    from monte.grader.statement import seal_line
+    from monte.ledger.grader_statement import seal_line
 
     line = seal_line({})
     assert line.startswith("seal: local") and "\n" not in line

@@ -215,7 +215,7 @@ def test_a_claim_bundle_is_trusted_by_the_graders_key(grader_setup: Setup) -> No
 
 def test_a_forged_test_read_row_fails_verify(grader_setup: Setup, tmp_path: Path) -> None:
     """A copy of the repository whose test@0 statement was edited (its score) fails verify."""
-    from monte.grader.statement import ROW_FILE
+    from monte.ledger.grader_statement import ROW_FILE
     from monte.ledger.refs import ledger_ref
     from monte.ledger.store import Change
     from monte.ledger.views import run_dir
@@ -252,7 +252,7 @@ def _forge(s: Setup, where: Path, run: str, statement: dict[str, Any] | None) ->
     """A copy of the agent's repository whose ledger history was rewritten as a forger would (git
     filter-branch, monte's hooks bypassed): run ``run``'s finishing commit carries ``statement``
     as its grader.json (None: no grader.json at all, an unsigned read). Nothing else changes."""
-    from monte.grader.statement import ROW_FILE
+    from monte.ledger.grader_statement import ROW_FILE
     from monte.ledger.views import run_dir
 
     copy = where / "repo"

@@ -16,7 +16,7 @@ import pytest
 from monte.errors import MonteError
 from monte.grader import home as homes
 from monte.grader import server
-from monte.grader.statement import (
+from monte.ledger.grader_statement import (
     canonical,
     check_signature,
     outcomes_sha256,
@@ -202,7 +202,7 @@ def test_the_pin_for_hooks_and_ci_is_found_without_a_work_tree_config(tmp_path: 
     the one committed on the default branch (CI's checkout of a ledger branch has none)."""
     import subprocess
 
-    from monte.grader.statement import repository_pin
+    from monte.ledger.grader_statement import repository_pin
     from monte.ledger.store import Store
 
     def git(*args: str, cwd: Path) -> None:

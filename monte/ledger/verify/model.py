@@ -18,7 +18,7 @@ from monte.ledger.records import RunRow
 ROW = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/row\.json$")
 
 TASKS = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/tasks\.jsonl$")
-#: a test read's signed statement from the grader (monte.grader.statement.ROW_FILE)
+#: a test read's signed statement from the grader (monte.ledger.grader_statement.ROW_FILE)
 GRADER = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/([0-9a-z]{1,64})/grader\.json$")
 
 INDEX = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/index\.json$")

@@ -104,7 +104,7 @@ class Records(Rewinds):
                     bad("append-only", f"per-task results of run {m.group(3)} were rewritten")
                 state.tasks[m.group(3)] = new
             elif (m := GRADER.match(path)) is not None:
-                if old is not None:  # what it says is checked against the pinned key (monte.grader.statement)
+                if old is not None:  # what it says is checked against the pinned key (monte.ledger.grader_statement)
                     bad("append-only", f"the grader's signed statement of run {m.group(3)} was rewritten")
             elif (m := NOMINATION.match(path)) is not None:
                 out += self._nomination(state, cid, m.group(1), new)

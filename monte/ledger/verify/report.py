@@ -97,7 +97,7 @@ def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: boo
     # the repository-wide seal: every ledger's test reads counted per seal key (rule ``seal``)
     violations += [{"experiment": exp, **x.to_dict()}
                    for exp, x in seal_violations(ws.store, new_runs=only if only is not None else None)]
-    from monte.grader.statement import ledger_violations, repository_pin
+    from monte.ledger.grader_statement import ledger_violations, repository_pin
     from monte.ledger.verify.updates import GRADER_FIX
 
     # a grader-pinned repository: a test read counts only with the grader's signature (docs/grader.md);

@@ -168,7 +168,7 @@ GRADER_FIX = ("a test read is recorded only from the grader's signed result: fin
 
 def grader_violations(store: Store, view: Store, wrote: Mapping[str, set[str]]) -> list[tuple[str, Violation]]:
     """Rule ``grader`` over the rows a push brings: in a grader-pinned repository
-    (:func:`monte.grader.statement.repository_pin`: a bare server's own ``git config
+    (:func:`monte.ledger.grader_statement.repository_pin`: a bare server's own ``git config
     monte.graderKey``, else the committed ``.monte.yaml``) each finished test read among them must
     carry the grader's statement, signed by the pinned key, saying exactly what its row records."""
     from monte.ledger.experiment import Ledger
@@ -178,7 +178,7 @@ def grader_violations(store: Store, view: Store, wrote: Mapping[str, set[str]]) 
              for exp, runs in wrote.items()}
     if not any(reads.values()):  # most pushes bring no finished test read: no pin is looked up
         return []
-    from monte.grader.statement import ledger_violations, repository_pin
+    from monte.ledger.grader_statement import ledger_violations, repository_pin
 
     key = repository_pin(store)
     if key is None:
