@@ -35,6 +35,17 @@ def _human(r: Any) -> None:
                     else "batches " + ", ".join(str(b) for b in batches) + ", oldest first")
             click.echo(f"  samples along its path from the base: {c['path_samples']} "
                        f"({len(batches)} chunks; {each})")
+            if c.get("path_epochs"):
+                click.echo("  epochs along its path: " + "; ".join(_epochs(e) for e in c["path_epochs"]))
+
+
+def _epochs(e: dict[str, Any]) -> str:
+    """``parity-sft 0.625 (160 samples / 256 rows)``: an environment's unit is the prompt."""
+    seen, rows = ("prompts", "curriculum items") if e["kind"] == "environment" else ("samples", "rows")
+    if e["epochs"] is None:
+        why = "not on this data root" if e["rows"] is None else "its rows are packed into sequences"
+        return f"{e['source']} unknown ({why})"
+    return f"{e['source']} {e['epochs']:.3g} ({e['seen']} {seen} / {e['rows']} {rows})"
 
 
 def _num(v: Any, spec: str = ".4f") -> str:

@@ -28,7 +28,7 @@ from monte.runs.lifecycle import (
     running,
     transitions,
 )
-from monte.training import launch, recipes
+from monte.training import launch, recipes, sources
 from monte.training.plan import TrainPlan, row_plan
 from monte.training.preflight import preflight_train
 from monte.training.trainers import build, trainer_args
@@ -171,28 +171,66 @@ def _curve(ws: Workspace, plan: TrainPlan, run: str) -> dict[str, Any] | None:
 
 def path_samples(ws: Workspace, plan: TrainPlan) -> dict[str, Any]:
     """The samples the new checkpoint's weights have seen since the base: this chunk's and each
-    chunk's up its path (effective batch x steps, from the rows' plans), and the batch of each,
-    oldest first. A step is not a sample count once the batch size changes between stages: this
-    sum is. ``path_samples`` is None where an ancestor's row or batch cannot be read here."""
+    chunk's up its path (effective batch x steps, from the rows' plans), the batch of each,
+    oldest first, and the epochs of each source along it (:func:`path_epochs`). A step is not a
+    sample count once the batch size changes between stages: this sum is. ``path_samples`` is
+    None where an ancestor's row or batch cannot be read here."""
     from monte.ledger.experiment import Ledger
 
+    unknown: dict[str, Any] = {"path_samples": None, "path_batches": None, "path_epochs": None}
     ledger = Ledger(ws.store, plan.experiment)
-    batches = [int(plan.launch.effective_batch) if plan.launch is not None else 0]
-    steps = [plan.steps]
+    chunks = [path_chunk(int(plan.launch.effective_batch) if plan.launch is not None else 0, plan.steps,
+                     plan.recipe.algorithm, plan.recipe.settings, plan.source.name, plan.source.kind)]
     parent, seen = plan.parent, set()
     while parent and parent.get("run") not in seen:
         seen.add(parent.get("run"))
         row = ledger.row(str(parent.get("run")))
         launch = (row.plan.get("launch") or {}) if row is not None else {}
         if row is None or not launch.get("effective_batch") or not row.plan.get("steps"):
-            return {"path_samples": None, "path_batches": None}
-        batches.append(int(launch["effective_batch"]))
-        steps.append(int(row.plan["steps"]))
+            return unknown
+        chunks.append(path_chunk(int(launch["effective_batch"]), int(row.plan["steps"]),
+                             (row.plan.get("recipe") or {}).get("algorithm"), row.plan.get("settings") or {},
+                             row.plan.get("source"), row.plan.get("source_kind")))
         parent = row.plan.get("parent")
-    if not all(batches):
-        return {"path_samples": None, "path_batches": None}
-    return {"path_samples": sum(b * n for b, n in zip(batches, steps, strict=True)),
-            "path_batches": list(reversed(batches))}
+    if not all(c["batch"] for c in chunks):
+        return unknown
+    chunks.reverse()  # oldest first
+    return {"path_samples": sum(c["batch"] * c["steps"] for c in chunks),
+            "path_batches": [c["batch"] for c in chunks],
+            "path_epochs": path_epochs(chunks, lambda name, kind: sources.row_count(ws, name, kind))}
+
+
+def path_chunk(batch: int, steps: int, algorithm: Any, settings: dict[str, Any], source: Any, kind: Any) -> dict[str, Any]:
+    """One chunk of a path, as :func:`path_epochs` reads it. ``per_row``: the samples one row of
+    the source gives: a grpo or rloo batch counts completions, ``num_generations`` per prompt;
+    None where rows and samples do not map (an sft recipe that packs rows into sequences)."""
+    per_row: int | None = 1
+    if algorithm in recipes.GENERATING:
+        per_row = int(settings.get("num_generations") or 0) or None
+    elif settings.get("packing"):
+        per_row = None
+    return {"batch": batch, "steps": steps, "source": source, "kind": kind, "per_row": per_row}
+
+
+def path_epochs(chunks: list[dict[str, Any]], count: Callable[[str, str], int | None]) -> list[dict[str, Any]]:
+    """Epochs of each source along a path (``chunks`` oldest first, from :func:`path_chunk`), in the
+    order the path first trains on them: ``seen`` rows drawn (a dataset's samples; an
+    environment's prompts, a grpo or rloo batch's completions over ``num_generations``) summed
+    over the chunks on that source, over ``rows`` (its rows, or curriculum items), whatever batch
+    each stage had. TRL's ``epoch`` restarts at a stage boundary; this does not. ``epochs`` is
+    None where the source is not on this data root or a chunk's rows do not map to its samples."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in chunks:
+        name = str(c["source"])
+        if name not in out:
+            rows = count(name, str(c["kind"])) if c["kind"] else None
+            out[name] = {"source": name, "kind": c["kind"], "seen": 0, "rows": rows}
+        e = out[name]
+        drawn = c["batch"] * c["steps"] // c["per_row"] if c["per_row"] else None
+        e["seen"] = e["seen"] + drawn if e["seen"] is not None and drawn is not None else None
+    for e in out.values():
+        e["epochs"] = round(e["seen"] / e["rows"], 4) if e["seen"] is not None and e["rows"] else None
+    return list(out.values())
 
 
 def _refuse_unfinished_uploads(done: RunRow, hub_failures: list[MonteError], pusher: Any) -> None:

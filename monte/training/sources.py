@@ -166,3 +166,19 @@ def leak_check(ws: Workspace, meas: Measurement, source: Source) -> dict[str, An
 
 def rows_path(source: Source) -> Path:
     return Path(source.rows)
+
+
+def row_count(ws: Workspace, name: str, kind: str) -> int | None:
+    """How many rows source ``name`` trains on: a dataset's rows, an environment's curriculum
+    items (every line of the file, as the trainer reads it). None where it is not frozen on this
+    data root (a chunk recorded elsewhere), so no epoch count of it can be said here."""
+    folder = ws.dataset_dir(name) if kind == "dataset" else ws.env_dir(name)
+    manifest = read_manifest(folder)
+    rows = ("rows.jsonl" if kind == "dataset" else manifest.curriculum) if manifest is not None else None
+    if not rows:
+        return None
+    try:
+        with open(folder / rows, encoding="utf-8") as f:
+            return sum(1 for line in f if line.strip())
+    except OSError:
+        return None
