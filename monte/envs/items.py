@@ -286,8 +286,8 @@ class LeakIndex:
         little and the item's own ones much: two questions of one template with different own
         words are no copy), within a run at most a quarter longer than the text. Candidates are
         the texts that share a share of their rare 3-grams with the row, so the cost stays near a lookup."""
-        if not self._rare:
-            return set()
+        if not self._rare or len(toks) < SIMILAR_ALL * SIMILAR_MIN:
+            return set()  # (too short to hold three quarters of any long text)
         at: dict[str, list[int]] = {}
         cues: dict[tuple[str, ...], int] = {}
         for j in range(len(toks) - CUE + 1):
@@ -371,6 +371,8 @@ def canonical_tokens(toks: list[str]) -> list[str]:
     not), ``* 1`` and ``/ 1`` where the ``1`` is a whole factor, and a leading ``0 +`` or ``1 *``.
     Each leaves the result unchanged and the expression otherwise identical, so an expression
     padded so (``45 + 67 + 0 =``) asks what the sealed one asks. Anything else is left as it is."""
+    if "0" not in toks and "1" not in toks:
+        return toks  # (most text: nothing to drop)
     out = list(toks)
     i = 0
     while i < len(out) - 1:

@@ -48,6 +48,10 @@ Rules (the names printed):
   them: two final claims, two test@0 or a third read under one key, spread over ledgers that
   each keep ``two-touch`` on their own, break it. The violation names every read, its
   experiment and where it was read from (:func:`seal_violations`).
+- ``behaviour``: a base commit recorded as a new cohort behaves as no model recorded before it:
+  its recorded fingerprint is not within the threshold of a checkpoint of another cohort nor of
+  a base of other weights (:mod:`monte.ledger.verify.behaviour`: the recorded fingerprints
+  compared, nothing recomputed; in a hook, the base refs a push brings).
 """
 
 from monte.ledger.verify.lineage import Verifier

@@ -1,0 +1,122 @@
+"""Rule ``behaviour``: a base model recorded as a new cohort behaves as no model recorded before it.
+
+The CLI takes a candidate base's behavioural fingerprint (``monte.models.fingerprint``) and
+refuses one within :data:`~monte.ledger.verify.behaviour.THRESHOLD` of a recorded checkpoint,
+and makes one within it of a recorded base that base's cohort (``monte.ledger.lineage.identify_base``).
+A base commit written by hand, or by a monte that skipped the check, would take a fresh seal for a
+checkpoint renamed, permuted or noised. Verify re-derives the rule from what the commits record:
+the fingerprints in ``base.json`` and ``checkpoint.json``, compared by
+:func:`monte.models.fingerprint.distance` (pure Python: no torch, nothing recomputed), so the
+light install, ``pre-push`` and ``pre-receive`` judge it too.
+
+A base commit is judged against what was recorded before it (by commit time): a checkpoint of
+another cohort, and a base of other weights (its own cohort's checkpoints are its descendants,
+and a base sharing its weights is its cohort). Base commits without a fingerprint (written
+before fingerprints, or of a model transformers could not load) are known by their bytes alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from dulwich.objects import ObjectID
+
+from monte.ledger.refs import PREFIX
+from monte.ledger.store import Snapshot, Store
+from monte.ledger.verify.model import Violation
+from monte.models.fingerprint import THRESHOLD, distance
+
+BEHAVIOUR_FIX = ("a base model that behaves as a model recorded before it is that model: evaluate the checkpoint "
+                 "itself (`monte eval --checkpoint EXP/RUN@STEP`) or the recorded base's cohort; find who wrote "
+                 "this base commit (`git show COMMIT`) and report its test reads with the cohort it copies; see "
+                 "docs/reliability.md, the behavioural fingerprint")
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    kind: str  # "base" or "checkpoint"
+    name: str  # how the message names it
+    cohort: str
+    weights: str
+    time: int
+    commit: str
+    fingerprint: dict[str, Any]
+
+
+def _json(store: Store, sha: ObjectID, path: str) -> dict[str, Any] | None:
+    try:
+        raw = Snapshot(store.repo, sha).read(path)
+        out = json.loads(raw) if raw is not None else None
+    except (KeyError, ValueError):
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded]]:
+    """Every base commit and every checkpoint commit that records a fingerprint."""
+    bases: list[_Recorded] = []
+    checkpoints: list[_Recorded] = []
+    seen: set[ObjectID] = set()
+    for ref, tip in sorted(store.refs_under(PREFIX).items()):
+        head, sep, cohort = ref[len(PREFIX):].rpartition("/base/")
+        if sep and head and "/" not in cohort:
+            base = _json(store, tip, "base.json")
+            fp = base.get("fingerprint") if base else None
+            if base is not None and isinstance(fp, dict):
+                bases.append(_Recorded("base", f"base model of cohort {head}/{cohort}", cohort,
+                                       str(base.get("weights") or ""), store.repo[tip].commit_time,  # type: ignore[attr-defined]
+                                       tip.decode()[:12], fp))
+            continue
+        if "/lineage/" not in ref:
+            continue
+        todo = [tip]
+        while todo:
+            sha = todo.pop()
+            if sha in seen:
+                continue
+            seen.add(sha)
+            info = _json(store, sha, "checkpoint.json")
+            if info is None:
+                continue  # the cohort's base commit: the root of the tree
+            commit = store.repo[sha]
+            todo.extend(commit.parents)  # type: ignore[attr-defined]
+            fp = info.get("fingerprint")
+            if isinstance(fp, dict):
+                checkpoints.append(_Recorded(
+                    "checkpoint", f"checkpoint {info.get('experiment')}/{info.get('run')}@{info.get('step')}",
+                    str(info.get("cohort") or ""), "", commit.commit_time,  # type: ignore[attr-defined]
+                    sha.decode()[:12], fp))
+    return bases, checkpoints
+
+
+def behaviour_violations(store: Store, *, cohorts: Iterable[str] | None = None) -> list[tuple[str, Violation]]:
+    """Rule ``behaviour`` (module docstring): (experiment, violation) per base commit that behaves,
+    within :data:`THRESHOLD`, as a checkpoint of another cohort or a base of other weights recorded
+    before it. ``cohorts``: judge only the base commits of these cohorts (a push's new base refs)."""
+    bases, checkpoints = _recorded(store)
+    only = set(cohorts) if cohorts is not None else None
+    out: list[tuple[str, Violation]] = []
+    for b in bases:
+        if only is not None and b.cohort not in only:
+            continue
+        earlier = [c for c in checkpoints if c.cohort != b.cohort and c.time <= b.time]
+        earlier += [o for o in bases if o.weights != b.weights and o.cohort != b.cohort and o.time < b.time]
+        near: tuple[float, _Recorded] | None = None
+        for other in earlier:
+            d = distance(other.fingerprint, b.fingerprint)
+            if d is not None and d <= THRESHOLD and (near is None or d < near[0]):
+                near = (d, other)
+        if near is not None:
+            d, other = near
+            experiment = b.name.split(" ")[-1].split("/")[0]
+            what = ("a checkpoint is never a base model" if other.kind == "checkpoint"
+                    else "it is that base's cohort, and shares its seal")
+            out.append((experiment, Violation(
+                b.commit, "behaviour",
+                f"the {b.name} behaves as {other.name} (commit {other.commit}), recorded before it: behavioural "
+                f"distance {d:.4f}, within {THRESHOLD}, by the fingerprints both commits record; {what}",
+                BEHAVIOUR_FIX)))
+    return out
