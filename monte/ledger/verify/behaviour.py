@@ -9,9 +9,10 @@ the fingerprints in ``base.json`` and ``checkpoint.json``, compared by
 :func:`monte.models.fingerprint.distance` (pure Python: no torch, nothing recomputed), so the
 light install, ``pre-push`` and ``pre-receive`` judge it too.
 
-A base commit is judged against what was recorded before it (by commit time): a checkpoint of
-another cohort, and a base of other weights (its own cohort's checkpoints are its descendants,
-and a base sharing its weights is its cohort). Base commits without a fingerprint (written
+A base commit is judged against every checkpoint of another cohort (its own cohort's
+checkpoints are its descendants) and every base of other weights recorded before it (a base
+sharing its weights is its cohort; of two bases that behave alike, the later by commit time,
+then commit id, is named). Base commits without a fingerprint (written
 before fingerprints, or of a model transformers could not load) are known by their bytes alone.
 """
 
@@ -55,8 +56,10 @@ def _json(store: Store, sha: ObjectID, path: str) -> dict[str, Any] | None:
     return out if isinstance(out, dict) else None
 
 
-def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded]]:
-    """Every base commit and every checkpoint commit that records a fingerprint."""
+def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded], dict[str, str]]:
+    """Every base commit and every checkpoint commit that records a fingerprint, and every
+    cohort's base weights."""
+    weights_of: dict[str, str] = {}
     bases: list[_Recorded] = []
     checkpoints: list[_Recorded] = []
     seen: set[ObjectID] = set()
@@ -65,6 +68,8 @@ def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded]]:
         if sep and head and "/" not in cohort:
             base = _json(store, tip, "base.json")
             fp = base.get("fingerprint") if base else None
+            if base is not None and base.get("weights"):
+                weights_of[cohort] = str(base["weights"])
             if base is not None and isinstance(fp, dict):
                 bases.append(_Recorded("base", f"base model of cohort {head}/{cohort}", cohort,
                                        str(base.get("weights") or ""), store.repo[tip].commit_time,  # type: ignore[attr-defined]
@@ -89,21 +94,26 @@ def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded]]:
                     "checkpoint", f"checkpoint {info.get('experiment')}/{info.get('run')}@{info.get('step')}",
                     str(info.get("cohort") or ""), "", commit.commit_time,  # type: ignore[attr-defined]
                     sha.decode()[:12], fp))
-    return bases, checkpoints
+    return bases, checkpoints, weights_of
 
 
 def behaviour_violations(store: Store, *, cohorts: Iterable[str] | None = None) -> list[tuple[str, Violation]]:
     """Rule ``behaviour`` (module docstring): (experiment, violation) per base commit that behaves,
     within :data:`THRESHOLD`, as a checkpoint of another cohort or a base of other weights recorded
     before it. ``cohorts``: judge only the base commits of these cohorts (a push's new base refs)."""
-    bases, checkpoints = _recorded(store)
+    bases, checkpoints, weights_of = _recorded(store)
     only = set(cohorts) if cohorts is not None else None
     out: list[tuple[str, Violation]] = []
+    # (weights_of: a checkpoint trained from the same weights in another experiment, under an
+    # older cohort id, is still of this base's line)
     for b in bases:
         if only is not None and b.cohort not in only:
             continue
-        earlier = [c for c in checkpoints if c.cohort != b.cohort and c.time <= b.time]
-        earlier += [o for o in bases if o.weights != b.weights and o.cohort != b.cohort and o.time < b.time]
+        # any checkpoint of another cohort (a forger sets commit times: none is trusted here), and
+        # of two bases that behave alike the later one (ties by commit id: exactly one is named)
+        earlier = [c for c in checkpoints if c.cohort != b.cohort and weights_of.get(c.cohort) != b.weights]
+        earlier += [o for o in bases if o.weights != b.weights and o.cohort != b.cohort
+                    and (o.time, o.commit) < (b.time, b.commit)]
         near: tuple[float, _Recorded] | None = None
         for other in earlier:
             d = distance(other.fingerprint, b.fingerprint)
@@ -116,7 +126,7 @@ def behaviour_violations(store: Store, *, cohorts: Iterable[str] | None = None) 
                     else "it is that base's cohort, and shares its seal")
             out.append((experiment, Violation(
                 b.commit, "behaviour",
-                f"the {b.name} behaves as {other.name} (commit {other.commit}), recorded before it: behavioural "
+                f"the {b.name} behaves as {other.name} (commit {other.commit}): behavioural "
                 f"distance {d:.4f}, within {THRESHOLD}, by the fingerprints both commits record; {what}",
                 BEHAVIOUR_FIX)))
     return out
