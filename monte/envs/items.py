@@ -312,7 +312,8 @@ class LeakIndex:
             matched = [b.a + k for b in blocks for k in range(b.size)]
             weights = self._weights[label]
             if len(matched) >= SIMILAR_ALL * n and \
-                    sum(weights[p] for p in matched) >= SIMILAR_OWN * sum(weights):
+                    sum(weights[p] for p in matched) >= SIMILAR_OWN * sum(weights) and \
+                    not _another_expression(t, window, blocks):
                 found.add(label)
         return found
 
@@ -355,6 +356,24 @@ SIMILAR_RARE = 0.3
 
 def _joins(tok: str) -> bool:
     return tok in _JOINING or tok.isdigit()
+
+
+def _another_expression(t: list[str], window: list[str], blocks: list[difflib.Match]) -> bool:
+    """Whether the row's run (``window``, aligned to the sealed text ``t`` by ``blocks``) differs
+    from the text by a number or an operator where the text has something else, or by leaving
+    out a number of the text. Words put in place of the text's tokens (a copy with words
+    replaced) keep the question; another number or operator makes another expression
+    (``-( 49 - 42 ) - 9 =`` is not a sealed ``-( 49 - 42 ) - 9 * 3 =``)."""
+    first, last = blocks[0], blocks[-1]
+    head = t[:first.a]  # the text's ends, against as many tokens of the row beside the run
+    tail = t[last.a + last.size:]
+    gaps = [(head, window[max(0, first.b - len(head)):first.b]),
+            (tail, window[last.b + last.size:last.b + last.size + len(tail)])]
+    gaps += [(t[x.a + x.size:y.a], window[x.b + x.size:y.b]) for x, y in zip(blocks, blocks[1:], strict=False)]
+    for theirs, mine in gaps:
+        if any(_joins(tok) for tok in mine) or (len(mine) < len(theirs) and any(tok.isdigit() for tok in theirs)):
+            return True
+    return False
 
 
 _ADDITIVE_BREAK = {"*", "/", "×", "÷", "^", "%", ".", ",", "!"}  # a 0 before one is no whole term

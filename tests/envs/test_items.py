@@ -187,6 +187,12 @@ def test_a_long_sealed_item_with_a_tenth_of_its_tokens_replaced_is_a_leak() -> N
     honest = sort("Only, fed, harbour, mile, lantern, velvet, copper, marble")  # half its words its own
     assert idx.find({"text": honest}) == set()
     assert idx.find({"text": sort("cedar, brook, maple, dune, ember, flint, grove, heath")}) == set()
+    # an expression is its numbers and operators: a word in place of a token is a copy, another
+    # number or operator (or one left out) another question
+    expr = LeakIndex.build({"e": "-( -( ( -7 * -1 ) ) * 3 ) =", "f": "-( 49 - 42 ) - 9 * 3 ="})
+    assert expr.find({"input": "-( -( house -7 * -1 ) ) * 3 ) ="}) == {"e"}
+    for honest in ("-( -( ( -7 * -2 ) ) * 3 ) =", "-( 49 - 42 ) - 9 ="):
+        assert expr.find({"input": honest}) == set(), honest
 
 
 def test_a_frozen_curriculum_holds_no_neutral_padding_of_a_test_item() -> None:

@@ -7,7 +7,7 @@ violation names the commit, the rule and a one-line explanation.
 
 Rules (the names printed):
 
-- ``one-record``: one record per commit (a row, or a nomination), with a ``Monte-Event`` trailer,
+- ``one-record``: one record per commit (a row, a nomination, or a leak refusal), with a ``Monte-Event`` trailer,
   on a single first-parent line from the experiment's creation. The one other commit allowed is
   a merge of two ledgers that diverged (``monte.ledger.merge``): two parents, a ``Monte-Event:
   merge`` trailer, and a tree that is exactly the union of its parents (re-derived here). The
