@@ -187,6 +187,7 @@ class LeakIndex:
     _rare: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # rare CUE-gram -> long texts
     _nrare: dict[str, int] = field(default_factory=dict)  # long text -> how many rare CUE-grams
     _weights: dict[str, list[float]] = field(default_factory=dict)  # long text -> each token's weight
+    _expressions: set[str] = field(default_factory=set)  # long texts that are mostly numbers and operators
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -198,9 +199,10 @@ class LeakIndex:
                 continue
             idx.texts[label] = toks
             canon = canonical_tokens(toks)
-            # (a canonical form left with no operator, `4 =` of `4 + 0 =`, would be found in any
-            # row that says `4 =`: such an item is matched as written)
-            expression = any(tok in _JOINING and tok not in "=(" for tok in canon)
+            # (a canonical form left with no binary operator, `4 =` of `4 + 0 =` or `- 9 =` of
+            # `-9 / 1 =`, would be found in any row that ends `... ) - 9 =`: matched as written)
+            expression = any(tok in _JOINING and tok not in "=(" and k and _operand(canon[k - 1])
+                             for k, tok in enumerate(canon))
             for form in (toks, canon) if canon != toks and expression else (toks,):
                 # a sealed text is found in either form: `6 + 5 + 0 =` asks `6 + 5 =`, and the reverse
                 idx._whole.setdefault(tuple(form), []).append(label)
@@ -237,6 +239,8 @@ class LeakIndex:
             if not sum(weights):
                 weights = [1.0 if w.isalnum() else 0.0 for w in t]
             self._weights[label] = weights
+            if sum(1 for w in t if _joins(w)) * 2 >= len(t):  # numbers and operators: an expression
+                self._expressions.add(label)
         gdf: dict[tuple[str, ...], int] = {}
         grams = {label: {tuple(t[i:i + CUE]) for i in range(len(t) - CUE + 1)} for label, t in long.items()}
         for gs in grams.values():
@@ -313,7 +317,7 @@ class LeakIndex:
             weights = self._weights[label]
             if len(matched) >= SIMILAR_ALL * n and \
                     sum(weights[p] for p in matched) >= SIMILAR_OWN * sum(weights) and \
-                    not _another_expression(t, window, blocks):
+                    not (label in self._expressions and _another_expression(t, window, blocks)):
                 found.add(label)
         return found
 
@@ -359,7 +363,7 @@ def _joins(tok: str) -> bool:
 
 
 def _another_expression(t: list[str], window: list[str], blocks: list[difflib.Match]) -> bool:
-    """Whether the row's run (``window``, aligned to the sealed text ``t`` by ``blocks``) differs
+    """Whether the row's run (``window``, aligned to the sealed expression ``t`` by ``blocks``) differs
     from the text by a number or an operator where the text has something else, or by leaving
     out a number of the text. Words put in place of the text's tokens (a copy with words
     replaced) keep the question; another number or operator makes another expression

@@ -161,8 +161,11 @@ def test_a_sealed_expression_padded_with_a_neutral_term_is_a_leak() -> None:
     for honest in ("45 + 67 + 0 * 3 =", "45 + 67 + 0.5 =", "45 + 67 * 1 ^ 2 =", "45 + 0 + 67 + 1 =",
                    "10 - 0 + 6 + 5 =", "45 + 67 - 00 + 1 ="):
         assert idx.find({"input": honest}) == set(), honest
-    # an item whose neutral terms leave no operator is matched as written, not as `4 =`
-    assert LeakIndex.build({"z": "4 + 0 ="}).find({"input": "p 4 = even"}) == set()
+    # an item whose neutral terms leave no binary operator is matched as written, not as `4 =`
+    # (found by bench/leak_false_positives.py: `-9 / 1 =` taken for the end of `-( 49 - 42 ) - 9 =`)
+    bare = LeakIndex.build({"z": "4 + 0 =", "y": "-9 / 1 ="})
+    for honest in ("p 4 = even", "-( 49 - 42 ) - 9 =", "( 63 - -89 ) - 9 ="):
+        assert bare.find({"input": honest}) == set(), honest
 
 
 def test_a_long_sealed_item_with_a_tenth_of_its_tokens_replaced_is_a_leak() -> None:
