@@ -288,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
             h["top1_agreement"] = round(top1_agreement(prints[h["a"]], prints[h["b"]]), 4)
         lines = [(b, f"{b} + chunk (parity)") for b in bases if f"{b} + chunk (parity)" in known]
         lines += [(origin, "branch: parity"), (origin, "branch: arithmetic")]
-        segments = [{"model": m, "segment": f"{a} .. {b}", "distance": round(segment_distance(prints[m], prints[a],
-                                                                                              prints[b]), 4)}
-                    for a, b in lines for m in known if m not in (a, b)]
+        segments: list[dict[str, Any]] = [
+            {"model": m, "segment": f"{a} .. {b}", "distance": round(segment_distance(prints[m], prints[a], prints[b]), 4)}
+            for a, b in lines for m in known if m not in (a, b)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
