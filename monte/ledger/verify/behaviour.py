@@ -56,14 +56,15 @@ def _json(store: Store, sha: ObjectID, path: str) -> dict[str, Any] | None:
     return out if isinstance(out, dict) else None
 
 
-def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded], dict[str, str]]:
+def _recorded(store: Store, judged: set[str] | None) -> tuple[list[_Recorded], list[_Recorded], dict[str, str]]:
     """Every base commit and every checkpoint commit that records a fingerprint, and every
-    cohort's base weights."""
+    cohort's base weights; the checkpoints only where a base of ``judged`` (None: any) has one."""
     weights_of: dict[str, str] = {}
     bases: list[_Recorded] = []
     checkpoints: list[_Recorded] = []
     seen: set[ObjectID] = set()
-    for ref, tip in sorted(store.refs_under(PREFIX).items()):
+    refs = sorted(store.refs_under(PREFIX).items())
+    for ref, tip in refs:
         head, sep, cohort = ref[len(PREFIX):].rpartition("/base/")
         if sep and head and "/" not in cohort:
             base = _json(store, tip, "base.json")
@@ -74,7 +75,9 @@ def _recorded(store: Store) -> tuple[list[_Recorded], list[_Recorded], dict[str,
                 bases.append(_Recorded("base", f"base model of cohort {head}/{cohort}", cohort,
                                        str(base.get("weights") or ""), store.repo[tip].commit_time,  # type: ignore[attr-defined]
                                        tip.decode()[:12], fp))
-            continue
+    if not any(judged is None or b.cohort in judged for b in bases):
+        return bases, checkpoints, weights_of  # no base to judge: the lineage is not walked
+    for ref, tip in refs:
         if "/lineage/" not in ref:
             continue
         todo = [tip]
@@ -101,8 +104,8 @@ def behaviour_violations(store: Store, *, cohorts: Iterable[str] | None = None) 
     """Rule ``behaviour`` (module docstring): (experiment, violation) per base commit that behaves,
     within :data:`THRESHOLD`, as a checkpoint of another cohort or a base of other weights recorded
     before it. ``cohorts``: judge only the base commits of these cohorts (a push's new base refs)."""
-    bases, checkpoints, weights_of = _recorded(store)
     only = set(cohorts) if cohorts is not None else None
+    bases, checkpoints, weights_of = _recorded(store, only)
     out: list[tuple[str, Violation]] = []
     # (weights_of: a checkpoint trained from the same weights in another experiment, under an
     # older cohort id, is still of this base's line)
