@@ -15,7 +15,10 @@ arithmetic, 50 steps each).
     python bench/fingerprint_corpus.py [--quick] [--json-out FILE]
 
 Prints each distance, the threshold, the false refusals among honest pairs (must be 0) and the
-variants it misses; exits 1 on a false refusal.
+variants it misses; exits 1 on a false refusal. Beside the distance, two second statistics
+measured to see whether they separate the misses from honest pairs (docs/reliability.md: they do
+not, so monte does not use them): each pair's top-1 agreement over the probes, and each model's
+distance from the segment between a recorded model and its own descendant (where a merge lies).
 """
 
 from __future__ import annotations
@@ -186,6 +189,41 @@ VARIANTS: dict[str, Callable[[Path, Path], None]] = {
 }
 
 
+def _scores(print_: dict[str, Any]) -> list[list[float]]:
+    """A fingerprint's centred scores, one row per probe."""
+    from monte.models import fingerprint as fp
+
+    flat = fp._unpack(print_["scores"])
+    n = int(print_["probes"])
+    width = len(flat) // n
+    return [flat[i * width:(i + 1) * width] for i in range(n)]
+
+
+def _dist(x: list[float], y: list[float]) -> float:
+    """``fingerprint.distance`` on two flat score lists."""
+    diff = sum((p - q) ** 2 for p, q in zip(x, y, strict=True))
+    norm = (sum(p * p for p in x) + sum(q * q for q in y)) / 2
+    return (diff / norm) ** 0.5 if norm else 0.0
+
+
+def top1_agreement(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """A second statistic: the share of probes whose most likely next token (among the kept ids)
+    is the same for both models."""
+    ra, rb = _scores(a), _scores(b)
+    same = sum(1 for x, y in zip(ra, rb, strict=True) if max(range(len(x)), key=x.__getitem__)
+               == max(range(len(y)), key=y.__getitem__))
+    return same / len(ra)
+
+
+def segment_distance(c: dict[str, Any], a: dict[str, Any], b: dict[str, Any]) -> float:
+    """A second statistic: how far ``c`` lies from the segment between two recorded models'
+    scores (a merge of a base and its checkpoint lies near it), over 21 points of the segment."""
+    x = [v for row in _scores(c) for v in row]
+    pa = [v for row in _scores(a) for v in row]
+    pb = [v for row in _scores(b) for v in row]
+    return min(_dist(x, [(1 - t / 20) * p + (t / 20) * q for p, q in zip(pa, pb, strict=True)]) for t in range(21))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a 5-step chunk, two seeds, a few variants")
@@ -240,7 +278,19 @@ def main(argv: list[str] | None = None) -> int:
             mine = fp.fingerprint(folder)
             near, dist = min(((n, d(n, mine)) for n in known), key=lambda kv: kv[1])
             variants.append({"variant": move, "distance": round(d(origin, mine), 4), "nearest": near,
-                             "nearest_distance": round(dist, 4)})
+                             "nearest_distance": round(dist, 4),
+                             "top1_agreement": round(top1_agreement(prints[origin], mine), 4),
+                             "segment_distance": round(segment_distance(mine, prints["tiny seed 0"],
+                                                                        prints[origin]), 4)})
+        # the second statistics over the honest models: top-1 agreement of each pair, and each
+        # model's distance from the segment between a recorded model and its own descendant
+        for h in honest:
+            h["top1_agreement"] = round(top1_agreement(prints[h["a"]], prints[h["b"]]), 4)
+        lines = [(b, f"{b} + chunk (parity)") for b in bases if f"{b} + chunk (parity)" in known]
+        lines += [(origin, "branch: parity"), (origin, "branch: arithmetic")]
+        segments: list[dict[str, Any]] = [
+            {"model": m, "segment": f"{a} .. {b}", "distance": round(segment_distance(prints[m], prints[a], prints[b]), 4)}
+            for a, b in lines for m in known if m not in (a, b)]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -251,10 +301,19 @@ def main(argv: list[str] | None = None) -> int:
            "min_honest_distance": min(h["distance"] for h in honest),
            "max_caught_distance": max((v["distance"] for v in variants if v["distance"] <= th), default=None),
            "false_refusals": len(false_refusals), "missed": missed, "quick": args.quick,
+           "second_statistics": {
+               "max_honest_top1_agreement": max(h["top1_agreement"] for h in honest),
+               "min_honest_segment_distance": min((x["distance"] for x in segments), default=None),
+               "honest_segments": sorted(segments, key=lambda x: x["distance"])[:10]},
            "seconds": round(time.perf_counter() - t0, 1)}
     for v in variants:
         print(f"  {v['variant']:<36} {v['distance']:.4f} from the checkpoint"
-              + ("" if v["distance"] <= th else "  MISSED"))
+              + ("" if v["distance"] <= th else "  MISSED")
+              + f"   top-1 agreement {v['top1_agreement']:.3f}, from the base..checkpoint segment "
+              f"{v['segment_distance']:.4f}")
+    sec = out["second_statistics"]
+    print(f"second statistics over honest models: top-1 agreement at most {sec['max_honest_top1_agreement']:.3f}; "
+          f"distance from a recorded segment at least {sec['min_honest_segment_distance']}")
     for h in sorted(honest, key=lambda h: h["distance"]):
         print(f"  {h['a']:<32} vs {h['b']:<32} {h['distance']:.4f}" + ("  FALSE REFUSAL" if h in false_refusals else ""))
     print(f"threshold {th}: honest pairs at least {out['min_honest_distance']:.4f} ({len(false_refusals)} false "

@@ -28,8 +28,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monte.envs.freeze import plan_freeze, prepare  # noqa: E402
-from monte.envs.items import LeakIndex, item_text, normalize_text, read_items  # noqa: E402
+from monte.envs.freeze import normalise, plan_freeze, prepare  # noqa: E402
+from monte.envs.items import LeakIndex, item_text, read_items  # noqa: E402
 from monte.envs.registry import catalog  # noqa: E402
 
 #: the issue's moves (and two more): a row made from a sealed item that must still be found
@@ -78,11 +78,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             curriculum = read_items(str(folder / "curriculum.jsonl"))
             for test_env, texts in tests.items():
                 index = LeakIndex.build(texts)
-                same = {normalize_text(t) for t in texts.values()}
+                same = {normalise(t) for t in texts.values()}
                 flagged = [r for r in curriculum if index.find(r)]
                 # the same question, asked by two benchmarks ('3 - 3 =' is chain_sum's and
-                # basic_arithmetic's): a true overlap of content, not a false positive
-                identical = [r["id"] for r in flagged if normalize_text(item_text(r)) in same]
+                # basic_arithmetic's; '6 / 1 + 3 =' asks chain_sum's '6 + 3 =', as a freeze
+                # compares them): a true overlap of content, not a false positive
+                identical = [r["id"] for r in flagged if normalise(item_text(r)) in same]
                 pairs.append({"curriculum": cur_env, "test_splits_of": test_env, "rows": len(curriculum),
                               "test_items": len(texts), "flagged": len(flagged), "identical_question": len(identical),
                               "false_positives": len(flagged) - len(identical),

@@ -4,20 +4,24 @@ planted in training rows in seven ways, and the leak check (``E_LEAK``,
 honest curriculum rows, and its time over a large dataset against a plain n-gram set build of the
 same rows in the same run.
 
-Sealed: 2,500 items from each trainable catalog benchmark (parity, chain_sum, basic_arithmetic,
-spell_backward), 10,000 in all; honest: 10,000 rows of the same generators from another seed,
-none asking a sealed question (normalised) nor another honest row's (drawn from further seeds
-until there are 10,000). Kinds, each applied to 1,000 seeded sealed items:
+Sealed: 10,000 items of the catalog's exams: 2,000 from each trainable benchmark (parity, chain_sum,
+basic_arithmetic, spell_backward) and 1,000 from each eval-only one (letter_counting, word_sorting:
+the catalog's long, templated questions); honest: 10,000 rows of the same generators, in the same
+shares, from other seeds, none asking a sealed question nor another honest row's as a freeze
+compares them (``monte.envs.freeze.normalise``: normalised, neutral terms dropped, so a curriculum
+the freeze builds never holds ``6 - 0 + 5 =`` beside a test item ``6 + 5 =``). Kinds, each applied
+to 1,000 seeded sealed items:
 
 - ``exact``: the prompt and its answer as a row;
 - ``format-only``: the prompt in a chat row, after a system turn, behind "Question: ";
 - ``case and whitespace``: upper case, runs of spaces and tabs between tokens;
 - ``one-token edit``: one neutral word ("the") inserted at a seeded place inside the prompt;
-- ``10% token substitution``: a tenth of the prompt's tokens replaced by a word (items of 10
-  tokens or more: under that a tenth is no token, and one token more is another question);
+- ``10% token substitution``: a tenth of the prompt's words replaced by another word, on 1,000
+  sealed items of 10 words or more (under that a tenth is no word, and one word more is another
+  question): letter_counting, word_sorting and the longest basic_arithmetic expressions; recall
+  is also given by the item's length;
 - ``padded with a neutral term``: an expression padded with ``+ 0`` before its ``=`` (the question
-  ``45 + 67 + 0 =`` asks what ``45 + 67 =`` asks; not caught: the catalog's curricula ask such
-  questions honestly), other prompts with " (please)" appended;
+  ``45 + 67 + 0 =`` asks what ``45 + 67 =`` asks), other prompts with " (please)" appended;
 - ``prompt in the output column``: an empty input, the prompt and answer as the output.
 
     .venv/bin/python bench/planted_leaks.py [--quick] [--rows N] [--json-out FILE]
@@ -42,7 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from monte.envs.items import NGRAM, LeakIndex, normalize_text, row_segments, tokens  # noqa: E402
+from monte.envs.freeze import normalise  # noqa: E402
+from monte.envs.items import NGRAM, LeakIndex, row_segments, tokens  # noqa: E402
 from monte.envs.registry import catalog  # noqa: E402
 
 WORDS = ("apple", "river", "seven", "blue", "quickly", "house", "number", "answer", "total", "green")
@@ -69,7 +74,8 @@ def _insert(it: dict[str, Any], rng: random.Random) -> dict[str, Any]:
 
 def _pad(it: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     p = it["prompt"]
-    if p.rstrip().endswith("="):
+    toks = tokens(p)
+    if len(toks) >= 2 and toks[-1] == "=" and (toks[-2].isdigit() or toks[-2] == ")"):  # an expression
         return {"input": p.rstrip()[:-1].rstrip() + " + 0 =", "output": _answer(it)}
     return {"input": p + " (please)", "output": _answer(it)}
 
@@ -94,11 +100,16 @@ TARGETS = {"exact": 0.99, "format-only": 0.99, "case and whitespace": 0.99, "one
 
 
 def _items(per: int, seed: int) -> list[dict[str, Any]]:
+    """``per`` items of each trainable benchmark and half as many of each eval-only one."""
     out: list[dict[str, Any]] = []
     for name, env in sorted(catalog().items()):
-        if env.benchmark.trainable:
-            out += [{**it, "bench": name} for it in env.benchmark.generate(seed, per)]
+        n = per if env.benchmark.trainable else per // 2
+        out += [{**it, "bench": name} for it in env.benchmark.generate(seed, n)]
     return out
+
+
+#: recall at 10% substitution is given by item length (words) too
+LENGTHS = ((10, 19), (20, 39), (40, 10**9))
 
 
 def _ngram_set(rows: Sequence[Any]) -> int:
@@ -118,34 +129,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    per = 100 if args.quick else 2_500
+    per = 100 if args.quick else 2_000
     sealed = _items(per, 1)
-    sealed_texts = {normalize_text(it["prompt"]) for it in sealed}
+    want = len(sealed)
     honest: list[dict[str, Any]] = []
-    seen = set(sealed_texts)
-    for seed in range(2, 12):  # small item spaces repeat: draw until 10,000 distinct honest questions
+    seen = {normalise(it["prompt"]) for it in sealed}
+    for seed in range(2, 12):  # small item spaces repeat: draw until as many distinct honest questions
         for it in _items(per, seed):
-            text = normalize_text(it["prompt"])
-            if text not in seen and len(honest) < 4 * per:
+            text = normalise(it["prompt"])
+            if text not in seen and len(honest) < want:
                 seen.add(text)
                 honest.append(it)
     index = LeakIndex.build({f"{it['bench']}/{k}": it["prompt"] for k, it in enumerate(sealed)})
     built = time.perf_counter() - t0
 
     rng = random.Random(42)
-    planted = rng.sample(sealed, min(len(sealed), 1_000 if not args.quick else 100))
+    size = 1_000 if not args.quick else 100
+    planted = rng.sample(sealed, min(len(sealed), size))
+    # a tenth of an item under 10 words is no word: substitution is planted in longer items
+    long = [it for it in sealed if len(it["prompt"].split()) >= 10]
+    planted_long = random.Random(43).sample(long, min(len(long), size))
     kinds: list[dict[str, Any]] = []
     for kind, move in KINDS.items():
         krng = random.Random(kind)
-        # a tenth of an item under 10 tokens is no token: substitution applies to longer items only
-        some = [it for it in planted if kind != "10% token substitution" or len(it["prompt"].split()) >= 10]
+        some = planted_long if kind == "10% token substitution" else planted
         missed = [it for it in some if not index.find(move(it, krng))]
         recall = 1 - len(missed) / len(some) if some else None
-        kinds.append({"kind": kind, "planted": len(some), "caught": len(some) - len(missed),
-                      "recall": None if recall is None else round(recall, 4), "target": TARGETS.get(kind),
-                      "missed_by_benchmark": {b: sum(1 for m in missed if m["bench"] == b)
-                                              for b in sorted({m["bench"] for m in missed})},
-                      "examples": [move(m, random.Random(0)) for m in missed[:2]]})
+        entry: dict[str, Any] = {
+            "kind": kind, "planted": len(some), "caught": len(some) - len(missed),
+            "recall": None if recall is None else round(recall, 4), "target": TARGETS.get(kind),
+            "planted_by_benchmark": {b: sum(1 for m in some if m["bench"] == b)
+                                     for b in sorted({m["bench"] for m in some})},
+            "missed_by_benchmark": {b: sum(1 for m in missed if m["bench"] == b)
+                                    for b in sorted({m["bench"] for m in missed})},
+            "examples": [move(m, random.Random(0)) for m in missed[:2]]}
+        if kind == "10% token substitution":
+            by_length = {}
+            for lo, hi in LENGTHS:
+                band = [it for it in some if lo <= len(it["prompt"].split()) <= hi]
+                lost = sum(1 for it in missed if lo <= len(it["prompt"].split()) <= hi)
+                if band:
+                    by_length[f"{lo}-{hi if hi < 10**9 else ''}"] = {
+                        "planted": len(band), "recall": round(1 - lost / len(band), 4)}
+            entry["recall_by_words"] = by_length
+        kinds.append(entry)
     honest_rows = [{"input": it["prompt"], "output": _answer(it)} for it in honest]
     flagged = [r for r in honest_rows if index.find(r)]
     fp = len(flagged) / len(honest_rows)
@@ -171,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  {k['kind']:<30} no item of 10 tokens or more: not applicable")
         else:
             print(f"  {k['kind']:<30} recall {k['recall']:.4f}{goal}  missed {k['missed_by_benchmark']}")
+            if "recall_by_words" in k:
+                print(f"  {'':<30} by words: {k['recall_by_words']}")
     print(f"false positives: {len(flagged)} of {len(honest_rows)} honest rows ({fp:.4%}; target <= 0.1%)")
     print(f"check of {n:,} rows against {len(sealed):,} items: {check:.1f} s; a plain n-gram set of the same rows: "
           f"{baseline:.1f} s (ratio {out['ratio_to_ngram_set']}); target: 1,000,000 rows within 600 s")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from monte.envs.base import Item
 from monte.envs.floor import constant_floor
-from monte.envs.items import normalize_text
+from monte.envs.items import canonical_tokens, tokens
 from monte.envs.registry import get
 from monte.errors import error
 from monte.hashing import hash_tree
@@ -38,8 +38,10 @@ SEEDS = {"test": 3_000_000, "dev": 2_000_000, "curriculum": 1_000_000}
 
 
 def normalise(prompt: str) -> str:
-    """The prompt as disjointness compares it: the leak check's normalisation (monte.envs.items)."""
-    return normalize_text(prompt)
+    """The prompt as disjointness compares it: the leak check's normalisation, neutral terms
+    dropped (monte.envs.items): a curriculum row ``6 - 0 + 5 =`` asks a test item's ``6 + 5 =``,
+    and the leak check would refuse the curriculum that held it."""
+    return " ".join(canonical_tokens(tokens(prompt)))
 
 
 @dataclass

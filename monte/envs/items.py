@@ -24,8 +24,10 @@ standard library and the shape of a NeMo Gym row.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import math
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -164,19 +166,28 @@ class LeakIndex:
 
     Equality is the first case; a sealed prompt with a character appended, a zero-width space,
     another spacing of its punctuation, or moved to the output column is still found, and (issue
-    42's planted leaks) a sealed text of :data:`INSERTED_MIN` tokens or more with one word
-    inserted inside it (``5 - the 3 =``). An expression padded with a neutral term
-    (``45 + 67 + 0 =``) is not found: the catalog's own curricula ask such questions honestly
-    (chain_sum's ``6 - 0 + 5 =`` beside a test item ``6 + 5 =``, 127 rows), and a check that
-    refused them would refuse the catalog's curricula."""
+    42's planted leaks):
+
+    - a sealed text of :data:`INSERTED_MIN` tokens or more with one word inserted inside it
+      (``5 - the 3 =``);
+    - an expression padded with a neutral term (``45 + 67 + 0 =``, ``6 - 0 + 5 =`` beside a
+      sealed ``6 + 5 =``): both sides are compared with their neutral terms dropped too
+      (:func:`canonical_tokens`). The freeze keeps such rows out of a curriculum
+      (``monte.envs.freeze.normalise``), so the catalog's own curricula do not trip it;
+    - a sealed text of :data:`SIMILAR_MIN` tokens or more with some of its tokens replaced
+      (a tenth of a long question's words): :meth:`_similar`."""
 
     texts: dict[str, list[str]] = field(default_factory=dict)  # label -> tokens
-    _starts: dict[str, dict[tuple[str, ...], list[str]]] = field(default_factory=dict)
+    _starts: dict[int, dict[tuple[str, ...], list[tuple[str, list[str]]]]] = field(default_factory=dict)
     _grams: dict[tuple[str, ...], str] = field(default_factory=dict)  # own n-gram -> label
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
     _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
     _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
     _lengths: set[int] = field(default_factory=set)  # their lengths
+    _rare: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # rare CUE-gram -> long texts
+    _nrare: dict[str, int] = field(default_factory=dict)  # long text -> how many rare CUE-grams
+    _weights: dict[str, list[float]] = field(default_factory=dict)  # long text -> each token's weight
+    _expressions: set[str] = field(default_factory=set)  # long texts that are mostly numbers and operators
 
     @classmethod
     def build(cls, texts: Mapping[str, str]) -> LeakIndex:
@@ -187,10 +198,17 @@ class LeakIndex:
             if not toks:
                 continue
             idx.texts[label] = toks
-            idx._whole.setdefault(tuple(toks), []).append(label)
-            idx._lengths.add(len(toks))
-            head = tuple(toks[:3])
-            idx._starts.setdefault(str(len(head)), {}).setdefault(head, []).append(label)
+            canon = canonical_tokens(toks)
+            # (a canonical form left with no binary operator, `4 =` of `4 + 0 =` or `- 9 =` of
+            # `-9 / 1 =`, would be found in any row that ends `... ) - 9 =`: matched as written)
+            expression = any(tok in _JOINING and tok not in "=(" and k and _operand(canon[k - 1])
+                             for k, tok in enumerate(canon))
+            for form in (toks, canon) if canon != toks and expression else (toks,):
+                # a sealed text is found in either form: `6 + 5 + 0 =` asks `6 + 5 =`, and the reverse
+                idx._whole.setdefault(tuple(form), []).append(label)
+                idx._lengths.add(len(form))
+                head = tuple(form[:3])
+                idx._starts.setdefault(len(head), {}).setdefault(head, []).append((label, form))
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
             idx._every[label] = grams
             for g in grams:
@@ -203,7 +221,36 @@ class LeakIndex:
                     idx._grams[g] = label
         for label in idx._grams.values():
             idx._own[label] = idx._own.get(label, 0) + 1
+        idx._index_long()
         return idx
+
+    def _index_long(self) -> None:
+        """The rare words and word weights of the sealed texts of :data:`SIMILAR_MIN` tokens or
+        more (see :meth:`_similar`)."""
+        long = {label: t for label, t in self.texts.items() if len(t) >= SIMILAR_MIN}
+        df: dict[str, int] = {}
+        for t in long.values():
+            for w in {w for w in t if w.isalnum()}:
+                df[w] = df.get(w, 0) + 1
+        for label, t in long.items():
+            # a word is worth what it tells this text from the others (its idf among them): the
+            # template's words little, the item's own ones much
+            weights = [math.log(len(long) / df[w]) if w.isalnum() else 0.0 for w in t]
+            if not sum(weights):
+                weights = [1.0 if w.isalnum() else 0.0 for w in t]
+            self._weights[label] = weights
+            if sum(1 for w in t if _joins(w)) * 2 >= len(t):  # numbers and operators: an expression
+                self._expressions.add(label)
+        gdf: dict[tuple[str, ...], int] = {}
+        grams = {label: {tuple(t[i:i + CUE]) for i in range(len(t) - CUE + 1)} for label, t in long.items()}
+        for gs in grams.values():
+            for g in gs:
+                gdf[g] = gdf.get(g, 0) + 1
+        for label, gs in grams.items():
+            rare = [g for g in gs if gdf[g] <= RARE]
+            self._nrare[label] = len(rare)
+            for g in rare:
+                self._rare.setdefault(g, []).append(label)
 
     def find(self, row: Any) -> set[str]:
         """The labels of the sealed texts ``row`` leaks."""
@@ -211,18 +258,20 @@ class LeakIndex:
         hits: dict[str, set[tuple[str, ...]]] = {}
         seen: set[tuple[str, ...]] = set()  # every n-gram of the row, any segment
         for seg in row_segments(row):
-            toks = tokens(seg)
-            for i in range(len(toks)):
-                for k, starts in self._starts.items():
-                    head = tuple(toks[i:i + int(k)])
-                    for label in starts.get(head, ()):
-                        t = self.texts[label]
-                        if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
-                            found.add(label)
-            found |= self._inserted(toks)
+            raw = tokens(seg)
+            canon = canonical_tokens(raw)
+            for toks in (raw, canon) if canon != raw else (raw,):
+                for i in range(len(toks)):
+                    for k, starts in self._starts.items():
+                        head = tuple(toks[i:i + k])
+                        for label, t in starts.get(head, ()):
+                            if toks[i:i + len(t)] == t and not (i and _joins(toks[i - 1])):
+                                found.add(label)
+                found |= self._inserted(toks)
+            found |= self._similar(raw)
             if self._grams:
-                for j in range(len(toks) - NGRAM + 1):
-                    g = tuple(toks[j:j + NGRAM])
+                for j in range(len(raw) - NGRAM + 1):
+                    g = tuple(raw[j:j + NGRAM])
                     seen.add(g)
                     owner = self._grams.get(g)
                     if owner is not None:
@@ -233,6 +282,44 @@ class LeakIndex:
                 found.add(label)
         return found
 
+    def _similar(self, toks: list[str]) -> set[str]:
+        """The sealed texts of at least :data:`SIMILAR_MIN` tokens that a compact run of ``toks``
+        reproduces in order with some tokens replaced, dropped or added (``difflib``'s matching
+        blocks): at least :data:`SIMILAR_ALL` of the text's tokens, and :data:`SIMILAR_OWN` of its
+        words weighted by how rare each is among the sealed texts (so a template's words count
+        little and the item's own ones much: two questions of one template with different own
+        words are no copy), within a run at most a quarter longer than the text. Candidates are
+        the texts that share a share of their rare 3-grams with the row, so the cost stays near a lookup."""
+        if not self._rare or len(toks) < SIMILAR_ALL * SIMILAR_MIN:
+            return set()  # (too short to hold three quarters of any long text)
+        at: dict[str, list[int]] = {}
+        cues: dict[tuple[str, ...], int] = {}
+        for j in range(len(toks) - CUE + 1):
+            g = tuple(toks[j:j + CUE])
+            if g in self._rare and g not in cues:
+                cues[g] = j
+        for g, j in cues.items():
+            for label in self._rare[g]:
+                at.setdefault(label, []).append(j)
+        found: set[str] = set()
+        for label, js in at.items():
+            if len(js) < SIMILAR_RARE * self._nrare[label]:
+                continue
+            t = self.texts[label]
+            n = len(t)
+            mid = sorted(js)[len(js) // 2]
+            window = toks[max(0, mid - 2 * n):mid + 2 * n]
+            blocks = [b for b in difflib.SequenceMatcher(None, t, window, autojunk=False).get_matching_blocks()
+                      if b.size]
+            if not blocks or blocks[-1].b + blocks[-1].size - blocks[0].b > n + n // 4:
+                continue
+            matched = [b.a + k for b in blocks for k in range(b.size)]
+            weights = self._weights[label]
+            if len(matched) >= SIMILAR_ALL * n and \
+                    sum(weights[p] for p in matched) >= SIMILAR_OWN * sum(weights) and \
+                    not (label in self._expressions and _another_expression(t, window, blocks)):
+                found.add(label)
+        return found
 
     def _inserted(self, toks: list[str]) -> set[str]:
         """The sealed texts of at least :data:`INSERTED_MIN` tokens found in a row's tokens with
@@ -256,5 +343,73 @@ class LeakIndex:
 
 #: a sealed text this long or longer is still found with one token inserted inside it
 INSERTED_MIN = 3
+#: a sealed text this long or longer (tokens) is still found with some of its tokens replaced
+#: (:meth:`LeakIndex._similar`): shorter, a tenth of it is no token, and one token more or less
+#: of an expression is another question
+SIMILAR_MIN = 10
+#: ... when a compact run of the row matches this share of its tokens, in order,
+SIMILAR_ALL = 0.75
+#: ... and this share of its own ones (those no other sealed text has: a template is not the item)
+SIMILAR_OWN = 0.75
+#: a CUE-gram in this many long sealed texts or fewer is rare: a text is a candidate for a row
+#: holding SIMILAR_RARE of its rare CUE-grams
+CUE = 3
+RARE = 8
+SIMILAR_RARE = 0.3
+
+
 def _joins(tok: str) -> bool:
     return tok in _JOINING or tok.isdigit()
+
+
+def _another_expression(t: list[str], window: list[str], blocks: list[difflib.Match]) -> bool:
+    """Whether the row's run (``window``, aligned to the sealed expression ``t`` by ``blocks``) differs
+    from the text by a number or an operator where the text has something else, or by leaving
+    out a number of the text. Words put in place of the text's tokens (a copy with words
+    replaced) keep the question; another number or operator makes another expression
+    (``-( 49 - 42 ) - 9 =`` is not a sealed ``-( 49 - 42 ) - 9 * 3 =``)."""
+    first, last = blocks[0], blocks[-1]
+    head = t[:first.a]  # the text's ends, against as many tokens of the row beside the run
+    tail = t[last.a + last.size:]
+    gaps = [(head, window[max(0, first.b - len(head)):first.b]),
+            (tail, window[last.b + last.size:last.b + last.size + len(tail)])]
+    gaps += [(t[x.a + x.size:y.a], window[x.b + x.size:y.b]) for x, y in zip(blocks, blocks[1:], strict=False)]
+    for theirs, mine in gaps:
+        if any(_joins(tok) for tok in mine) or (len(mine) < len(theirs) and any(tok.isdigit() for tok in theirs)):
+            return True
+    return False
+
+
+_ADDITIVE_BREAK = {"*", "/", "×", "÷", "^", "%", ".", ",", "!"}  # a 0 before one is no whole term
+_FACTOR_BREAK = {"^", ".", ",", "!"}  # a 1 before one is no whole factor
+
+
+def _operand(tok: str) -> bool:
+    return tok.isdigit() or tok == ")"
+
+
+def canonical_tokens(toks: list[str]) -> list[str]:
+    """``toks`` with every neutral term of an expression dropped: ``+ 0`` and ``- 0`` where the
+    ``0`` is a whole term (``6 - 0 + 5 =`` is ``6 + 5 =``; in ``+ 0 * 3`` or ``+ 0 . 5`` it is
+    not), ``* 1`` and ``/ 1`` where the ``1`` is a whole factor, and a leading ``0 +`` or ``1 *``.
+    Each leaves the result unchanged and the expression otherwise identical, so an expression
+    padded so (``45 + 67 + 0 =``) asks what the sealed one asks. Anything else is left as it is."""
+    if "0" not in toks and "1" not in toks:
+        return toks  # (most text: nothing to drop)
+    out = list(toks)
+    i = 0
+    while i < len(out) - 1:
+        op, term = out[i], out[i + 1]
+        after = out[i + 2] if i + 2 < len(out) else ""
+        if i and _operand(out[i - 1]) and not after.isdigit() and (
+                (op in ("+", "-") and term == "0" and after not in _ADDITIVE_BREAK)
+                or (op in ("*", "/", "×", "÷") and term == "1" and after not in _FACTOR_BREAK)):
+            del out[i:i + 2]  # `a + 0`, `a * 1`
+            continue
+        starts = i == 0 or not (_operand(out[i - 1]) or out[i - 1] in _JOINING - {"(", "="})
+        if starts and (op, term) in (("0", "+"), ("1", "*"), ("1", "×")) and (
+                after.isdigit() or after in ("(", "-")):
+            del out[i:i + 2]  # `0 + a`, `1 * a`
+            continue
+        i += 1
+    return out

@@ -423,7 +423,10 @@ def seal_lock(store: Store, key: SealKey) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+#: where leak refusals were counted before they were records (the common git directory, not
+#: pushed): still counted, never written
 LEAK_REFUSALS = "leak-refusals.jsonl"
+LEAK_EVENT = "leak-refusal"
 
 
 def _leak_log(store: Store) -> Path:
@@ -434,32 +437,69 @@ def record_leak_refusal(store: Store, *, split_sha256: str, content: str, experi
                         rows: int, at: str) -> None:
     """Count one leak refusal against a sealed test content: each one answered a membership
     question ("are these rows in test?"), so each is disclosed beside the content's test reads
-    (:func:`leak_refusals`). Kept beside the seal's locks in the common git directory (any
-    worktree), not in a ledger: a refusal writes no record and moves no ref."""
-    path = _leak_log(store)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"split_sha256": split_sha256, "content": content, "experiment": experiment,
-                       "source": source, "rows": rows, "at": at}, sort_keys=True) + "\n"
-    with open(path, "a", encoding="utf-8") as f:  # one write of one line: appends do not interleave
-        f.write(line)
+    (:func:`leak_refusals`). A record on the experiment's ledger (``leaks/<key>.json``, event
+    ``leak-refusal``): it travels wherever the ledger does (push, sync, a clone), so another
+    copy of the repository sees the questions asked here. The one refusal that writes a record:
+    it writes nothing else, and no row, read or seal moves."""
+    from monte.ledger.store import Change
+    from monte.ledger.views import leak_refusal_path
+
+    body = {"split_sha256": split_sha256, "content": content, "experiment": experiment, "source": source,
+            "rows": rows, "at": at, "nonce": os.urandom(8).hex()}  # (two refusals in one second: two records)
+    key = sha256_bytes(json.dumps(body, sort_keys=True).encode())[:32]
+
+    def build(snap: Any) -> Change:
+        return Change(summary=f"leak refusal: {source} holds {rows} row(s) of a sealed test content",
+                      writes={leak_refusal_path(key): json.dumps(body, indent=2, sort_keys=True).encode() + b"\n"},
+                      trailers={"Monte-Event": LEAK_EVENT})
+
+    store.append(ledger_ref(experiment), build)
 
 
-def leak_refusals(store: Store, split_sha256: str, content: str = "") -> int:
-    """How many leak refusals this repository counted against a test content (by its split's
-    sha256, or its content key)."""
+def _leak_records(store: Store) -> Iterator[dict[str, Any]]:
+    """Every leak refusal recorded: on each experiment's ledger (and the bucket mirrors of
+    experiments this repository does not hold), and in the common git directory's older log."""
+    from monte.ledger.store import Snapshot
+    from monte.ledger.views import LEAKS
+
+    for ref in _ledger_refs(store):
+        snap = Snapshot(store.repo, store.tip(ref))
+        for fan in snap.listdir(LEAKS):
+            for name in snap.listdir(f"{LEAKS}/{fan}"):
+                try:
+                    doc = json.loads(snap.read(f"{LEAKS}/{fan}/{name}") or b"")
+                except ValueError:
+                    continue
+                if isinstance(doc, dict):
+                    yield doc
     try:
         lines = _leak_log(store).read_text(encoding="utf-8").splitlines()
     except OSError:
-        return 0
-    n = 0
+        lines = []
     for line in lines:
         try:
             doc = json.loads(line)
         except ValueError:
             continue
-        if isinstance(doc, dict) and (doc.get("split_sha256") == split_sha256 or (content and doc.get("content") == content)):
-            n += 1
-    return n
+        if isinstance(doc, dict):
+            yield doc
+
+
+def _ledger_refs(store: Store) -> list[str]:
+    """Each experiment's ledger ref, or its bucket mirror where this repository holds no ledger of it."""
+    refs = {name: ledger_ref(name) for name in experiment_names(store)}
+    for ref in store.refs_under(MIRROR + "/"):
+        name = ref[len(MIRROR) + 1:-len("/ledger")] if ref.endswith("/ledger") else ""
+        if name and name not in refs:
+            refs[name] = ref
+    return [r for r in refs.values() if store.tip(r) is not None]
+
+
+def leak_refusals(store: Store, split_sha256: str, content: str = "") -> int:
+    """How many leak refusals this repository counted against a test content (by its split's
+    sha256, or its content key), whichever ledger recorded them."""
+    return sum(1 for doc in _leak_records(store)
+               if doc.get("split_sha256") == split_sha256 or (content and doc.get("content") == content))
 
 
 def overlap_note(seal: Seal, touches: Iterable[RunRow]) -> str:

@@ -63,6 +63,15 @@ def cohort_index_path(cohort: str) -> str:
     return f"{COHORTS}/{cohort}/index.json"
 
 
+#: leak refusals counted against a sealed test content (``monte.ledger.seal.record_leak_refusal``)
+LEAKS = "leaks"
+
+
+def leak_refusal_path(key: str) -> str:
+    """One leak refusal's record, fanned out by the first two hex digits of its key."""
+    return f"{LEAKS}/{key[:2]}/{key}.json"
+
+
 def nomination_path(cohort: str) -> str:
     """The checkpoint ``monte nominate`` names for the cohort's final claim."""
     return f"{COHORTS}/{cohort}/nomination.json"

@@ -137,14 +137,78 @@ def test_a_templated_row_sharing_a_clause_with_a_sealed_item_is_no_leak() -> Non
 
 def test_a_sealed_item_with_a_word_inserted_is_a_leak() -> None:
     """Issue 42's planted leaks: a word inserted inside a sealed question hid it from the check;
-    it is found now. An inserted operator or number is another expression, and a neutral term
-    (``6 - 0 + 5 =`` beside a sealed ``6 + 5 =``) is not taken for one: chain_sum's own
-    curriculum asks such questions honestly, and a check that refused them would refuse it."""
+    it is found now. An inserted operator or number is another expression."""
     idx = LeakIndex.build({"a": "45 + 67 =", "b": "p 27611 =", "c": "reverse ammonia =", "e": "8 - 6 =",
                            "f": "6 + 5 ="})
     assert idx.find({"input": "p the 27611 ="}) == {"b"}
     assert idx.find({"input": "45 + the 67 ="}) == {"a"}
     assert idx.find({"output": "reverse the ammonia = ainomma"}) == {"c"}
-    for honest in ("45 + 67 + 1 =", "12 + 45 + 67 =", "45 + 670 =", "p 27612 =", "p 2 7611 =",
-                   "8 - -6 =", "6 - 0 + 5 ="):
+    for honest in ("45 + 67 + 1 =", "12 + 45 + 67 =", "45 + 670 =", "p 27612 =", "p 2 7611 =", "8 - -6 ="):
         assert idx.find({"input": honest}) == set(), honest
+
+
+def test_a_sealed_expression_padded_with_a_neutral_term_is_a_leak() -> None:
+    """Issue 42's planted leaks: ``45 + 67 + 0 =`` asks what a sealed ``45 + 67 =`` asks and passed
+    the check. A neutral term (``+ 0``, ``- 0``, ``* 1``, ``/ 1``, a leading ``0 +``) that leaves
+    the result and the rest of the expression unchanged is dropped before comparing, on both
+    sides; a term that is not neutral where it stands (``+ 0 * 3``, ``+ 0.5``, ``* 1 ^ 2``) is
+    another question."""
+    idx = LeakIndex.build({"a": "45 + 67 =", "f": "6 + 5 =", "g": "3 * 4 - 0 =", "h": "12 - 7 ="})
+    for padded, label in (("45 + 67 + 0 =", "a"), ("0 + 45 + 67 =", "a"), ("45 - 0 + 67 =", "a"),
+                          ("45 * 1 + 67 / 1 =", "a"), ("6 - 0 + 5 =", "f"), ("1 * 3 * 4 =", "g"),
+                          ("3 * 4 =", "g"), ("Q: 12 - 7 + 0 = ? A: 5", "h")):
+        assert idx.find({"input": padded}) == {label}, padded
+    for honest in ("45 + 67 + 0 * 3 =", "45 + 67 + 0.5 =", "45 + 67 * 1 ^ 2 =", "45 + 0 + 67 + 1 =",
+                   "10 - 0 + 6 + 5 =", "45 + 67 - 00 + 1 ="):
+        assert idx.find({"input": honest}) == set(), honest
+    # an item whose neutral terms leave no binary operator is matched as written, not as `4 =`
+    # (found by bench/leak_false_positives.py: `-9 / 1 =` taken for the end of `-( 49 - 42 ) - 9 =`)
+    bare = LeakIndex.build({"z": "4 + 0 =", "y": "-9 / 1 ="})
+    for honest in ("p 4 = even", "-( 49 - 42 ) - 9 =", "( 63 - -89 ) - 9 ="):
+        assert bare.find({"input": honest}) == set(), honest
+
+
+def test_a_long_sealed_item_with_a_tenth_of_its_tokens_replaced_is_a_leak() -> None:
+    """Issue 42's planted leaks: a tenth of a long sealed question's tokens replaced by other words
+    broke every 8-gram the containment rule counts. A compact run holding three quarters of the
+    item's tokens in order, and three quarters of its words weighted by their rarity among the
+    sealed items (the template's words count little), is found; an honest item of the same
+    template, half of whose own words differ, is not."""
+    def sort(words: str) -> str:
+        return ("Your task is to sort words in ascending or descending order using ASCII/Unicode ordering.\n\n"
+                "Your output should be a comma-separated list of words, e.g. word_1, word_2, word_3\n\n"
+                f"Now, sort these words in descending order and return them as a comma-separated list: {words}")
+
+    sealed = {"s/0": sort("Only, fed, harbour, mile, quietly, tenant, apple, summit"),
+              "s/1": sort("river, Zone, began, cloud, market, oak, window, paper"),
+              "s/2": sort("castle, dim, eager, fossil, glow, honey, ink, jolly")}
+    idx = LeakIndex.build(sealed)
+    toks = sealed["s/0"].split()
+    for i in (3, 11, 19, 27, 41):  # five of its 50 words, template and list alike
+        toks[i] = "green"
+    assert idx.find({"text": "Train on this: " + " ".join(toks)}) == {"s/0"}
+    honest = sort("Only, fed, harbour, mile, lantern, velvet, copper, marble")  # half its words its own
+    assert idx.find({"text": honest}) == set()
+    assert idx.find({"text": sort("cedar, brook, maple, dune, ember, flint, grove, heath")}) == set()
+    # an expression is its numbers and operators: a word in place of a token is a copy, another
+    # number or operator (or one left out) another question
+    expr = LeakIndex.build({"e": "-( -( ( -7 * -1 ) ) * 3 ) =", "f": "-( 49 - 42 ) - 9 * 3 ="})
+    assert expr.find({"input": "-( -( house -7 * -1 ) ) * 3 ) ="}) == {"e"}
+    for honest in ("-( -( ( -7 * -2 ) ) * 3 ) =", "-( 49 - 42 ) - 9 ="):
+        assert expr.find({"input": honest}) == set(), honest
+
+
+def test_a_frozen_curriculum_holds_no_neutral_padding_of_a_test_item() -> None:
+    """The freeze and the leak check compare alike: chain_sum's curriculum generator asks questions
+    such as ``6 - 0 + 5 =`` beside a test item ``6 + 5 =``; the freeze keeps them out of the
+    curriculum (disjoint by content, neutral terms dropped), so the catalog's own curriculum is no
+    leak while the same question planted by hand is one."""
+    from monte.envs.freeze import SEEDS, _draw
+
+    seen: set[str] = set()
+    test, _ = _draw("chain_sum", SEEDS["test"], 200, seen)
+    curriculum, dropped = _draw("chain_sum", SEEDS["curriculum"], 3000, seen)
+    idx = LeakIndex.build({f"t/{k}": str(it["prompt"]) for k, it in enumerate(test)})
+    assert [it["prompt"] for it in curriculum if idx.find({"input": it["prompt"]})] == []
+    padded = str(test[0]["prompt"]).replace(" =", " + 0 =")
+    assert idx.find({"input": padded, "output": str(test[0]["answer"])}) == {"t/0"}

@@ -78,3 +78,35 @@ def test_only_models_of_one_tokenizer_compare() -> None:
     assert fp.distance(a, {**a, "vocab": 5}) is None
     far = {**a, "scores": fp._pack([-1, 1, -0.5, 0.5])}
     assert fp.distance(a, far) == pytest.approx(2.0, abs=1e-3)  # opposite scores: as far as they go
+
+
+def test_verify_and_the_hooks_refuse_a_base_commit_that_behaves_as_a_checkpoint(
+        repo: Path, monte, exp: str, base_model: Path, trained: Path, tmp_path: Path) -> None:
+    """The fingerprint was the CLI's check only: a base commit written without it (by hand, or by a
+    monte that skipped ``identify_base``) for a noised copy of a checkpoint passed ``verify --all``
+    and the hooks, a fresh seal for a trained model. Verify now compares the fingerprints both
+    commits record (no torch, nothing recomputed): rule ``behaviour``."""
+    from monte.ledger.lineage import ensure_base, servable_files, weights_identity
+    from monte.ledger.refs import ZERO, base_ref
+    from monte.ledger.verify import verify_updates
+    from monte.workspace import open_workspace
+
+    for split in ("dev", "test"):  # the baselines, then a chunk: an honest ledger
+        assert monte("eval", "--yes", "--json", "--split", split).code == 0
+    run = checkpoint(repo, trained)
+    ok = monte("ledger", "verify", "--all", "--json")
+    assert ok.code == 0, ok.out  # an honest base and its checkpoint: no finding
+    copy = tmp_path / "copy"
+    shutil.copytree(repo / ".monte" / "runs" / "exp" / run / "checkpoints" / "step-50", copy)
+    corpus.VARIANTS["noise 1%"](copy, base_model)
+    ws = open_workspace(repo)
+    weights = weights_identity(copy)
+    cohort, tip = ensure_base(ws.store, "exp", str(copy), servable_files(copy), cohort=weights[:12],
+                              weights=weights, folder=copy)  # the check skipped: a forged new cohort
+    r = monte("ledger", "verify", "--all", "--json")
+    assert r.code != 0, r.out
+    err = r.json()["error"]
+    assert err["code"] == "E_VERIFY" and "[behaviour]" in err["message"], err
+    assert f"behaves as checkpoint exp/{run}@50" in err["message"] and "behavioural distance" in err["message"]
+    found = verify_updates(ws.store, [(base_ref("exp", cohort), ZERO, tip)])  # what pre-receive/pre-push judge
+    assert [v.rule for _, v in found] == ["behaviour"], found

@@ -83,14 +83,36 @@ def trained(monte: Any, *args: str) -> dict[str, Any]:
 
 
 def refused(monte: Any, repo: Path, *args: str, code: str, exit_code: int) -> dict[str, str]:
-    """Run a command that must refuse with ``code``, changing no ref and no file; return the error."""
+    """Run a command that must refuse with ``code``, changing no ref and no file; return the error.
+    ``E_LEAK`` is the one refusal that records: one ``leak-refusal`` commit on the experiment's
+    ledger, adding only its ``leaks/`` file (the count travels with the ledger)."""
     before = snapshot_state(repo)
     r = monte(*args, "--json")
     assert r.code == exit_code, r.out + r.err
     err: dict[str, str] = r.json()["error"]
     assert err["code"] == code, err
-    assert snapshot_state(repo) == before
+    after = snapshot_state(repo)
+    if code == "E_LEAK":
+        after["refs"] = leak_record_undone(repo, before["refs"], after["refs"])
+    assert after == before
     return err
+
+
+def leak_record_undone(repo: Path, before: str, after: str) -> str:
+    """``after``'s refs with the one leak-refusal record a refusal appended taken back out, after
+    checking that it is that record and nothing more."""
+    from .helpers import git
+
+    old = dict(line.split(" ") for line in before.splitlines())
+    new = dict(line.split(" ") for line in after.splitlines())
+    moved = [ref for ref in new if old.get(ref) != new[ref]]
+    assert len(moved) == 1 and moved[0].endswith("/ledger") and set(old) == set(new), moved
+    ref = moved[0]
+    assert git(repo, "rev-parse", f"{new[ref]}^").strip() == old[ref]  # one commit on the old tip
+    event = git(repo, "log", "-1", "--format=%(trailers:key=Monte-Event,valueonly)", new[ref]).strip()
+    files = git(repo, "diff", "--name-only", old[ref], new[ref]).split()
+    assert event == "leak-refusal" and len(files) == 1 and files[0].startswith("leaks/"), (event, files)
+    return "".join(f"{r} {old[r]}\n" for r in new)
 
 
 DPO = """\

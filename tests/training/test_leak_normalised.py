@@ -86,3 +86,31 @@ def test_a_leak_refusal_names_no_sealed_item_and_is_disclosed(repo: Path, monte,
     (exam,) = monte("status", "--json").json()["exams"]
     assert exam["leak_refusals"] == 2
     assert "2 leak refusal(s)" in monte("status").out
+    assert monte("ledger", "verify", "--all").code == 0  # a leak-refusal record is a record verify knows
+
+
+def test_leak_refusals_travel_with_the_ledger(repo: Path, monte, trainable: str, tmp_path: Path) -> None:
+    """The count was kept in the common git directory, which no push or clone carries: a clone (or
+    the shared remote) saw no refusal, and the membership questions asked here were hidden from
+    whoever reads the claim elsewhere. Each refusal is a record on the experiment's ledger now."""
+    from support.helpers import git
+
+    test = exam_prompts(repo, "test")
+    rows = [{"input": p, "output": " even"} for p in test[:3]]
+    assert monte("dataset", "add", "probe", "--from-file", str(_rows(tmp_path / "probe.jsonl", rows)),
+                 "--kind", "sft").code == 0
+    refused(monte, repo, "train", "--recipe", "sft-t", "--source", "probe", "--smoke", "--yes",
+            code="E_LEAK", exit_code=3)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--mirror", str(repo), str(clone))  # every ref, as a shared remote holds them
+    from monte.ledger.experiment import Ledger, experiment_names
+    from monte.ledger.seal import leak_refusals
+    from monte.ledger.store import Store
+    from monte.workspace import open_workspace
+
+    here = open_workspace(repo).store
+    (exp,) = experiment_names(here)
+    (exam,) = Ledger(here, exp).measurement().exams.values()
+    split = exam.splits["test"].sha256
+    assert leak_refusals(here, split) == 1
+    assert leak_refusals(Store(clone), split) == 1  # the clone counts it, from the ledger it holds

@@ -7,7 +7,7 @@ violation names the commit, the rule and a one-line explanation.
 
 Rules (the names printed):
 
-- ``one-record``: one record per commit (a row, or a nomination), with a ``Monte-Event`` trailer,
+- ``one-record``: one record per commit (a row, a nomination, or a leak refusal), with a ``Monte-Event`` trailer,
   on a single first-parent line from the experiment's creation. The one other commit allowed is
   a merge of two ledgers that diverged (``monte.ledger.merge``): two parents, a ``Monte-Event:
   merge`` trailer, and a tree that is exactly the union of its parents (re-derived here). The
@@ -53,6 +53,10 @@ The rules a new row must keep are plain functions over the re-derived state
 (:mod:`monte.ledger.verify.rules`: ``no_smoke_evidence``, ``baselines_first``, ``two_touch``), which a
 test can call on rows without a walk; the walk applies :data:`~monte.ledger.verify.rules.NEW_ROW_RULES`
 to each new row.
+- ``behaviour``: a base commit recorded as a new cohort behaves as no model recorded before it:
+  its recorded fingerprint is not within the threshold of a checkpoint of another cohort nor of
+  a base of other weights (:mod:`monte.ledger.verify.behaviour`: the recorded fingerprints
+  compared, nothing recomputed; in a hook, the base refs a push brings).
 """
 
 from monte.ledger.verify.lineage import Verifier

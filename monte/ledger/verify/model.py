@@ -25,6 +25,9 @@ INDEX = re.compile(r"^runs/([0-9a-z])/([0-9a-z])/index\.json$")
 
 NOMINATION = re.compile(r"^cohorts/([0-9a-zA-Z._-]+)/nomination\.json$")
 
+#: a leak refusal counted against a sealed test content (monte.ledger.views.leak_refusal_path)
+LEAK_REFUSAL = re.compile(r"^leaks/([0-9a-f]{2})/([0-9a-f]{16,64})\.json$")
+
 # the files whose bytes the walk reads (what _prefetch reads ahead), and the length of history
 # past which the walk reads through git in bulk (monte.ledger.gitread) rather than object by object
 READ = re.compile(r"^(runs/[0-9a-z]/[0-9a-z]/([0-9a-z]{1,64}/(row\.json|tasks\.jsonl)|index\.json)"

@@ -30,6 +30,7 @@ from monte.ledger.verify.model import (
     COHORT_INDEX,
     GRADER,
     INDEX,
+    LEAK_REFUSAL,
     NOMINATION,
     ROW,
     TASKS,
@@ -108,6 +109,10 @@ class Records(Rewinds):
                     bad("append-only", f"the grader's signed statement of run {m.group(3)} was rewritten")
             elif (m := NOMINATION.match(path)) is not None:
                 out += self._nomination(state, cid, m.group(1), new)
+            elif (m := LEAK_REFUSAL.match(path)) is not None:
+                if old is not None or not m.group(2).startswith(m.group(1)):
+                    bad("append-only" if old is not None else "well-formed",
+                        f"{path}: a leak refusal is counted once and never rewritten")
             elif ROW.match(path) is None:
                 bad("well-formed", f"{path} is not a path monte writes")
         if first and state.measurement is None:

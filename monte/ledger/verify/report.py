@@ -97,6 +97,10 @@ def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: boo
     # the repository-wide seal: every ledger's test reads counted per seal key (rule ``seal``)
     violations += [{"experiment": exp, **x.to_dict()}
                    for exp, x in seal_violations(ws.store, new_runs=only if only is not None else None)]
+    if since is None:  # every base commit behaves as no model recorded before it (rule ``behaviour``)
+        from monte.ledger.verify.behaviour import behaviour_violations
+
+        violations += [{"experiment": exp, **x.to_dict()} for exp, x in behaviour_violations(ws.store)]
     from monte.ledger.grader_statement import ledger_violations, repository_pin
     from monte.ledger.verify.updates import GRADER_FIX
 

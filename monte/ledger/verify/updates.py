@@ -158,6 +158,12 @@ def verify_updates(store: Store, updates: Sequence[tuple[str, bytes, bytes]], *,
     if not out and wrote:
         out += [(ledger_ref(exp), v) for exp, v in seal_violations(view, new_runs=wrote)]
         out += grader_violations(store, view, wrote)
+    based = {ref: ref.rpartition("/base/")[2] for ref, _, new in ours if "/base/" in ref and new != ZERO}
+    if not out and based:  # a new cohort's base commit: it behaves as no model recorded before it
+        from monte.ledger.verify.behaviour import behaviour_violations
+
+        for ref, cohort in sorted(based.items()):
+            out += [(ref, v) for _, v in behaviour_violations(view, cohorts={cohort})]
     return out
 
 
