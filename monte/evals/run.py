@@ -162,8 +162,9 @@ def _regenerated(ws: Workspace, ledger: Ledger, row: RunRow, items: list[dict[st
         prompts = [grading.prompt_of(i) for i in items]
         common = {"max_new_tokens": settings["max_new_tokens"], "temperature": settings["temperature"],
                   "top_p": settings["top_p"], "stop": settings["stop"], "chat_template": settings["chat_template"]}
-        if _sampled(settings):
-            drawn = gen.sample(model, tok, prompts, [gen.sample_seed(i) for i in ids], k=_k(settings), **common)
+        if is_sampled(settings):
+            drawn = gen.sample(model, tok, prompts, [gen.sample_seed(i) for i in ids], k=samples_per_item(settings),
+                               **common)
             return [a for per in drawn for a in per]
         execution: dict[str, Any] = dict(row.plan.get("execution") or {})
         batch = int(execution.get("batch_size") or settings.get("batch_size") or 32)
@@ -223,18 +224,19 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                         log_event(ws, plan.experiment, row.run, "lm-eval", said=list(grades.lmeval.said))
                     answers = [str(t.get("answer", "")) for t in tasks]
                     stamp_generated(ws, plan.experiment, row.run, answers)  # (lm-eval grades as it generates)
-                elif _sampled(plan.settings):  # K seeded samples per item (docs/statistics.md)
+                elif is_sampled(plan.settings):  # K seeded samples per item (docs/statistics.md)
                     ids = [grading.task_id(it, f"{e.exam}/{e.split}", k) for k, it in enumerate(items)]
                     seeds = [gen.sample_seed(i) for i in ids]
                     drawn = gen.sample(model, tok, [grading.prompt_of(i) for i in items], seeds,
-                                       k=_k(plan.settings), max_new_tokens=plan.settings["max_new_tokens"],
+                                       k=samples_per_item(plan.settings),
+                                       max_new_tokens=plan.settings["max_new_tokens"],
                                        temperature=plan.settings["temperature"], top_p=plan.settings["top_p"],
                                        stop=plan.settings["stop"], chat_template=plan.settings["chat_template"],
                                        on_batch=on_progress)
                     answers = [a for per_item in drawn for a in per_item]
                     stamp_generated(ws, plan.experiment, row.run, answers)  # what this process wrote, before grading
                     if not is_test_smoke(e.split, plan.smoke):  # smoke on test: nothing graded, as at K = 1
-                        tasks = _graded_samples(grades, items, ids, seeds, drawn)
+                        tasks = graded_samples(grades, items, ids, seeds, drawn)
                 elif plan.processes > 1:  # whole batches per shard process: the same answers (monte.evals.shards)
                     answers = shards.generate(Path(plan.target.folder or plan.target.model),
                                               [grading.prompt_of(i) for i in items],
@@ -282,17 +284,17 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
                       exact=exact, settings=dict(plan.settings))
 
 
-def _k(settings: dict[str, Any]) -> int:
+def samples_per_item(settings: dict[str, Any]) -> int:
     """K, the samples per item (a measurement from before K, or at K = 1, holds none)."""
     return int(settings.get("samples", 1))
 
 
-def _sampled(settings: dict[str, Any]) -> bool:
+def is_sampled(settings: dict[str, Any]) -> bool:
     """Seeded samples per item (:func:`monte.models.generate.sample`): K > 1, or one sampled answer."""
-    return _k(settings) > 1 or float(settings.get("temperature", 0.0)) > 0
+    return samples_per_item(settings) > 1 or float(settings.get("temperature", 0.0)) > 0
 
 
-def _graded_samples(grades: Any, items: list[dict[str, Any]], ids: list[str], seeds: list[int],
+def graded_samples(grades: Any, items: list[dict[str, Any]], ids: list[str], seeds: list[int],
                     drawn: list[list[str]]) -> list[dict[str, Any]]:
     """One ``tasks.jsonl`` entry per item: its id, its score (the mean over its samples), the
     first sample's answer (what a one-answer reader shows) and every sample (index, seed, answer,
@@ -585,7 +587,7 @@ def _prove_kept_samples(ws: Workspace, meas: Any, benchmark: str, row: RunRow, i
     seeds = [int(t.get("seed", 0)) for t in tasks]
     with grading.ExamGrader(meas.grader, benchmark, row.exam or "", config=ws.config,
                             log=ws.data_root / "logs" / f"gym-{row.experiment}-{row.exam}.log") as grader:
-        graded = _graded_samples(grader, items, ids, seeds, drawn)
+        graded = graded_samples(grader, items, ids, seeds, drawn)
     for t, g in zip(tasks, graded, strict=True):
         kept = [float(x.get("score", -1)) for x in sorted(t["samples"], key=lambda x: int(x.get("sample", 0)))]
         if kept != [x["score"] for x in g["samples"]] or abs(float(t.get("score", -1)) - g["score"]) > 1e-9:

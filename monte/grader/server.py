@@ -231,9 +231,13 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
         raise error("E_NOT_FOUND", "the grader holds no sealed split with this content",
                     "hand it over first: `monte grader take ENV`")
     settings = dict(req.get("settings") or {})
-    if int(settings.get("samples", 1)) > 1 or float(settings.get("temperature", 0.0)) > 0:
-        raise error("E_USAGE", "the grader runs greedy test reads (K = 1, temperature 0) only, for now",
-                    "freeze the experiment's eval settings greedy, or read without a grader")
+    try:  # K seeded samples per item at temperature > 0, as a local read draws them (docs/statistics.md)
+        k, temperature = int(settings.get("samples", 1)), float(settings.get("temperature", 0.0))
+    except (TypeError, ValueError):
+        k, temperature = 0, -1.0
+    if k < 1 or temperature < 0:
+        raise error("E_BAD_INPUT", "the read's settings name no valid samples per item (K >= 1) and temperature "
+                    "(>= 0); nothing was spent", "send the settings the experiment froze (monte's client does)")
     dest = home.weights(run)
     if dest.exists():
         raise error("E_CONFLICT", f"the grader already holds weights for run {run}", "fetch it: `monte recover EXP`")

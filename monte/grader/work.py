@@ -21,6 +21,7 @@ from monte.ledger.grader_statement import KIND, canonical, outcomes, outcomes_sh
 def grade_read(home: Home, run: str) -> dict[str, Any]:
     """Generate and grade the read ``run`` started; returns the signed record written."""
     from monte.envs import grading
+    from monte.evals.run import graded_samples, is_sampled, samples_per_item
     from monte.ledger.signing import ssh_sign
     from monte.models import generate as gen
 
@@ -34,19 +35,27 @@ def grade_read(home: Home, run: str) -> dict[str, Any]:
     folder = home.weights(run)
     model, tok = gen.load(folder)
     s = started["settings"]
-    answers = gen.generate(model, tok, [grading.prompt_of(i) for i in items], max_new_tokens=s["max_new_tokens"],
-                           batch_size=started["batch_size"], temperature=s["temperature"], top_p=s["top_p"],
-                           stop=s["stop"], chat_template=s["chat_template"])
     exam = str(started["exam"])
     ids = [grading.task_id(it, f"{exam}/test", k) for k, it in enumerate(items)]
+    prompts = [grading.prompt_of(i) for i in items]
     with grading.ExamGrader(meta["grader"], meta["benchmark"], exam, split="test", items=items) as grader:
-        tasks = outcomes(grader.grade(items, answers, ids))
+        if is_sampled(s):  # K seeded samples per item, drawn and graded as a local read does them
+            seeds = [gen.sample_seed(i) for i in ids]
+            drawn = gen.sample(model, tok, prompts, seeds, k=samples_per_item(s), max_new_tokens=s["max_new_tokens"],
+                               temperature=s["temperature"], top_p=s["top_p"], stop=s["stop"],
+                               chat_template=s["chat_template"])
+            tasks = outcomes(graded_samples(grader, items, ids, seeds, drawn))
+        else:
+            answers = gen.generate(model, tok, prompts, max_new_tokens=s["max_new_tokens"],
+                                   batch_size=started["batch_size"], temperature=s["temperature"], top_p=s["top_p"],
+                                   stop=s["stop"], chat_template=s["chat_template"])
+            tasks = outcomes(grader.grade(items, answers, ids))
     score = sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0
     statement = {"kind": KIND, "run": run, "experiment": started["experiment"], "exam": exam,
                  "content": started["content"], "cohort": started["cohort"], "role": started["role"],
                  "read": started["read"], "target": started["target"], "weights": started["weights"],
                  "weights_id": started["weights_id"], "settings_sha256": hashlib.sha256(canonical(s)).hexdigest(),
-                 "score": score, "n": len(tasks), "outcomes_sha256": outcomes_sha256(tasks),
+                 "samples": samples_per_item(s), "score": score, "n": len(tasks), "outcomes_sha256": outcomes_sha256(tasks),
                  "delta": _delta(home, started, tasks), "started_at": started["started_at"]}
     signature = ssh_sign(home.key, canonical(statement), "monte-grader").decode()
     homes.append(home, run, {"statement": {"statement": statement, "signature": signature},
@@ -58,6 +67,7 @@ def grade_read(home: Home, run: str) -> dict[str, Any]:
 def _delta(home: Home, started: dict[str, Any], tasks: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The claim's paired delta against the grader's own test@0 of its cohort on this content."""
     from monte.stats.paired import paired_delta, verdict
+    from monte.stats.samples import sampled_delta, samples_of
 
     if started["role"] != "claim":
         return None
@@ -70,7 +80,12 @@ def _delta(home: Home, started: dict[str, Any], tasks: list[dict[str, Any]]) -> 
     mine = {t["id"]: t["score"] for t in tasks}
     if [t["id"] for t in base_tasks] != [t["id"] for t in tasks]:
         return None
-    d = paired_delta([t["score"] for t in base_tasks], [mine[t["id"]] for t in base_tasks])
+    a, b = samples_of(base_tasks), samples_of(tasks)
+    if a is not None and b is not None:  # K > 1: the item is the unit, as the agent's ledger pairs them
+        ids = [t["id"] for t in base_tasks]
+        d = sampled_delta([a[i] for i in ids], [b[i] for i in ids]).d
+    else:
+        d = paired_delta([t["score"] for t in base_tasks], [mine[t["id"]] for t in base_tasks])
     return {"baseline": base[0]["started"]["run"], "delta": d.delta, "lower": d.lower, "upper": d.upper,
             "n": d.n, "paired": d.paired, "verdict": verdict(d)}
 

@@ -37,8 +37,19 @@ def canonical(obj: Any) -> bytes:
 
 def outcomes(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The per-item outcomes a grader hands back and signs the hash of: each item's id and score,
-    in the split's order (never the item, its answer or its gold)."""
-    return [{"id": str(t["id"]), "score": float(t["score"])} for t in tasks]
+    in the split's order (never the item, its answer or its gold); for a sampled read also the
+    item's seed and each of its K samples' index, seed and score (what pairs K > 1 reads and
+    gives pass@k), never a sample's answer."""
+    out = []
+    for t in tasks:
+        o: dict[str, Any] = {"id": str(t["id"]), "score": float(t["score"])}
+        if "seed" in t:
+            o["seed"] = int(t["seed"])
+        if isinstance(t.get("samples"), list):
+            o["samples"] = [{"sample": int(x["sample"]), "seed": int(x["seed"]), "score": float(x["score"])}
+                            for x in t["samples"]]
+        out.append(o)
+    return out
 
 
 def outcomes_sha256(tasks: list[dict[str, Any]]) -> str:
@@ -101,6 +112,9 @@ def row_mismatch(statement: dict[str, Any], row: dict[str, Any], tasks: list[dic
     for k, v in want.items():
         if statement.get(k) != v:
             return f"{k}: the row records {v!r}, the grader signed {statement.get(k)!r}"
+    k = (plan.get("settings") or {}).get("samples", 1)
+    if int(statement.get("samples", 1)) != int(k):  # (a statement from before K > 1 reads says K = 1)
+        return f"samples: the row draws K = {k} per item, the grader signed K = {statement.get('samples', 1)}"
     score = row.get("score")
     if not isinstance(score, (int, float)) or abs(float(score) - float(statement.get("score", -1))) > 1e-12:
         return f"score: the row records {score!r}, the grader signed {statement.get('score')!r}"

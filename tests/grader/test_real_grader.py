@@ -353,3 +353,32 @@ def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
     r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
     assert r.stdout.split() == ["E_SEALED", "E_SEALED", "E_SEALED"], (r.stdout, r.stderr)
     assert len(s.grader_reads()) == 2
+
+
+def test_a_sampled_test_read_draws_k_samples_per_item_on_the_grader(grader_setup: Setup) -> None:
+    """K > 1 at temperature > 0 (last: a new cohort, so the reads above stay two): the grader draws
+    each item's K seeded samples with the frozen settings, grades them, signs K and the per-item
+    outcomes with every sample's score; the agent's row records them as a local K > 1 read does."""
+    from monte.models.generate import sample_seed
+
+    s = grader_setup
+    s.agent_monte("model", "init", "sampled-base", "--size", "tiny", "--seed", "2", check=True)  # a new cohort
+    s.agent_monte("experiment", "init", "sampled", "--eval", "parity", "--model", "sampled-base", "--samples", "3",
+                  "--temperature", "1.0", "--pass-at", "2", check=True)
+    r = s.agent_monte("eval", "-e", "sampled", "--split", "test", "--yes", "--json", check=True)
+    row = json.loads(r.stdout)["runs"][0]
+    read = s.grader_reads()[row["run"]]
+    statement, signed = read["statement"]["statement"], read["outcomes"]["outcomes"]
+    assert statement["samples"] == 3 and statement["n"] == row["n"] == 200 and statement["score"] == row["score"]
+    assert all(len(o["samples"]) == 3 and o["seed"] == sample_seed(o["id"]) for o in signed)
+    assert not any("answer" in x for o in signed for x in o["samples"])  # scores come back, never a text
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.refs import ledger_ref
+    from monte.runs.lifecycle import read_tasks
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(s.repo, require_data_root=False)
+    tasks = read_tasks(ws.store.snapshot(ledger_ref("sampled")), row["run"])
+    assert tasks == signed  # what status pairs (K samples per item) is what the grader signed
+    assert Ledger(ws.store, "sampled").row(row["run"]).status == "succeeded"  # type: ignore[union-attr]
+    s.agent_monte("ledger", "verify", "--all", check=True)

@@ -126,6 +126,32 @@ def test_a_statement_verifies_with_the_pinned_key_only_as_signed(home: homes.Hom
     assert "outcomes" in (row_mismatch(statement, row, [{"id": "a", "score": 1.0}, {"id": "b", "score": 1.0}]) or "")
 
 
+def test_a_sampled_reads_outcomes_carry_each_samples_score_and_its_k_is_signed() -> None:
+    """K > 1: the signed outcomes hold each sample's index, seed and score (never its answer), so
+    a sample's score edited changes the hash; a row drawing another K than the one signed differs."""
+    from monte.ledger.grader_statement import outcomes
+
+    drawn = [{"id": "a", "score": 0.5, "answer": "1", "seed": 7,
+              "samples": [{"sample": 0, "seed": 7, "score": 1.0, "answer": "1"},
+                          {"sample": 1, "seed": 7, "score": 0.0, "answer": "0"}]}]
+    kept = outcomes(drawn)
+    assert kept == [{"id": "a", "score": 0.5, "seed": 7, "samples": [{"sample": 0, "seed": 7, "score": 1.0},
+                                                                     {"sample": 1, "seed": 7, "score": 0.0}]}]
+    swapped = [{**kept[0], "samples": [{**x, "score": 1.0 - x["score"]} for x in kept[0]["samples"]]}]
+    assert outcomes_sha256(swapped) != outcomes_sha256(kept)  # the same mean, other samples: another hash
+    statement = {"kind": "monte-grader-read/v1", "run": "r1", "experiment": "exp", "exam": "parity",
+                 "content": "C", "cohort": "c1", "role": "baseline", "n": 1, "score": 0.5, "samples": 2,
+                 "outcomes_sha256": outcomes_sha256(kept), "target": {"kind": "base", "run": None, "step": 0},
+                 "delta": None}
+    row = {"run": "r1", "experiment": "exp", "exam": "parity", "cohort": "c1", "role": "baseline", "n": 1,
+           "score": 0.5, "delta": None, "plan": {"split_sha256": "C", "settings": {"samples": 2},
+                                                  "target": {"kind": "base", "run": None, "step": 0}}}
+    assert row_mismatch(statement, row, kept) is None
+    four = {**row, "plan": {**row["plan"], "settings": {"samples": 4}}}
+    assert "samples" in (row_mismatch(statement, four, kept) or "")
+    assert "samples" in (row_mismatch({**statement, "samples": 1}, row, kept) or "")
+
+
 def test_config_set_grader_pins_a_key_or_writes_nothing(repo: Path, monte: Any) -> None:
     before = (repo / ".monte.yaml").read_text()
     r = monte("config", "set", "grader", "ssh://g@127.0.0.1:2222")
