@@ -324,39 +324,8 @@ def test_the_hooks_refuse_a_pushed_test_read_without_the_graders_signature(grade
     assert r.returncode != 0 and "[grader]" in r.stderr and "does not verify" in r.stderr, r.stderr
 
 
-def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
-    """The agent edits the seal's local memory and asks the grader directly: refused there."""
-    s = grader_setup
-    s.agent.run("sh", "-c", f"echo forged >> {s.repo}/.git/monte/verified.log", check=False)
-    bases = s.agent.run("git", "for-each-ref", "--format=%(refname)", "refs/heads/monte/", cwd=s.repo).stdout.split()
-    for ref in [r for r in bases if "/base" in r or "/lineage/" in r]:  # the cohort's local memory, gone
-        s.agent.run("git", "update-ref", "-d", ref, cwd=s.repo, check=True, MONTE_HOOKS="off")  # the agent can
-    first = next(r["started"] for r in s.grader_reads().values() if r["started"]["role"] == "baseline")
-    script = (
-        "import json, sys\n"
-        "from pathlib import Path\n"
-        "from monte.grader import client\n"
-        "from monte.ledger.lineage import servable_files\n"
-        "from monte.workspace import open_workspace\n"
-        "from monte.errors import MonteError\n"
-        "g = client.require(open_workspace())\n"
-        "files = servable_files(Path('base-model'))\n"
-        "payload = client.pack_weights(Path('base-model'), files)[0]\n"
-        f"base = json.loads({json.dumps(first)!r})\n"
-        "for role, cohort, run in (('baseline', base['cohort'], 'forged1'), ('baseline', 'c-new', 'forged2'),\n"
-        "                          ('claim', base['cohort'], 'forged3')):\n"
-        "    req = dict(op='read', run=run, experiment='quickstart', exam=base['exam'], content=base['content'],\n"
-        "               cohort=cohort, role=role, target=base['target'], settings=base['settings'], files=files)\n"
-        "    try:\n        client.call(g, req, payload)\n"
-        "    except MonteError as e:\n        print(e.code)\n"
-    )
-    r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
-    assert r.stdout.split() == ["E_SEALED", "E_SEALED", "E_SEALED"], (r.stdout, r.stderr)
-    assert len(s.grader_reads()) == 2
-
-
 def test_a_sampled_test_read_draws_k_samples_per_item_on_the_grader(grader_setup: Setup) -> None:
-    """K > 1 at temperature > 0 (last: a new cohort, so the reads above stay two): the grader draws
+    """K > 1 at temperature > 0 (a new cohort: the quickstart's two reads stay spent): the grader draws
     each item's K seeded samples with the frozen settings, grades them, signs K and the per-item
     outcomes with every sample's score; the agent's row records them as a local K > 1 read does."""
     from monte.models.generate import sample_seed
@@ -382,3 +351,37 @@ def test_a_sampled_test_read_draws_k_samples_per_item_on_the_grader(grader_setup
     assert tasks == signed  # what status pairs (K samples per item) is what the grader signed
     assert Ledger(ws.store, "sampled").row(row["run"]).status == "succeeded"  # type: ignore[union-attr]
     s.agent_monte("ledger", "verify", "--all", check=True)
+
+
+def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
+    """The agent edits the seal's local memory and asks the grader directly: refused there."""
+    s = grader_setup
+    s.agent.run("sh", "-c", f"echo forged >> {s.repo}/.git/monte/verified.log", check=False)
+    bases = s.agent.run("git", "for-each-ref", "--format=%(refname)", "refs/heads/monte/", cwd=s.repo).stdout.split()
+    for ref in [r for r in bases if "/base" in r or "/lineage/" in r]:  # the cohort's local memory, gone
+        s.agent.run("git", "update-ref", "-d", ref, cwd=s.repo, check=True, MONTE_HOOKS="off")  # the agent can
+    before = len(s.grader_reads())
+    first = next(r["started"] for r in s.grader_reads().values()
+                 if r["started"]["role"] == "baseline" and r["started"]["experiment"] == "quickstart")
+    script = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from monte.grader import client\n"
+        "from monte.ledger.lineage import servable_files\n"
+        "from monte.workspace import open_workspace\n"
+        "from monte.errors import MonteError\n"
+        "g = client.require(open_workspace())\n"
+        "files = servable_files(Path('base-model'))\n"
+        "payload = client.pack_weights(Path('base-model'), files)[0]\n"
+        f"base = json.loads({json.dumps(first)!r})\n"
+        "for role, cohort, run in (('baseline', base['cohort'], 'forged1'), ('baseline', 'c-new', 'forged2'),\n"
+        "                          ('claim', base['cohort'], 'forged3')):\n"
+        "    req = dict(op='read', run=run, experiment='quickstart', exam=base['exam'], content=base['content'],\n"
+        "               cohort=cohort, role=role, target=base['target'], settings=base['settings'], files=files)\n"
+        "    try:\n        client.call(g, req, payload)\n"
+        "    except MonteError as e:\n        print(e.code)\n"
+    )
+    r = s.agent.run(PYTHON, "-c", script, cwd=s.repo, MONTE_GRADER_KEY_FILE=str(s.key_file))
+    assert r.stdout.split() == ["E_SEALED", "E_SEALED", "E_SEALED"], (r.stdout, r.stderr)
+    assert len(s.grader_reads()) == before
+
