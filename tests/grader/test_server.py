@@ -143,11 +143,12 @@ def test_a_sampled_reads_outcomes_carry_each_samples_score_and_its_k_is_signed()
                  "content": "C", "cohort": "c1", "role": "baseline", "n": 1, "score": 0.5, "samples": 2,
                  "outcomes_sha256": outcomes_sha256(kept), "target": {"kind": "base", "run": None, "step": 0},
                  "delta": None}
+    plan: dict[str, Any] = {"split_sha256": "C", "settings": {"samples": 2},
+                            "target": {"kind": "base", "run": None, "step": 0}}
     row = {"run": "r1", "experiment": "exp", "exam": "parity", "cohort": "c1", "role": "baseline", "n": 1,
-           "score": 0.5, "delta": None, "plan": {"split_sha256": "C", "settings": {"samples": 2},
-                                                  "target": {"kind": "base", "run": None, "step": 0}}}
+           "score": 0.5, "delta": None, "plan": plan}
     assert row_mismatch(statement, row, kept) is None
-    four = {**row, "plan": {**row["plan"], "settings": {"samples": 4}}}
+    four = {**row, "plan": {**plan, "settings": {"samples": 4}}}
     assert "samples" in (row_mismatch(statement, four, kept) or "")
     assert "samples" in (row_mismatch({**statement, "samples": 1}, row, kept) or "")
 
