@@ -351,6 +351,8 @@ def test_a_sampled_test_read_draws_k_samples_per_item_on_the_grader(grader_setup
     assert tasks == signed  # what status pairs (K samples per item) is what the grader signed
     assert Ledger(ws.store, "sampled").row(row["run"]).status == "succeeded"  # type: ignore[union-attr]
     s.agent_monte("ledger", "verify", "--all", check=True)
+    shown = s.agent_monte("status", "sampled", check=True).stdout
+    assert "K = 3 samples per item" in shown and f"test@0: {row['score']:.4f} (n=200, run {row['run']})" in shown
 
 
 def test_local_logs_and_refs_grant_no_third_read(grader_setup: Setup) -> None:
