@@ -80,6 +80,8 @@ def test_a_broken_tokenizer_refuses_before_the_read_is_spent(repo: Path, monte, 
 
 _SIGNAL = """
 import os, signal, sys, time
+# a Ctrl-C as a terminal delivers it: a process started under pytest-xdist inherits SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import monte.models.generate as g
 orig = g.generate
 def generate(*a, **k):

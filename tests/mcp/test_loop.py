@@ -109,7 +109,7 @@ def test_the_loop_through_the_door_alone(parity_exp: Path, tmp_path: Path) -> No
     curve = train["curve"]
     assert curve["last_loss"] < curve["first_loss"] and curve["samples"] > 0 and curve["seconds"] > 0
     assert got["train_progress"][-1] == (50, 50)
-    assert got["logs"]["curve"] == curve and len(got["logs"]["events"]) == 5
+    assert got["logs"]["curve"] == {k: v for k, v in curve.items() if not k.startswith("path_")} and len(got["logs"]["events"]) == 5
     assert got["events"][0]["event"] == "started" and got["events"][-1]["event"] == "succeeded"
     # its dev eval, paired; the flips are the delta's counts, item by item
     d = got["dev1"]["runs"][0]["delta"]

@@ -18,6 +18,8 @@ from monte.ledger.store import Store
 # the chunk's training is where the signal lands: the row is started, nothing is saved yet
 _SIGNAL = """
 import os, signal, sys, time
+# a Ctrl-C as a terminal delivers it: a process started under pytest-xdist inherits SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import monte.training.run as r
 def train_chunk(*a, **k):
     os.kill(os.getpid(), getattr(signal, os.environ["MONTE_TEST_SIGNAL"]))
