@@ -226,7 +226,10 @@ def test_objects_deleted_from_the_vault_are_reported_lost(repo: Path, vault: dic
     r = monte("dataset", "add", "pairs", "--from-file", str(tmp_path / "rows.jsonl"), "--json")
     assert r.code == 0 and "had lost" in r.json()["note"], r.out
     monkeypatch.chdir(other)
-    assert all(e["complete"] for e in monte("env", "list", "--vault", "--json").json())
+    listed = {e["name"]: e for e in monte("env", "list", "--vault", "--json").json()}
+    assert listed["par"]["complete"] is True and listed["par"]["lost"] == 0, listed  # whole again
+    assert [(e["name"], e["complete"]) for e in monte("dataset", "list", "--vault", "--json").json()] == \
+        [("pairs", True)]
     assert monte("env", "install", "par", "--json").json()[0]["action"] == "fetched"
     assert monte("dataset", "show", "pairs", "--json").json()["verified"] is True
     for pointer in (".monte/environments/par.dvc", ".monte/datasets/pairs.dvc"):  # the same DVC output
