@@ -168,7 +168,17 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
     import dataclasses
     import json
 
-    from monte.api.shapes import BoxDown, BoxInstance, BoxStatus, Recovered, Submitted, Terminated
+    from monte.api.shapes import (
+        BoxDown,
+        BoxInstance,
+        BoxStatus,
+        Pushed,
+        Recovered,
+        Submitted,
+        Synced,
+        SyncedExperiment,
+        Terminated,
+    )
     from monte.cli.output import print_json
 
     row: dict[str, Any] = {"id": "i-1", "name": "monte-a", "owner": "monte", "status": "active", "type": "gpu_1x_h100_pcie",
@@ -183,7 +193,14 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
                    already_terminating=False, identity_file_removed=None)
     sub = Submitted(experiment="exp", runs=["r1"], box="b", session="s", commit="c" * 40, workdir="/w",
                     timings={"gate": 0.1})
-    for result in (status, down, sub, [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
+    pushed = Pushed(experiment="exp", bucket="/b", run=None, packs=1, pack_bytes=10, refs=2, files=3,
+                    file_bytes=5, uploaded_bytes=15, merged=["ledger"])
+    synced = Synced(bucket="/b", experiments=(SyncedExperiment(experiment="exp", packs=1, ledger="merged",
+                                                               refs=2, files=0, skipped_weights=0,
+                                                               conflicts=["base/c1"]),))
+    assert synced.to_dict()["experiments"][0]["conflicts"] == ["base/c1"] and pushed.merged == ["ledger"]
+    for result in (status, down, sub, pushed, synced,
+                   [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
         for tty in (False, True):  # orjson off a terminal, json's encoder on one
             plain = result.to_dict() if not isinstance(result, list) else [r.to_dict() for r in result]
             capsys.readouterr()

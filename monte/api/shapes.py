@@ -186,3 +186,42 @@ class RecipeAdded(Result):
     path: str
     sha256: str
     algorithm: str
+
+
+@dataclass(frozen=True)
+class Pushed(Result):
+    """``monte push``: what went to the results bucket (packs, refs, run files, their bytes) and
+    the refs it merged because the bucket had moved (``merged``)."""
+
+    experiment: str
+    bucket: str
+    run: str | None
+    packs: int
+    pack_bytes: int
+    refs: int
+    files: int
+    file_bytes: int
+    uploaded_bytes: int
+    merged: list[str]
+
+
+@dataclass(frozen=True)
+class SyncedExperiment(Result):
+    """One experiment ``monte sync`` brought back: what its ledger ref did (``ledger``: up-to-date,
+    fast-forward, merged, ...), new packs, refs read, run files, and the refs kept as they are here."""
+
+    experiment: str
+    packs: int
+    ledger: str
+    refs: int
+    files: int
+    skipped_weights: int
+    conflicts: list[str]
+
+
+@dataclass(frozen=True)
+class Synced(Result):
+    """``monte sync``: the bucket and each experiment it held."""
+
+    bucket: str
+    experiments: tuple[SyncedExperiment, ...]
