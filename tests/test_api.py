@@ -199,7 +199,9 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
                                                                refs=2, files=0, skipped_weights=0,
                                                                conflicts=["base/c1"]),))
     assert synced.to_dict()["experiments"][0]["conflicts"] == ["base/c1"] and pushed.merged == ["ledger"]
-    for result in (status, down, sub, pushed, synced,
+    verified = LedgerVerified(ok=True, experiments=["exp"], records=3, warnings=[], adopted={"ledger": "origin"},
+                              unchecked={})
+    for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
         for tty in (False, True):  # orjson off a terminal, json's encoder on one
             plain = result.to_dict() if not isinstance(result, list) else [r.to_dict() for r in result]

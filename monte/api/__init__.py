@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.evals.nominate import Nominated
     from monte.experiments import ExperimentInitResult, ExperimentSummary
+    from monte.ledger.verify.report import VerifiedLedgers
     from monte.models.tiny import TinyModel
     from monte.plot import PlotWritten
     from monte.report import ReportWritten
@@ -106,7 +107,7 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
     if not hooks:
         return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
     try:
-        installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False))["installed"]
+        installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False)).installed
     except MonteError as e:  # a team's own hooks in the way: the repository is ready all the same
         return result.model_copy(update={"hooks_note": f"git hooks not installed: {e.message}; {e.fix}"})
     return result.model_copy(update={"hooks": installed, "hooks_note": "git hooks installed (reference-transaction, "
@@ -611,7 +612,8 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     from monte.api.verify import ledger_verify as verify_ledgers
 
     return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                        verify_ledgers=lambda ws: verify_ledgers(all_=True, ws=ws)).to_dict()
+                        verify_ledgers=lambda ws: cast("VerifiedLedgers",
+                                                       verify_ledgers(all_=True, ws=ws).to_dict())).to_dict()
 
 
 # --- plot ----------------------------------------------------------------------------------------

@@ -225,3 +225,39 @@ class Synced(Result):
 
     bucket: str
     experiments: tuple[SyncedExperiment, ...]
+
+
+@dataclass(frozen=True)
+class LedgerVerified(Result):
+    """``monte ledger verify`` that found nothing (a violation is E_VERIFY): the experiments and
+    records checked, the warnings (records that verify, and are named), the remote copies let in
+    (``adopted``: ref -> remote ref) and the refs not read (ref -> why)."""
+
+    ok: bool
+    experiments: list[str]
+    records: int
+    warnings: list[Any]
+    adopted: dict[str, Any]
+    unchecked: dict[str, str]
+
+
+@dataclass(frozen=True)
+class UpdatesJudged(Result):
+    """Proposed ref updates that break no rule (a refusal is E_VERIFY): how many."""
+
+    ok: bool
+    updates: int
+
+
+@dataclass(frozen=True)
+class HooksInstalled(Result):
+    """The hook files written."""
+
+    installed: list[str]
+
+
+@dataclass(frozen=True)
+class HooksRemoved(Result):
+    """The hook files removed."""
+
+    removed: list[str]
