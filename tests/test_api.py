@@ -172,6 +172,8 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         BoxDown,
         BoxInstance,
         BoxStatus,
+        HooksInstalled,
+        LedgerVerified,
         Pushed,
         Recovered,
         Submitted,
