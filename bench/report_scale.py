@@ -192,10 +192,10 @@ def measure(repo: Path, out: Path, repeat: int) -> dict[str, Any]:
         report_s.append(time.perf_counter() - t0)
     first = out.read_bytes()
     api.report(experiment=EXPERIMENT, out=out, ws=ws)
-    return {"bytes": res["bytes"], "goal_bytes": GOAL_BYTES, "under_goal": res["bytes"] < GOAL_BYTES,
+    return {"bytes": res.bytes, "goal_bytes": GOAL_BYTES, "under_goal": res.bytes < GOAL_BYTES,
             "report_s": min(report_s), "status_s": min(status_s), "ratio": min(report_s) / max(min(status_s), 1e-9),
-            "identical_again": out.read_bytes() == first, "page_runs": res["runs"], "page_evals": res["evals"],
-            "page_checkpoints": res["checkpoints"]}
+            "identical_again": out.read_bytes() == first, "page_runs": res.runs, "page_evals": res.evals,
+            "page_checkpoints": res.checkpoints}
 
 
 #: in the page at 1400 x 1000 px: each section's top (px down the page) and, per runs-table column,
@@ -265,13 +265,13 @@ def main() -> None:
         built = build(repo, runs, seed=args.seed)
         build_s = time.perf_counter() - t0
         figures = measure(repo, Path(tmp) / "report.html", repeat)
-        figures["layout"] = layout(Path(tmp) / "report.html")
+        figures.layout = layout(Path(tmp) / "report.html")
     out = {"runs": runs, "tasks": 200, "seed": args.seed, "repeat": repeat, "build_s": build_s, **built, **figures}
     print(f"{runs} runs ({built['evals']} evals x 200 tasks, {built['checkpoints']} checkpoints): page "
           f"{figures['bytes'] / 1e6:.2f} MB (goal < 2 MB), monte report {figures['report_s']:.2f} s, "
           f"monte status {figures['status_s']:.2f} s ({figures['ratio']:.1f}x), identical again: "
           f"{figures['identical_again']}; built in {build_s:.0f} s")
-    seen = figures["layout"]
+    seen = figures.layout
     if seen is None:
         print("layout: not measured (no Chromium or playwright)")
     else:

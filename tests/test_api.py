@@ -174,8 +174,12 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         BoxStatus,
         HooksInstalled,
         LedgerVerified,
+        Nominated,
+        PlotWritten,
         Pushed,
         Recovered,
+        ReportWritten,
+        StopResult,
         Submitted,
         Synced,
         SyncedExperiment,
@@ -203,7 +207,14 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
     assert synced.to_dict()["experiments"][0]["conflicts"] == ["base/c1"] and pushed.merged == ["ledger"]
     verified = LedgerVerified(ok=True, experiments=["exp"], records=3, warnings=[], adopted={"ledger": "origin"},
                               unchecked={})
+    plotted = PlotWritten(path="/p.png", format="png", experiment="exp", exams=["arith"], paths=1, points=2,
+                          lineage=["a"], cycles={"ok": 1}, test_reads=0, claims=[], note=None)
+    page = ReportWritten(path="/r.html", bytes=10, experiment="exp", runs=3, checkpoints=2, cycles={"ok": 1}, evals=3,
+                         claims=["c"])
+    others = (plotted, page, Nominated(experiment="exp", checkpoint="a@50", cohort="c1", at="2026-12-05T05:00:00Z"),
+              StopResult(run="r1", status="abandoned", signalled=True))
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
+                   *others,
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
         for tty in (False, True):  # orjson off a terminal, json's encoder on one
             plain = result.to_dict() if not isinstance(result, list) else [r.to_dict() for r in result]

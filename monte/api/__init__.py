@@ -25,7 +25,15 @@ from monte.api.remote import remote_gate as remote_gate
 from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
-from monte.api.shapes import RecipeAdded, Recovered, Rerun
+from monte.api.shapes import (
+    Nominated,
+    PlotWritten,
+    RecipeAdded,
+    Recovered,
+    ReportWritten,
+    Rerun,
+    StopResult,
+)
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
 from monte.api.verify import ledger_verify as ledger_verify
@@ -51,14 +59,10 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
-    from monte.evals.nominate import Nominated
     from monte.experiments import ExperimentInitResult, ExperimentSummary
     from monte.ledger.verify.report import VerifiedLedgers
     from monte.models.tiny import TinyModel
-    from monte.plot import PlotWritten
-    from monte.report import ReportWritten
     from monte.repository import ConfigSetResult, InitResult
-    from monte.runs.lifecycle import Stopped
     from monte.storage.vault import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
@@ -380,7 +384,7 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
     """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
     from monte import evals
 
-    return evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None)
+    return Nominated(**evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None))
 
 
 # --- reading the record --------------------------------------------------------------------------
@@ -465,12 +469,12 @@ def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
 
 def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
-         ws: Workspace | None = None) -> Stopped:
+         ws: Workspace | None = None) -> StopResult:
     """Terminate a running Run (on this host) and record it as abandoned (``reason``: why, for
     the row; a box's job wrapper says how its job ended)."""
     from monte.runs import stop as stop_run
 
-    return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
+    return StopResult(**stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason))
 
 
 def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[Recovered]:
@@ -627,7 +631,7 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
     """
     from monte import plot as pl
 
-    return pl.plot_experiment(out=out, experiment=experiment, ws=ws)
+    return PlotWritten(**pl.plot_experiment(out=out, experiment=experiment, ws=ws))
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -640,7 +644,7 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
     ``out`` must end in .html (E_USAGE) and its folder must exist (E_NOT_FOUND)."""
     from monte import report as rp
 
-    return rp.write_report(out=out, experiment=experiment, ws=ws)
+    return ReportWritten(**rp.write_report(out=out, experiment=experiment, ws=ws))
 
 
 #: The face of the API: every verb a caller may use (each one refuses with a MonteError, never a

@@ -261,3 +261,55 @@ class HooksRemoved(Result):
     """The hook files removed."""
 
     removed: list[str]
+
+
+@dataclass(frozen=True)
+class Nominated(Result):
+    """``monte nominate``: the checkpoint the final claim of its cohort scores, and when."""
+
+    experiment: str
+    checkpoint: str
+    cohort: str
+    at: str
+
+
+@dataclass(frozen=True)
+class StopResult(Result):
+    """``monte stop``: the run, the status it now reads, whether its process was signalled. (Not
+    :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
+
+    run: str
+    status: str
+    signalled: bool
+
+
+@dataclass(frozen=True)
+class PlotWritten(Result):
+    """``monte plot``: the file, its format, and what the figure shows (``note``: why a figure is
+    empty, None otherwise)."""
+
+    path: str
+    format: str
+    experiment: str
+    exams: list[str]
+    paths: int
+    points: int
+    lineage: list[str]
+    cycles: dict[str, int]
+    test_reads: int
+    claims: list[str]
+    note: str | None
+
+
+@dataclass(frozen=True)
+class ReportWritten(Result):
+    """``monte report``: the page's path and size, and what it shows."""
+
+    path: str
+    bytes: int
+    experiment: str
+    runs: int
+    checkpoints: int
+    cycles: dict[str, int]
+    evals: int
+    claims: list[str]

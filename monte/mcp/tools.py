@@ -236,7 +236,7 @@ def _eval(a: dict[str, Any], call: Call) -> Any:
 def _nominate(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
-    return fit(dict(api.nominate(ref=a["checkpoint"], experiment=a.get("experiment"))))
+    return fit(api.nominate(ref=a["checkpoint"], experiment=a.get("experiment")).to_dict())
 
 
 def _dataset_add(a: dict[str, Any], call: Call) -> Any:

@@ -384,7 +384,7 @@ def _pull_files(ws: Any, store: ObjectStore, exp: str) -> tuple[int, int]:
 # --- push --------------------------------------------------------------------------------------
 
 
-class Pushed(TypedDict):
+class PushedDoc(TypedDict):
     """What ``monte push`` sent: packs, refs and run files, their bytes, and the merges it made."""
 
     experiment: str
@@ -399,7 +399,7 @@ class Pushed(TypedDict):
     merged: Any
 
 
-class Synced(TypedDict):
+class SyncedDoc(TypedDict):
     """What ``monte sync`` brought back, per experiment."""
 
     bucket: str
@@ -407,7 +407,7 @@ class Synced(TypedDict):
 
 
 def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None) -> Pushed:
+         key_file: str | None = None) -> PushedDoc:
     from monte.ledger.experiment import Ledger
 
     if not Ledger(ws.store, experiment).exists():
@@ -486,7 +486,7 @@ def bucket_experiments(store: ObjectStore) -> list[str]:
 
 
 def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = None,
-         key_file: str | None = None) -> Synced:
+         key_file: str | None = None) -> SyncedDoc:
     from monte.names import check_name
 
     store = open_bucket(ws, bucket=bucket, key_file=key_file, write=False)
