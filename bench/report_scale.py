@@ -265,13 +265,13 @@ def main() -> None:
         built = build(repo, runs, seed=args.seed)
         build_s = time.perf_counter() - t0
         figures = measure(repo, Path(tmp) / "report.html", repeat)
-        figures.layout = layout(Path(tmp) / "report.html")
+        figures["layout"] = layout(Path(tmp) / "report.html")
     out = {"runs": runs, "tasks": 200, "seed": args.seed, "repeat": repeat, "build_s": build_s, **built, **figures}
     print(f"{runs} runs ({built['evals']} evals x 200 tasks, {built['checkpoints']} checkpoints): page "
           f"{figures['bytes'] / 1e6:.2f} MB (goal < 2 MB), monte report {figures['report_s']:.2f} s, "
           f"monte status {figures['status_s']:.2f} s ({figures['ratio']:.1f}x), identical again: "
           f"{figures['identical_again']}; built in {build_s:.0f} s")
-    seen = figures.layout
+    seen = figures["layout"]
     if seen is None:
         print("layout: not measured (no Chromium or playwright)")
     else:

@@ -656,7 +656,7 @@ __all__ = [
     "env_add", "env_list", "env_list_local", "env_install", "dataset_add", "dataset_list", "dataset_show",
     "grader_take",
     # experiments and the loop
-    "experiment_init", "experiment_list", "plan_eval", "run_eval", "evaluate", "eval_", "nominate",
+    "experiment_init", "experiment_list", "plan_eval", "run_eval", "evaluate", "nominate",
     "plan_train", "run_train", "train", "recipe_add", "model_init", "promote", "stop", "recover",
     # reading the record
     "status", "status_view", "status_brief", "show", "diff", "flips", "rerun", "logs", "ledger_verify",
@@ -669,8 +669,5 @@ __all__ = [
 # every verb raises its failures as refusals: what the disk, git's objects or the network did is
 # the caller's to fix, and a Python caller meets the E_* code `monte` would print
 for _name in __all__:
-    if _name != "eval_":
-        globals()[_name] = _refusing(globals()[_name])
-#: the earlier name of :func:`evaluate` (kept for callers written before it)
-eval_ = evaluate
+    globals()[_name] = _refusing(globals()[_name])
 del _name

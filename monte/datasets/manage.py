@@ -85,8 +85,8 @@ def add(
 ) -> DatasetAddResult:
     """See :func:`monte.api.dataset_add`. ``ws`` is resolved here, after the arguments are checked,
     so a bad one is refused the same inside a repository or outside one."""
+    from monte import staging
     from monte.datasets.freeze import screen_jsonl
-    from monte.envs import freeze
     from monte.hashing import sha256_file
     from monte.ledger.vault import Vault, name_taken
     from monte.manifest import MANIFEST, FileEntry, read_manifest
@@ -180,7 +180,7 @@ def add(
         if made is not None:
             made.cleanup()
         raise
-    staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
+    staged = staging.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
     recorded = False
     added: list[str] = []  # objects this freeze put into DVC's cache
     try:
@@ -197,10 +197,10 @@ def add(
             raise frozen.lost_claim("dataset", name, where.url)
         vault.record(manifest, check, trailers=dvc.trailers())
         recorded = True
-        freeze.move_into_place(staged, dest)
+        staging.move_into_place(staged, dest)
     finally:
         if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
-            freeze.discard(staged)
+            staging.discard(staged)
         if not recorded:
             frozen.uncommit(ws, added)
         if made is not None:

@@ -52,7 +52,6 @@ from monte.storage.objects import ObjectStore, md5_file, open_store
 #: wider set than a checkpoint's weight files (``monte.ledger.lineage.WEIGHT_SUFFIXES``)
 UNPUSHED_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx",
                      ".npz", ".pkl", ".pickle")
-WEIGHT_SUFFIXES = UNPUSHED_SUFFIXES  # the old name, kept for this session
 _RUN_FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".yaml", ".yml", ".csv")
 _MAX_ROUNDS = 50
 #: the bucket's name for the repository's vault ref, beside each experiment's own refs
