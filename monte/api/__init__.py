@@ -352,7 +352,8 @@ def plan_eval(*, experiment: str | None = None, model: str | None = None, split:
 
 def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
              ws: Workspace | None = None) -> EvalResult:
-    """Spend the touch (a ``started`` record), read the proven split, generate, grade, finish.
+    """Record the start (``started``: a test eval spends its read there), read the proven split,
+    generate, grade, finish.
 
     ``on_transition(row, transition)`` runs after each transition's record lands; a ``push`` plan
     with none given pushes the results then, and refuses E_STORAGE if a finished run's final

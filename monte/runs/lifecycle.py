@@ -437,7 +437,7 @@ def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
                 os.unlink(tmp)
         except OSError as e:
             raise error("E_STORAGE", f"{what} ({folder}) cannot take this run's results: {os_reason(e)}; "
-                        "nothing was started and no touch was spent",
+                        "nothing was started and no test read was spent",
                         "free space on that file system, or make it writable, and run the command again") from None
     refs = git_dir / "refs"
     if not os.access(refs, os.W_OK) or not os.access(git_dir, os.W_OK):
