@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.ledger.verify.report import VerifiedLedgers
     from monte.models.tiny import TinyModel
     from monte.repository import ConfigSetResult, InitResult
-    from monte.storage.vault import VaultEntry
+    from monte.storage.vault_remote import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from monte.ledger.store import Snapshot
-    from monte.storage.vault import VaultEntry
+    from monte.storage.vault_remote import VaultEntry
 
 
 #: the kinds a Dataset is screened as: sft (demonstrations), preference (chosen/rejected pairs, DPO)
@@ -88,7 +88,7 @@ def add(
     from monte import staging
     from monte.datasets.freeze import screen_jsonl
     from monte.hashing import sha256_file
-    from monte.ledger.vault import Vault, name_taken
+    from monte.ledger.vault_ref import Vault, name_taken
     from monte.manifest import MANIFEST, FileEntry, read_manifest
 
     check_name(name, "dataset name")
@@ -115,7 +115,7 @@ def add(
         if resumed is not None:
             return DatasetAddResult(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed[0], dest),
                                     note=resumed[1], dvc_pointer=frozen.track(ws, "dataset", name, dest))
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     # The Dataset side asks the Vault first, and refuses any Environment of that name there.
     where = remote_vault.access(ws, write=not dry_run)
@@ -250,7 +250,7 @@ def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[Vau
 
 def show(*, name: str, ws: Workspace | None) -> DatasetInfo:
     """See :func:`monte.api.dataset_show`. ``ws`` is resolved here, after the name is checked."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest, verify_folder
 
     check_name(name, "dataset name")

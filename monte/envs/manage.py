@@ -21,8 +21,8 @@ from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from monte.ledger.store import Snapshot
-    from monte.ledger.vault import Vault
-    from monte.storage.vault import VaultEntry
+    from monte.ledger.vault_ref import Vault
+    from monte.storage.vault_remote import VaultEntry
 
 
 class EnvInfo(BaseModel):
@@ -136,9 +136,9 @@ def add(
 ) -> EnvAddResult:
     """See :func:`monte.api.env_add`."""
     from monte import staging
-    from monte.ledger.vault import Vault, name_taken
+    from monte.ledger.vault_ref import Vault, name_taken
     from monte.manifest import MANIFEST, read_manifest
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     if name is not None:
         check_name(name, "environment name")
@@ -330,7 +330,7 @@ def list_envs(
 
 def install(*, name: str | None, all_: bool, ws: Workspace | None) -> list[EnvInstallResult]:
     """See :func:`monte.api.env_install`. ``ws`` is resolved here, after the flags are checked."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
 
     if bool(name) == bool(all_):
         raise error("E_USAGE", "name one environment or pass --all", "monte env install NAME | --all")

@@ -46,7 +46,7 @@ from monte.ledger.refs import (
     mirror_ref,
 )
 from monte.ledger.views import own_dir
-from monte.storage.objects import ObjectStore, md5_file, open_store
+from monte.storage.object_stores import ObjectStore, md5_file, open_store
 
 #: files the results bucket never takes (weights and pickles travel by the hub or the Vault): a
 #: wider set than a checkpoint's weight files (``monte.ledger.lineage.WEIGHT_SUFFIXES``)

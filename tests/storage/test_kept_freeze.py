@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from monte.storage.keys import write_key
-from monte.storage.objects import open_store
+from monte.storage.object_stores import open_store
 from tests.support.helpers import git, snapshot_state
 
 
