@@ -172,6 +172,7 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         BoxDown,
         BoxInstance,
         BoxStatus,
+        ClaimExported,
         HooksInstalled,
         LedgerVerified,
         Nominated,
@@ -212,7 +213,9 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
     page = ReportWritten(path="/r.html", bytes=10, experiment="exp", runs=3, checkpoints=2, cycles={"ok": 1}, evals=3,
                          claims=["c"])
     others = (plotted, page, Nominated(experiment="exp", checkpoint="a@50", cohort="c1", at="2026-12-05T05:00:00Z"),
-              StopResult(run="r1", status="abandoned", signalled=True))
+              StopResult(run="r1", status="abandoned", signalled=True),
+              ClaimExported(out="/c", statement_sha256="0" * 64, signer="a ssh-ed25519 AAAA", files={"s.json": 9},
+                            card=None))
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    *others,
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):

@@ -26,6 +26,8 @@ from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
 from monte.api.shapes import (
+    ClaimExported,
+    ClaimVerified,
     Nominated,
     PlotWritten,
     RecipeAdded,
@@ -54,7 +56,6 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
-    from monte.claim import ExportedJson, VerifiedJson
     from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.listing import EnvListed
@@ -597,17 +598,18 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
 
 
 def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = None, identity: str | None = None,
-                 card: Path | None = None, ws: Workspace | None = None) -> ExportedJson:
+                 card: Path | None = None, ws: Workspace | None = None) -> ClaimExported:
     """Write the signed, self-contained bundle of the final claim ``ref`` to ``out`` (see
     :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
     from monte import claim
 
-    return claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
-                        identity=identity, card=card).to_dict()
+    exported = claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
+                            identity=identity, card=card)
+    return ClaimExported(**exported.to_dict())
 
 
 def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
-                 signer: str | None = None, grader_key: str | None = None) -> VerifiedJson:
+                 signer: str | None = None, grader_key: str | None = None) -> ClaimVerified:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
     replayed ledger, every field of the Statement derived again from it, and the seal. Needs no
     repository and no network. ``signer``: the one key fingerprint (``SHA256:...``) accepted."""
@@ -616,9 +618,9 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     # the unwrapped verb: a disk failure while verifying the bundle breaks no rule of the ledger
     from monte.api.verify import ledger_verify as verify_ledgers
 
-    return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                        verify_ledgers=lambda ws: cast("VerifiedLedgers",
-                                                       verify_ledgers(all_=True, ws=ws).to_dict())).to_dict()
+    verified = claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
+                            verify_ledgers=lambda ws: cast("VerifiedLedgers", verify_ledgers(all_=True, ws=ws).to_dict()))
+    return ClaimVerified(**verified.to_dict())
 
 
 # --- plot ----------------------------------------------------------------------------------------

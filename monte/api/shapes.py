@@ -313,3 +313,34 @@ class ReportWritten(Result):
     cycles: dict[str, int]
     evals: int
     claims: list[str]
+
+
+@dataclass(frozen=True)
+class ClaimExported(Result):
+    """``monte claim export``: the bundle's folder, its Statement's sha256, the ``allowed_signers``
+    line a reader adds for the key, each file's size, and the model card that names it (or None)."""
+
+    out: str
+    statement_sha256: str
+    signer: str
+    files: dict[str, int]
+    card: str | None
+
+
+@dataclass(frozen=True)
+class ClaimVerified(Result):
+    """``monte claim verify``: what the bundle proved with its files alone (a failure is a refusal)."""
+
+    statement_sha256: str
+    signer: str
+    fingerprint: str
+    experiment: str
+    checkpoint: str
+    delta: str
+    verdict: str
+    test_reads: int
+    repository_reads: int
+    repository_cohorts: int
+    recovered: list[str]
+    records: int
+    weights: str
