@@ -80,7 +80,7 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     ws = open_workspace(folder)
     step("monte model init base-model --size tiny --seed 0")
     info = api.model_init(path=folder / "base-model", size="tiny", seed=0)
-    say(f"  a {info['parameters']:,}-parameter model, built here from a seed (no download)")
+    say(f"  a {info.parameters:,}-parameter model, built here from a seed (no download)")
     step(f"monte env add --server {ENV} --dev {ENV} --test {ENV}")
     env = api.env_add(server=ENV, dev=(ENV,), test=(ENV,), ws=ws).environment
     assert env is not None

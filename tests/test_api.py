@@ -175,6 +175,7 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         ClaimExported,
         HooksInstalled,
         LedgerVerified,
+        ModelMade,
         Nominated,
         PlotWritten,
         Pushed,
@@ -215,7 +216,10 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
     others = (plotted, page, Nominated(experiment="exp", checkpoint="a@50", cohort="c1", at="2026-12-05T05:00:00Z"),
               StopResult(run="r1", status="abandoned", signalled=True),
               ClaimExported(out="/c", statement_sha256="0" * 64, signer="a ssh-ed25519 AAAA", files={"s.json": 9},
-                            card=None))
+                            card=None),
+              ModelMade(path="/m", size="tiny", seed=0, parameters=10, architecture="LlamaForCausalLM",
+                        shape={"hidden": 8, "layers": 1}, vocab_size=259, eos_token="<eos>", pad_token="<pad>",
+                        files={"model.safetensors": "0" * 64}, bytes=100))
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    *others,
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):

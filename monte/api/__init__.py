@@ -28,6 +28,7 @@ from monte.api.results import sync as sync
 from monte.api.shapes import (
     ClaimExported,
     ClaimVerified,
+    ModelMade,
     Nominated,
     PlotWritten,
     RecipeAdded,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.experiments import ExperimentInitResult, ExperimentSummary
     from monte.ledger.verify.report import VerifiedLedgers
-    from monte.models.tiny import TinyModel
     from monte.repository import ConfigSetResult, InitResult
     from monte.storage.vault_remote import VaultEntry
 
@@ -575,11 +575,11 @@ def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> RecipeAd
     return RecipeAdded(**add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text))
 
 
-def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
+def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> ModelMade:
     """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
     from monte.models.tiny import init_model
 
-    return init_model(path, size=size, seed=seed)
+    return ModelMade(**init_model(path, size=size, seed=seed))
 
 
 def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,

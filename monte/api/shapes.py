@@ -344,3 +344,21 @@ class ClaimVerified(Result):
     recovered: list[str]
     records: int
     weights: str
+
+
+@dataclass(frozen=True)
+class ModelMade(Result):
+    """``monte model init``: the folder written, its size and shape (``hidden``, ``layers``,
+    ``heads``, ``kv_heads``, ...), its tokens, each file's sha256, and its bytes."""
+
+    path: str
+    size: str
+    seed: int
+    parameters: int
+    architecture: str
+    shape: dict[str, Any]
+    vocab_size: int
+    eos_token: str
+    pad_token: str
+    files: dict[str, str]
+    bytes: int
