@@ -173,6 +173,7 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         BoxInstance,
         BoxStatus,
         ClaimExported,
+        ConfigSet,
         HooksInstalled,
         LedgerVerified,
         ModelMade,
@@ -219,7 +220,8 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
                             card=None),
               ModelMade(path="/m", size="tiny", seed=0, parameters=10, architecture="LlamaForCausalLM",
                         shape={"hidden": 8, "layers": 1}, vocab_size=259, eos_token="<eos>", pad_token="<pad>",
-                        files={"model.safetensors": "0" * 64}, bytes=100))
+                        files={"model.safetensors": "0" * 64}, bytes=100),
+              ConfigSet(setting="vault", url="/v", file="/r/.monte.yaml", dvc_config=None, note=""))
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    *others,
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):

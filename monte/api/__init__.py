@@ -9,6 +9,7 @@ ledger, the vault ref or the data root. docs/api.md is the guide.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +29,9 @@ from monte.api.results import sync as sync
 from monte.api.shapes import (
     ClaimExported,
     ClaimVerified,
+    ConfigSet,
+    ConfigShown,
+    Initialized,
     ModelMade,
     Nominated,
     PlotWritten,
@@ -57,20 +61,18 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
-    from monte.configshow import ConfigShow
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.experiments import ExperimentInitResult, ExperimentSummary
     from monte.ledger.verify.report import VerifiedLedgers
-    from monte.repository import ConfigSetResult, InitResult
     from monte.storage.vault_remote import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
 
 
 def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
-         ci_install: str | None = None) -> InitResult:
+         ci_install: str | None = None) -> Initialized:
     """Make the git repository at ``path`` (default: cwd) a monte repository. Idempotent.
 
     Writes ``.monte.yaml``, the data root with its ``.gitignore``, ``recipes/`` and ``.dvc/``
@@ -88,7 +90,7 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
         if not ci:
             raise error("E_USAGE", "--ci-install pins the CI workflow that --no-ci leaves out", "pass one of them")
         ci_install = check_spec(ci_install)
-    result = repository.init(path)
+    result = Initialized(**repository.init(path).model_dump(mode="json"))
     if ci:
         from monte import ci as workflows
 
@@ -96,27 +98,26 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
         if ci_install is not None and workflows.configured(root) != ci_install:
             workflows.save_spec(root, ci_install)
             repository.stage(root, [CONFIG_FILE])
-            result = result.model_copy(update={"already_initialized": False})
+            result = dataclasses.replace(result, already_initialized=False)
         pin = workflows.resolve(root, ci_install)
         wrote = workflows.write_default_workflow(root, pin, rewrite=pin.source in ("--ci-install", "MONTE_CI_INSTALL"))
         if wrote is not None:
             repository.stage(root, [wrote])
-            result = result.model_copy(update={"created": [*result.created, wrote],
-                                               "already_initialized": False})
+            result = dataclasses.replace(result, created=[*result.created, wrote], already_initialized=False)
         note = (f"CI installs {pin.spec!r} ({pin.source})" if pin.spec is not None else workflows.how_to_pin(pin))
-        result = result.model_copy(update={"ci_note": note})
+        result = dataclasses.replace(result, ci_note=note)
     # the unwrapped verb: a disk failure installing the hooks stays a failure, not a note below
     from monte.api.verify import hooks_install as install
 
     later = "`monte hooks install` installs them"
     if not hooks:
-        return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
+        return dataclasses.replace(result, hooks_note=f"git hooks not installed (--no-hooks); {later}")
     try:
         installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False)).installed
     except MonteError as e:  # a team's own hooks in the way: the repository is ready all the same
-        return result.model_copy(update={"hooks_note": f"git hooks not installed: {e.message}; {e.fix}"})
-    return result.model_copy(update={"hooks": installed, "hooks_note": "git hooks installed (reference-transaction, "
-                                     "pre-push, pre-receive); `monte hooks uninstall` removes them"})
+        return dataclasses.replace(result, hooks_note=f"git hooks not installed: {e.message}; {e.fix}")
+    return dataclasses.replace(result, hooks=installed, hooks_note="git hooks installed (reference-transaction, "
+                               "pre-push, pre-receive); `monte hooks uninstall` removes them")
 
 
 # --- environments ------------------------------------------------------------------------------
@@ -282,15 +283,15 @@ def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentSummary]:
 # --- config ------------------------------------------------------------------------------------
 
 
-def config_show(*, ws: Workspace | None = None) -> ConfigShow:
+def config_show(*, ws: Workspace | None = None) -> ConfigShown:
     """The data root, the Vault and the bucket, the recipe search path and every resolvable
     recipe name (first match wins)."""
     from monte.configshow import config_show
 
-    return config_show(ws or open_workspace(require_data_root=False))
+    return ConfigShown(**config_show(ws or open_workspace(require_data_root=False)).model_dump())
 
 
-def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSetResult:
+def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSet:
     """Name the Vault, the results bucket, or the grader (``url`` ssh://USER@HOST[:PORT] and its
     pinned public ``key``) for this repository (``.monte.yaml``)."""
     from monte import repository
@@ -299,10 +300,10 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
     if setting == "grader":
         from monte.grader import client
 
-        return repository.ConfigSetResult(**client.set_grader(ws, url, key))
+        return ConfigSet(**repository.ConfigSetResult(**client.set_grader(ws, url, key)).model_dump(mode="json"))
     if key is not None:
         raise error("E_USAGE", "--key pins a grader's public key", f"drop --key for {setting}")
-    return repository.config_set(ws, setting=setting, url=url)
+    return ConfigSet(**repository.config_set(ws, setting=setting, url=url).model_dump(mode="json"))
 
 
 def seal_line(*, ws: Workspace | None = None) -> str:

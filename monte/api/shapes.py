@@ -362,3 +362,43 @@ class ModelMade(Result):
     pad_token: str
     files: dict[str, str]
     bytes: int
+
+
+@dataclass(frozen=True)
+class Initialized(Result):
+    """``monte init``: the repository and its data root, the files it created, monte's git hooks
+    installed (none with ``hooks=False``) and a line saying so or why not, and the CI pin's line."""
+
+    repo_root: str
+    data_root: str
+    created: list[str]
+    already_initialized: bool
+    hooks: list[str]
+    hooks_note: str
+    ci_note: str
+
+
+@dataclass(frozen=True)
+class ConfigShown(Result):
+    """``monte config show``: the data root, the Vault and the bucket (None: not set), the recipe
+    search path and every resolvable recipe name -> its file (the first match on the path wins)."""
+
+    repo_root: str
+    data_root: str
+    config_file: str
+    recipe_path: list[str]
+    recipes: dict[str, str]
+    vault: str | None
+    bucket: str | None
+
+
+@dataclass(frozen=True)
+class ConfigSet(Result):
+    """``monte config set``: the setting written, its value and file, the DVC config that names
+    the Vault as DVC's remote too (or None), and what was not checked (``note``)."""
+
+    setting: str
+    url: str
+    file: str
+    dvc_config: str | None
+    note: str
