@@ -5,8 +5,9 @@ its fields, and ``to_dict()`` is the document ``--json`` prints (the CLI writes 
 that dict, so the JSON is the same as when these were dicts). Pydantic models stay for what is
 written to disk (a row, a plan, a manifest). Two documents stay dicts of JSON values, typed here
 for the type checker: the status document and a row as ``monte show`` prints it, whose keys grow
-with the record. The results the API's lower layers type themselves
-(:class:`monte.report.ReportWritten`, ...) are imported from there."""
+with the record. A lower layer's own dict (``monte.report``'s
+``ReportDoc``, ...) becomes its result here, at the API's edge; the verbs not yet converted
+(environments, datasets, experiments, evals, training, promotion) return their pydantic models."""
 
 from __future__ import annotations
 
