@@ -179,6 +179,7 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         ModelMade,
         Nominated,
         PlotWritten,
+        Promoted,
         Pushed,
         Recovered,
         ReportWritten,
@@ -221,7 +222,11 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
               ModelMade(path="/m", size="tiny", seed=0, parameters=10, architecture="LlamaForCausalLM",
                         shape={"hidden": 8, "layers": 1}, vocab_size=259, eos_token="<eos>", pad_token="<pad>",
                         files={"model.safetensors": "0" * 64}, bytes=100),
-              ConfigSet(setting="vault", url="/v", file="/r/.monte.yaml", dvc_config=None, note=""))
+              ConfigSet(setting="vault", url="/v", file="/r/.monte.yaml", dvc_config=None, note=""),
+              Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096,
+                       sha256={"model.safetensors": "0" * 64}, hub={"repo": "me/m", "revision": "r"}))
+    local = Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096, sha256={}, hub=None)
+    assert "hub" not in local.to_dict() and local.hub is None  # a local export's JSON has no hub key, as before
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    *others,
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):

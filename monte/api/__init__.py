@@ -35,6 +35,7 @@ from monte.api.shapes import (
     ModelMade,
     Nominated,
     PlotWritten,
+    Promoted,
     RecipeAdded,
     Recovered,
     ReportWritten,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.evals import EvalPlan, EvalResult
     from monte.runs import Transition
     from monte.training.plan import TrainPlan
-    from monte.training.promote import PromoteResult
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
@@ -584,15 +584,16 @@ def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> ModelMade:
 
 
 def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,
-            ws: Workspace | None = None) -> PromoteResult:
+            ws: Workspace | None = None) -> Promoted:
     """Export a succeeded training checkpoint's servable folder, sha256-verified file by file.
 
     ``from_hub``: export the hub copy its lineage commit records (a ``--push`` chunk's), every
     file proven against that commit before anything lands in ``dest`` (a mismatch: E_INTEGRITY)."""
     from monte.training import promote as pr
 
-    return pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
+    done = pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
                       from_hub=from_hub)
+    return Promoted(**{**done.model_dump(mode="json"), "hub": done.hub})
 
 
 # --- a claim anyone can check ---------------------------------------------------------------------

@@ -7,7 +7,7 @@ written to disk (a row, a plan, a manifest). Two documents stay dicts of JSON va
 for the type checker: the status document and a row as ``monte show`` prints it, whose keys grow
 with the record. A lower layer's own dict (``monte.report``'s
 ``ReportDoc``, ...) becomes its result here, at the API's edge; the verbs not yet converted
-(environments, datasets, experiments, evals, training, promotion) return their pydantic models."""
+(environments, datasets, experiments, evals, training) return their pydantic models."""
 
 from __future__ import annotations
 
@@ -403,3 +403,25 @@ class ConfigSet(Result):
     file: str
     dvc_config: str | None
     note: str
+
+
+@dataclass(frozen=True)
+class Promoted(Result):
+    """``monte promote``: the checkpoint exported, where, its files and their bytes (``disk``: the
+    blocks they take), each file's sha256, and with ``from_hub`` the hub repo and revision."""
+
+    checkpoint: str
+    experiment: str
+    dest: str
+    files: int
+    bytes: int
+    disk: int
+    sha256: dict[str, str]
+    hub: dict[str, str] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` has always printed it: no ``hub`` key for a local export."""
+        out = super().to_dict()
+        if self.hub is None:
+            del out["hub"]
+        return out
