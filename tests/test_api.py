@@ -174,6 +174,7 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         BoxStatus,
         ClaimExported,
         ConfigSet,
+        ExperimentListed,
         HooksInstalled,
         LedgerVerified,
         ModelMade,
@@ -226,6 +227,8 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
               Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096,
                        sha256={"model.safetensors": "0" * 64}, hub={"repo": "me/m", "revision": "r"}))
     local = Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096, sha256={}, hub=None)
+    assert ExperimentListed(name="e", environment="par", exams=["parity"], model=None,
+                            created_at="t").to_dict()["exams"] == ["parity"]
     assert "hub" not in local.to_dict() and local.hub is None  # a local export's JSON has no hub key, as before
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    *others,

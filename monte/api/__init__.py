@@ -31,6 +31,8 @@ from monte.api.shapes import (
     ClaimVerified,
     ConfigSet,
     ConfigShown,
+    ExperimentListed,
+    ExperimentMade,
     Initialized,
     ModelMade,
     Nominated,
@@ -64,7 +66,6 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.datasets.manage import DatasetAddResult, DatasetInfo
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
-    from monte.experiments import ExperimentInitResult, ExperimentSummary
     from monte.ledger.verify.report import VerifiedLedgers
     from monte.storage.vault_remote import VaultEntry
 
@@ -251,7 +252,7 @@ def experiment_init(
     *, name: str, eval_env: str, model: str | None = None, steps_per_chunk: int = 50,
     dry_run: bool = False, ws: Workspace | None = None, samples: int = 1, temperature: float | None = None,
     top_p: float | None = None, pass_at: Sequence[int] = (),
-) -> ExperimentInitResult:
+) -> ExperimentMade:
     """Freeze ``measurement.json`` as the experiment's first ledger record. ``samples`` (K),
     ``temperature`` and ``top_p`` are eval settings (they define the cohort and the seal);
     ``pass_at`` names the pass@k deltas reported beside the mean score's (K samples per item, docs/statistics.md)."""
@@ -265,19 +266,24 @@ def experiment_init(
         try:
             ws = open_workspace()
         except MonteError:  # outside a repository: create refuses, naming the first thing wrong (a bad name first)
-            return create(dry_run=dry_run, ws=None)
+            return _made(create(dry_run=dry_run, ws=None))
     if ws.config.get("grader"):  # the test splits into the grader's custody as part of the freeze
         from monte.grader import client
 
-        return client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env, dry_run=dry_run)  # type: ignore[no-any-return]
-    return create(dry_run=dry_run, ws=ws)
+        return _made(client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env, dry_run=dry_run))
+    return _made(create(dry_run=dry_run, ws=ws))
 
 
-def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentSummary]:
+def _made(r: Any) -> ExperimentMade:
+    """The experiments layer's result (a pydantic model) as the API's."""
+    return ExperimentMade(dry_run=r.dry_run, measurement=r.measurement, commit=r.commit, ref=r.ref)
+
+
+def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentListed]:
     """Every experiment in this repository, from its measurement."""
     from monte import experiments
 
-    return experiments.summaries(ws or open_workspace())
+    return [ExperimentListed(**e.model_dump()) for e in experiments.summaries(ws or open_workspace())]
 
 
 # --- config ------------------------------------------------------------------------------------

@@ -7,13 +7,16 @@ written to disk (a row, a plan, a manifest). Two documents stay dicts of JSON va
 for the type checker: the status document and a row as ``monte show`` prints it, whose keys grow
 with the record. A lower layer's own dict (``monte.report``'s
 ``ReportDoc``, ...) becomes its result here, at the API's edge; the verbs not yet converted
-(environments, datasets, experiments, evals, training) return their pydantic models."""
+(environments, datasets, evals, training) return their pydantic models."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
+if TYPE_CHECKING:
+    from monte.ledger.records import Measurement
 
 
 @dataclass(frozen=True)
@@ -425,3 +428,32 @@ class Promoted(Result):
         if self.hub is None:
             del out["hub"]
         return out
+
+
+@dataclass(frozen=True)
+class ExperimentMade(Result):
+    """``monte experiment init``: the measurement frozen (a pydantic model: it is what the ledger
+    holds) and, once the ledger holds it, its ref and commit (None in a dry run, whose document has
+    neither key)."""
+
+    dry_run: bool
+    measurement: Measurement  # what the ledger holds: pydantic
+    commit: str | None
+    ref: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dry_run": self.dry_run, "measurement": self.measurement.model_dump(mode="json")}
+        if not self.dry_run:
+            out |= {"commit": self.commit, "ref": self.ref}
+        return out
+
+
+@dataclass(frozen=True)
+class ExperimentListed(Result):
+    """One line of ``monte experiment list``: its name, environment, exams, model and creation."""
+
+    name: str
+    environment: str
+    exams: list[str]
+    model: str | None
+    created_at: str
