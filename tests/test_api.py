@@ -174,6 +174,8 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
         BoxStatus,
         ClaimExported,
         ConfigSet,
+        DatasetAdded,
+        DatasetShown,
         ExperimentListed,
         HooksInstalled,
         LedgerVerified,
@@ -229,7 +231,13 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
     local = Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096, sha256={}, hub=None)
     assert ExperimentListed(name="e", environment="par", exams=["parity"], model=None,
                             created_at="t").to_dict()["exams"] == ["parity"]
-    assert "hub" not in local.to_dict() and local.hub is None  # a local export's JSON has no hub key, as before
+    assert "hub" not in local.to_dict() and local.hub is None
+    shown = DatasetShown(name="d", kind="sft", rows=2, columns={"input": "prompt"}, sha256="0" * 64,
+                         provenance={"from_file": "/r.jsonl"}, folder="/f", verified=True)
+    planned = DatasetAdded(dry_run=True, plan={"name": "d"}, dataset=None, note="", dvc_pointer=None)
+    assert "dataset" not in planned.to_dict()  # a dry run's document has no dataset key, as before
+    added = DatasetAdded(dry_run=False, plan={"name": "d"}, dataset=shown, note="", dvc_pointer="/p.dvc")
+    assert added.to_dict()["dataset"]["columns"] == {"input": "prompt"} and added.dataset is shown  # a local export's JSON has no hub key, as before
     for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
                    *others,
                    [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):

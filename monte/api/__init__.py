@@ -31,6 +31,8 @@ from monte.api.shapes import (
     ClaimVerified,
     ConfigSet,
     ConfigShown,
+    DatasetAdded,
+    DatasetShown,
     ExperimentListed,
     ExperimentMade,
     Initialized,
@@ -63,7 +65,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
-    from monte.datasets.manage import DatasetAddResult, DatasetInfo
+    from monte.datasets.manage import DatasetInfo
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.ledger.verify.report import VerifiedLedgers
@@ -214,7 +216,7 @@ def dataset_add(
     chosen_key: str = "chosen",
     rejected_key: str = "rejected",
     from_env: str | None = None,
-) -> DatasetAddResult:
+) -> DatasetAdded:
     """Freeze a JSONL pile as a Dataset: prove every line, hash it, record where it came from,
     then push it to the Vault (as :func:`env_add` does). ``kind``: ``sft`` (``input_key`` /
     ``output_key`` pairs, or messages) or ``preference`` (``prompt_key`` / ``chosen_key`` /
@@ -223,26 +225,37 @@ def dataset_add(
     (:mod:`monte.datasets.demonstrations`)."""
     from monte.datasets import manage
 
-    return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
-                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
-                      from_env=from_env)
+    added = manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
+                       input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
+                       prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
+                       from_env=from_env)
+    shown = _dataset_shown(added.dataset) if added.dataset is not None else None
+    return DatasetAdded(dry_run=added.dry_run, plan=added.plan, dataset=shown, note=added.note,
+                        dvc_pointer=added.dvc_pointer)
 
 
-def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetInfo] | list[VaultEntry]:
+def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetShown] | list[VaultEntry]:
     """The frozen Datasets on this data root, from their manifests (no re-hash); ``vault``: what
     the Vault holds (network)."""
     from monte.datasets import manage
 
-    return manage.list_datasets(ws or open_workspace(), vault=vault)
+    listed = manage.list_datasets(ws or open_workspace(), vault=vault)
+    if vault:  # what the Vault holds: its pydantic entries, as `env list --vault` gives them
+        return cast("list[VaultEntry]", listed)
+    return [_dataset_shown(d) for d in cast("list[DatasetInfo]", listed)]
 
 
-def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetInfo:
+def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetShown:
     """One Dataset's manifest, with its hash re-proven against the bytes on disk (fetched from
     the Vault first when this data root lacks them)."""
     from monte.datasets import manage
 
-    return manage.show(name=name, ws=ws)
+    return _dataset_shown(manage.show(name=name, ws=ws))
+
+
+def _dataset_shown(d: DatasetInfo) -> DatasetShown:
+    """The datasets layer's pydantic row as the API's result."""
+    return DatasetShown(**d.model_dump(mode="json"))
 
 
 # --- experiments -------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ written to disk (a row, a plan, a manifest). Two documents stay dicts of JSON va
 for the type checker: the status document and a row as ``monte show`` prints it, whose keys grow
 with the record. A lower layer's own dict (``monte.report``'s
 ``ReportDoc``, ...) becomes its result here, at the API's edge; the verbs not yet converted
-(environments, datasets, evals, training) return their pydantic models."""
+(environments, evals, training; the Vault's listings) return their pydantic models."""
 
 from __future__ import annotations
 
@@ -457,3 +457,37 @@ class ExperimentListed(Result):
     exams: list[str]
     model: str | None
     created_at: str
+
+
+@dataclass(frozen=True)
+class DatasetShown(Result):
+    """One frozen Dataset (``monte dataset show``, a row of ``monte dataset list``): its rows, kind
+    and columns, the sha256 of ``rows.jsonl``, where it came from, its folder, and whether that
+    hash was re-proven against the bytes here (``verified``)."""
+
+    name: str
+    kind: str | None
+    rows: int
+    columns: dict[str, str] | None
+    sha256: str
+    provenance: dict[str, Any]
+    folder: str
+    verified: bool
+
+
+@dataclass(frozen=True)
+class DatasetAdded(Result):
+    """``monte dataset add``: the plan, and unless a dry run the Dataset frozen (a dry run's
+    document has no ``dataset`` key), a note (the Vault's part), and the ``.dvc`` pointer staged."""
+
+    dry_run: bool
+    plan: dict[str, Any]
+    dataset: DatasetShown | None
+    note: str
+    dvc_pointer: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        if self.dataset is None:
+            del out["dataset"]
+        return out
