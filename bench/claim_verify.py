@@ -63,12 +63,12 @@ def build(repo: Path) -> None:
     ws = open_workspace(repo)
     api.env_add(server="parity", dev=("parity",), test=("parity",), ws=ws)
     api.experiment_init(name="exp", eval_env="parity", model=str(models / "seed0"), ws=ws)
-    api.eval_(split="dev")
-    api.eval_(split="test")
+    api.evaluate(split="dev")
+    api.evaluate(split="test")
     run = checkpoint(repo, models / "seed1")
-    api.eval_(checkpoint=f"{run}@50")
+    api.evaluate(checkpoint=f"{run}@50")
     api.nominate(ref=f"{run}@50")
-    api.eval_(split="test")
+    api.evaluate(split="test")
 
 
 def main() -> int:

@@ -68,7 +68,7 @@ def main() -> int:
         res = api.train(ws=ws, experiment="gain", **train)
         seconds = time.monotonic() - t
         ref = f"{res.run['run']}@{res.run['checkpoints'][-1]['step']}"
-        r = api.eval_(ws=ws, experiment="gain", checkpoint=ref).runs[0]
+        r = api.evaluate(ws=ws, experiment="gain", checkpoint=ref).runs[0]
         d = r.get("delta") or {}
         rows.append({"chunk": label, "checkpoint": ref, "train_s": round(seconds, 1), "dev": r["score"], "n": r["n"],
                      "delta": d.get("delta"), "lower": d.get("lower"), "upper": d.get("upper"),
@@ -78,8 +78,8 @@ def main() -> int:
               flush=True)
         return ref
 
-    api.eval_(ws=ws, experiment="gain")
-    api.eval_(ws=ws, experiment="gain", split="test")
+    api.evaluate(ws=ws, experiment="gain")
+    api.evaluate(ws=ws, experiment="gain", split="test")
     measure("dpo-tiny from base", recipe="dpo-tiny", source="parity-pref", from_base=True)
     parent = measure("sft-tiny from base (the parent)", recipe="sft-tiny", source="parity-sft", from_base=True)
     measure("dpo-tiny from the SFT checkpoint", recipe="dpo-tiny", source="parity-pref", parent=parent)

@@ -62,8 +62,8 @@ INSTRUMENT = [
     "monte.cli.eval", "monte.cli.experiment", "monte.cli.ledger", "monte.cli.nominate", "monte.cli.results",
     "monte.cli.runs", "monte.cli.train", "monte.api", "monte.evals", "monte.runs", "monte.names",
     "monte.manifest", "monte.workspace", "monte.training.recipes", "monte.training.plan", "monte.training.run",
-    "monte.training.sources", "monte.datasets.freeze", "monte.storage.vault", "monte.storage.locations",
-    "monte.storage.objects", "monte.ledger.vault", "monte.ledger.experiment", "monte.ledger.rules",
+    "monte.training.sources", "monte.datasets.freeze", "monte.storage.vault_remote", "monte.storage.locations",
+    "monte.storage.object_stores", "monte.ledger.vault_ref", "monte.ledger.experiment", "monte.ledger.rules",
     "monte.envs.freeze", "monte.envs.registry",
 ]
 

@@ -55,8 +55,8 @@ def setup(root: Path, steps: int) -> Path:
             out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
     api.dataset_add(name="parity-sft", from_file=rows, kind="sft", ws=ws)
     api.experiment_init(name="exp", eval_env="parity", model=str(repo / "base-model"), steps_per_chunk=steps, ws=ws)
-    api.eval_(split="dev", ws=ws)
-    api.eval_(split="test", ws=ws)
+    api.evaluate(split="dev", ws=ws)
+    api.evaluate(split="test", ws=ws)
     return repo
 
 

@@ -111,22 +111,22 @@ def main() -> None:
     t = time.perf_counter()
     second = api.push(experiment="exp", bucket=ws_bucket)
     second_s = time.perf_counter() - t
-    ref_bytes = 41 * second["refs"]
-    uploaded = second["uploaded_bytes"] + ref_bytes
+    ref_bytes = 41 * second.refs
+    uploaded = second.uploaded_bytes + ref_bytes
     t = time.perf_counter()
     third = api.push(experiment="exp", bucket=ws_bucket)
     third_s = time.perf_counter() - t
 
     result = {
         "runs": args.runs, "tasks_per_eval": args.tasks, "bucket": "gcs" if args.bucket else "local folder",
-        "first_push": {"pack_bytes": first["pack_bytes"], "files": first["files"], "seconds": round(first_s, 2)},
+        "first_push": {"pack_bytes": first.pack_bytes, "files": first.files, "seconds": round(first_s, 2)},
         "one_eval": {"new_git_objects": len(new_objects), "object_bytes_raw": sum(new_objects.values()),
                      "run_file_bytes": run_files, "added_bytes": added},
-        "second_push": {"packs": second["packs"], "pack_bytes": second["pack_bytes"], "refs": second["refs"],
-                        "ref_bytes": ref_bytes, "files": second["files"], "file_bytes": second["file_bytes"],
+        "second_push": {"packs": second.packs, "pack_bytes": second.pack_bytes, "refs": second.refs,
+                        "ref_bytes": ref_bytes, "files": second.files, "file_bytes": second.file_bytes,
                         "uploaded_bytes": uploaded, "seconds": round(second_s, 2)},
         "ratio_uploaded_over_added": round(uploaded / added, 3),
-        "third_push_objects": third["packs"] + third["refs"] + third["files"],
+        "third_push_objects": third.packs + third.refs + third.files,
         "third_push_seconds": round(third_s, 2),
         "build_seconds": round(build_s, 1),
     }

@@ -192,10 +192,10 @@ def measure(repo: Path, out: Path, repeat: int) -> dict[str, Any]:
         report_s.append(time.perf_counter() - t0)
     first = out.read_bytes()
     api.report(experiment=EXPERIMENT, out=out, ws=ws)
-    return {"bytes": res["bytes"], "goal_bytes": GOAL_BYTES, "under_goal": res["bytes"] < GOAL_BYTES,
+    return {"bytes": res.bytes, "goal_bytes": GOAL_BYTES, "under_goal": res.bytes < GOAL_BYTES,
             "report_s": min(report_s), "status_s": min(status_s), "ratio": min(report_s) / max(min(status_s), 1e-9),
-            "identical_again": out.read_bytes() == first, "page_runs": res["runs"], "page_evals": res["evals"],
-            "page_checkpoints": res["checkpoints"]}
+            "identical_again": out.read_bytes() == first, "page_runs": res.runs, "page_evals": res.evals,
+            "page_checkpoints": res.checkpoints}
 
 
 #: in the page at 1400 x 1000 px: each section's top (px down the page) and, per runs-table column,

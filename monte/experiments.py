@@ -102,7 +102,7 @@ def create(
     from monte.envs.grading import LMEVAL, eval_defaults
     from monte.ledger.experiment import Ledger
     from monte.ledger.records import EvalSettings, ExamFreeze, SplitFreeze, TrainSettings
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import now, read_manifest, verify_folder
 
     check_name(name, "experiment name")

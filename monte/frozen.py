@@ -20,9 +20,9 @@ from monte.names import check_name
 from monte.workspace import Workspace
 
 if TYPE_CHECKING:
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.storage.tracking import DvcOut
-    from monte.storage.vault import VaultEntry, VaultRemote
+    from monte.storage.vault_remote import VaultEntry, VaultRemote
 
 
 def claimed(reader: VaultRemote, kind: str, name: str) -> bool:
@@ -40,7 +40,7 @@ def sweep_staging(ws: Workspace) -> None:
     one whose manifest the vault ref records while its folder is missing (killed between
     recording the freeze and moving it into place) is proven and moved into place; the rest
     are deleted. Folders of live processes are left alone."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest, verify_folder
     from monte.storage import tracking
 
@@ -156,9 +156,9 @@ def resume_upload(ws: Workspace, kind: str, name: str, dest: Path) -> tuple[Mani
     Vault has never heard of is claimed under its name and pushed: the same command, once a
     writing key is set, is how it reaches the Vault. Returns the manifest and what was done, or
     None when there is nothing to resume."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest, verify_folder
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     m = read_manifest(dest) if dest.is_dir() else None
     if m is None:
@@ -212,7 +212,7 @@ def refuse_source_conflict(ws: Workspace, vault: Vault, name: str, holder: str) 
 
 def vault_names(ws: Workspace, kind: str) -> list[VaultEntry]:
     """What the Vault holds of ``kind`` (network; refused when no Vault or key is there)."""
-    from monte.storage.vault import require_reader
+    from monte.storage.vault_remote import require_reader
 
     return require_reader(ws).names(kind)
 
@@ -221,9 +221,9 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
     """Fetch a frozen folder this data root lacks from the Vault: into a staging folder, every
     hash proven against the Vault's manifest (and the vault ref's, when it has one), only then
     moved into place. None when no Vault or no key is there to ask (the caller decides)."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import MANIFEST, verify_folder
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     where = remote_vault.access(ws, write=False)
     if where.reader is None:

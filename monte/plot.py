@@ -130,7 +130,7 @@ def collect(meas: Measurement, rows: Sequence[RunRow]) -> dict[str, Any]:
             "points": len(unique), "cycles": cycle_rows, "baselines": baselines, "test_reads": test_reads}
 
 
-class PlotWritten(TypedDict):
+class PlotDoc(TypedDict):
     """What :func:`plot_experiment` drew: the file, its format, and what the figure shows."""
 
     path: str
@@ -147,7 +147,7 @@ class PlotWritten(TypedDict):
 
 
 def plot_experiment(*, out: Path | str, experiment: str | None = None,
-                    ws: Workspace | None = None) -> PlotWritten:
+                    ws: Workspace | None = None) -> PlotDoc:
     """Read the ledger tip, draw the figure to ``out``; what was drawn, as a dict."""
     from monte.ledger.experiment import Ledger
     from monte.runs import experiment_name, read_rows

@@ -80,7 +80,7 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
     ws = open_workspace(folder)
     step("monte model init base-model --size tiny --seed 0")
     info = api.model_init(path=folder / "base-model", size="tiny", seed=0)
-    say(f"  a {info['parameters']:,}-parameter model, built here from a seed (no download)")
+    say(f"  a {info.parameters:,}-parameter model, built here from a seed (no download)")
     step(f"monte env add --server {ENV} --dev {ENV} --test {ENV}")
     env = api.env_add(server=ENV, dev=(ENV,), test=(ENV,), ws=ws).environment
     assert env is not None
@@ -134,10 +134,10 @@ def run(folder: Path, *, say: Callable[[str], None] = print,
         commit(folder, "the quickstart: what monte staged after the setup")
     step("monte report --out report.html          # the page to look at: open it in a browser")
     page = api.report(out=folder / "report.html", experiment=EXPERIMENT, ws=ws)
-    say(f"  wrote {page['path']} ({page['bytes'] / 1e3:.0f} kB, one file that requests nothing)")
+    say(f"  wrote {page.path} ({page.bytes / 1e3:.0f} kB, one file that requests nothing)")
     elapsed = time.monotonic() - t0
     d = claim.get("delta") or {}
     return {"folder": str(folder), "seconds": round(elapsed, 1), "claim": target,
             "test_delta": d.get("delta"), "test_lower": d.get("lower"), "test_upper": d.get("upper"),
-            "verdict": d.get("verdict"), "test_score": claim["score"], "steps": steps, "report": page["path"],
+            "verdict": d.get("verdict"), "test_score": claim["score"], "steps": steps, "report": page.path,
             "status": api.status(experiment=EXPERIMENT, ws=ws)}

@@ -552,7 +552,7 @@ candidate <select id="cand"></select> <input id="search" type="search" placehold
     return page.encode()
 
 
-class ReportWritten(TypedDict):
+class ReportDoc(TypedDict):
     """What :func:`write_report` wrote: the page's path and size, and what it shows."""
 
     path: str
@@ -565,7 +565,7 @@ class ReportWritten(TypedDict):
     claims: list[str]
 
 
-def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
+def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> ReportDoc:
     """Read the ledger tip, write the page to ``out`` atomically; what it shows, as a dict."""
     from monte.workspace import open_workspace
 

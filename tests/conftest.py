@@ -10,8 +10,6 @@ that asks for ``emulator``, ``gcs`` or ``read_only_gcs``; each ``gcs`` is a fres
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -27,25 +25,6 @@ import pytest
 
 from tests.support.gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
 from tests.support.helpers import PINNED_ENV, git, monte_proc, run_dvc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
-
-
-class _SupportAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """``support.X`` as the same module as ``tests.support.X``: the name the tests used before they
-    were one package, kept for branches written against it (to be removed once they are merged)."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        return importlib.util.spec_from_loader(name, self) if name.split(".")[0] == "support" else None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-        module = importlib.import_module("tests." + spec.name)
-        spec.loader_state = module.__spec__  # the import sets the alias's spec on it: its own goes back
-        return module
-
-    def exec_module(self, module: Any) -> None:
-        module.__spec__ = module.__spec__.loader_state
-
-
-sys.meta_path.insert(0, _SupportAlias())
 
 if TYPE_CHECKING:
     from monte.ledger.store import Store
@@ -267,7 +246,6 @@ class LightInstall:
 
 
 def _light_bench() -> Any:
-    import importlib.util
 
     spec = importlib.util.spec_from_file_location("light_install", Path(__file__).resolve().parents[1] / "bench"
                                                   / "light_install.py")

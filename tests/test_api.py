@@ -48,9 +48,9 @@ def test_every_verb_refuses_rather_than_raising_raw_errors() -> None:
         assert inspect.signature(verb) == inspect.signature(verb.__wrapped__), name
 
 
-def test_evaluate_is_the_verb_and_eval_underscore_its_old_name() -> None:
+def test_evaluate_is_the_verb_and_eval_underscore_is_gone() -> None:
     assert api.evaluate.__wrapped__.__name__ == "evaluate"  # type: ignore[attr-defined]
-    assert api.eval_ is api.evaluate
+    assert not hasattr(api, "eval_")  # the old name went once nothing called it
 
 
 # --- plans are values ----------------------------------------------------------------------------
@@ -168,7 +168,30 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
     import dataclasses
     import json
 
-    from monte.api.shapes import BoxDown, BoxInstance, BoxStatus, Recovered, Submitted, Terminated
+    from monte.api.shapes import (
+        BoxDown,
+        BoxInstance,
+        BoxStatus,
+        ClaimExported,
+        ConfigSet,
+        DatasetAdded,
+        DatasetShown,
+        ExperimentListed,
+        HooksInstalled,
+        LedgerVerified,
+        ModelMade,
+        Nominated,
+        PlotWritten,
+        Promoted,
+        Pushed,
+        Recovered,
+        ReportWritten,
+        StopResult,
+        Submitted,
+        Synced,
+        SyncedExperiment,
+        Terminated,
+    )
     from monte.cli.output import print_json
 
     row: dict[str, Any] = {"id": "i-1", "name": "monte-a", "owner": "monte", "status": "active", "type": "gpu_1x_h100_pcie",
@@ -183,7 +206,41 @@ def test_results_are_frozen_dataclasses_whose_json_is_the_dict_they_were(capsys:
                    already_terminating=False, identity_file_removed=None)
     sub = Submitted(experiment="exp", runs=["r1"], box="b", session="s", commit="c" * 40, workdir="/w",
                     timings={"gate": 0.1})
-    for result in (status, down, sub, [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
+    pushed = Pushed(experiment="exp", bucket="/b", run=None, packs=1, pack_bytes=10, refs=2, files=3,
+                    file_bytes=5, uploaded_bytes=15, merged=["ledger"])
+    synced = Synced(bucket="/b", experiments=(SyncedExperiment(experiment="exp", packs=1, ledger="merged",
+                                                               refs=2, files=0, skipped_weights=0,
+                                                               conflicts=["base/c1"]),))
+    assert synced.to_dict()["experiments"][0]["conflicts"] == ["base/c1"] and pushed.merged == ["ledger"]
+    verified = LedgerVerified(ok=True, experiments=["exp"], records=3, warnings=[], adopted={"ledger": "origin"},
+                              unchecked={})
+    plotted = PlotWritten(path="/p.png", format="png", experiment="exp", exams=["arith"], paths=1, points=2,
+                          lineage=["a"], cycles={"ok": 1}, test_reads=0, claims=[], note=None)
+    page = ReportWritten(path="/r.html", bytes=10, experiment="exp", runs=3, checkpoints=2, cycles={"ok": 1}, evals=3,
+                         claims=["c"])
+    others = (plotted, page, Nominated(experiment="exp", checkpoint="a@50", cohort="c1", at="2026-12-05T05:00:00Z"),
+              StopResult(run="r1", status="abandoned", signalled=True),
+              ClaimExported(out="/c", statement_sha256="0" * 64, signer="a ssh-ed25519 AAAA", files={"s.json": 9},
+                            card=None),
+              ModelMade(path="/m", size="tiny", seed=0, parameters=10, architecture="LlamaForCausalLM",
+                        shape={"hidden": 8, "layers": 1}, vocab_size=259, eos_token="<eos>", pad_token="<pad>",
+                        files={"model.safetensors": "0" * 64}, bytes=100),
+              ConfigSet(setting="vault", url="/v", file="/r/.monte.yaml", dvc_config=None, note=""),
+              Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096,
+                       sha256={"model.safetensors": "0" * 64}, hub={"repo": "me/m", "revision": "r"}))
+    local = Promoted(checkpoint="a@50", experiment="exp", dest="/d", files=3, bytes=9, disk=4096, sha256={}, hub=None)
+    assert ExperimentListed(name="e", environment="par", exams=["parity"], model=None,
+                            created_at="t").to_dict()["exams"] == ["parity"]
+    assert "hub" not in local.to_dict() and local.hub is None
+    shown = DatasetShown(name="d", kind="sft", rows=2, columns={"input": "prompt"}, sha256="0" * 64,
+                         provenance={"from_file": "/r.jsonl"}, folder="/f", verified=True)
+    planned = DatasetAdded(dry_run=True, plan={"name": "d"}, dataset=None, note="", dvc_pointer=None)
+    assert "dataset" not in planned.to_dict()  # a dry run's document has no dataset key, as before
+    added = DatasetAdded(dry_run=False, plan={"name": "d"}, dataset=shown, note="", dvc_pointer="/p.dvc")
+    assert added.to_dict()["dataset"]["columns"] == {"input": "prompt"} and added.dataset is shown  # a local export's JSON has no hub key, as before
+    for result in (status, down, sub, pushed, synced, verified, HooksInstalled(installed=["/r/.git/hooks/pre-push"]),
+                   *others,
+                   [Recovered(run="r1", status="succeeded", score=0.5, n=4)]):
         for tty in (False, True):  # orjson off a terminal, json's encoder on one
             plain = result.to_dict() if not isinstance(result, list) else [r.to_dict() for r in result]
             capsys.readouterr()

@@ -84,3 +84,22 @@ def test_two_racing_inits_one_wins(repo: Path, monte) -> None:
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 3, 3, 3], [p.stdout + p.stderr for p in procs]
     assert git(repo, "rev-list", "--count", "monte/race/ledger").strip() == "1"
+
+
+def test_init_json_is_the_document_the_pydantic_result_printed(repo: Path, monte) -> None:
+    """api.experiment_init returns a Result now; --json is still ExperimentInitResult's model_dump
+    (a dry run without commit and ref, a real one with them), byte for byte after sorting."""
+    from monte import experiments
+    from monte.workspace import open_workspace
+
+    monte("env", "add", "--benchmark", "parity")
+    dry = monte("experiment", "init", "e", "--eval", "parity", "--dry-run", "--json")
+    want = experiments.create(name="e", eval_env="parity", model=None, steps_per_chunk=50, dry_run=True,
+                              ws=open_workspace(repo)).model_dump(mode="json")
+    got = dry.json()
+    assert "commit" not in got and "ref" not in got
+    got["measurement"]["created_at"] = want["measurement"]["created_at"]  # the one field the clock writes
+    assert got == want
+    made = monte("experiment", "init", "e", "--eval", "parity", "--json").json()
+    assert made["ref"] == "refs/heads/monte/e/ledger" and len(made["commit"]) == 40
+    assert set(made) == {"dry_run", "measurement", "commit", "ref"} and made["dry_run"] is False

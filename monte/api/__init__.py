@@ -9,6 +9,7 @@ ledger, the vault ref or the data root. docs/api.md is the guide.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,26 @@ from monte.api.remote import remote_gate as remote_gate
 from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
-from monte.api.shapes import RecipeAdded, Recovered, Rerun
+from monte.api.shapes import (
+    ClaimExported,
+    ClaimVerified,
+    ConfigSet,
+    ConfigShown,
+    DatasetAdded,
+    DatasetShown,
+    ExperimentListed,
+    ExperimentMade,
+    Initialized,
+    ModelMade,
+    Nominated,
+    PlotWritten,
+    Promoted,
+    RecipeAdded,
+    Recovered,
+    ReportWritten,
+    Rerun,
+    StopResult,
+)
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
 from monte.api.verify import ledger_verify as ledger_verify
@@ -41,30 +61,21 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.evals import EvalPlan, EvalResult
     from monte.runs import Transition
     from monte.training.plan import TrainPlan
-    from monte.training.promote import PromoteResult
     from monte.training.run import TrainResult
 
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
-    from monte.claim import ExportedJson, VerifiedJson
-    from monte.configshow import ConfigShow
-    from monte.datasets.manage import DatasetAddResult, DatasetInfo
+    from monte.datasets.manage import DatasetInfo
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
-    from monte.evals.nominate import Nominated
-    from monte.experiments import ExperimentInitResult, ExperimentSummary
-    from monte.models.tiny import TinyModel
-    from monte.plot import PlotWritten
-    from monte.report import ReportWritten
-    from monte.repository import ConfigSetResult, InitResult
-    from monte.runs.lifecycle import Stopped
-    from monte.storage.vault import VaultEntry
+    from monte.ledger.verify.report import VerifiedLedgers
+    from monte.storage.vault_remote import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
 
 
 def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
-         ci_install: str | None = None) -> InitResult:
+         ci_install: str | None = None) -> Initialized:
     """Make the git repository at ``path`` (default: cwd) a monte repository. Idempotent.
 
     Writes ``.monte.yaml``, the data root with its ``.gitignore``, ``recipes/`` and ``.dvc/``
@@ -82,7 +93,7 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
         if not ci:
             raise error("E_USAGE", "--ci-install pins the CI workflow that --no-ci leaves out", "pass one of them")
         ci_install = check_spec(ci_install)
-    result = repository.init(path)
+    result = Initialized(**repository.init(path).model_dump(mode="json"))
     if ci:
         from monte import ci as workflows
 
@@ -90,27 +101,26 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
         if ci_install is not None and workflows.configured(root) != ci_install:
             workflows.save_spec(root, ci_install)
             repository.stage(root, [CONFIG_FILE])
-            result = result.model_copy(update={"already_initialized": False})
+            result = dataclasses.replace(result, already_initialized=False)
         pin = workflows.resolve(root, ci_install)
         wrote = workflows.write_default_workflow(root, pin, rewrite=pin.source in ("--ci-install", "MONTE_CI_INSTALL"))
         if wrote is not None:
             repository.stage(root, [wrote])
-            result = result.model_copy(update={"created": [*result.created, wrote],
-                                               "already_initialized": False})
+            result = dataclasses.replace(result, created=[*result.created, wrote], already_initialized=False)
         note = (f"CI installs {pin.spec!r} ({pin.source})" if pin.spec is not None else workflows.how_to_pin(pin))
-        result = result.model_copy(update={"ci_note": note})
+        result = dataclasses.replace(result, ci_note=note)
     # the unwrapped verb: a disk failure installing the hooks stays a failure, not a note below
     from monte.api.verify import hooks_install as install
 
     later = "`monte hooks install` installs them"
     if not hooks:
-        return result.model_copy(update={"hooks_note": f"git hooks not installed (--no-hooks); {later}"})
+        return dataclasses.replace(result, hooks_note=f"git hooks not installed (--no-hooks); {later}")
     try:
-        installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False))["installed"]
+        installed = install(ws=open_workspace(Path(result.repo_root), require_data_root=False)).installed
     except MonteError as e:  # a team's own hooks in the way: the repository is ready all the same
-        return result.model_copy(update={"hooks_note": f"git hooks not installed: {e.message}; {e.fix}"})
-    return result.model_copy(update={"hooks": installed, "hooks_note": "git hooks installed (reference-transaction, "
-                                     "pre-push, pre-receive); `monte hooks uninstall` removes them"})
+        return dataclasses.replace(result, hooks_note=f"git hooks not installed: {e.message}; {e.fix}")
+    return dataclasses.replace(result, hooks=installed, hooks_note="git hooks installed (reference-transaction, "
+                               "pre-push, pre-receive); `monte hooks uninstall` removes them")
 
 
 # --- environments ------------------------------------------------------------------------------
@@ -206,7 +216,7 @@ def dataset_add(
     chosen_key: str = "chosen",
     rejected_key: str = "rejected",
     from_env: str | None = None,
-) -> DatasetAddResult:
+) -> DatasetAdded:
     """Freeze a JSONL pile as a Dataset: prove every line, hash it, record where it came from,
     then push it to the Vault (as :func:`env_add` does). ``kind``: ``sft`` (``input_key`` /
     ``output_key`` pairs, or messages) or ``preference`` (``prompt_key`` / ``chosen_key`` /
@@ -215,26 +225,37 @@ def dataset_add(
     (:mod:`monte.datasets.demonstrations`)."""
     from monte.datasets import manage
 
-    return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
-                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
-                      from_env=from_env)
+    added = manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
+                       input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
+                       prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
+                       from_env=from_env)
+    shown = _dataset_shown(added.dataset) if added.dataset is not None else None
+    return DatasetAdded(dry_run=added.dry_run, plan=added.plan, dataset=shown, note=added.note,
+                        dvc_pointer=added.dvc_pointer)
 
 
-def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetInfo] | list[VaultEntry]:
+def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetShown] | list[VaultEntry]:
     """The frozen Datasets on this data root, from their manifests (no re-hash); ``vault``: what
     the Vault holds (network)."""
     from monte.datasets import manage
 
-    return manage.list_datasets(ws or open_workspace(), vault=vault)
+    listed = manage.list_datasets(ws or open_workspace(), vault=vault)
+    if vault:  # what the Vault holds: its pydantic entries, as `env list --vault` gives them
+        return cast("list[VaultEntry]", listed)
+    return [_dataset_shown(d) for d in cast("list[DatasetInfo]", listed)]
 
 
-def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetInfo:
+def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetShown:
     """One Dataset's manifest, with its hash re-proven against the bytes on disk (fetched from
     the Vault first when this data root lacks them)."""
     from monte.datasets import manage
 
-    return manage.show(name=name, ws=ws)
+    return _dataset_shown(manage.show(name=name, ws=ws))
+
+
+def _dataset_shown(d: DatasetInfo) -> DatasetShown:
+    """The datasets layer's pydantic row as the API's result."""
+    return DatasetShown(**d.model_dump(mode="json"))
 
 
 # --- experiments -------------------------------------------------------------------------------
@@ -244,7 +265,7 @@ def experiment_init(
     *, name: str, eval_env: str, model: str | None = None, steps_per_chunk: int = 50,
     dry_run: bool = False, ws: Workspace | None = None, samples: int = 1, temperature: float | None = None,
     top_p: float | None = None, pass_at: Sequence[int] = (),
-) -> ExperimentInitResult:
+) -> ExperimentMade:
     """Freeze ``measurement.json`` as the experiment's first ledger record. ``samples`` (K),
     ``temperature`` and ``top_p`` are eval settings (they define the cohort and the seal);
     ``pass_at`` names the pass@k deltas reported beside the mean score's (K samples per item, docs/statistics.md)."""
@@ -258,33 +279,38 @@ def experiment_init(
         try:
             ws = open_workspace()
         except MonteError:  # outside a repository: create refuses, naming the first thing wrong (a bad name first)
-            return create(dry_run=dry_run, ws=None)
+            return _made(create(dry_run=dry_run, ws=None))
     if ws.config.get("grader"):  # the test splits into the grader's custody as part of the freeze
         from monte.grader import client
 
-        return client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env, dry_run=dry_run)  # type: ignore[no-any-return]
-    return create(dry_run=dry_run, ws=ws)
+        return _made(client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env, dry_run=dry_run))
+    return _made(create(dry_run=dry_run, ws=ws))
 
 
-def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentSummary]:
+def _made(r: Any) -> ExperimentMade:
+    """The experiments layer's result (a pydantic model) as the API's."""
+    return ExperimentMade(dry_run=r.dry_run, measurement=r.measurement, commit=r.commit, ref=r.ref)
+
+
+def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentListed]:
     """Every experiment in this repository, from its measurement."""
     from monte import experiments
 
-    return experiments.summaries(ws or open_workspace())
+    return [ExperimentListed(**e.model_dump()) for e in experiments.summaries(ws or open_workspace())]
 
 
 # --- config ------------------------------------------------------------------------------------
 
 
-def config_show(*, ws: Workspace | None = None) -> ConfigShow:
+def config_show(*, ws: Workspace | None = None) -> ConfigShown:
     """The data root, the Vault and the bucket, the recipe search path and every resolvable
     recipe name (first match wins)."""
     from monte.configshow import config_show
 
-    return config_show(ws or open_workspace(require_data_root=False))
+    return ConfigShown(**config_show(ws or open_workspace(require_data_root=False)).model_dump())
 
 
-def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSetResult:
+def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSet:
     """Name the Vault, the results bucket, or the grader (``url`` ssh://USER@HOST[:PORT] and its
     pinned public ``key``) for this repository (``.monte.yaml``)."""
     from monte import repository
@@ -293,10 +319,10 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
     if setting == "grader":
         from monte.grader import client
 
-        return repository.ConfigSetResult(**client.set_grader(ws, url, key))
+        return ConfigSet(**repository.ConfigSetResult(**client.set_grader(ws, url, key)).model_dump(mode="json"))
     if key is not None:
         raise error("E_USAGE", "--key pins a grader's public key", f"drop --key for {setting}")
-    return repository.config_set(ws, setting=setting, url=url)
+    return ConfigSet(**repository.config_set(ws, setting=setting, url=url).model_dump(mode="json"))
 
 
 def seal_line(*, ws: Workspace | None = None) -> str:
@@ -347,7 +373,8 @@ def plan_eval(*, experiment: str | None = None, model: str | None = None, split:
 
 def run_eval(plan: EvalPlan, *, on_progress: Progress | None = None, on_transition: Transition | None = None,
              ws: Workspace | None = None) -> EvalResult:
-    """Spend the touch (a ``started`` record), read the proven split, generate, grade, finish.
+    """Record the start (``started``: a test eval spends its read there), read the proven split,
+    generate, grade, finish.
 
     ``on_transition(row, transition)`` runs after each transition's record lands; a ``push`` plan
     with none given pushes the results then, and refuses E_STORAGE if a finished run's final
@@ -379,7 +406,7 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
     """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
     from monte import evals
 
-    return evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None)
+    return Nominated(**evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None))
 
 
 # --- reading the record --------------------------------------------------------------------------
@@ -464,12 +491,12 @@ def logs(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
 
 
 def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
-         ws: Workspace | None = None) -> Stopped:
+         ws: Workspace | None = None) -> StopResult:
     """Terminate a running Run (on this host) and record it as abandoned (``reason``: why, for
     the row; a box's job wrapper says how its job ended)."""
     from monte.runs import stop as stop_run
 
-    return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
+    return StopResult(**stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason))
 
 
 def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[Recovered]:
@@ -568,40 +595,42 @@ def recipe_add(*, name: str, text: str, ws: Workspace | None = None) -> RecipeAd
     return RecipeAdded(**add_recipe((ws or open_workspace(require_data_root=False)).repo_root, name, text))
 
 
-def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
+def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> ModelMade:
     """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
     from monte.models.tiny import init_model
 
-    return init_model(path, size=size, seed=seed)
+    return ModelMade(**init_model(path, size=size, seed=seed))
 
 
 def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,
-            ws: Workspace | None = None) -> PromoteResult:
+            ws: Workspace | None = None) -> Promoted:
     """Export a succeeded training checkpoint's servable folder, sha256-verified file by file.
 
     ``from_hub``: export the hub copy its lineage commit records (a ``--push`` chunk's), every
     file proven against that commit before anything lands in ``dest`` (a mismatch: E_INTEGRITY)."""
     from monte.training import promote as pr
 
-    return pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
+    done = pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
                       from_hub=from_hub)
+    return Promoted(**{**done.model_dump(mode="json"), "hub": done.hub})
 
 
 # --- a claim anyone can check ---------------------------------------------------------------------
 
 
 def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = None, identity: str | None = None,
-                 card: Path | None = None, ws: Workspace | None = None) -> ExportedJson:
+                 card: Path | None = None, ws: Workspace | None = None) -> ClaimExported:
     """Write the signed, self-contained bundle of the final claim ``ref`` to ``out`` (see
     :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
     from monte import claim
 
-    return claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
-                        identity=identity, card=card).to_dict()
+    exported = claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
+                            identity=identity, card=card)
+    return ClaimExported(**exported.to_dict())
 
 
 def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
-                 signer: str | None = None, grader_key: str | None = None) -> VerifiedJson:
+                 signer: str | None = None, grader_key: str | None = None) -> ClaimVerified:
     """Check a claim bundle with its files alone: signatures, digests, the recomputed delta, the
     replayed ledger, every field of the Statement derived again from it, and the seal. Needs no
     repository and no network. ``signer``: the one key fingerprint (``SHA256:...``) accepted."""
@@ -610,8 +639,9 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     # the unwrapped verb: a disk failure while verifying the bundle breaks no rule of the ledger
     from monte.api.verify import ledger_verify as verify_ledgers
 
-    return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                        verify_ledgers=lambda ws: verify_ledgers(all_=True, ws=ws)).to_dict()
+    verified = claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
+                            verify_ledgers=lambda ws: cast("VerifiedLedgers", verify_ledgers(all_=True, ws=ws).to_dict()))
+    return ClaimVerified(**verified.to_dict())
 
 
 # --- plot ----------------------------------------------------------------------------------------
@@ -625,7 +655,7 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
     """
     from monte import plot as pl
 
-    return pl.plot_experiment(out=out, experiment=experiment, ws=ws)
+    return PlotWritten(**pl.plot_experiment(out=out, experiment=experiment, ws=ws))
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -638,7 +668,7 @@ def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = N
     ``out`` must end in .html (E_USAGE) and its folder must exist (E_NOT_FOUND)."""
     from monte import report as rp
 
-    return rp.write_report(out=out, experiment=experiment, ws=ws)
+    return ReportWritten(**rp.write_report(out=out, experiment=experiment, ws=ws))
 
 
 #: The face of the API: every verb a caller may use (each one refuses with a MonteError, never a
@@ -650,7 +680,7 @@ __all__ = [
     "env_add", "env_list", "env_list_local", "env_install", "dataset_add", "dataset_list", "dataset_show",
     "grader_take",
     # experiments and the loop
-    "experiment_init", "experiment_list", "plan_eval", "run_eval", "evaluate", "eval_", "nominate",
+    "experiment_init", "experiment_list", "plan_eval", "run_eval", "evaluate", "nominate",
     "plan_train", "run_train", "train", "recipe_add", "model_init", "promote", "stop", "recover",
     # reading the record
     "status", "status_view", "status_brief", "show", "diff", "flips", "rerun", "logs", "ledger_verify",
@@ -663,8 +693,5 @@ __all__ = [
 # every verb raises its failures as refusals: what the disk, git's objects or the network did is
 # the caller's to fix, and a Python caller meets the E_* code `monte` would print
 for _name in __all__:
-    if _name != "eval_":
-        globals()[_name] = _refusing(globals()[_name])
-#: the earlier name of :func:`evaluate` (kept for callers written before it)
-eval_ = evaluate
+    globals()[_name] = _refusing(globals()[_name])
 del _name

@@ -5,38 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any
 
+from monte.api.shapes import HooksInstalled, HooksRemoved, LedgerVerified, UpdatesJudged
 from monte.errors import MonteError
 from monte.workspace import Workspace, open_workspace
-
-if TYPE_CHECKING:
-    from monte.ledger.verify.report import VerifiedLedgers
-
-
-class UpdatesJudged(TypedDict):
-    """Proposed ref updates that break no rule (a refusal is E_VERIFY): how many."""
-
-    ok: bool
-    updates: int
-
-
-class HooksInstalled(TypedDict):
-    """The hook files written."""
-
-    installed: list[str]
-
-
-class HooksRemoved(TypedDict):
-    """The hook files removed."""
-
-    removed: list[str]
 
 
 def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
                   ws: Workspace | None = None,
                   views: Mapping[str, tuple[Callable[[dict[str, Any]], bytes | str], Sequence[str]]] | None = None,
-                  ) -> VerifiedLedgers:
+                  ) -> LedgerVerified:
     """Re-derive every rule from the commit history; refuse (E_VERIFY) listing each violation.
     ``views``: mode -> (render, its files) of ``monte status``'s kept views, to derive each
     again (:func:`status_view`); a view of a mode not given is not judged
@@ -46,7 +25,7 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     ws = ws or _ledgers_workspace()
     report = verify_repository(ws, experiment=experiment, all_=all_, from_rev=from_rev,
                                derived=lambda: _derived_caches(ws, views or {}))
-    return report.to_dict()
+    return LedgerVerified(**report.to_dict())
 
 
 def _ledgers_workspace() -> Workspace:
@@ -110,7 +89,7 @@ def ledger_verify_updates(lines: list[str], *, full: bool = False, ws: Workspace
 
     # never ``ws.store``: a hook runs while git holds the refs' locks, and must not move refs
     store = Store.from_git_env() or Store(ws.repo_root if ws else find_repo_root())
-    return {"ok": True, "updates": githooks.refuse(lines, store, full=full, hook=os.environ.get("MONTE_HOOK"))}
+    return UpdatesJudged(ok=True, updates=githooks.refuse(lines, store, full=full, hook=os.environ.get("MONTE_HOOK")))
 
 
 def _git_dir(ws: Workspace | None) -> Path:
@@ -134,11 +113,11 @@ def hooks_install(*, ws: Workspace | None = None, git_dir: Path | None = None) -
 
     where = git_dir or _git_dir(ws)
     root = ws.repo_root if ws is not None else (where.parent if where.name == ".git" else None)
-    return {"installed": githooks.install(where, spec=ci.install_spec(root))}
+    return HooksInstalled(installed=githooks.install(where, spec=ci.install_spec(root)))
 
 
 def hooks_uninstall(*, ws: Workspace | None = None) -> HooksRemoved:
     """Remove the git hooks monte installed (a hook of the team's own that monte chained is put back)."""
     from monte import githooks
 
-    return {"removed": githooks.uninstall(_git_dir(ws))}
+    return HooksRemoved(removed=githooks.uninstall(_git_dir(ws)))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import experiment_option, handled
+
+if TYPE_CHECKING:
+    from monte.api.shapes import ClaimExported, ClaimVerified
 
 
 @click.group()
@@ -21,14 +24,14 @@ def claim() -> None:
     """
 
 
-def _exported(r: dict[str, Any]) -> None:
-    total = sum(r["files"].values())
-    click.echo(f"exported the final claim to {r['out']}: {len(r['files'])} files, {total / 1e6:.2f} MB")
-    click.echo(f"statement sha256 {r['statement_sha256']}")
-    if r.get("card"):
-        click.echo(f"the model card in {r['card']} names it")
+def _exported(r: ClaimExported) -> None:
+    total = sum(r.files.values())
+    click.echo(f"exported the final claim to {r.out}: {len(r.files)} files, {total / 1e6:.2f} MB")
+    click.echo(f"statement sha256 {r.statement_sha256}")
+    if r.card:
+        click.echo(f"the model card in {r.card} names it")
     click.echo("a reader adds this line to their allowed_signers file (from a source they trust):")
-    click.echo(f"  {r['signer']}")
+    click.echo(f"  {r.signer}")
 
 
 @claim.command()
@@ -57,18 +60,18 @@ def export(run: str, experiment_opt: str | None, out: str, key: str, identity: s
                             identity=identity, card=Path(card) if card else None)
 
 
-def _verified(r: dict[str, Any]) -> None:
-    click.echo(f"ok: {r['experiment']} final claim on {r['checkpoint']}: delta {r['delta']} {r['verdict']}")
-    click.echo(f"signed by {r['signer']}, key {r['fingerprint']} (statement sha256 {r['statement_sha256']})")
-    click.echo(f"the bundled ledger keeps every rule ({r['records']} record(s)) and derives every field of the "
-               f"statement; the seal holds {r['test_reads']} test reads of that exam in that cohort: test@0, then "
+def _verified(r: ClaimVerified) -> None:
+    click.echo(f"ok: {r.experiment} final claim on {r.checkpoint}: delta {r.delta} {r.verdict}")
+    click.echo(f"signed by {r.signer}, key {r.fingerprint} (statement sha256 {r.statement_sha256})")
+    click.echo(f"the bundled ledger keeps every rule ({r.records} record(s)) and derives every field of the "
+               f"statement; the seal holds {r.test_reads} test reads of that exam in that cohort: test@0, then "
                "the claim")
-    click.echo(f"the test split was read {r['repository_reads']} time(s) in the repository, over "
-               f"{r['repository_cohorts']} cohort(s)")
-    if r["recovered"]:
-        click.echo(f"recovered: {', '.join(r['recovered'])} recorded by `monte recover` from a kept result, not by "
+    click.echo(f"the test split was read {r.repository_reads} time(s) in the repository, over "
+               f"{r.repository_cohorts} cohort(s)")
+    if r.recovered:
+        click.echo(f"recovered: {', '.join(r.recovered)} recorded by `monte recover` from a kept result, not by "
                    "the process that generated it")
-    click.echo(f"weights: {r['weights']}")
+    click.echo(f"weights: {r.weights}")
 
 
 @claim.command()

@@ -93,7 +93,7 @@ def _models(incomplete: str) -> list[str]:
 def _frozen(kind: str) -> list[str]:
     """The names the vault ref records (every machine's freezes, once a clone or sync brings the
     ref) and the folders on this data root, once each."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.ledger.views import VAULT_FOLDERS
 
     ws = _ws()
@@ -110,7 +110,7 @@ def _environments(incomplete: str) -> list[str]:
 
 def _trainable(incomplete: str) -> list[str]:
     """The environments with a curriculum: the vault ref's manifests, then this data root's."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest
 
     ws = _ws()

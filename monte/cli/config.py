@@ -7,10 +7,10 @@ import click
 from monte.cli.output import handled
 
 if TYPE_CHECKING:
-    from monte.configshow import ConfigShow
+    from monte.api.shapes import ConfigShown
 
 
-def _human(r: ConfigShow) -> None:
+def _human(r: ConfigShown) -> None:
     click.echo(f"repository:  {r.repo_root}")
     click.echo(f"data root:   {r.data_root}")
     click.echo(f"vault:       {r.vault or '(none: `monte config set vault URL`)'}")

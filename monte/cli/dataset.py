@@ -9,7 +9,7 @@ from monte.cli import complete
 from monte.cli.output import handled, table
 
 if TYPE_CHECKING:
-    from monte.datasets.manage import DatasetAddResult, DatasetInfo
+    from monte.api.shapes import DatasetAdded, DatasetShown
 
 
 @click.group()
@@ -17,7 +17,7 @@ def dataset() -> None:
     """Datasets: frozen piles of JSONL rows (what an sft recipe trains on)."""
 
 
-def _added(r: DatasetAddResult) -> None:
+def _added(r: DatasetAdded) -> None:
     if r.dry_run:
         click.echo("plan (dry run, nothing frozen):")
         for k, v in r.plan.items():
@@ -74,7 +74,7 @@ def list_(vault: bool) -> object:
     return api.dataset_list(vault=vault)
 
 
-def _shown(d: DatasetInfo) -> None:
+def _shown(d: DatasetShown) -> None:
     click.echo(f"dataset {d.name}: {d.rows} rows, kind {d.kind or '-'}, columns {d.columns or '-'}")
     click.echo(f"  sha256 {d.sha256} (re-proven)")
     click.echo(f"  provenance {d.provenance}")

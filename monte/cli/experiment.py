@@ -8,7 +8,7 @@ from monte.cli import complete
 from monte.cli.output import handled, table
 
 if TYPE_CHECKING:
-    from monte.experiments import ExperimentInitResult
+    from monte.api.shapes import ExperimentMade
 
 
 @click.group()
@@ -16,7 +16,7 @@ def experiment() -> None:
     """Experiments: a frozen measurement and the ledger of every Run against it."""
 
 
-def _created(r: ExperimentInitResult) -> None:
+def _created(r: ExperimentMade) -> None:
     m = r.measurement
     verb = "would create" if r.dry_run else "created"
     click.echo(f"{verb} experiment {m.experiment} on environment {m.environment}")

@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from monte.cli.output import handled
 
+if TYPE_CHECKING:
+    from monte.api.shapes import Initialized
 
-def _human(r) -> None:  # type: ignore[no-untyped-def]
+
+def _human(r: Initialized) -> None:
     if r.already_initialized:
         click.echo(f"{r.repo_root} is already a monte repository (data root {r.data_root})")
         click.echo(f"  {r.hooks_note}")

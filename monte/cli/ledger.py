@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import experiment_named, experiment_option, handled
+
+if TYPE_CHECKING:
+    from monte.api.shapes import HooksInstalled, HooksRemoved, LedgerVerified, UpdatesJudged
 
 
 @click.group()
@@ -14,16 +17,18 @@ def ledger() -> None:
     """The ledger polices itself: re-derive every rule from the commit history."""
 
 
-def _verified(r: dict[str, Any]) -> None:
-    if "updates" in r:
+def _verified(r: LedgerVerified | UpdatesJudged) -> None:
+    from monte.api import shapes
+
+    if isinstance(r, shapes.UpdatesJudged):  # the hooks' judgement: its exit status says it
         return
-    click.echo(f"ok: {r['records']} record(s) in {len(r['experiments'])} experiment(s) "
-               f"({', '.join(r['experiments']) or 'none'}) and the vault keep every rule")
-    for ref, copy in sorted((r.get("adopted") or {}).items()):
+    click.echo(f"ok: {r.records} record(s) in {len(r.experiments)} experiment(s) "
+               f"({', '.join(r.experiments) or 'none'}) and the vault keep every rule")
+    for ref, copy in sorted(r.adopted.items()):
         click.echo(f"let in: {ref} from {copy}")
-    for ref, why in sorted((r.get("unchecked") or {}).items()):
+    for ref, why in sorted(r.unchecked.items()):
         click.echo(f"not checked: {ref} ({why})")
-    warnings = r.get("warnings") or []
+    warnings = r.warnings
     for w in warnings:
         where = f"{w['experiment']}: " if w["experiment"] else ""
         click.echo(f"warning: {where}{w['record']} holds a machine-local path ({w['field']}: {w['value']})")
@@ -60,16 +65,18 @@ def hooks() -> None:
     """Git hooks that make git itself refuse a forged ledger record."""
 
 
-def _lines(key: str, verb: str) -> Any:
-    def render(r: dict[str, Any]) -> None:
-        for p in r[key]:
-            click.echo(f"{verb} {p}")
+def _installed(r: HooksInstalled) -> None:
+    for p in r.installed:
+        click.echo(f"installed {p}")
 
-    return render
+
+def _removed(r: HooksRemoved) -> None:
+    for p in r.removed:
+        click.echo(f"removed {p}")
 
 
 @hooks.command()
-@handled(_lines("installed", "installed"))
+@handled(_installed)
 def install() -> Any:
     """Install reference-transaction, pre-push and pre-receive (an existing hook runs first)."""
     from monte import api
@@ -78,7 +85,7 @@ def install() -> Any:
 
 
 @hooks.command()
-@handled(_lines("removed", "removed"))
+@handled(_removed)
 def uninstall() -> Any:
     """Remove monte's hooks only (a chained hook is put back)."""
     from monte import api

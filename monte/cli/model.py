@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from monte.cli.output import handled
 from monte.models.tiny import MAX_SEED, SIZES
+
+if TYPE_CHECKING:
+    from monte.api.shapes import ModelMade
 
 
 @click.group()
@@ -14,13 +17,13 @@ def model() -> None:
     """Models: make a small random one here, with no download."""
 
 
-def _made(r: dict[str, Any]) -> None:
-    s = r["shape"]
-    click.echo(f"initialised a {r['size']} model ({r['parameters']:,} parameters, seed {r['seed']}) "
-               f"in {r['path']}")
-    click.echo(f"  {r['architecture']}: hidden {s['hidden']}, {s['layers']} layers, "
-               f"{s['heads']}/{s['kv_heads']} heads, vocab {r['vocab_size']} (bytes + 3 special)")
-    click.echo(f"  weights sha256 {r['files']['model.safetensors'][:16]}")
+def _made(r: ModelMade) -> None:
+    s = r.shape
+    click.echo(f"initialised a {r.size} model ({r.parameters:,} parameters, seed {r.seed}) "
+               f"in {r.path}")
+    click.echo(f"  {r.architecture}: hidden {s['hidden']}, {s['layers']} layers, "
+               f"{s['heads']}/{s['kv_heads']} heads, vocab {r.vocab_size} (bytes + 3 special)")
+    click.echo(f"  weights sha256 {r.files['model.safetensors'][:16]}")
 
 
 @model.command("init")

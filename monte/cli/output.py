@@ -140,9 +140,10 @@ def is_tty() -> bool:
 
 
 def table(rows: Sequence[Any], columns: Sequence[str], title: str | None = None) -> None:
-    """A table on a terminal; tab-separated lines (with a header) otherwise. A row is a dict or a
-    pydantic model (its JSON fields)."""
-    rows = [r.model_dump(mode="json") if hasattr(r, "model_dump") else r for r in rows]
+    """A table on a terminal; tab-separated lines (with a header) otherwise. A row is a dict, a
+    result (:class:`monte.api.shapes.Result`) or a pydantic model (its JSON fields)."""
+    rows = [r.model_dump(mode="json") if hasattr(r, "model_dump") else r.to_dict() if hasattr(r, "to_dict") else r
+            for r in rows]
     if not rows:
         if title:
             click.echo(f"{title}: none")

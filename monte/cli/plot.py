@@ -1,26 +1,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import experiment_named, experiment_option, handled
 
+if TYPE_CHECKING:
+    from monte.api.shapes import PlotWritten
 
-def render_plot(r: dict[str, Any]) -> None:
-    exams = ", ".join(f"{e}/dev" for e in r["exams"]) or "no dev exam"
-    click.echo(f"wrote {r['path']}: experiment {r['experiment']}, {r['paths']} lineage path(s), "
-               f"{r['points']} checkpoint point(s) ({exams})")
-    if r["points"]:
-        c = r["cycles"]
+
+def render_plot(r: PlotWritten) -> None:
+    exams = ", ".join(f"{e}/dev" for e in r.exams) or "no dev exam"
+    click.echo(f"wrote {r.path}: experiment {r.experiment}, {r.paths} lineage path(s), "
+               f"{r.points} checkpoint point(s) ({exams})")
+    if r.points:
+        c = r.cycles
         click.echo(f"cycles: {c.get('ok', 0)} ok, {c.get('STRIKE', 0)} STRIKE"
                    + (f", {c['unjudged']} unjudged" if c.get("unjudged") else ""))
-    click.echo(f"test reads: {r['test_reads']}"
-               + (f"; claim {', '.join(r['claims'])}" if r["claims"] else ""))
-    if r["note"]:
-        click.echo(f"note: {r['note']}")
+    click.echo(f"test reads: {r.test_reads}"
+               + (f"; claim {', '.join(r.claims)}" if r.claims else ""))
+    if r.note:
+        click.echo(f"note: {r.note}")
 
 
 @click.command()

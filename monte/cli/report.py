@@ -1,20 +1,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import experiment_named, experiment_option, handled
 
+if TYPE_CHECKING:
+    from monte.api.shapes import ReportWritten
 
-def render_report(r: dict[str, Any]) -> None:
-    c = r["cycles"]
-    click.echo(f"wrote {r['path']} ({r['bytes'] / 1e3:.0f} kB): experiment {r['experiment']}, {r['runs']} runs, "
-               f"{r['checkpoints']} checkpoints, {r['evals']} evals with per-task results")
+
+def render_report(r: ReportWritten) -> None:
+    c = r.cycles
+    click.echo(f"wrote {r.path} ({r.bytes / 1e3:.0f} kB): experiment {r.experiment}, {r.runs} runs, "
+               f"{r.checkpoints} checkpoints, {r.evals} evals with per-task results")
     click.echo(f"cycles: {c.get('ok', 0)} ok, {c.get('STRIKE', 0)} STRIKE, {c.get('unjudged', 0)} unjudged"
-               + (f"; claim {', '.join(r['claims'])}" if r["claims"] else ""))
+               + (f"; claim {', '.join(r.claims)}" if r.claims else ""))
     click.echo("open it in any browser: it is one file and requests nothing")
 
 

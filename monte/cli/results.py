@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from monte.cli import complete
 from monte.cli.output import experiment_named, experiment_option, handled
 
+if TYPE_CHECKING:
+    from monte.api.shapes import Pushed, Synced
 
-def _pushed(r: dict) -> None:  # type: ignore[type-arg]
-    what = f"run {r['run']} of " if r["run"] else ""
-    if not (r["packs"] or r["refs"] or r["files"]):
-        click.echo(f"{what}{r['experiment']}: the results bucket {r['bucket']} is up to date (nothing uploaded)")
+
+def _pushed(r: Pushed) -> None:
+    what = f"run {r.run} of " if r.run else ""
+    if not (r.packs or r.refs or r.files):
+        click.echo(f"{what}{r.experiment}: the results bucket {r.bucket} is up to date (nothing uploaded)")
         return
-    click.echo(f"pushed {what}{r['experiment']} to {r['bucket']}: {r['packs']} pack(s), {r['refs']} ref(s), "
-               f"{r['files']} file(s), {r['uploaded_bytes']:,} bytes")
-    if r["merged"]:
+    click.echo(f"pushed {what}{r.experiment} to {r.bucket}: {r.packs} pack(s), {r.refs} ref(s), "
+               f"{r.files} file(s), {r.uploaded_bytes:,} bytes")
+    if r.merged:
         click.echo("  the bucket had records this clone lacked: merged them into the local ledger (union)")
 
 
@@ -37,14 +42,14 @@ def push(experiment: str | None, experiment_opt: str | None, run: str | None, bu
     return api.push(experiment=experiment_named(experiment, experiment_opt), run=run, bucket=bucket, key_file=key_file)
 
 
-def _synced(r: dict) -> None:  # type: ignore[type-arg]
-    if not r["experiments"]:
-        click.echo(f"the results bucket {r['bucket']} holds no experiments yet")
-    for e in r["experiments"]:
-        click.echo(f"{e['experiment']}: ledger {e['ledger']}, {e['packs']} new pack(s), {e['files']} file(s) "
-                   f"updated" + (f", {e['skipped_weights']} weight file(s) skipped" if e["skipped_weights"] else ""))
-        if e["conflicts"]:
-            click.echo(f"  refs kept as they are here (the bucket disagrees): {', '.join(e['conflicts'])}")
+def _synced(r: Synced) -> None:
+    if not r.experiments:
+        click.echo(f"the results bucket {r.bucket} holds no experiments yet")
+    for e in r.experiments:
+        click.echo(f"{e.experiment}: ledger {e.ledger}, {e.packs} new pack(s), {e.files} file(s) "
+                   f"updated" + (f", {e.skipped_weights} weight file(s) skipped" if e.skipped_weights else ""))
+        if e.conflicts:
+            click.echo(f"  refs kept as they are here (the bucket disagrees): {', '.join(e.conflicts)}")
 
 
 @click.command()

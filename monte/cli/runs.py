@@ -263,7 +263,7 @@ def _logs(run: str, follow: bool, experiment: str | None) -> None:
 @click.option("--reason", hidden=True, help="Why, recorded on the row (a box's job wrapper uses it).")
 @click.option("--experiment", "-e", metavar="EXP", shell_complete=complete.experiments,
               help="The run's experiment (default: the only one; or write EXP/RUN).")
-@handled(lambda r: click.echo(f"{r['run']}: abandoned" + (" (process signalled)" if r["signalled"] else "")))
+@handled(lambda r: click.echo(f"{r.run}: abandoned" + (" (process signalled)" if r.signalled else "")))
 def stop(run: str, reason: str | None, experiment: str | None) -> Any:
     """Terminate a running Run; its row reads abandoned."""
     from monte import api

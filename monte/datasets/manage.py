@@ -23,7 +23,7 @@ from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from monte.ledger.store import Snapshot
-    from monte.storage.vault import VaultEntry
+    from monte.storage.vault_remote import VaultEntry
 
 
 #: the kinds a Dataset is screened as: sft (demonstrations), preference (chosen/rejected pairs, DPO)
@@ -85,10 +85,10 @@ def add(
 ) -> DatasetAddResult:
     """See :func:`monte.api.dataset_add`. ``ws`` is resolved here, after the arguments are checked,
     so a bad one is refused the same inside a repository or outside one."""
+    from monte import staging
     from monte.datasets.freeze import screen_jsonl
-    from monte.envs import freeze
     from monte.hashing import sha256_file
-    from monte.ledger.vault import Vault, name_taken
+    from monte.ledger.vault_ref import Vault, name_taken
     from monte.manifest import MANIFEST, FileEntry, read_manifest
 
     check_name(name, "dataset name")
@@ -115,7 +115,7 @@ def add(
         if resumed is not None:
             return DatasetAddResult(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed[0], dest),
                                     note=resumed[1], dvc_pointer=frozen.track(ws, "dataset", name, dest))
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     # The Dataset side asks the Vault first, and refuses any Environment of that name there.
     where = remote_vault.access(ws, write=not dry_run)
@@ -180,7 +180,7 @@ def add(
         if made is not None:
             made.cleanup()
         raise
-    staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
+    staged = staging.staging_dir(ws.data_root, dest)  # on dest's file system: the rows are whole there first
     recorded = False
     added: list[str] = []  # objects this freeze put into DVC's cache
     try:
@@ -197,10 +197,10 @@ def add(
             raise frozen.lost_claim("dataset", name, where.url)
         vault.record(manifest, check, trailers=dvc.trailers())
         recorded = True
-        freeze.move_into_place(staged, dest)
+        staging.move_into_place(staged, dest)
     finally:
         if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
-            freeze.discard(staged)
+            staging.discard(staged)
         if not recorded:
             frozen.uncommit(ws, added)
         if made is not None:
@@ -250,7 +250,7 @@ def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[Vau
 
 def show(*, name: str, ws: Workspace | None) -> DatasetInfo:
     """See :func:`monte.api.dataset_show`. ``ws`` is resolved here, after the name is checked."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest, verify_folder
 
     check_name(name, "dataset name")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from monte.envs.base import Benchmark, Item
 from monte.errors import MonteError
-from monte.ledger.vault import Vault
+from monte.ledger.vault_ref import Vault
 from monte.manifest import Floor, read_manifest
 from monte.workspace import Workspace
 

@@ -23,15 +23,6 @@ from monte.hashing import hash_tree
 from monte.ledger.predicates import is_sealed
 from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
 
-# the staging primitives live below every freeze (monte.staging): frozen.py's sweeps and fetches use
-# them too, and envs sits above frozen.py. Importable from here for this session (an alias).
-from monte.staging import NEAR as NEAR
-from monte.staging import discard as discard
-from monte.staging import move_into_place as move_into_place
-from monte.staging import staging_dir as staging_dir
-from monte.staging import stale_staging as stale_staging
-from monte.staging import tidy as tidy
-
 # Seeds per role, a million apart: reasoning-gym's item i of seed s is item 0 of seed s+i, so
 # ranges closer than the split sizes would share items.
 SEEDS = {"test": 3_000_000, "dev": 2_000_000, "curriculum": 1_000_000}

@@ -21,8 +21,8 @@ from monte.workspace import Workspace, open_workspace
 
 if TYPE_CHECKING:
     from monte.ledger.store import Snapshot
-    from monte.ledger.vault import Vault
-    from monte.storage.vault import VaultEntry
+    from monte.ledger.vault_ref import Vault
+    from monte.storage.vault_remote import VaultEntry
 
 
 class EnvInfo(BaseModel):
@@ -135,10 +135,10 @@ def add(
     system_instruction: str | None = None,
 ) -> EnvAddResult:
     """See :func:`monte.api.env_add`."""
-    from monte.envs import freeze
-    from monte.ledger.vault import Vault, name_taken
+    from monte import staging
+    from monte.ledger.vault_ref import Vault, name_taken
     from monte.manifest import MANIFEST, read_manifest
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     if name is not None:
         check_name(name, "environment name")
@@ -183,7 +183,7 @@ def add(
         if hasattr(plan, "count"):  # NeMo Gym: the rows the freeze will take, not the sizes' maxima
             plan.count()
         return EnvAddResult(dry_run=True, plan=plan.describe(), note=where.note)
-    staged = freeze.staging_dir(ws.data_root, dest)  # on dest's file system: whole there before the record
+    staged = staging.staging_dir(ws.data_root, dest)  # on dest's file system: whole there before the record
     recorded = False
     added: list[str] = []  # objects this freeze put into DVC's cache
     try:
@@ -201,10 +201,10 @@ def add(
 
         vault.record(manifest, check, trailers=dvc.trailers())
         recorded = True
-        freeze.move_into_place(staged, dest)
+        staging.move_into_place(staged, dest)
     finally:
         if not recorded or os.path.lexists(dest):  # recorded, not in place: kept for the next sweep
-            freeze.discard(staged)
+            staging.discard(staged)
         if not recorded:
             frozen.uncommit(ws, added)
     m = read_manifest(dest)
@@ -330,7 +330,7 @@ def list_envs(
 
 def install(*, name: str | None, all_: bool, ws: Workspace | None) -> list[EnvInstallResult]:
     """See :func:`monte.api.env_install`. ``ws`` is resolved here, after the flags are checked."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
 
     if bool(name) == bool(all_):
         raise error("E_USAGE", "name one environment or pass --all", "monte env install NAME | --all")
@@ -369,7 +369,7 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
 def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     """A manifest here: prove the folder against it (and it against the vault ref). None here:
     fetch the folder from the Vault, or else re-create it from the vault ref's manifest."""
-    from monte.envs import freeze
+    from monte import staging
     from monte.manifest import MANIFEST, read_manifest, verify_folder
 
     folder = ws.env_dir(name)
@@ -398,16 +398,16 @@ def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     if folder.exists() and any(folder.iterdir()):
         raise error("E_INTEGRITY", f"{folder} exists but holds no manifest.json",
                     f"move {folder} aside, then run `monte env install {name}` again")
-    staged = freeze.staging_dir(ws.data_root, folder)
+    staged = staging.staging_dir(ws.data_root, folder)
     try:
         recreate(recorded, staged)
         verify_folder(staged, recorded)
         (staged / MANIFEST).write_bytes(recorded.dumps())
         if folder.exists():
             folder.rmdir()
-        freeze.move_into_place(staged, folder)
+        staging.move_into_place(staged, folder)
     finally:
-        freeze.discard(staged)
+        staging.discard(staged)
     frozen.track(ws, "environment", name, folder)
     return EnvInstallResult(name=name, action="restored", files=len(recorded.files), folder=str(folder))
 

@@ -15,7 +15,7 @@ from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
 
-class Nominated(TypedDict):
+class NominationDoc(TypedDict):
     """The nomination recorded: the checkpoint the final claim of its cohort scores, and when."""
 
     experiment: str
@@ -24,7 +24,7 @@ class Nominated(TypedDict):
     at: str
 
 
-def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | None) -> Nominated:
+def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | None) -> NominationDoc:
     exp0, run, step = parse_run_ref(ref, None)
     exp = experiment_name(ws, experiment or exp0)
     ledger = Ledger(ws.store, exp)

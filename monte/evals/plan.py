@@ -106,8 +106,8 @@ class EvalPlan(BaseModel):
         out = [f"plan: eval {self.target.label} of cohort {self.cohort} in {self.experiment}"
                + (" (smoke: decides nothing, no score)" if self.smoke else "")]
         for e in self.exams:
-            role = {"baseline": " - spends test touch 1 of 2 (test@0)",
-                    "claim": " - spends test touch 2 of 2: the final claim"}.get(e.role or "", "")
+            role = {"baseline": " - spends test read 1 of 2 (test@0)",
+                    "claim": " - spends test read 2 of 2: the final claim"}.get(e.role or "", "")
             out.append(f"  {e.exam}/{e.split}: {min(e.n, SMOKE_TASKS) if self.smoke else e.n} tasks{role}")
             if e.requests is not None:
                 out.append(f"    {lmeval.describe(e.requests, min(e.n, SMOKE_TASKS) if self.smoke else e.n)}"

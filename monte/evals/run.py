@@ -1,4 +1,4 @@
-"""``monte eval``'s run: spend the touch with a ``started`` record, read, generate, grade, finish."""
+"""``monte eval``'s run: spend the test read with a ``started`` record, read, generate, grade, finish."""
 
 from __future__ import annotations
 
@@ -337,8 +337,8 @@ def preflight_eval(plan: EvalPlan, splits: dict[str, list[dict[str, Any]]],
             raise
         except Exception as exc:  # noqa: BLE001 (out of memory, a CUDA error, a tokenizer that cannot encode)
             raise error("E_PREFLIGHT", f"the model {plan.target.label} could not answer one prompt of "
-                        f"{e.exam}/{e.split} ({type(exc).__name__}: {exc}); nothing was started and no touch "
-                        "was spent", "fix the model folder (or free the GPU's memory) and run the command "
+                        f"{e.exam}/{e.split} ({type(exc).__name__}: {exc}); nothing was started and no test "
+                        "read was spent", "fix the model folder (or free the GPU's memory) and run the command "
                         "again") from None
     return model, tok
 

@@ -279,7 +279,7 @@ def record(ws: Workspace, g: Grader, ledger: Any, row: Any, answer: dict[str, An
     if answer.get("status") == "failed":
         _fail(ledger, row, f"the grader's read failed: {answer.get('error')}")
         raise error("E_REFUSED", f"run {row.run}'s read failed on the grader: {answer.get('error')}",
-                    "fix the cause; the read's touch stays spent (as for a local read)")
+                    "fix the cause; the test read stays spent (as for a local read)")
     if answer.get("status") != "finished":
         raise error("E_REFUSED", f"run {row.run}'s read is still running on the grader",
                     f"wait, then `monte recover {row.experiment}`")

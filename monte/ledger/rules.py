@@ -24,7 +24,7 @@ TEST_READS = 2
 
 E_PREFLIGHT_MESSAGE = (
     "this cohort has no test baseline (test@0), so a checkpoint test eval would spend the final "
-    "touch with nothing to pair against — the test delta would be forfeit forever"
+    "test read with nothing to pair against — the test delta would be forfeit forever"
 )
 
 
@@ -179,7 +179,7 @@ def dead_baseline(touches: Sequence[RunRow]) -> MonteError | None:
         return None
     t = touches[0]
     return error("E_SEALED", f"test@0 of exam {t.exam!r} in cohort {t.cohort} was spent by run {t.run}, which "
-                 f"ended {t.status} without a score; the touch stays spent, so this cohort can take no test "
+                 f"ended {t.status} without a score; the test read stays spent, so this cohort can take no test "
                  "baseline and cannot train", NEW_COHORT_FIX)
 
 

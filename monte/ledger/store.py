@@ -33,8 +33,7 @@ from dulwich.repo import Repo
 
 from monte.errors import error
 from monte.ledger.commits import commit_identity, config_user, format_message, parse_trailers
-from monte.ledger.locks import STALE_LOCK_S, STALE_REF_LOCK_S, break_stale_lock, lock_wait
-from monte.ledger.objects import (
+from monte.ledger.git_objects import (
     REMAKES,
     MissingObject,
     ObjectsBesideGit,
@@ -44,6 +43,7 @@ from monte.ledger.objects import (
     present,
     write_loose,
 )
+from monte.ledger.locks import STALE_LOCK_S, STALE_REF_LOCK_S, break_stale_lock, lock_wait
 from monte.ledger.refs import PREFIX
 from monte.ledger.tips import REFLOG_MESSAGE, Ancestry, Tips, restore_fix, rewind_what
 

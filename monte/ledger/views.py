@@ -88,7 +88,7 @@ def output_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if k not in EXECUTION_DETAILS}
 
 
-#: The vault ref's folder of each kind of freeze (``refs/heads/monte/vault``, monte.ledger.vault).
+#: The vault ref's folder of each kind of freeze (``refs/heads/monte/vault``, monte.ledger.vault_ref).
 VAULT_FOLDERS = {"environment": "environments", "dataset": "datasets"}
 
 

@@ -16,10 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from monte.errors import error
 from monte.mcp.paging import BUDGET, fit, page, size
+
+if TYPE_CHECKING:
+    from monte.api.shapes import DatasetShown
 
 Kind = Literal["read", "write", "test"]
 KINDS: tuple[Kind, ...] = ("read", "write", "test")
@@ -171,8 +174,8 @@ def _environments(a: dict[str, Any], call: Call) -> Any:
 def _datasets(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
-    rows = [{k: v for k, v in d.model_dump(mode="json").items() if k in ("name", "kind", "rows", "columns", "sha256")}
-            for d in api.dataset_list()]
+    rows = [{k: v for k, v in d.to_dict().items() if k in ("name", "kind", "rows", "columns", "sha256")}
+            for d in cast("list[DatasetShown]", api.dataset_list())]
     return page({}, "datasets", rows, cursor=a.get("cursor"), limit=a.get("limit"))
 
 
@@ -236,14 +239,14 @@ def _eval(a: dict[str, Any], call: Call) -> Any:
 def _nominate(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
-    return fit(dict(api.nominate(ref=a["checkpoint"], experiment=a.get("experiment"))))
+    return fit(api.nominate(ref=a["checkpoint"], experiment=a.get("experiment")).to_dict())
 
 
 def _dataset_add(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
     r = api.dataset_add(name=a["name"], from_file=Path(a["from_file"]), kind=a.get("kind"))
-    return fit(r.model_dump(mode="json"))
+    return fit(r.to_dict())
 
 
 def _recipe_add(a: dict[str, Any], call: Call) -> Any:

@@ -313,7 +313,7 @@ def find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Ledger, R
                 "list runs with `monte status`")
 
 
-class StopResult(TypedDict):
+class StopDoc(TypedDict):
     """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled.
     (Not :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
 
@@ -322,11 +322,7 @@ class StopResult(TypedDict):
     signalled: bool
 
 
-#: the old name, kept for this session (``monte.errors.Stopped`` is the refusal)
-Stopped = StopResult
-
-
-def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> StopResult:
+def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> StopDoc:
     """``monte stop``: terminate a running Run (on this host) and record it as abandoned
     (``reason``: why, for the row; a box's job wrapper says how its job ended)."""
     ledger, row = find_run(ws, ref, experiment)
@@ -441,7 +437,7 @@ def probe_writable(ws: Workspace, experiment: str, need: int) -> None:
                 os.unlink(tmp)
         except OSError as e:
             raise error("E_STORAGE", f"{what} ({folder}) cannot take this run's results: {os_reason(e)}; "
-                        "nothing was started and no touch was spent",
+                        "nothing was started and no test read was spent",
                         "free space on that file system, or make it writable, and run the command again") from None
     refs = git_dir / "refs"
     if not os.access(refs, os.W_OK) or not os.access(git_dir, os.W_OK):

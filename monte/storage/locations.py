@@ -121,7 +121,7 @@ def check_vault(url: str) -> str:
     or does not answer when a key resolves. Returns a note (what was not checked, and why)."""
     if url.startswith("gs://"):
         from monte.storage.keys import read_key, write_key
-        from monte.storage.objects import open_store
+        from monte.storage.object_stores import open_store
 
         key = read_key() or write_key()
         if key is None:

@@ -46,13 +46,12 @@ from monte.ledger.refs import (
     mirror_ref,
 )
 from monte.ledger.views import own_dir
-from monte.storage.objects import ObjectStore, md5_file, open_store
+from monte.storage.object_stores import ObjectStore, md5_file, open_store
 
 #: files the results bucket never takes (weights and pickles travel by the hub or the Vault): a
 #: wider set than a checkpoint's weight files (``monte.ledger.lineage.WEIGHT_SUFFIXES``)
 UNPUSHED_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx",
                      ".npz", ".pkl", ".pickle")
-WEIGHT_SUFFIXES = UNPUSHED_SUFFIXES  # the old name, kept for this session
 _RUN_FILE_SUFFIXES = (".json", ".jsonl", ".txt", ".log", ".md", ".yaml", ".yml", ".csv")
 _MAX_ROUNDS = 50
 #: the bucket's name for the repository's vault ref, beside each experiment's own refs
@@ -384,7 +383,7 @@ def _pull_files(ws: Any, store: ObjectStore, exp: str) -> tuple[int, int]:
 # --- push --------------------------------------------------------------------------------------
 
 
-class Pushed(TypedDict):
+class PushedDoc(TypedDict):
     """What ``monte push`` sent: packs, refs and run files, their bytes, and the merges it made."""
 
     experiment: str
@@ -399,7 +398,7 @@ class Pushed(TypedDict):
     merged: Any
 
 
-class Synced(TypedDict):
+class SyncedDoc(TypedDict):
     """What ``monte sync`` brought back, per experiment."""
 
     bucket: str
@@ -407,7 +406,7 @@ class Synced(TypedDict):
 
 
 def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None) -> Pushed:
+         key_file: str | None = None) -> PushedDoc:
     from monte.ledger.experiment import Ledger
 
     if not Ledger(ws.store, experiment).exists():
@@ -486,7 +485,7 @@ def bucket_experiments(store: ObjectStore) -> list[str]:
 
 
 def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = None,
-         key_file: str | None = None) -> Synced:
+         key_file: str | None = None) -> SyncedDoc:
     from monte.names import check_name
 
     store = open_bucket(ws, bucket=bucket, key_file=key_file, write=False)

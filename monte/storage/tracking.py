@@ -347,7 +347,7 @@ def restore_pointers(ws: Workspace) -> list[Path]:
     pointers were never committed, a vault ref fetched from another machine): from the folder
     when it is on this data root, else from the DVC hash its vault commit carries. A freeze
     recorded before monte wrote that hash, and not here, is left out (nothing knows its hash)."""
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest
 
     vault = Vault(ws.store)

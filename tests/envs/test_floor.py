@@ -8,7 +8,7 @@ from typing import Any
 
 from monte.envs.floor import constant_floor
 from monte.envs.registry import get
-from monte.ledger.vault import Vault
+from monte.ledger.vault_ref import Vault
 from monte.manifest import read_manifest
 from monte.workspace import open_workspace
 

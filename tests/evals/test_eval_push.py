@@ -42,7 +42,7 @@ def test_eval_push_leaves_the_run_in_the_bucket_for_a_fresh_clone(repo: Path, mo
     ws2 = open_workspace(other)
     assert "monte/exp/ledger" not in git(other, "for-each-ref")
     out = api.sync(bucket=str(bucket), ws=ws2)
-    assert [e["experiment"] for e in out["experiments"]] == ["exp"]
+    assert [e.experiment for e in out.experiments] == ["exp"]
     rows = api.status(experiment="exp", ws=open_workspace(other))["rows"]
     mine = [x for x in rows if x["run"] == run]
     assert len(mine) == 1 and mine[0]["status"] == "succeeded" and mine[0]["score"] == row["score"]

@@ -84,7 +84,7 @@ def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> N
 def _env_from_parity(repo: Path, monte, name: str, test_items: list[dict[str, Any]], model: Path) -> None:
     """Environment ``name``: parity's files with another test split, frozen and on the vault ref."""
     from monte.hashing import hash_tree
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.manifest import MANIFEST, FileEntry, read_manifest
     from monte.workspace import open_workspace
 

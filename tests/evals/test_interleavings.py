@@ -66,7 +66,7 @@ def test_any_interleaving_of_stop_finish_crash_verifies(repo: Path, exp: str, op
                 recover(ws, exp)
         except MonteError as e:  # refusals are fine; what was written must verify
             assert e.code in ("E_CONFLICT", "E_REFUSED"), e
-        assert api.ledger_verify(experiment=exp, ws=ws)["ok"]
+        assert api.ledger_verify(experiment=exp, ws=ws).ok
     for r in ledger.rows():
         assert r.status in ("started", "succeeded", "abandoned"), r
         if r.status == "succeeded":

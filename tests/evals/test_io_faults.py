@@ -57,7 +57,7 @@ def test_a_read_only_data_root_spends_no_touch(repo: Path, monte, exp: str, tmpf
     r = _test_eval(monte)
     assert r.code == 7, r.out
     err = json.loads(r.out)["error"]
-    assert err["code"] == "E_STORAGE" and "read-only" in err["message"] and "no touch was spent" in err["message"]
+    assert err["code"] == "E_STORAGE" and "read-only" in err["message"] and "no test read was spent" in err["message"]
     assert snapshot_state(repo, root) == before
     _remount(root, "rw")
     r = _test_eval(monte)  # the touch is still there

@@ -51,7 +51,10 @@ def test_k_is_an_eval_setting_and_k1_keeps_its_bytes(repo: Path, monte) -> None:
     # K, the temperature and top-p are output settings: another cohort, another seal
     assert settings_key(one["eval"]) != settings_key(many["eval"])
     assert settings_key(many["eval"]) != settings_key({**many["eval"], "samples": 4})
-    assert settings_key(one["eval"]) == settings_key({**one["eval"], "samples": 1}) or "samples" not in one["eval"]
+    # K = 1 asked for by name is the K = 1 of before: the same bytes, so the same cohort and seal
+    assert monte("experiment", "init", "k1", "--eval", "parity", "--samples", "1").code == 0
+    k1 = json.loads(git(repo, "show", "monte/k1/ledger:measurement.json"))
+    assert k1["eval"] == one["eval"] and settings_key(k1["eval"]) == settings_key(one["eval"])
 
 
 def test_sampling_is_seeded_per_item(base_model: Path) -> None:

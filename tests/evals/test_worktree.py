@@ -66,7 +66,7 @@ def test_a_worktree_reads_the_main_trees_data_root_without_monte_data_root(
     """Issue 46.11: a checkpoint trained in the main working tree is evaluated from a ``git worktree
     add`` folder with no ``MONTE_DATA_ROOT``. Before, it refused E_NOT_FOUND ("weights ... not on this
     data root"): the worktree looked at its own ``.monte/``, which git checks out without bytes."""
-    from support.agentloop import parity_experiment
+    from tests.support.agentloop import parity_experiment
 
     parity_experiment(repo, tiny_models[0])
     assert monte("eval", "--yes").code == 0 and monte("eval", "--split", "test", "--yes").code == 0

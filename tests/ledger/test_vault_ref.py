@@ -1,4 +1,4 @@
-"""`monte.ledger.vault` and manifest parsing: one commit per freeze on `refs/heads/monte/vault`,
+"""`monte.ledger.vault_ref` and manifest parsing: one commit per freeze on `refs/heads/monte/vault`,
 names that stay frozen, and manifests that may not point outside their folder."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from monte.errors import MonteError
 from monte.ledger.store import Snapshot, Store
-from monte.ledger.vault import Vault
+from monte.ledger.vault_ref import Vault
 from monte.manifest import FileEntry, Manifest, parse_manifest
 from tests.support.helpers import git, snapshot_state
 

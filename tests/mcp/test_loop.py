@@ -162,8 +162,8 @@ def test_a_cancelled_chunk_is_recorded_abandoned_as_monte_stop_records_it(parity
     from monte.workspace import open_workspace
 
     ws = open_workspace(parity_exp)
-    api.eval_(split="dev", ws=ws)
-    api.eval_(split="test", ws=ws)
+    api.evaluate(split="dev", ws=ws)
+    api.evaluate(split="test", ws=ws)
 
     async def body() -> tuple[dict[str, Any], Reply]:
         async with session(parity_exp) as s:

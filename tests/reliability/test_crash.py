@@ -126,9 +126,9 @@ def test_a_stale_lock_is_broken_and_a_live_one_is_not(tmp_path: Path) -> None:
 def test_only_dead_processes_staging_folders_are_stale(tmp_path: Path) -> None:
     import socket
 
-    from monte.envs import freeze
+    from monte import staging
 
-    mine = freeze.staging_dir(tmp_path)
+    mine = staging.staging_dir(tmp_path)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -140,7 +140,7 @@ def test_only_dead_processes_staging_folders_are_stale(tmp_path: Path) -> None:
         elsewhere = tmp_path / "tmp" / f"freeze-another-host-{dead.pid}-dddd0000"
         for p in (live, gone, old_style, elsewhere):
             p.mkdir()
-        assert freeze.stale_staging(tmp_path) == sorted([gone, old_style])
+        assert staging.stale_staging(tmp_path) == sorted([gone, old_style])
         assert mine.is_dir()
     finally:
         sleeper.kill()

@@ -224,7 +224,7 @@ def test_a_freeze_killed_after_its_record_is_placed_across_file_systems(repo: Pa
     rows = _rows(tmp_path / "rows.jsonl")
     env = ch.base_env(tmp_path / "home")
     k = ch.start_and_kill(repo, env, ["dataset", "add", "pairs", "--from-file", str(rows), "--json"], None,
-                          tmp_path / "logs", crash_point="monte.envs.freeze:move_into_place:before:1")
+                          tmp_path / "logs", crash_point="monte.staging:move_into_place:before:1")
     assert k.killed, k.err
     assert not (away / "pairs").exists()
     s = monte("dataset", "show", "pairs", "--json")
@@ -234,15 +234,15 @@ def test_a_freeze_killed_after_its_record_is_placed_across_file_systems(repo: Pa
 
 
 def test_move_into_place_copies_across_file_systems(tmp_path: Path, other_fs: Path) -> None:
-    from monte.envs import freeze
+    from monte import staging
 
-    staged = freeze.staging_dir(tmp_path / "data")
+    staged = staging.staging_dir(tmp_path / "data")
     (staged / "sub").mkdir()
     (staged / "sub" / "a.bin").write_bytes(os.urandom(1000))
     (staged / "manifest.json").write_text("{}")
     files = {p.relative_to(staged): p.read_bytes() for p in staged.rglob("*") if p.is_file()}
     dest = other_fs / "datasets" / "x"
-    freeze.move_into_place(staged, dest)
+    staging.move_into_place(staged, dest)
     assert {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == files
     assert not staged.exists()
     assert sorted(p.name for p in dest.parent.iterdir()) == ["x"]

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from support import ledger as shared
 
 from monte.errors import MonteError, error
 from monte.ledger.experiment import Ledger
@@ -23,6 +22,7 @@ from monte.manifest import now
 from monte.runs.lifecycle import Run, running
 from monte.runs.liveness import this_process
 from monte.workspace import Workspace, open_workspace
+from tests.support import ledger as shared
 
 EXP = "exp"
 MEASUREMENT = shared.measurement(EXP, split_n=4)

@@ -45,7 +45,7 @@ def vault(request: pytest.FixtureRequest, repo: Path, monte: Any, tmp_path: Path
 
         def objects() -> set[str]:
             from monte.storage.keys import write_key
-            from monte.storage.objects import open_store
+            from monte.storage.object_stores import open_store
 
             return {n.removeprefix("files/md5/") for n in open_store(url, write_key()).list("files/md5/")}
 
@@ -94,7 +94,7 @@ def _assert_restored(clone: Path, manifests: dict[str, dict[str, Any]]) -> None:
 def test_a_freeze_is_a_dvc_output_that_plain_dvc_sees(repo: Path, vault: dict[str, Any], monte: Any,
                                                       tmp_path: Path, dvc_cli: DvcCli) -> None:
     from monte.storage.keys import write_key
-    from monte.storage.objects import open_store
+    from monte.storage.object_stores import open_store
 
     assert _freeze(repo, monte, tmp_path) == [".monte/environments/par.dvc", ".monte/datasets/pairs.dvc"]
     for kind, name in (("environments", "par"), ("datasets", "pairs")):
@@ -194,7 +194,7 @@ def test_monte_init_writes_the_pointers_a_clone_lacks(repo: Path, vault: dict[st
 def test_objects_deleted_from_the_vault_are_reported_lost(repo: Path, vault: dict[str, Any], monte: Any,
                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dvc_cli: DvcCli) -> None:
     from monte.storage.keys import write_key
-    from monte.storage.objects import open_store
+    from monte.storage.object_stores import open_store
 
     _freeze(repo, monte, tmp_path)
     store = open_store(vault["url"], write_key())
@@ -226,7 +226,10 @@ def test_objects_deleted_from_the_vault_are_reported_lost(repo: Path, vault: dic
     r = monte("dataset", "add", "pairs", "--from-file", str(tmp_path / "rows.jsonl"), "--json")
     assert r.code == 0 and "had lost" in r.json()["note"], r.out
     monkeypatch.chdir(other)
-    assert all(e["complete"] for e in monte("env", "list", "--vault", "--json").json())
+    listed = {e["name"]: e for e in monte("env", "list", "--vault", "--json").json()}
+    assert listed["par"]["complete"] is True and listed["par"]["lost"] == 0, listed  # whole again
+    assert [(e["name"], e["complete"]) for e in monte("dataset", "list", "--vault", "--json").json()] == \
+        [("pairs", True)]
     assert monte("env", "install", "par", "--json").json()[0]["action"] == "fetched"
     assert monte("dataset", "show", "pairs", "--json").json()["verified"] is True
     for pointer in (".monte/environments/par.dvc", ".monte/datasets/pairs.dvc"):  # the same DVC output

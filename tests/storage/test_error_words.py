@@ -15,10 +15,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from support.gcs_emulator import write_fake_key
-from support.helpers import monte_proc
 
 from monte.errors import in_words
+from tests.support.gcs_emulator import write_fake_key
+from tests.support.helpers import monte_proc
 
 FREEZE = ("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity")
 

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.helpers import git, snapshot_state
 
 from monte.storage.keys import write_key
-from monte.storage.objects import open_store
+from monte.storage.object_stores import open_store
+from tests.support.helpers import git, snapshot_state
 
 
 def _clone(repo: Path, dest: Path) -> Path:

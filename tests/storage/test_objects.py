@@ -13,7 +13,7 @@ import pytest
 
 from monte.errors import MonteError
 from monte.storage.keys import write_key
-from monte.storage.objects import GcsStore, LocalStore, open_store
+from monte.storage.object_stores import GcsStore, LocalStore, open_store
 
 
 def test_the_emulator_ignores_if_generation_match(gcs: dict[str, str]) -> None:

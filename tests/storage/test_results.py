@@ -14,7 +14,7 @@ import pytest
 from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store
 from monte.storage.keys import write_key
-from monte.storage.objects import open_store
+from monte.storage.object_stores import open_store
 from tests.support.helpers import append_evals, git, monte_proc, new_machine, snapshot_state
 
 

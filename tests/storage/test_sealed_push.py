@@ -26,7 +26,7 @@ from monte.ledger.ids import new_run_id
 from monte.ledger.records import RunRow
 from monte.ledger.store import Store
 from monte.storage.keys import write_key
-from monte.storage.objects import open_store
+from monte.storage.object_stores import open_store
 from tests.support.helpers import git, snapshot_state
 
 EXP = "exp"

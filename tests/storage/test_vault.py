@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from monte.storage.keys import write_key
-from monte.storage.objects import open_store
+from monte.storage.object_stores import open_store
 from tests.support.helpers import git, snapshot_state
 
 
@@ -129,7 +129,7 @@ def test_losing_the_name_to_another_writer_writes_nothing_here(repo: Path, vault
 
 def test_an_interrupted_upload_keeps_the_freeze_and_the_same_command_finishes_it(
         repo: Path, vault: str, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from monte.storage import vault as remote_vault
+    from monte.storage import vault_remote as remote_vault
 
     real = remote_vault.VaultRemote.upload
 

@@ -368,7 +368,7 @@ def read_state(repo: Path) -> State:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from monte.ledger.experiment import Ledger, experiment_names
     from monte.ledger.store import Store
-    from monte.ledger.vault import Vault
+    from monte.ledger.vault_ref import Vault
     from monte.runs import read_rows
 
     store = Store(repo)
@@ -833,23 +833,23 @@ CRASH_POINTS: dict[str, list[tuple[str, str, bool]]] = {
     ],
     "env-add": [
         ("vault ref lock held", "dulwich.file:_GitFile.close:before:1:refs/heads/monte/vault", False),
-        ("recorded, not moved into place", "monte.envs.freeze:move_into_place:before:1", False),
-        ("recorded, not moved into place, with a Vault", "monte.envs.freeze:move_into_place:before:1", True),
-        ("Vault claim made, nothing recorded", "monte.ledger.vault:Vault.record:before:1", True),
-        ("in place, Vault upload not done", "monte.storage.vault:VaultRemote.upload:before:1", True),
+        ("recorded, not moved into place", "monte.staging:move_into_place:before:1", False),
+        ("recorded, not moved into place, with a Vault", "monte.staging:move_into_place:before:1", True),
+        ("Vault claim made, nothing recorded", "monte.ledger.vault_ref:Vault.record:before:1", True),
+        ("in place, Vault upload not done", "monte.storage.vault_remote:VaultRemote.upload:before:1", True),
     ],
     "dataset-add": [
         ("vault ref lock held", "dulwich.file:_GitFile.close:before:1:refs/heads/monte/vault", False),
-        ("recorded, not moved into place", "monte.envs.freeze:move_into_place:before:1", False),
-        ("recorded, not moved into place, with a Vault", "monte.envs.freeze:move_into_place:before:1", True),
-        ("Vault claim made, nothing recorded", "monte.ledger.vault:Vault.record:before:1", True),
+        ("recorded, not moved into place", "monte.staging:move_into_place:before:1", False),
+        ("recorded, not moved into place, with a Vault", "monte.staging:move_into_place:before:1", True),
+        ("Vault claim made, nothing recorded", "monte.ledger.vault_ref:Vault.record:before:1", True),
         ("loose object lock held", "dulwich.file:_GitFile.close:before:1:/objects/", False),
     ],
     "push": [
-        ("pack uploaded, no ref moved", "monte.storage.objects:LocalStore.create:after:1", False),
-        ("one bucket ref moved", "monte.storage.objects:LocalStore.swap:after:1", False),
+        ("pack uploaded, no ref moved", "monte.storage.object_stores:LocalStore.create:after:1", False),
+        ("one bucket ref moved", "monte.storage.object_stores:LocalStore.swap:after:1", False),
         ("mirror ref lock held", "dulwich.file:_GitFile.close:before:1:refs/remotes/results", False),
-        ("mid run files", "monte.storage.objects:LocalStore.put:after:5", False),
+        ("mid run files", "monte.storage.object_stores:LocalStore.put:after:5", False),
     ],
 }
 

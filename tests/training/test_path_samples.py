@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.trainhelp import SFT, curriculum, write_recipe
+from tests.support.trainhelp import SFT, curriculum, write_recipe
 
 
 def test_a_chunk_after_a_batch_size_change_says_the_samples_along_its_path(repo: Path, monte, ready: str) -> None:

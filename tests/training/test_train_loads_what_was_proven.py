@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from support.helpers import snapshot_state
-from support.trainhelp import distill, trained, write_recipe
+from tests.support.helpers import snapshot_state
+from tests.support.trainhelp import distill, trained, write_recipe
 
 SFT_OTHER = """\
 # another SFT recipe: crossing to it from an sft-t checkpoint is a stage boundary

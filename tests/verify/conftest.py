@@ -78,8 +78,8 @@ def _baselines_template(_exp_template: Path, recorded_models: dict[int, Path],
 
     def build() -> dict[str, str]:
         ws = open_workspace(dest)
-        return {"dev0": api.eval_(step=0, ws=ws).runs[0]["run"],
-                "test0": api.eval_(split="test", ws=ws).runs[0]["run"]}
+        return {"dev0": api.evaluate(step=0, ws=ws).runs[0]["run"],
+                "test0": api.evaluate(split="test", ws=ws).runs[0]["run"]}
 
     return Honest(dest, _in(dest, dest.parent / "home", recorded_models, build))
 
@@ -92,9 +92,9 @@ def build_honest(repo: Path, models: dict[int, Path], ids: dict[str, str]) -> di
     ws = open_workspace(repo)
     ids = dict(ids)
     ids["a"] = checkpoint(repo, models[1])
-    ids["dev_a"] = api.eval_(checkpoint=f"{ids['a']}@50", ws=ws).runs[0]["run"]
+    ids["dev_a"] = api.evaluate(checkpoint=f"{ids['a']}@50", ws=ws).runs[0]["run"]
     ids["b"] = checkpoint(repo, models[2], parent=(ids["a"], 50))
-    ids["dev_b"] = api.eval_(checkpoint=f"{ids['b']}@100", ws=ws).runs[0]["run"]
+    ids["dev_b"] = api.evaluate(checkpoint=f"{ids['b']}@100", ws=ws).runs[0]["run"]
     ids["smoke"] = checkpoint(repo, models[3], smoke=True)
     # the checkpoint the final claim would score with no nomination (best paired dev delta)
     selected = api.plan_eval(split="test", ws=ws).target.run

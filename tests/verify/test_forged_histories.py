@@ -98,7 +98,7 @@ def _started(h: Honest, row: dict[str, Any], summary: str, **trailers: str) -> F
 def third_test_read(h: Honest) -> Case:
     from monte import api
 
-    api.eval_(split="test")  # the honest final claim: the second read
+    api.evaluate(split="test")  # the honest final claim: the second read
     row = _test_read(h, _target(h, h["other"], 50 if h["other"] == h["a"] else 100), role="claim")
     return Case(_started(h, row, "eval parity/test started"), "two-touch", says="third read")
 
@@ -312,7 +312,7 @@ def stale_cohort_index(h: Honest) -> Case:
     (its test reads then lie: a plan would count one read too few)."""
     from monte import api
 
-    api.eval_(split="test")  # the honest final claim: the second read
+    api.evaluate(split="test")  # the honest final claim: the second read
     row = _test_read(h, _target(h, h["other"], 50 if h["other"] == h["a"] else 100), role="claim")
     changes = row_changes(h.path, _tip(h), row)
     path = f"cohorts/{h['cohort']}/index.json"
@@ -427,7 +427,7 @@ def _honest_claim(h: Honest) -> None:
 
     sel = h["selected"]
     api.nominate(ref=f"{sel}@{50 if sel == h['a'] else 100}")
-    api.eval_(split="test")
+    api.evaluate(split="test")
 
 
 def test_honest_history_verifies(honest: Honest, monte) -> None:

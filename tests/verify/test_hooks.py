@@ -141,7 +141,7 @@ def test_install_into_a_bare_repository(tmp_path: Path) -> None:
     bare = tmp_path / "srv.git"
     g(tmp_path, "init", "-q", "--bare", str(bare))
     out = api.hooks_install(git_dir=bare)
-    assert sorted(Path(p).name for p in out["installed"]) == sorted(HOOKS)
+    assert sorted(Path(p).name for p in out.installed) == sorted(HOOKS)
     assert HOOK_MARK in (bare / "hooks" / "pre-receive").read_text()
 
 

@@ -81,7 +81,7 @@ def dev_evals(h: Honest) -> Fork:
     """Each machine scores a checkpoint on dev (a started and a finished record each)."""
     from monte import api
 
-    return diverge(h, lambda: api.eval_(checkpoint=f"{h['a']}@50"), lambda: api.eval_(checkpoint=f"{h['b']}@100"))
+    return diverge(h, lambda: api.evaluate(checkpoint=f"{h['a']}@50"), lambda: api.evaluate(checkpoint=f"{h['b']}@100"))
 
 
 def merged(h: Honest, fork: Fork) -> str:
@@ -228,7 +228,7 @@ def test_a_forged_record_merged_in_is_flagged_at_the_merge(honest: Honest, monte
 
     base = rev(honest.path, ledger_ref())
     assert base is not None
-    api.eval_(checkpoint=f"{honest['a']}@50")
+    api.evaluate(checkpoint=f"{honest['a']}@50")
     ours = rev(honest.path, ledger_ref())
     assert ours is not None
     _set(honest, base)
@@ -247,7 +247,7 @@ def test_a_forged_record_merged_in_is_flagged_at_the_merge(honest: Honest, monte
 def test_two_machines_that_each_claimed_the_final_read_break_two_touch_at_the_merge(honest: Honest, monte) -> None:
     from monte import api
 
-    fork = diverge(honest, lambda: api.eval_(split="test"), lambda: api.eval_(split="test"))
+    fork = diverge(honest, lambda: api.evaluate(split="test"), lambda: api.evaluate(split="test"))
     # each machine alone kept the rule
     from monte.ledger.verify import Verifier
 

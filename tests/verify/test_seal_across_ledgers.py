@@ -37,7 +37,7 @@ def _copy_with_read(template: Path, dest: Path, exp: str, models: dict[int, Path
         mp.chdir(dest)
         ws = open_workspace(dest)
         api.experiment_init(name=exp, eval_env="parity", model=str(models[0]), ws=ws)
-        return str(api.eval_(experiment=exp, split="test", ws=ws).runs[0]["run"])
+        return str(api.evaluate(experiment=exp, split="test", ws=ws).runs[0]["run"])
 
 
 @pytest.fixture(scope="module")

@@ -40,4 +40,4 @@ def test_an_update_line_in_another_shape_refuses_with_its_fix(honest, shape: str
 def test_a_well_formed_line_and_blank_lines_still_verify(honest) -> None:
     ref = "refs/heads/monte/exp/ledger"
     judged = api.ledger_verify_updates(["", f"{_rev(f'{ref}~1')} {_rev(ref)} {ref}", "  "], full=True)
-    assert judged == {"ok": True, "updates": 1}
+    assert judged.ok and judged.updates == 1 and judged.to_dict() == {"ok": True, "updates": 1}

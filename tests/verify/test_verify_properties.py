@@ -94,9 +94,9 @@ class Story:
 
         ws = self.ws
         if action == "dev0":
-            self.baselines["dev"] |= bool(api.eval_(step=0, ws=ws).runs)
+            self.baselines["dev"] |= bool(api.evaluate(step=0, ws=ws).runs)
         elif action == "test0":
-            self.baselines["test"] |= bool(api.eval_(split="test", ws=ws).runs)
+            self.baselines["test"] |= bool(api.evaluate(split="test", ws=ws).runs)
         elif action == "train":
             # `monte train` refuses a real chunk before both baselines (E_NO_BASELINE); the
             # recording helper does not check, so the story does
@@ -108,18 +108,18 @@ class Story:
             self.cks.append((run, (parent[1] if parent else 0) + 50))
         elif action == "dev_ck" and self.cks:
             run, step = data.draw(st.sampled_from(self.cks), label="ck")
-            api.eval_(checkpoint=f"{run}@{step}", ws=ws)
+            api.evaluate(checkpoint=f"{run}@{step}", ws=ws)
             self.evaluated = True
         elif action == "nominate" and self.cks:
             run, step = data.draw(st.sampled_from(self.cks), label="nominee")
             api.nominate(ref=f"{run}@{step}", ws=ws)
         elif action == "claim":
-            api.eval_(split="test", ws=ws)
+            api.evaluate(split="test", ws=ws)
         elif action == "smoke_train":
             checkpoint(self.repo, self.models[3], smoke=True)
         elif action == "smoke_eval":
             split = data.draw(st.sampled_from(["dev", "test"]), label="smoke split")
-            api.eval_(split=split, smoke=True, ws=ws)
+            api.evaluate(split=split, smoke=True, ws=ws)
 
 
 def _hook_view(store: Any, ref: str, old: str | None, new: str) -> list[Any]:

@@ -9,7 +9,7 @@ Layout under the Vault URL (``gs://bucket/prefix`` or a folder):
   remote, so with the pointer committed, plain ``dvc pull`` in a clone fetches the folder, and
   ``dvc gc -c`` keeps it.
 - ``monte/claims/<kind>s/<name>.json``: the name claim, written create-only (GCS
-  ``ifGenerationMatch=0``; ``link(2)`` on a folder; see :mod:`monte.storage.objects`). Whoever
+  ``ifGenerationMatch=0``; ``link(2)`` on a folder; see :mod:`monte.storage.object_stores`). Whoever
   writes it first owns the name, in every region.
 - ``monte/manifests/<kind>s/<name>.json``: the manifest and the folder's DVC entry (the pointer's
   ``outs`` entry: ``md5``, ``size``, ``nfiles``, ``hash: md5``, ``path``), written after the
@@ -34,7 +34,7 @@ from pydantic import BaseModel
 
 from monte.errors import MonteError, error, in_words
 from monte.manifest import Manifest, now, parse_manifest
-from monte.storage.objects import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
+from monte.storage.object_stores import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
 
 if TYPE_CHECKING:
     from monte.storage.tracking import DvcOut
