@@ -169,7 +169,8 @@ def repository_pin(store: Any, config: dict[str, Any] | None = None) -> str | No
     directory, then ``.monte.yaml`` as committed on HEAD or the default branch. None: no grader."""
     if config is not None and (key := pinned_key(config)) is not None:
         return key
-    import yaml
+    from ruamel.yaml import YAML  # the light install's YAML (PyYAML comes only with the extras)
+    from ruamel.yaml.error import YAMLError
 
     repo = store.repo
     try:
@@ -192,8 +193,8 @@ def repository_pin(store: Any, config: dict[str, Any] | None = None) -> str | No
             continue
     for text in texts:
         try:
-            doc = yaml.safe_load(text)
-        except yaml.YAMLError:
+            doc = YAML(typ="safe").load(text.decode("utf-8"))
+        except (YAMLError, UnicodeDecodeError, RecursionError):
             continue
         if isinstance(doc, dict) and (key := pinned_key(doc)) is not None:
             return key

@@ -158,8 +158,9 @@ def test_the_final_claims_plan_shows_the_claimed_checkpoint_as_the_best_of_k(sto
               _broken(_fixed(BASE, range(100, 100 + fixed)), range(j, j + broken)))
         refs.append(f"{run}@10")
     exam = ExamPlan(exam="arith", benchmark="arith", split="test", path="p", sha256="0", n=200)
-    _searched(ledger.rows(), "c", [exam], refs[1])
-    s = exam.search
+    exams = [exam]
+    _searched(ledger.rows(), "c", exams, refs[1])  # plans are frozen: the list gets the judged copy
+    s = exams[0].search
     assert s is not None and (s["k"], s["checkpoint"], s["chosen"], s["verdict"]) == (3, refs[1], "claimed", "ok")
     assert s["search_verdict"] == "STRIKE"
     assert search_line(s).startswith(f"search arith/dev (cohort c): K 3 checkpoint(s) tried; claimed {refs[1]} +0.0400")

@@ -93,7 +93,7 @@ def test_leak_refusals_travel_with_the_ledger(repo: Path, monte, trainable: str,
     """The count was kept in the common git directory, which no push or clone carries: a clone (or
     the shared remote) saw no refusal, and the membership questions asked here were hidden from
     whoever reads the claim elsewhere. Each refusal is a record on the experiment's ledger now."""
-    from support.helpers import git
+    from tests.support.helpers import git
 
     test = exam_prompts(repo, "test")
     rows = [{"input": p, "output": " even"} for p in test[:3]]

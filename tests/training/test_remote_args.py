@@ -21,6 +21,14 @@ LAUNCH = ("world_size", "nodes", "processes_per_node", "backend", "launcher", "p
           "effective_batch", "per_device_batch", "gradient_accumulation_steps")
 
 
+@pytest.fixture(autouse=True)
+def _remote_needs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``--remote`` run pushes its results and its checkpoints: the plan refuses without a results
+    bucket (a folder here) and a hub repo (named only; nothing is uploaded by a plan)."""
+    monkeypatch.setenv("MONTE_BUCKET", str(tmp_path / "bucket"))
+    monkeypatch.setenv("MONTE_HUB_REPO", "someone/tiny")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

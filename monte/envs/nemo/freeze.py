@@ -38,11 +38,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from monte import jsonl
+from monte.envs.items import LeakIndex
 from monte.envs.nemo import rows as gym_rows
 from monte.envs.nemo import stack as gym_stack
 from monte.envs.nemo.stack import EXAMPLE, GENERATORS, OFFLINE_POOLS, PROVIDER, GymEntry, Stack
 from monte.errors import error
 from monte.hashing import hash_tree, sha256_bytes
+from monte.ledger.predicates import is_sealed
 from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
 
 #: Default rows per role (the catalog's). A fixed pool smaller than these is cut in proportion.
@@ -365,6 +367,25 @@ class _Pool:
         self._fixed: dict[str, list[dict[str, Any]]] = {}  # pool name -> shuffled rows
         self._cursor: dict[str, int] = {}
         self._plan: dict[str, int] = {}
+        self._sealed: dict[str, str] = {}  # the test rows' prompts, once taken (test is taken first)
+        self._index: LeakIndex | None = None
+
+    def _leaks(self, split: str, row: dict[str, Any]) -> bool:
+        """A curriculum row the leak check would refuse as holding a test row (an edited copy, a
+        padded one: :class:`monte.envs.items.LeakIndex`, the check training runs): kept out here,
+        as equal rows are, so a fresh freeze is a source training accepts."""
+        if split != "curriculum" or not self._sealed:
+            return False
+        if self._index is None:
+            self._index = LeakIndex.build(self._sealed)
+        return bool(self._index.find(row))
+
+    def take(self, split: str, want: int, seen: set[str], sharing: list[str]) -> tuple[list[dict[str, Any]], int]:
+        picked, dropped = self._take(split, want, seen, sharing)
+        if is_sealed(split):
+            self._sealed.update({f"{split}/{k}": gym_rows.prompt_text(r) for k, r in enumerate(picked)})
+            self._index = None
+        return picked, dropped
 
     # which fixed pool a role draws from
     def _pool_name(self, split: str) -> str:
@@ -375,7 +396,7 @@ class _Pool:
             return "train" if split == "curriculum" else "validation"
         return "all"
 
-    def take(self, split: str, want: int, seen: set[str], sharing: list[str]) -> tuple[list[dict[str, Any]], int]:
+    def _take(self, split: str, want: int, seen: set[str], sharing: list[str]) -> tuple[list[dict[str, Any]], int]:
         if self.source == "generator":
             return self._generate(split, want, seen)
         pool = self._pool_name(split)
@@ -397,7 +418,7 @@ class _Pool:
         while i < len(rows) and len(picked) < n:
             key = _key(rows[i])
             i += 1
-            if key in seen:
+            if key in seen or self._leaks(split, rows[i - 1]):
                 dropped += 1
                 continue
             seen.add(key)
@@ -448,7 +469,7 @@ class _Pool:
             picked, dropped, keys = [], 0, set()
             for row in rows:
                 key = _key(row)
-                if key in seen or key in keys:
+                if key in seen or key in keys or self._leaks(split, row):
                     dropped += 1
                     continue
                 keys.add(key)
