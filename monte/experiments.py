@@ -100,6 +100,7 @@ def create(
     (content sha256 -> n): the test splits a grader holds in custody (:mod:`monte.grader`): such
     a split, absent from this data root, is proven by the grader's word, not by local bytes."""
     from monte.envs.grading import LMEVAL, eval_defaults
+    from monte.frozen import sealed_files
     from monte.ledger.experiment import Ledger
     from monte.ledger.records import EvalSettings, ExamFreeze, SplitFreeze, TrainSettings
     from monte.ledger.vault_ref import Vault
@@ -126,9 +127,13 @@ def create(
         raise error("E_INTEGRITY", f"environment {eval_env!r}: the manifest here differs from the vault ref's",
                     f"move {folder} aside and run `monte env install {eval_env}`")
     held = held or {}
-    # in the grader's custody (and nowhere on this data root): proven there, counted there
-    away = {rel for splits in m.exams.values() for s, rel in splits.items()
-            if s == "test" and m.files[rel].sha256 in held and not (folder / rel).exists()}
+    # in the grader's custody (and nowhere on this data root): proven there, counted there. An
+    # lm-eval exam's test documents go with its test split: each item records lm-eval's doc_hash
+    # of its document, so the content the grader holds commits to them too
+    away: set[str] = set()
+    for files in sealed_files(m).values():
+        if m.files[files[0]].sha256 in held and not (folder / files[0]).exists():
+            away |= {rel for rel in files if not (folder / rel).exists()}
     verify_folder(folder, m.model_copy(update={"files": {k: v for k, v in m.files.items() if k not in away}}))
     if samples > 1 and (m.grader or {}).get("kind") == LMEVAL:
         raise error("E_USAGE", f"environment {eval_env!r} is graded by lm-eval, which builds its own requests: "

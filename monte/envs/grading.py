@@ -74,7 +74,8 @@ class ExamGrader:
 
     def __init__(self, grader: dict[str, Any] | None, benchmark: str, exam: str, *, needed: bool = True,
                  config: dict[str, Any] | None = None, log: Path | None = None, folder: Path | None = None,
-                 split: str | None = None, items: Sequence[dict[str, Any]] | None = None) -> None:
+                 split: str | None = None, items: Sequence[dict[str, Any]] | None = None,
+                 graded_elsewhere: bool = False) -> None:
         self.benchmark = benchmark
         self.server: Any = None
         self.gym = is_gym(grader)
@@ -92,7 +93,8 @@ class ExamGrader:
 
             assert grader is not None and folder is not None and split is not None and items is not None
             # every frozen file and every document's hashes proven here, before the touch is spent
-            self.lmeval = Prepared(grader["tasks"][exam], folder, split, list(items))
+            self.lmeval = Prepared(grader["tasks"][exam], folder, split, list(items),
+                                   graded_elsewhere=graded_elsewhere)
         if not (needed and self.gym):
             return
         assert grader is not None

@@ -188,7 +188,8 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
         items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
         return grading.ExamGrader(grader, e.benchmark, e.exam, needed=not is_test_smoke(e.split, plan.smoke),
                                   config=ws.config, log=ws.data_root / "logs" / f"gym-{plan.experiment}-{e.exam}.log",
-                                  folder=env_folder, split=e.split, items=items)
+                                  folder=env_folder, split=e.split, items=items,
+                                  graded_elsewhere=bool(ws.config.get("grader")))
 
     # an lm-eval exam proves its frozen files and every document's hashes before anything is written
     ready = {e.exam: exam_grader(e) for e in plan.exams} if grading.proves_first(grader) else {}

@@ -111,10 +111,15 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
 # --- custody -------------------------------------------------------------------------------------
 
 
-def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, Any]:
+def take(ws: Workspace, env: str, *, grader: Grader | None = None,
+         hello_answer: dict[str, Any] | None = None) -> dict[str, Any]:
     """Hand every test split of environment ``env`` to the grader, then remove the local copies
-    (the data root's file, and its objects in the repository's DVC cache and a folder Vault).
-    ``grader``: one already proven to sign with the pinned key (else proven here first)."""
+    (the data root's file, and its objects in the repository's DVC cache and a folder Vault). An
+    lm-eval exam goes with its whole frozen task (:mod:`monte.grader.lmeval`), and its test
+    documents leave as its split does. ``grader``: one already proven to sign with the pinned key
+    (else proven here first), ``hello_answer`` its ``hello``."""
+    from monte.frozen import sealed_files
+    from monte.grader import lmeval
     from monte.manifest import read_manifest
 
     g = grader or require(ws)
@@ -127,11 +132,16 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
     tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
     if not tests:
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
-    if grader is None:  # a sealed split is sent only to the grader the repository pins
-        proven_hello(g, what="nothing was sent")
+    if grader is None or hello_answer is None:  # a sealed split is sent only to the grader the repository pins
+        hello_answer = proven_hello(g, what="nothing was sent")
+    require_grades(g, hello_answer, m.grader, what="nothing was sent")
+    sealed = sealed_files(m)
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file():
+            if m.files[rel].sha256 in (hello_answer.get("sealed") or {}):  # held there: no stray copy stays here
+                removed += [x for other in sealed[exam][1:] if (folder / other).is_file()
+                            for x in _remove_copies(ws, folder / other, (folder / other).read_bytes())]
             taken.append({"exam": exam, "content": m.files[rel].sha256, "already": True})
             continue
         raw = path.read_bytes()
@@ -140,10 +150,33 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
         benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
-        call(g, {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}, raw)
+        request = {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}
+        if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task, each file proven as it is read
+            others = {other: (folder / other).read_bytes() for other in sealed[exam][1:]}
+            call(g, {**request, "split": rel}, lmeval.pack(folder, m, exam, rel, raw))
+        else:
+            others = {}
+            call(g, request, raw)
         removed += _remove_copies(ws, path, raw)
+        for other, data in others.items():
+            removed += _remove_copies(ws, folder / other, data)
         taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
     return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+
+
+def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, Any] | None, *, what: str) -> None:
+    """Refuse to hand an exam to a grader that says it cannot grade its kind (its ``hello``; a
+    grader from before the answer grades the catalog's and JSONL exams)."""
+    from monte.grader import lmeval
+
+    kind = (grader or {}).get("kind") or "catalog"
+    can = hello_answer.get("grades")
+    if kind in (can if isinstance(can, list) else ["catalog", "jsonl"]):
+        return
+    if kind == lmeval.KIND:
+        raise lmeval.cannot_grade(f"the grader at {g.label}", what)
+    raise error("E_USAGE", f"the grader at {g.label} cannot grade {kind!r} exams; {what}",
+                "keep this environment's test split local (no grader pinned), or freeze it as a JSONL exam")
 
 
 def _remove_copies(ws: Workspace, path: Path, raw: bytes) -> list[str]:
@@ -359,7 +392,8 @@ def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) ->
     splits in custody (their safe place) and no experiment: the same command again completes it."""
     g = require(ws)
     try:
-        sealed = dict(proven_hello(g, what="nothing was frozen").get("sealed") or {})
+        answer = proven_hello(g, what="nothing was frozen")
+        sealed = dict(answer.get("sealed") or {})
     except MonteError as exc:
         if exc.code != "E_BOX":
             raise
@@ -368,9 +402,13 @@ def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) ->
                     "start the grader's sshd and check its authorized_keys line, then run `monte experiment init` "
                     "again (or `monte config show` to see the address pinned)") from None
     plan = create(held=sealed, dry_run=True)
-    if dry_run or not any("test" in e.splits for e in plan.measurement.exams.values()):
+    if not any("test" in e.splits for e in plan.measurement.exams.values()):
         return plan if dry_run else create(held=sealed, dry_run=False)  # dev only: nothing to hand over
-    for t in take(ws, env, grader=g)["taken"]:
+    # a grader that cannot grade the exam (an lm-eval exam, a grader without lm_eval) refuses now
+    require_grades(g, answer, plan.measurement.grader, what="nothing was frozen and nothing moved")
+    if dry_run:
+        return plan
+    for t in take(ws, env, grader=g, hello_answer=answer)["taken"]:
         if not t.get("already"):
             sealed[t["content"]] = int(t["n"])
     return create(held=sealed, dry_run=False)

@@ -37,6 +37,14 @@ MAX_HEADER = 1 << 20
 GRADABLE = (None, "catalog", "jsonl")
 
 
+def grades() -> list[str]:
+    """The exam kinds this grader can grade (what ``hello`` says, so a client refuses to hand
+    over an exam it cannot): the in-process graders, and lm-eval's where its python has lm_eval."""
+    from monte.grader import lmeval
+
+    return [k for k in GRADABLE if k] + ([lmeval.KIND] if lmeval.available() else [])
+
+
 def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | None = None) -> int:
     """Answer one request; returns the exit status. ``threads``: the CPU threads a read's worker
     generates with (sshd passes no environment, so torch would take every core)."""
@@ -55,7 +63,8 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
         payload = _read_exactly(stdin, size) if size else b""
         op = req.get("op")
         if op == "hello":
-            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1, "sealed": held(home)}
+            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1, "sealed": held(home),
+                                      "grades": grades()}
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "read":
@@ -111,22 +120,28 @@ def held(home: Home) -> dict[str, int]:
 
 
 def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
-    """Keep a sealed split: its bytes must hash to the content the request names."""
+    """Keep a sealed split: its bytes must hash to the content the request names (an lm-eval
+    exam: its split and its frozen task folder, :func:`monte.grader.lmeval.take`)."""
+    from monte.grader import lmeval
+
     content = str(req.get("content", ""))
-    if hashlib.sha256(payload).hexdigest() != content:
-        raise error("E_INTEGRITY", "the split sent does not hash to the content it names",
-                    "run `monte grader take ENV` again from a repository whose frozen split is intact")
     grader = req.get("grader")
     kind = grader.get("kind") if isinstance(grader, dict) else None
-    if kind not in GRADABLE:
-        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (only in-process graders: the catalog "
-                    "and JSONL exams)", "keep this environment's test split local, or freeze it as a JSONL exam")
+    if kind != lmeval.KIND and hashlib.sha256(payload).hexdigest() != content:
+        raise error("E_INTEGRITY", "the split sent does not hash to the content it names",
+                    "run `monte grader take ENV` again from a repository whose frozen split is intact")
+    if kind not in GRADABLE and kind != lmeval.KIND:
+        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (the catalog's, JSONL and lm-eval "
+                    "exams only)", "keep this environment's test split local, or freeze it as a JSONL exam")
     meta = {"content": content, "exam": req.get("exam"), "benchmark": req.get("benchmark"), "grader": grader,
             "n": payload.count(b"\n") if payload.endswith(b"\n") else payload.count(b"\n") + 1}
     old = os.umask(0o077)
     try:
         with homes.locked(home):
-            (home.sealed / f"{content}.jsonl").write_bytes(payload)
+            if kind == lmeval.KIND:  # the whole frozen task, proven on arrival
+                meta["n"] = lmeval.take(home.sealed, req, payload)["n"]
+            else:
+                (home.sealed / f"{content}.jsonl").write_bytes(payload)
             (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
     finally:
         os.umask(old)

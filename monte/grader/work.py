@@ -14,6 +14,7 @@ from typing import Any
 
 from monte import jsonl
 from monte.grader import home as homes
+from monte.grader import lmeval
 from monte.grader.home import Home
 from monte.ledger.grader_statement import KIND, canonical, outcomes, outcomes_sha256
 
@@ -38,18 +39,21 @@ def grade_read(home: Home, run: str) -> dict[str, Any]:
     exam = str(started["exam"])
     ids = [grading.task_id(it, f"{exam}/test", k) for k, it in enumerate(items)]
     prompts = [grading.prompt_of(i) for i in items]
-    with grading.ExamGrader(meta["grader"], meta["benchmark"], exam, split="test", items=items) as grader:
-        if is_sampled(s):  # K seeded samples per item, drawn and graded as a local read does them
-            seeds = [gen.sample_seed(i) for i in ids]
-            drawn = gen.sample(model, tok, prompts, seeds, k=samples_per_item(s), max_new_tokens=s["max_new_tokens"],
-                               temperature=s["temperature"], top_p=s["top_p"], stop=s["stop"],
-                               chat_template=s["chat_template"])
-            tasks = outcomes(graded_samples(grader, items, ids, seeds, drawn))
-        else:
-            answers = gen.generate(model, tok, prompts, max_new_tokens=s["max_new_tokens"],
-                                   batch_size=started["batch_size"], temperature=s["temperature"], top_p=s["top_p"],
-                                   stop=s["stop"], chat_template=s["chat_template"])
-            tasks = outcomes(grader.grade(items, answers, ids))
+    if lmeval.is_lmeval(meta["grader"]):  # lm-eval builds the requests and grades, on the grader's copy of the task
+        tasks = outcomes(lmeval.grade(home.sealed, meta, items, model, tok, batch_size=started["batch_size"]))
+    else:
+        with grading.ExamGrader(meta["grader"], meta["benchmark"], exam, split="test", items=items) as grader:
+            if is_sampled(s):  # K seeded samples per item, drawn and graded as a local read does them
+                seeds = [gen.sample_seed(i) for i in ids]
+                drawn = gen.sample(model, tok, prompts, seeds, k=samples_per_item(s), max_new_tokens=s["max_new_tokens"],
+                                   temperature=s["temperature"], top_p=s["top_p"], stop=s["stop"],
+                                   chat_template=s["chat_template"])
+                tasks = outcomes(graded_samples(grader, items, ids, seeds, drawn))
+            else:
+                answers = gen.generate(model, tok, prompts, max_new_tokens=s["max_new_tokens"],
+                                       batch_size=started["batch_size"], temperature=s["temperature"], top_p=s["top_p"],
+                                       stop=s["stop"], chat_template=s["chat_template"])
+                tasks = outcomes(grader.grade(items, answers, ids))
     score = sum(t["score"] for t in tasks) / len(tasks) if tasks else 0.0
     statement = {"kind": KIND, "run": run, "experiment": started["experiment"], "exam": exam,
                  "content": started["content"], "cohort": started["cohort"], "role": started["role"],

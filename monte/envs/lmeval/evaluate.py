@@ -46,10 +46,23 @@ def _drift(spec: dict[str, Any], doc_id: int, which: str) -> Exception:
 class Prepared:
     """One exam split of a frozen lm-eval task, proven and built (no model yet)."""
 
-    def __init__(self, spec: dict[str, Any], folder: Path, split: str, items: list[dict[str, Any]]) -> None:
+    def __init__(self, spec: dict[str, Any], folder: Path, split: str, items: list[dict[str, Any]], *,
+                 graded_elsewhere: bool = False) -> None:
+        """``graded_elsewhere``: a grader is pinned, so the task's test documents may be in its
+        custody instead of here. A dev eval then proves every other file; their proof is the
+        grader's word (the content and count it holds, checked when the experiment was frozen),
+        and the eval says so in its event file. A test eval always needs them (it runs where
+        they are: on the grader)."""
         self.spec, self.folder, self.split, self.items = spec, folder, split, items
+        #: what lm-eval said (its warnings), kept off the terminal for the run's event file
+        self.said: list[str] = []
+        docs = (spec.get("data") or {}).get("test")
         for rel, digest in sorted(spec["files"].items()):
             path = folder / rel
+            if graded_elsewhere and split != "test" and rel == docs and not path.exists():
+                self.said.append(f"monte: {rel} (the test documents, sha256 {digest}) is in the grader's custody, "
+                                 f"not on this data root: a {split} eval never reads it")
+                continue
             try:
                 raw = path.read_bytes()
             except OSError:
@@ -60,8 +73,6 @@ class Prepared:
                             "restore it with `monte env install ENV`; never edit a frozen task")
         check_distributions(spec["task"], dict(spec.get("distributions") or {}))
         self.imports = freeze.imports_of(spec, folder)
-        #: what lm-eval said (its warnings), kept off the terminal for the run's event file
-        self.said: list[str] = []
         #: how lm-eval renders each prompt for the model (frozen with the exam)
         self.chat: dict[str, Any] = {"apply_chat_template": False, "fewshot_as_multiturn": False,
                                      "system_instruction": None, **(spec.get("chat") or {})}

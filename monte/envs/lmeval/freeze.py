@@ -486,11 +486,13 @@ def _pool_split(task: Any) -> str | None:
 
 def eval_config(spec: dict[str, Any], folder: Path, split: str) -> dict[str, Any]:
     """The frozen task's config for one split: the frozen YAML (its functions resolved from the
-    frozen copies), its documents the frozen JSON lines (absolute paths on this data root)."""
+    frozen copies), its documents the frozen JSON lines (absolute paths on this data root): the
+    split's own and the few-shot pool's, never the other exam split's (a dev eval never opens
+    the test documents, which a grader may hold instead of this data root)."""
     from lm_eval.tasks._yaml_loader import load_yaml
 
     cfg = load_yaml(folder / spec["main"], resolve_func=True)
-    data = {s: str(folder / rel) for s, rel in spec["data"].items() if rel}
+    data = {s: str(folder / rel) for s, rel in spec["data"].items() if rel and s in (split, "fewshot")}
     cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={"data_files": data},
                test_split=split, validation_split=None)
     pool = "fewshot" if "fewshot" in data else None

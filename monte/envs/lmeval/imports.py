@@ -153,7 +153,21 @@ def check_distributions(task: str, recorded: dict[str, str]) -> None:
 def frozen_imports(folder: Path | None, names: list[str]) -> Iterator[None]:
     """While inside: ``folder`` (the frozen ``modules/``) first on ``sys.path``, and the modules
     ``names`` imported from there (a copy already imported from elsewhere is set aside, and put
-    back after)."""
+    back after). No bytecode is written meanwhile: a ``__pycache__`` that lm-eval's import of a
+    frozen ``!function`` module left in the frozen folder would be hashed with it at the freeze,
+    then rewritten wherever the files land with other mtimes (``monte env install``, a grader's
+    copy), and the next eval would refuse the task as edited."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        with _on_path(folder, names):
+            yield
+    finally:
+        sys.dont_write_bytecode = saved
+
+
+@contextmanager
+def _on_path(folder: Path | None, names: list[str]) -> Iterator[None]:
     if folder is None or not names:
         yield
         return
