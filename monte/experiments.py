@@ -100,11 +100,10 @@ def create(
     (content sha256 -> n): the test splits a grader holds in custody (:mod:`monte.grader`): such
     a split, absent from this data root, is proven by the grader's word, not by local bytes."""
     from monte.envs.grading import LMEVAL, eval_defaults
-    from monte.frozen import sealed_files
     from monte.ledger.experiment import Ledger
     from monte.ledger.records import EvalSettings, ExamFreeze, SplitFreeze, TrainSettings
     from monte.ledger.vault_ref import Vault
-    from monte.manifest import now, read_manifest, verify_folder
+    from monte.manifest import now, read_manifest, sealed_files, verify_folder
 
     check_name(name, "experiment name")
     sampling = check_sampling(samples, temperature, top_p, pass_at)

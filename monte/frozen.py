@@ -266,22 +266,6 @@ def fetch_from_vault(ws: Workspace, kind: str, name: str, folder: Path) -> Manif
     return m
 
 
-def sealed_files(manifest: Manifest) -> dict[str, list[str]]:
-    """exam -> the environment's files that hold its sealed test documents: the exam's test split
-    and, for an lm-eval exam, the frozen task's test documents (with their gold). What a grader
-    takes into custody and what then leaves the data root (:mod:`monte.grader`)."""
-    from monte.envs.lmeval import test_documents
-    from monte.ledger.predicates import is_sealed
-
-    out: dict[str, list[str]] = {}
-    for exam, splits in sorted(manifest.exams.items()):
-        for split, rel in splits.items():
-            if is_sealed(split):
-                docs = test_documents(manifest.grader, exam)
-                out[exam] = [rel, *([docs] if docs else [])]
-    return out
-
-
 def without_custody(manifest: Manifest, folder: Path, graded_elsewhere: bool) -> Manifest:
     """``manifest`` less the sealed files (:func:`sealed_files`) missing from ``folder`` when
     ``graded_elsewhere`` (a grader is pinned: those files are in its custody, proven and counted
@@ -290,5 +274,7 @@ def without_custody(manifest: Manifest, folder: Path, graded_elsewhere: bool) ->
     experiment on it."""
     if not graded_elsewhere:
         return manifest
+    from monte.manifest import sealed_files
+
     away = {rel for files in sealed_files(manifest).values() for rel in files if not (folder / rel).exists()}
     return manifest.model_copy(update={"files": {k: v for k, v in manifest.files.items() if k not in away}})

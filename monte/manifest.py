@@ -123,6 +123,27 @@ class Manifest(BaseModel):
         return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
+#: the sealed split's name (``monte.ledger.predicates.SEALED``, a layer above this one) and the
+#: grader kind whose record names a task's documents (``monte.envs.lmeval.KIND``)
+SEALED = "test"
+LMEVAL = "lm-eval"
+
+
+def sealed_files(manifest: Manifest) -> dict[str, list[str]]:
+    """exam -> the environment's files that hold its sealed test documents: the exam's test split
+    and, for an lm-eval exam, the frozen task's test documents with their gold (its grader
+    record's ``tasks.<exam>.data.test``, :mod:`monte.envs.lmeval.freeze`). What a grader takes
+    into custody, and what then leaves the data root (:mod:`monte.grader`)."""
+    out: dict[str, list[str]] = {}
+    grader = manifest.grader or {}
+    for exam, splits in sorted(manifest.exams.items()):
+        if SEALED in splits:
+            spec = (grader.get("tasks") or {}).get(exam) if grader.get("kind") == LMEVAL else None
+            docs = (spec.get("data") or {}).get(SEALED) if isinstance(spec, dict) else None
+            out[exam] = [splits[SEALED], *([str(docs)] if docs else [])]
+    return out
+
+
 def parse_manifest(raw: bytes, where: str) -> Manifest:
     from pydantic import ValidationError
 

@@ -118,9 +118,8 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
     lm-eval exam goes with its whole frozen task (:mod:`monte.grader.lmeval`), and its test
     documents leave as its split does. ``grader``: one already proven to sign with the pinned key
     (else proven here first), ``hello_answer`` its ``hello``."""
-    from monte.frozen import sealed_files
     from monte.grader import lmeval
-    from monte.manifest import read_manifest
+    from monte.manifest import read_manifest, sealed_files
 
     g = grader or require(ws)
     folder = ws.env_dir(env)

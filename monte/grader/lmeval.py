@@ -142,9 +142,10 @@ def grade(sealed: Path, meta: dict[str, Any], items: list[dict[str, Any]], model
     if not available():
         raise cannot_grade("this grader", "the read failed before generating")
     from monte.envs.lmeval.evaluate import Prepared
+    from monte.ledger.predicates import SEALED
 
     exam = str(meta["exam"])
-    prepared = Prepared(task_spec(meta["grader"], exam), sealed / f"{meta['content']}.d", "test", items)
+    prepared = Prepared(task_spec(meta["grader"], exam), sealed / f"{meta['content']}.d", SEALED, items)
     return prepared.run(model, tok, batch_size=batch_size)
 
 

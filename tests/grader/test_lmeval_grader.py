@@ -139,7 +139,7 @@ def test_test_at_0_and_the_claim_are_graded_by_lm_eval_on_the_grader_and_verify(
     assert scores == _direct(s.repo / "base-model", task)
     ws = open_workspace(s.repo, require_data_root=False)
     recorded = read_tasks(ws.store.snapshot(ledger_ref("lmexp")), base["run"])
-    assert {int(t["id"].rsplit("/", 1)[1]): t["score"] for t in recorded} == scores
+    assert recorded is not None and {int(t["id"].rsplit("/", 1)[1]): t["score"] for t in recorded} == scores
     # a checkpoint of the cohort (recorded as a finished chunk), its dev eval, then the claim
     other = s.agent.home / "other"
     s.agent.monte("model", "init", str(other), "--size", "tiny", "--seed", "1", check=True)

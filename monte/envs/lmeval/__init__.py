@@ -22,17 +22,6 @@ def is_task_spec(spec: str | None) -> bool:
     return bool(spec) and str(spec).startswith(PREFIX)
 
 
-def test_documents(grader: dict[str, Any] | None, exam: str) -> str | None:
-    """The frozen task's file of test documents (with their gold) for ``exam`` of an lm-eval
-    grader record, or None: besides the exam's ``test.jsonl``, the one file a grader takes into
-    custody and removes from the data root (:func:`monte.frozen.sealed_files`)."""
-    if (grader or {}).get("kind") != KIND:
-        return None
-    spec = ((grader or {}).get("tasks") or {}).get(exam)
-    rel = (spec.get("data") or {}).get("test") if isinstance(spec, dict) else None
-    return str(rel) if rel else None
-
-
 #: the requests lm-eval sends the model for each output type
 REQUEST_TYPES = {"generate_until": "generate_until", "multiple_choice": "loglikelihood",
                  "loglikelihood": "loglikelihood"}

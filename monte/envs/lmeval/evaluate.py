@@ -28,6 +28,7 @@ from monte.envs.lmeval import freeze
 from monte.envs.lmeval.imports import check_distributions, frozen_imports
 from monte.errors import error
 from monte.hashing import sha256_bytes
+from monte.ledger.predicates import SEALED, is_sealed
 
 HASHES = ("doc_hash", "prompt_hash", "target_hash")
 #: generates answers for prompts under generation settings (``--processes N``'s shards)
@@ -56,10 +57,10 @@ class Prepared:
         self.spec, self.folder, self.split, self.items = spec, folder, split, items
         #: what lm-eval said (its warnings), kept off the terminal for the run's event file
         self.said: list[str] = []
-        docs = (spec.get("data") or {}).get("test")
+        docs = (spec.get("data") or {}).get(SEALED)
         for rel, digest in sorted(spec["files"].items()):
             path = folder / rel
-            if graded_elsewhere and split != "test" and rel == docs and not path.exists():
+            if graded_elsewhere and not is_sealed(split) and rel == docs and not path.exists():
                 self.said.append(f"monte: {rel} (the test documents, sha256 {digest}) is in the grader's custody, "
                                  f"not on this data root: a {split} eval never reads it")
                 continue
