@@ -485,6 +485,17 @@ def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: P
         assert err["code"] == "E_INTEGRITY" and "prompt_hash" in err["message"], r.out
         assert snapshot_state(repo) == before  # no touch spent, nothing recorded
     monkeypatch.setattr(ConfigurableTask, "doc_to_text", rendered)
+    # the test documents gone with no grader pinned to hold them: a dev eval, which never opens
+    # them, still refuses, naming them (only a grader's custody lets them be away)
+    docs = env / "lmeval/own_task/data/test.jsonl"
+    kept = docs.read_bytes()
+    docs.unlink()
+    before = snapshot_state(repo)
+    r = monte("eval", "--yes", "--json")
+    err = r.json()["error"]
+    assert err["code"] == "E_NOT_FOUND" and "data/test.jsonl" in err["message"], r.out
+    assert snapshot_state(repo) == before
+    docs.write_bytes(kept)
     utils = env / "lmeval/own_task/task/utils.py"
     utils.chmod(0o644)
     utils.write_text(utils.read_text().replace("/ len(set(want))", "/ 1"))
