@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import stat
+import sys
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,47 @@ def test_take_keeps_only_bytes_that_hash_to_the_content(home: homes.Home) -> Non
     ok = _ask(home, {"op": "take", "content": content, "exam": "parity", "benchmark": "parity"}, raw)
     assert ok["ok"] and ok["n"] == 1
     assert stat.S_IMODE((home.sealed / f"{content}.jsonl").stat().st_mode) == 0o600
+
+
+def _tar(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_lm_eval_take_keeps_only_the_task_its_record_names(home: homes.Home,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """An lm-eval exam arrives as its split and its whole frozen task: every file proven against
+    the sha256 the task's record names, nothing else let in; a grader without lm_eval says so in
+    ``hello`` and takes nothing."""
+    items = b'{"id": "t/test/00000", "doc_id": 0, "prompt": "p", "answer": "1"}\n'
+    task = {"lmeval/t/task/t.yaml": b"task: t\n", "lmeval/t/data/test.jsonl": b'{"q": "sealed", "gold": "1"}\n'}
+    spec = {"files": {k: hashlib.sha256(v).hexdigest() for k, v in task.items()}}
+    content = hashlib.sha256(items).hexdigest()
+    req = {"op": "take", "content": content, "exam": "t", "benchmark": "lm-eval:t", "split": "exams/t/test.jsonl",
+           "grader": {"kind": "lm-eval", "tasks": {"t": spec}}}
+    edited = {**task, "lmeval/t/data/test.jsonl": b'{"q": "sealed", "gold": "2"}\n'}
+    for payload, code in ((_tar({"exams/t/test.jsonl": items, **edited}), "E_INTEGRITY"),
+                          (_tar({"exams/t/test.jsonl": items, **task, "lmeval/t/task/extra.py": b""}), "E_BAD_INPUT"),
+                          (_tar({"exams/t/test.jsonl": items, "../../key": b"x"}), "E_BAD_INPUT"),
+                          (_tar({"exams/t/test.jsonl": b"other\n", **task}), "E_INTEGRITY")):
+        assert _ask(home, req, payload)["error"]["code"] == code
+        assert list(home.sealed.iterdir()) == []  # nothing kept, no half-written folder
+    assert "lm-eval" in _ask(home, {"op": "hello"})["grades"]
+    ok = _ask(home, req, _tar({"exams/t/test.jsonl": items, **task}))
+    assert ok["ok"] and ok["n"] == 1 and _ask(home, {"op": "hello"})["sealed"] == {content: 1}
+    kept = home.sealed / f"{content}.d"
+    assert (kept / "lmeval/t/data/test.jsonl").read_bytes() == task["lmeval/t/data/test.jsonl"]
+    assert (home.sealed / f"{content}.jsonl").read_bytes() == items and stat.S_IMODE(kept.stat().st_mode) == 0o700
+    # the grader's python without lm_eval, at its one boundary: it says so, and takes nothing more
+    monkeypatch.setitem(sys.modules, "lm_eval", None)
+    assert _ask(home, {"op": "hello"})["grades"] == ["catalog", "jsonl"]
+    refused = _ask(home, {**req, "content": "1" * 64}, _tar({"exams/t/test.jsonl": items, **task}))
+    assert refused["error"]["code"] == "E_NOT_FOUND" and "monte[lm-eval]" in refused["error"]["fix"]
 
 
 def test_a_read_whose_weights_leave_their_folder_is_refused_and_spends_nothing(home: homes.Home) -> None:
