@@ -132,10 +132,18 @@ def test_arc_shaped_multiple_choice_scores_equal_lm_eval_doc_by_doc(repo: Path, 
 
 
 def test_own_yaml_with_a_function_metric_scores_equal_lm_eval_doc_by_doc(repo: Path, monte, base_model: Path,
-                                                                         tmp_path: Path) -> None:
+                                                                         tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
     folder = write_own(tmp_path / "tasks")
+    # as a user's python runs (this suite's sets PYTHONDONTWRITEBYTECODE): importing the frozen
+    # !function module must leave no __pycache__ in the frozen folder (it was hashed with the task,
+    # then rewritten wherever the files landed with other mtimes, and the next eval refused)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
     spec, dev, tasks = _freeze_and_eval(repo, monte, base_model, folder, "own_task")
     env = repo / ".monte/environments/lm"
+    assert not [f for f in spec["files"] if "__pycache__" in f] and not list(env.rglob("__pycache__"))
     assert (env / "lmeval/own_task/task/utils.py").read_text() == (folder / "utils.py").read_text()
     assert spec["metric"] == "overlap"
     # the original module moves on: the frozen copy grades, proven by its hash
