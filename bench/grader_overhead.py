@@ -17,6 +17,11 @@ and the ratio grader/local; both must record the same score (the same greedy ans
     .venv/bin/python bench/grader_overhead.py                 # 3 rounds
     .venv/bin/python bench/grader_overhead.py --quick         # 1 round
     .venv/bin/python bench/grader_overhead.py --json-out /tmp/grader.json
+    .venv/bin/python bench/grader_overhead.py --exam lm-eval  # a GSM8K-shaped lm-eval task instead
+
+With ``--exam lm-eval`` both repositories freeze the same GSM8K-shaped lm-eval task over local
+files (tests/envs/lmeval_tasks.py); ``grader take`` hands the grader the whole frozen task, and
+its worker grades with lm-eval's own ``simple_evaluate`` there, as the local read does here.
 """
 
 from __future__ import annotations
@@ -46,16 +51,27 @@ def _monte(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     return r
 
 
-def _repo(path: Path, env: dict[str, str], rounds: int) -> Path:
+def _repo(path: Path, env: dict[str, str], rounds: int, name: str, add: list[str]) -> Path:
     from monte.models.tiny import init_model
 
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
     _monte(path, env, "init", "--no-hooks")
-    _monte(path, env, "env", "add", "--server", "parity", "--dev", "parity", "--test", "parity")
+    _monte(path, env, "env", "add", *add)
     for k in range(rounds):
         init_model(path / f"base{k}", seed=k)
-        _monte(path, env, "experiment", "init", f"e{k}", "--eval", "parity", "--model", f"base{k}")
+        _monte(path, env, "experiment", "init", f"e{k}", "--eval", name, "--model", f"base{k}")
     return path
+
+
+def _exam(kind: str, tmp: Path) -> tuple[str, list[str], str]:
+    """The environment each side freezes: (its name, `monte env add`'s arguments, its words)."""
+    if kind == "parity":
+        return "parity", ["--server", "parity", "--dev", "parity", "--test", "parity"], "200 items"
+    from tests.envs.lmeval_tasks import write_gsm
+
+    folder = write_gsm(tmp / "tasks", n_test=80, n_train=20, shots=2, max_gen_toks=12)
+    return "lm", ["--dev", "lm-eval:gsm_local", "--test", "lm-eval:gsm_local", "--as", "lm", "--include-path",
+                  str(folder)], "40 lm-eval documents (GSM8K-shaped, 2-shot)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="smoke run: 1 round")
     p.add_argument("--tmpdir", default=None, help="where to make the temporary repositories")
     p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
+    p.add_argument("--exam", choices=("parity", "lm-eval"), default="parity",
+                   help="the exam read: the built-in parity, or an lm-eval task graded by lm-eval's own code")
     args = p.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
 
@@ -89,11 +107,12 @@ def main(argv: list[str] | None = None) -> int:
                                                        + "\n")
         server.start()
         env["MONTE_GRADER_KEY_FILE"] = str(keys.client_key)
-        local = _repo(tmp / "local", env, rounds)
-        graded = _repo(tmp / "graded", env, rounds)
+        name, add, what = _exam(args.exam, tmp)
+        local = _repo(tmp / "local", env, rounds, name, add)
+        graded = _repo(tmp / "graded", env, rounds, name, add)
         _monte(graded, env, "config", "set", "grader", f"ssh://{server.user}@127.0.0.1:{server.port}",
                "--key", info["public_key"])
-        _monte(graded, env, "grader", "take", "parity")
+        _monte(graded, env, "grader", "take", name)
         times: dict[str, list[float]] = {"local": [], "grader": []}
         scores: dict[str, list[float]] = {"local": [], "grader": []}
         for k in range(rounds):
@@ -107,12 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         med = {s: statistics.median(v) for s, v in times.items()}
         result: dict[str, Any] = {
             "benchmark": "grader_overhead", "when": datetime.now(UTC).isoformat(timespec="seconds"),
-            "rounds": rounds, "items": 200, "seconds": times,
+            "exam": args.exam, "rounds": rounds, "items": what, "seconds": times,
             "best": {s: min(v) for s, v in times.items()}, "median": med,
             "ratio_median": med["grader"] / med["local"], "scores": scores,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         }
-        print(f"test read of 200 items, {rounds} round(s): local {med['local']:.2f} s, through the grader "
+        print(f"test read of {what}, {rounds} round(s): local {med['local']:.2f} s, through the grader "
               f"{med['grader']:.2f} s (median); ratio {result['ratio_median']:.2f}x (goal <= 1.5x)")
         if args.json_out:
             Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
