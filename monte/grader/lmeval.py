@@ -30,11 +30,13 @@ import shutil
 import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monte.envs.lmeval import KIND
 from monte.errors import MonteError, error
-from monte.manifest import Manifest
+
+if TYPE_CHECKING:  # (pydantic: `hello` answers before every read, and imports none of it)
+    from monte.manifest import Manifest
 
 #: what the grader's python runs to grade lm-eval exams (the fix a refusal names)
 PIP = "python -m pip install 'monte[lm-eval]'"
