@@ -38,6 +38,8 @@ from monte.workspace import Workspace
 #: the command line the client asks for; the grader's forced command runs whatever it is told to
 SERVE = "monte grader serve"
 READ_TIMEOUT_S = 6 * 3600
+#: a take's check may start a NeMo Gym server on the grader (imports: 10-20 s, at most its ready timeout)
+CHECK_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,15 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
     if grader is None:  # a sealed split is sent only to the grader the repository pins
         proven_hello(g, what="nothing was sent")
+
+    def request(exam: str, content: str) -> dict[str, Any]:
+        benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
+        return {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}
+
+    # every split the grader could not grade (a NeMo Gym server it cannot start) refuses before one moves
+    for exam, rel in tests.items():
+        if (folder / rel).is_file():
+            call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file():
@@ -139,8 +150,7 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
         if content != m.files[rel].sha256:
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
-        benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
-        call(g, {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}, raw)
+        call(g, request(exam, content), raw)
         removed += _remove_copies(ws, path, raw)
         taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
     return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
@@ -225,7 +235,10 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     transition, pusher = transitions(ws, plan.experiment, bool(getattr(plan, "push", False)), on_transition)
     folder = Path(plan.target.folder or plan.target.model)
     payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
-    proven_hello(g)  # reachable, and the pinned one
+    said = proven_hello(g)  # reachable, and the pinned one
+    from monte.grader import nemo
+
+    nemo.require_version(said, ledger.measurement().grader, g.label)  # its NeMo Gym is the one frozen
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)

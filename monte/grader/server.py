@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from monte.errors import MonteError, error
 from monte.grader import home as homes
+from monte.grader import nemo
 from monte.grader.home import Home
 from monte.ledger.grader_statement import weights_id
 
@@ -55,7 +56,8 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
         payload = _read_exactly(stdin, size) if size else b""
         op = req.get("op")
         if op == "hello":
-            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1, "sealed": held(home)}
+            answer: dict[str, Any] = {"public_key": home.public_key(), "version": 1, "sealed": held(home),
+                                      "grades": {**{k: {} for k in GRADABLE if k}, **nemo.grades()}}
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "read":
@@ -111,16 +113,24 @@ def held(home: Home) -> dict[str, int]:
 
 
 def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
-    """Keep a sealed split: its bytes must hash to the content the request names."""
+    """Keep a sealed split: its bytes must hash to the content the request names. ``check``: only
+    whether this grader can grade it (a NeMo Gym exam's server started once), nothing kept."""
     content = str(req.get("content", ""))
+    grader = req.get("grader")
+    kind = grader.get("kind") if isinstance(grader, dict) else None
+    if kind == nemo.KIND:  # graded by a resources server this grader starts from its own NeMo Gym
+        assert isinstance(grader, dict)
+        nemo.check(grader, str(req.get("exam", "")), start=bool(req.get("check")),
+                   log=home.root / "logs" / f"take-{_run_id(content[:16] or 'none')}.log")
+    elif kind not in GRADABLE:
+        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (only in-process graders: the catalog "
+                    "and JSONL exams, and NeMo Gym's)", "keep this environment's test split local, or freeze it as a "
+                    "JSONL exam")
+    if req.get("check"):
+        return {"content": content, "checked": True}
     if hashlib.sha256(payload).hexdigest() != content:
         raise error("E_INTEGRITY", "the split sent does not hash to the content it names",
                     "run `monte grader take ENV` again from a repository whose frozen split is intact")
-    grader = req.get("grader")
-    kind = grader.get("kind") if isinstance(grader, dict) else None
-    if kind not in GRADABLE:
-        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (only in-process graders: the catalog "
-                    "and JSONL exams)", "keep this environment's test split local, or freeze it as a JSONL exam")
     meta = {"content": content, "exam": req.get("exam"), "benchmark": req.get("benchmark"), "grader": grader,
             "n": payload.count(b"\n") if payload.endswith(b"\n") else payload.count(b"\n") + 1}
     old = os.umask(0o077)
@@ -254,6 +264,8 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
             raise error("E_BAD_INPUT", "the weights sent are no model folder (a config.json and a weights file); "
                         "nothing was spent", "send the model folder the plan names (monte's client does)")
         wid = weights_id(files)
+        if (meta.get("grader") or {}).get("kind") == nemo.KIND:  # its server as frozen, before the touch is spent
+            nemo.check(meta["grader"], str(meta.get("exam")))
         with homes.locked(home):
             which = check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
             started = {"run": run, "experiment": req.get("experiment"), "exam": req.get("exam"), "content": content,
