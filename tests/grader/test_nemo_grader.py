@@ -140,7 +140,8 @@ def nemo_grader() -> Iterator[Setup]:
         setup = Setup(base, grader, agent, home, info["public_key"], server, repo, ssh_dir / "id_ed25519",
                       extra={"line": line, "gym": gym, "other": other})
         agent.run("git", "init", "-q", "-b", "main", str(repo), check=True)
-        for args in (("init",), ("model", "init", "base-model", "--size", "tiny", "--seed", "0"),
+        # seed 2: the tiny model whose answers to these rows differ (seed 0 answers each the same)
+        for args in (("init",), ("model", "init", "base-model", "--size", "tiny", "--seed", "2"),
                      ("env", "add", "--dev", f"server:{SERVER}", "--test", f"server:{SERVER}", "--as", SERVER),
                      ("config", "set", "grader", setup.url, "--key", info["public_key"])):
             setup.agent_monte(*args, check=True, MONTE_LOCAL=str(gym))
@@ -173,10 +174,15 @@ def _rows(s: Setup, repo: Path, experiment: str) -> list[dict[str, Any]]:
 
 
 def _tasks(repo: Path, experiment: str, run: str) -> list[dict[str, Any]]:
-    path = f"runs/{run[0]}/{run[1]}/{run}/tasks.jsonl"
-    out = subprocess.run(["git", "-C", str(repo), "show", f"monte/{experiment}/ledger:{path}"], capture_output=True,
-                         text=True, check=True).stdout
-    return [json.loads(x) for x in out.splitlines()]
+    """A run's per-item outcomes as its ledger recorded them (read through monte's own reader)."""
+    from monte.ledger.experiment import Ledger
+    from monte.ledger.views import run_dir
+    from monte.workspace import open_workspace
+
+    ws = open_workspace(repo, require_data_root=False)
+    raw = Ledger(ws.store, experiment).snapshot().read(f"{run_dir(run)}/tasks.jsonl")
+    assert raw is not None
+    return [json.loads(x) for x in raw.decode().splitlines() if x.strip()]
 
 
 def test_a_grader_that_cannot_grade_the_nemo_exam_refuses_before_anything_moves(nemo_grader: Setup) -> None:
