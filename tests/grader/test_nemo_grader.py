@@ -273,3 +273,18 @@ def test_test_at_0_on_the_grader_equals_a_local_read_and_verifies(nemo_grader: S
     mine = [(t["id"], t["score"]) for t in _tasks(local, "nemo", here["run"])]
     assert mine == [(t["id"], t["score"]) for t in graded]
     assert len({score for _, score in mine}) > 1  # the server's rewards tell the answers apart
+
+
+def test_the_leak_check_against_the_sealed_nemo_rows_runs_on_the_grader(nemo_grader: Setup) -> None:
+    s = nemo_grader
+    held = next((s.home / "sealed").glob("*.jsonl")).read_text().splitlines()  # read as root: the agent cannot
+    asked = json.loads(held[1])["responses_create_params"]["input"][0]["content"]
+    rows = s.agent.home / "leaky.jsonl"
+    rows.write_text("".join(json.dumps({"input": f"Say hello {i}.", "output": " hello"}) + "\n" for i in range(4))
+                    + json.dumps({"input": asked, "output": " 9"}) + "\n")
+    shutil.chown(rows, s.agent.name, s.agent.name)
+    s.agent_monte("dataset", "add", "leaky", "--from-file", str(rows), "--kind", "sft", check=True)
+    r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "leaky", "--from-base", "--yes")
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 3 and "E_LEAK" in said and "found by the grader" in said, said
+    assert f"holds {SERVER}/test/00001" in said
