@@ -5,9 +5,11 @@ unprivileged account), graded by a real NeMo Gym resources server the grader sta
 The exam is a server of the test's own in a NeMo Gym checkout built from the pinned nemo-gym venv
 (``make nemo-gym``): its ``/verify`` reward is a function of every character of the answer, so
 two reads agree only when they generated the same texts and graded them with the same server.
-Its rows carry no reference answer, so freezing it starts no server: the module starts three
-(the take's proof that the grader can start it, the read on the grader, and the local read it is
-compared with), the fewest that cover custody, the read and the comparison.
+Its rows carry no reference answer, so freezing it starts no server: the module starts four (the
+take's proof that the grader can start it, the read on the grader, the local read it is compared
+with, and the agent's dev eval), the fewest that cover custody, the read, the comparison and dev
+evals staying local. The refusals need no server: the grader's checks of version, config and code
+come first.
 """
 
 from __future__ import annotations
@@ -275,8 +277,15 @@ def test_test_at_0_on_the_grader_equals_a_local_read_and_verifies(nemo_grader: S
     assert len({score for _, score in mine}) > 1  # the server's rewards tell the answers apart
 
 
-def test_the_leak_check_against_the_sealed_nemo_rows_runs_on_the_grader(nemo_grader: Setup) -> None:
+def test_dev_evals_run_locally_and_the_leak_check_runs_on_the_grader(nemo_grader: Setup) -> None:
     s = nemo_grader
+    before = s.grader_reads()
+    # dev@0: graded here, by the server the agent's own NeMo Gym starts; the grader is not asked
+    r = s.agent_monte("eval", "--yes", "--json", check=True, MONTE_LOCAL=str(s.extra["gym"]))
+    dev = json.loads(r.stdout)["runs"][0]
+    assert dev["split"] == "dev" and dev["status"] == "succeeded" and dev["n"] == 4
+    assert s.grader_reads() == before
+    # a training source holding a sealed row: found where the sealed rows are, on the grader
     held = next((s.home / "sealed").glob("*.jsonl")).read_text().splitlines()  # read as root: the agent cannot
     asked = json.loads(held[1])["responses_create_params"]["input"][0]["content"]
     rows = s.agent.home / "leaky.jsonl"
