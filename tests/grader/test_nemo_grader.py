@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator
@@ -68,9 +69,10 @@ def _gym_venv() -> Path:
     return VENV
 
 
-def _checkout(dest: Path, venv: Path, *, version: str | None = None) -> Path:
+def _checkout(dest: Path, venv: Path, *, version: str | None = None, runs: Path | None = None) -> Path:
     """A NeMo Gym checkout of links into the venv's files, holding the test's server; its
-    ``.venv`` is the venv (the stack's interpreter). ``version``: its package_info says another."""
+    ``.venv`` is the venv (the stack's interpreter), or ``runs``. ``version``: its package_info
+    says another."""
     sp = next(iter(sorted(venv.glob("lib/python3*/site-packages"))))
     dest.mkdir()
     if version is None:
@@ -86,7 +88,7 @@ def _checkout(dest: Path, venv: Path, *, version: str | None = None) -> Path:
         (dest / top).mkdir()
         for child in (sp / top).iterdir():
             (dest / top / child.name).symlink_to(child)
-    (dest / ".venv").symlink_to(venv)
+    (dest / ".venv").symlink_to(runs or venv)
     folder = dest / "resources_servers" / SERVER
     (folder / "configs").mkdir(parents=True)
     (folder / "data").mkdir()
@@ -121,6 +123,9 @@ def nemo_grader() -> Iterator[Setup]:
     try:
         gym = _checkout(base / "gym", venv)
         other = _checkout(base / "gym-other", venv, version="7")
+        # the same files, run by an interpreter without NeMo Gym's dependencies: its servers cannot start
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "bare")], check=True)
+        broken = _checkout(base / "gym-broken", venv, runs=base / "bare")
         grader = add_user(f"mngrader{tag}", base / "grader")
         made.append(grader.name)
         agent = add_user(f"mnagent{tag}", base / "agent")
@@ -140,7 +145,7 @@ def nemo_grader() -> Iterator[Setup]:
         server.start()
         repo = agent.home / "repo"
         setup = Setup(base, grader, agent, home, info["public_key"], server, repo, ssh_dir / "id_ed25519",
-                      extra={"line": line, "gym": gym, "other": other})
+                      extra={"line": line, "gym": gym, "other": other, "broken": broken})
         agent.run("git", "init", "-q", "-b", "main", str(repo), check=True)
         # seed 2: the tiny model whose answers to these rows differ (seed 0 answers each the same)
         for args in (("init",), ("model", "init", "base-model", "--size", "tiny", "--seed", "2"),
@@ -204,6 +209,11 @@ def test_a_grader_that_cannot_grade_the_nemo_exam_refuses_before_anything_moves(
         assert r.returncode == 5 and "E_INTEGRITY" in r.stderr, r.stderr
         said = " ".join(r.stderr.split())
         assert "the grader's NeMo Gym is 0.4.7" in said and "frozen with NeMo Gym 0.4.0" in said, said
+    # the same NeMo Gym, whose server cannot start on the grader: the take's start proves it first
+    _forced_command(s, s.extra["broken"])
+    r = s.agent_monte(*INIT)
+    said = " ".join(r.stderr.split())
+    assert r.returncode == 9 and "E_ENV" in said and "cannot start" in said and "nothing was moved" in said, said
     # nothing moved: the split is where it was, no experiment, the grader holds nothing
     assert test.read_bytes() == before and dev.is_file()
     assert s.agent_monte("experiment", "list", "--json", check=True).stdout.strip() == "[]"
