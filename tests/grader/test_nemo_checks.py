@@ -114,3 +114,21 @@ def test_use_points_the_grader_at_its_own_nemo_gym_never_at_a_server_url(monkeyp
     assert os.environ["MONTE_NEMO_GYM_PYTHON"] == str(python)
     nemo.use(tmp_path)
     assert os.environ["MONTE_LOCAL"] == str(tmp_path) and "MONTE_NEMO_GYM_PYTHON" not in os.environ
+
+
+def test_grader_init_names_its_nemo_gym_in_the_forced_command_or_refuses_before_the_home(
+        tmp_path: Path, monte: Any) -> None:
+    from monte.envs.nemo import venv
+
+    nowhere = tmp_path / "not-gym"
+    nowhere.mkdir()
+    r = monte("grader", "init", str(tmp_path / "h1"), "--nemo-gym", str(nowhere), "--json")
+    assert r.code == 4 and r.json()["error"]["code"] == "E_NOT_FOUND" and not (tmp_path / "h1").exists()
+    assert "holds no NeMo Gym" in r.json()["error"]["message"]
+    if not venv.is_built(VENV):
+        pytest.skip("NeMo Gym's venv is not built here: `make nemo-gym`")
+    python = venv.python_of(VENV)
+    r = monte("grader", "init", str(tmp_path / "h2"), "--nemo-gym", str(python), "--json")
+    assert r.code == 0, r.err
+    assert r.json()["nemo_gym"] == "0.4.0" and r.json()["authorized_keys"].endswith(
+        f' grader serve --home {tmp_path / "h2"} --nemo-gym {python}",restrict AGENT_PUBLIC_KEY')
