@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,27 +29,10 @@ from typing import Any
 import pytest
 
 from tests.support.grader import PYTHON, ROOT, PerUserSshd, Setup, add_user, need_root
+from tests.support.nemo_checkout import SERVER, checkout
 from tests.support.sshd import Keys
 
 VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")
-SERVER = "hashed"
-APP = """
-    import hashlib
-
-    from nemo_gym.base_resources_server import BaseResourcesServerConfig, BaseVerifyRequest, SimpleResourcesServer
-
-
-    class HashedConfig(BaseResourcesServerConfig):
-        pass
-
-
-    class HashedServer(SimpleResourcesServer):
-        config: HashedConfig
-
-        async def verify(self, body: BaseVerifyRequest) -> dict:
-            # 0, 1/3, 2/3 or 1 from every character of the answer: equal rewards mean equal texts
-            return {"reward": hashlib.sha256(body.response.output_text.encode()).digest()[0] % 4 / 3}
-"""
 INIT = ("experiment", "init", "nemo", "--eval", SERVER, "--model", "base-model")
 
 
@@ -69,44 +51,6 @@ def _gym_venv() -> Path:
     return VENV
 
 
-def _checkout(dest: Path, venv: Path, *, version: str | None = None, runs: Path | None = None) -> Path:
-    """A NeMo Gym checkout of links into the venv's files, holding the test's server; its
-    ``.venv`` is the venv (the stack's interpreter), or ``runs``. ``version``: its package_info
-    says another."""
-    sp = next(iter(sorted(venv.glob("lib/python3*/site-packages"))))
-    dest.mkdir()
-    if version is None:
-        (dest / "nemo_gym").symlink_to(sp / "nemo_gym")
-    else:
-        (dest / "nemo_gym").mkdir()
-        for child in (sp / "nemo_gym").iterdir():
-            if child.name != "package_info.py":
-                (dest / "nemo_gym" / child.name).symlink_to(child)
-        info = (sp / "nemo_gym" / "package_info.py").read_text()
-        (dest / "nemo_gym" / "package_info.py").write_text(info.replace("PATCH = 0", f"PATCH = {version}"))
-    for top in ("resources_servers", "benchmarks"):
-        (dest / top).mkdir()
-        for child in (sp / top).iterdir():
-            (dest / top / child.name).symlink_to(child)
-    (dest / ".venv").symlink_to(runs or venv)
-    folder = dest / "resources_servers" / SERVER
-    (folder / "configs").mkdir(parents=True)
-    (folder / "data").mkdir()
-    (folder / "configs" / f"{SERVER}.yaml").write_text(textwrap.dedent(f"""\
-        {SERVER}:
-          resources_servers:
-            {SERVER}:
-              entrypoint: app.py
-              domain: other
-              description: a reward from every character of the answer
-        """))
-    (folder / "app.py").write_text(textwrap.dedent(APP))
-    rows = [{"responses_create_params": {"input": [{"role": "user", "content": f"Name a number after {i}."}]},
-             "expected": str(i + 1)} for i in range(8)]
-    (folder / "data" / "example.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return dest
-
-
 @pytest.fixture(scope="module")
 def nemo_grader() -> Iterator[Setup]:
     """A grader whose forced command names a NeMo Gym checkout, and an agent's repository with a
@@ -121,11 +65,11 @@ def nemo_grader() -> Iterator[Setup]:
     os.chmod("/root", root_mode | 0o001)  # the interpreter is under /root: traversable, not listable
     server = None
     try:
-        gym = _checkout(base / "gym", venv)
-        other = _checkout(base / "gym-other", venv, version="7")
+        gym = checkout(base / "gym", venv)
+        other = checkout(base / "gym-other", venv, version="7")
         # the same files, run by an interpreter without NeMo Gym's dependencies: its servers cannot start
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "bare")], check=True)
-        broken = _checkout(base / "gym-broken", venv, runs=base / "bare")
+        broken = checkout(base / "gym-broken", venv, runs=base / "bare")
         grader = add_user(f"mngrader{tag}", base / "grader")
         made.append(grader.name)
         agent = add_user(f"mnagent{tag}", base / "agent")
