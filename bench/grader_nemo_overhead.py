@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))  # monte and tests.support (the loopback sshd, the
 
 from bench.grader_overhead import _monte  # noqa: E402 - after the path above
 
-ITEMS = 20  # test rows (and as many dev rows): 40 in the server's example file
+ITEMS = 20  # test rows (and as many dev rows): 40 in the server's example file (--quick: 4)
 
 
 def _repo(path: Path, env: dict[str, str], rounds: int) -> Path:
@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json-out", default=None, help="write the result as JSON to this path")
     args = p.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
+    items = 4 if args.quick else ITEMS
 
     from monte.envs.nemo import venv
     from tests.support.nemo_checkout import SERVER, checkout
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="monte-grader-nemo-bench-", dir=args.tmpdir))
     server = None
     try:
-        gym = checkout(tmp / "gym", args.nemo_gym_venv.absolute(), rows=2 * ITEMS)
+        gym = checkout(tmp / "gym", args.nemo_gym_venv.absolute(), rows=2 * items)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("MONTE_")},
                "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "XDG_CONFIG_HOME": str(tmp / "config"),
                "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost", "GIT_COMMITTER_NAME": "bench",
@@ -111,12 +112,12 @@ def main(argv: list[str] | None = None) -> int:
         med = {s: statistics.median(v) for s, v in times.items()}
         result: dict[str, Any] = {
             "benchmark": "grader_nemo_overhead", "when": datetime.now(UTC).isoformat(timespec="seconds"),
-            "rounds": rounds, "items": ITEMS, "seconds": times,
+            "rounds": rounds, "items": items, "seconds": times,
             "best": {s: min(v) for s, v in times.items()}, "median": med,
             "ratio_median": med["grader"] / med["local"], "scores": scores,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         }
-        print(f"NeMo Gym test read of {ITEMS} items, {rounds} round(s): local {med['local']:.2f} s, through the "
+        print(f"NeMo Gym test read of {items} items, {rounds} round(s): local {med['local']:.2f} s, through the "
               f"grader {med['grader']:.2f} s (median); ratio {result['ratio_median']:.2f}x (goal <= 1.5x); "
               f"scores {scores['grader']}")
         if args.json_out:
