@@ -46,7 +46,7 @@ SLOW_FIXTURES = frozenset({
     "trainable", "ready", "teacher", "exp",  # experiments whose baselines a real model scored
     "light_wheel", "light_install",  # a wheel of this tree in a fresh virtualenv
     "dvc_cli",  # DVC's own command line
-    "grader_setup",  # a real grader: Unix users, sshd, a tiny model (tests/grader)
+    "grader_setup", "nemo_grader",  # a real grader: Unix users, sshd, a tiny model (tests/grader)
 })
 SLOW_PATHS = (
     "training/", "remote/", "envs/nemo/", "reliability/",  # real models, servers, fault campaigns

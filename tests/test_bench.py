@@ -43,12 +43,12 @@ def _missing_binary(bench: str) -> str | None:
             return str(SSHD_MISSING)
         if shutil.which("tmux") is None:
             return "tmux is not installed (apt-get install tmux): the box runs its job in tmux"
-    if bench == "grader_overhead":  # a real sshd on loopback: the grader's forced command
+    if bench in ("grader_overhead", "grader_nemo_overhead"):  # a real sshd on loopback: the grader's forced command
         from tests.support.sshd import SSHD, SSHD_MISSING
 
         if not os.path.exists(SSHD):
             return str(SSHD_MISSING)
-    if bench == "nemo_verify":  # NeMo Gym's servers, in the venv `make nemo-gym` builds from PyPI
+    if bench in ("nemo_verify", "grader_nemo_overhead"):  # NeMo Gym's servers, in the venv `make nemo-gym` builds
         from monte.envs.nemo import venv
 
         if not venv.is_built(ROOT / ".nemo-gym"):

@@ -16,6 +16,8 @@ def _initialized(r: dict[str, Any]) -> None:
     click.echo("  monte config set grader ssh://USER@HOST[:PORT] --key '" + r["public_key"] + "'")
     click.echo("authorized_keys line (replace AGENT_PUBLIC_KEY with the agent account's public key):")
     click.echo(f"  {r['authorized_keys']}")
+    if r.get("nemo_gym"):
+        click.echo(f"NeMo Gym exams: graded by the servers of NeMo Gym {r['nemo_gym']} (its forced command names it)")
 
 
 @click.group()
@@ -27,29 +29,42 @@ def grader() -> None:
 @click.argument("home", type=click.Path(path_type=Path))
 @click.option("--threads", type=click.IntRange(min=1), metavar="N",
               help="CPU threads a read generates with (OMP_NUM_THREADS; default: torch's own, every core).")
+@click.option("--nemo-gym", "nemo_gym", type=click.Path(path_type=Path, exists=True), metavar="PATH",
+              help="The NeMo Gym its reads grade NeMo Gym exams with: a checkout (its .venv runs the servers) or "
+                   "the python of a virtualenv with nemo-gym installed.")
 @handled(_initialized)
-def init(home: Path, threads: int | None) -> Any:
+def init(home: Path, threads: int | None, nemo_gym: Path | None) -> Any:
     """Make a grader home (run as the grader's account): its ledger of test reads, its signing key.
 
     Prints the public key a repository pins and the authorized_keys line that lets the agent's
     key start `monte grader serve` and nothing else.
     """
     from monte.grader import home as homes
+    from monte.grader import nemo
 
+    gym = nemo.stack_at(nemo_gym) if nemo_gym is not None else None  # refused before the home is made
     h = homes.init(home)
     command = f"{sys.executable} -m monte grader serve --home {h.root}" + (f" --threads {threads}" if threads else "")
+    if nemo_gym is not None:  # sshd passes no environment: the forced command names it
+        command += f" {nemo.OPTION} {nemo_gym.absolute()}"
     return {"home": str(h.root), "public_key": h.public_key(),
-            "authorized_keys": f'command="{command}",restrict AGENT_PUBLIC_KEY'}
+            "authorized_keys": f'command="{command}",restrict AGENT_PUBLIC_KEY',
+            "nemo_gym": gym.version if gym is not None else None}
 
 
 @grader.command("serve")
 @click.option("--home", "home", type=click.Path(path_type=Path), required=True, help="The grader home.")
 @click.option("--threads", type=click.IntRange(min=1), metavar="N", help="CPU threads a read generates with.")
-def serve(home: Path, threads: int | None) -> None:
+@click.option("--nemo-gym", "nemo_gym", type=click.Path(path_type=Path), metavar="PATH",
+              help="The NeMo Gym that grades NeMo Gym exams (a checkout, or a virtualenv's python).")
+def serve(home: Path, threads: int | None, nemo_gym: Path | None) -> None:
     """Answer one request on stdin/stdout (the forced command of the agent's key; never by hand)."""
     from monte.errors import MonteError
     from monte.grader import home as homes
+    from monte.grader import nemo
     from monte.grader.server import serve as serve_one
+
+    nemo.use(nemo_gym)  # this process's and its workers' NeMo Gym: the forced command's, never a server URL
 
     try:
         h = homes.open_home(home)

@@ -38,6 +38,8 @@ from monte.workspace import Workspace
 #: the command line the client asks for; the grader's forced command runs whatever it is told to
 SERVE = "monte grader serve"
 READ_TIMEOUT_S = 6 * 3600
+#: a take's check may start a NeMo Gym server on the grader (imports: 10-20 s, at most its ready timeout)
+CHECK_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,15 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         hello_answer = proven_hello(g, what="nothing was sent")
     require_grades(g, hello_answer, m.grader, what="nothing was sent")
     sealed = sealed_files(m)
+
+    def request(exam: str, content: str) -> dict[str, Any]:
+        benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
+        return {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}
+
+    # every split the grader could not grade (a NeMo Gym server it cannot start) refuses before one moves
+    for exam, rel in tests.items():
+        if (folder / rel).is_file():
+            call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file():
@@ -148,14 +159,12 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         if content != m.files[rel].sha256:
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
-        benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
-        request = {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}
         if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task, each file proven as it is read
             others = {other: (folder / other).read_bytes() for other in sealed[exam][1:]}
-            call(g, {**request, "split": rel}, lmeval.pack(folder, m, exam, rel, raw))
+            call(g, {**request(exam, content), "split": rel}, lmeval.pack(folder, m, exam, rel, raw))
         else:
             others = {}
-            call(g, request, raw)
+            call(g, request(exam, content), raw)
         removed += _remove_copies(ws, path, raw)
         for other, data in others.items():
             removed += _remove_copies(ws, folder / other, data)
@@ -168,9 +177,14 @@ def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, An
     grader from before the answer grades the catalog's and JSONL exams)."""
     from monte.grader import lmeval
 
+    from monte.grader import nemo
+
     kind = (grader or {}).get("kind") or "catalog"
+    if kind == nemo.KIND:  # its NeMo Gym must also be the version frozen
+        nemo.require_version(hello_answer, grader, g.label)
+        return
     can = hello_answer.get("grades")
-    if kind in (can if isinstance(can, list) else ["catalog", "jsonl"]):
+    if kind in (can if isinstance(can, (list, dict)) else ["catalog", "jsonl"]):
         return
     if kind == lmeval.KIND:
         raise lmeval.cannot_grade(f"the grader at {g.label}", what)
@@ -257,7 +271,9 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     transition, pusher = transitions(ws, plan.experiment, bool(getattr(plan, "push", False)), on_transition)
     folder = Path(plan.target.folder or plan.target.model)
     payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
-    proven_hello(g)  # reachable, and the pinned one
+    said = proven_hello(g)  # reachable, and the pinned one
+    # it grades this exam's kind (lm_eval installed; its NeMo Gym the one frozen), before any record
+    require_grades(g, said, ledger.measurement().grader, what="nothing was spent")
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)

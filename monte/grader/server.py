@@ -29,6 +29,7 @@ from typing import IO, Any
 
 from monte.errors import MonteError, error
 from monte.grader import home as homes
+from monte.grader import nemo
 from monte.grader.home import Home
 from monte.ledger.grader_statement import weights_id
 
@@ -37,12 +38,13 @@ MAX_HEADER = 1 << 20
 GRADABLE = (None, "catalog", "jsonl")
 
 
-def grades() -> list[str]:
-    """The exam kinds this grader can grade (what ``hello`` says, so a client refuses to hand
-    over an exam it cannot): the in-process graders, and lm-eval's where its python has lm_eval."""
+def grades() -> dict[str, Any]:
+    """The exam kinds this grader can grade, each with what a client checks (what ``hello`` says,
+    so a client refuses to hand over an exam it cannot): the in-process graders, lm-eval's where
+    its python has lm_eval, NeMo Gym's (with its version) where it has a stack to run servers."""
     from monte.grader import lmeval
 
-    return [k for k in GRADABLE if k] + ([lmeval.KIND] if lmeval.available() else [])
+    return {**{k: {} for k in GRADABLE if k}, **({lmeval.KIND: {}} if lmeval.available() else {}), **nemo.grades()}
 
 
 def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | None = None) -> int:
@@ -121,18 +123,28 @@ def held(home: Home) -> dict[str, int]:
 
 def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     """Keep a sealed split: its bytes must hash to the content the request names (an lm-eval
-    exam: its split and its frozen task folder, :func:`monte.grader.lmeval.take`)."""
+    exam: its split and its frozen task folder, :func:`monte.grader.lmeval.take`). ``check``: only
+    whether this grader can grade it (a NeMo Gym exam's server started once), nothing kept."""
     from monte.grader import lmeval
 
     content = str(req.get("content", ""))
     grader = req.get("grader")
     kind = grader.get("kind") if isinstance(grader, dict) else None
+    if kind == nemo.KIND:  # graded by a resources server this grader starts from its own NeMo Gym
+        assert isinstance(grader, dict)
+        nemo.check(grader, str(req.get("exam", "")), start=bool(req.get("check")),
+                   log=home.root / "logs" / f"take-{_run_id(content[:16] or 'none')}.log")
+    elif kind == lmeval.KIND:
+        if not lmeval.available():
+            raise lmeval.cannot_grade("this grader", "nothing was kept")
+    elif kind not in GRADABLE:
+        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (the catalog's, JSONL, lm-eval and "
+                    "NeMo Gym exams only)", "keep this environment's test split local, or freeze it as a JSONL exam")
+    if req.get("check"):
+        return {"content": content, "checked": True}
     if kind != lmeval.KIND and hashlib.sha256(payload).hexdigest() != content:
         raise error("E_INTEGRITY", "the split sent does not hash to the content it names",
                     "run `monte grader take ENV` again from a repository whose frozen split is intact")
-    if kind not in GRADABLE and kind != lmeval.KIND:
-        raise error("E_USAGE", f"this grader cannot grade {kind!r} exams yet (the catalog's, JSONL and lm-eval "
-                    "exams only)", "keep this environment's test split local, or freeze it as a JSONL exam")
     meta = {"content": content, "exam": req.get("exam"), "benchmark": req.get("benchmark"), "grader": grader,
             "n": payload.count(b"\n") if payload.endswith(b"\n") else payload.count(b"\n") + 1}
     old = os.umask(0o077)
@@ -269,6 +281,8 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
             raise error("E_BAD_INPUT", "the weights sent are no model folder (a config.json and a weights file); "
                         "nothing was spent", "send the model folder the plan names (monte's client does)")
         wid = weights_id(files)
+        if (meta.get("grader") or {}).get("kind") == nemo.KIND:  # its server as frozen, before the touch is spent
+            nemo.check(meta["grader"], str(meta.get("exam")))
         with homes.locked(home):
             which = check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
             started = {"run": run, "experiment": req.get("experiment"), "exam": req.get("exam"), "content": content,
