@@ -127,22 +127,26 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
     tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
     if not tests:
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
+    from monte.grader import custody
+
+    writer = custody.vault_writer(ws)  # a Vault that cannot be written: refused before anything moves
     if grader is None:  # a sealed split is sent only to the grader the repository pins
         proven_hello(g, what="nothing was sent")
     for exam, rel in tests.items():
         path = folder / rel
-        if not path.is_file():
+        # the Vault's plaintext copy of a split already taken from here (by an older monte): sealed now
+        raw = path.read_bytes() if path.is_file() else (
+            custody.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256) if writer else None)
+        if raw is None:
             taken.append({"exam": exam, "content": m.files[rel].sha256, "already": True})
             continue
-        raw = path.read_bytes()
         content = hashlib.sha256(raw).hexdigest()
         if content != m.files[rel].sha256:
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
         benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
-        call(g, {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}, raw)
+        taken.append(custody.send(g, raw, exam=exam, benchmark=benchmark, grader=m.grader, writer=writer))
         removed += _remove_copies(ws, path, raw)
-        taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
     return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
 
 

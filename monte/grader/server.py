@@ -130,7 +130,17 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
             (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
     finally:
         os.umask(old)
-    return {"content": content, "n": meta["n"]}
+    # what grades it, signed: the Vault's encrypted copy carries it, and `monte grader restore`
+    # trusts no record the grader did not sign (monte.storage.sealed_copy)
+    return {"content": content, "n": meta["n"], "meta": meta, "signature": sign_meta(home, meta)}
+
+
+def sign_meta(home: Home, meta: dict[str, Any]) -> str:
+    from monte.ledger.grader_statement import canonical
+    from monte.ledger.signing import ssh_sign
+    from monte.storage.sealed_copy import NAMESPACE
+
+    return ssh_sign(home.key, canonical(meta), NAMESPACE).decode()
 
 
 # --- the leak check against what is in custody --------------------------------------------------
