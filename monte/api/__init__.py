@@ -168,12 +168,12 @@ def env_add(
     if not ws.config.get("grader"):
         return add()
     # a grader pinned: the test splits go into its custody as part of the freeze (docs/grader.md)
-    from monte.grader import client, custody
+    from monte.grader import client
 
     kept = name or server or benchmark
     if not dry_run and kept and _holds_test_split(ws, kept):  # a freeze kept here from before the pin
         client.take(ws, kept)  # into custody before the same command pushes the rest to the Vault
-    return custody.freeze_environment(ws, add, dry_run=dry_run)  # type: ignore[no-any-return]
+    return client.freeze_environment(ws, add, dry_run=dry_run)  # type: ignore[no-any-return]
 
 
 def _holds_test_split(ws: Workspace, env: str) -> bool:

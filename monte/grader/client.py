@@ -127,16 +127,16 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
     tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
     if not tests:
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
-    from monte.grader import custody
+    from monte.grader import vault_copy
 
-    writer = custody.vault_writer(ws)  # a Vault that cannot be written: refused before anything moves
+    writer = vault_copy.vault_writer(ws)  # a Vault that cannot be written: refused before anything moves
     if grader is None:  # a sealed split is sent only to the grader the repository pins
         proven_hello(g, what="nothing was sent")
     for exam, rel in tests.items():
         path = folder / rel
         # the Vault's plaintext copy of a split already taken from here (by an older monte): sealed now
         raw = path.read_bytes() if path.is_file() else (
-            custody.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256) if writer else None)
+            vault_copy.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256) if writer else None)
         if raw is None:
             taken.append({"exam": exam, "content": m.files[rel].sha256, "already": True})
             continue
@@ -145,9 +145,21 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
         benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
-        taken.append(custody.send(g, raw, exam=exam, benchmark=benchmark, grader=m.grader, writer=writer))
+        taken.append(_send(g, raw, exam=exam, benchmark=benchmark, grader=m.grader, writer=writer))
         removed += _remove_copies(ws, path, raw)
     return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+
+
+def _send(g: Grader, raw: bytes, *, exam: str, benchmark: str, grader: Any, writer: Any) -> dict[str, Any]:
+    """One split into custody: the grader keeps it and signs what grades it; a Vault keeps it
+    encrypted to the pinned key (its plaintext object there deleted)."""
+    from monte.grader import vault_copy
+
+    content = hashlib.sha256(raw).hexdigest()
+    answer = call(g, {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": grader}, raw)
+    out: dict[str, Any] = {"exam": exam, "content": content, "n": int(answer.get("n", raw.count(b"\n")))}
+    kept = vault_copy.keep(writer, g.key, raw, answer)
+    return {**out, "vault": kept} if kept else out
 
 
 def _remove_copies(ws: Workspace, path: Path, raw: bytes) -> list[str]:
@@ -378,6 +390,42 @@ def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) ->
         if not t.get("already"):
             sealed[t["content"]] = int(t["n"])
     return create(held=sealed, dry_run=False)
+
+
+def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
+    """``monte env add`` with a grader pinned. ``add(hand_over=...)`` freezes the environment,
+    calling ``hand_over(staged, manifest, writer)`` once the freeze is prepared in its staging
+    folder and before anything is recorded or committed to DVC's cache.
+
+    Order, so every refusal fires before anything moves: the grader must answer with the pinned
+    key (else ``E_BOX``/``E_INTEGRITY``, nothing frozen); the freeze checks its name and the Vault
+    and prepares; each test split goes to the grader, its encrypted copy to the Vault, and leaves
+    the staging folder; then the freeze is recorded, tracked and pushed without it."""
+    if dry_run:
+        return add(hand_over=None)
+    g = require(ws)
+    try:
+        proven_hello(g, what="nothing was frozen")
+    except MonteError as exc:
+        if exc.code != "E_BOX":
+            raise
+        raise error("E_BOX", f"{exc.message}; nothing was frozen (a grader-pinned repository freezes a test split "
+                    "only into the grader's custody)", "start the grader's sshd and check its authorized_keys line, "
+                    "then run `monte env add` again (`monte config show` shows the address pinned)") from None
+
+    def hand_over(staged: Path, m: Any, writer: Any) -> list[dict[str, Any]]:
+        taken = []
+        for exam, splits in sorted(m.exams.items()):
+            rel = splits.get("test")
+            if rel is None or not (staged / rel).is_file():
+                continue
+            raw = (staged / rel).read_bytes()
+            benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
+            taken.append(_send(g, raw, exam=exam, benchmark=benchmark, grader=m.grader, writer=writer))
+            (staged / rel).unlink()  # before DVC's cache or the Vault ever sees the folder
+        return taken
+
+    return add(hand_over=hand_over)
 
 
 __all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",
