@@ -129,7 +129,10 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None) -> dict[str, 
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
     from monte.grader import vault_copy
 
-    writer = vault_copy.vault_writer(ws)  # a Vault that cannot be written: refused before anything moves
+    # a split here to send and a Vault that cannot be written: refused before anything moves (its
+    # plaintext copy there could not be replaced); with none here, the Vault's plaintext copy is sealed if it can be
+    here = any((folder / rel).is_file() for rel in tests.values())
+    writer = vault_copy.vault_writer(ws, required=here)
     if grader is None:  # a sealed split is sent only to the grader the repository pins
         proven_hello(g, what="nothing was sent")
     for exam, rel in tests.items():

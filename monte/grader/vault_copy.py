@@ -19,16 +19,16 @@ if TYPE_CHECKING:
     from monte.storage.vault_remote import VaultRemote
 
 
-def vault_writer(ws: Workspace) -> VaultRemote | None:
+def vault_writer(ws: Workspace, *, required: bool = True) -> VaultRemote | None:
     """The Vault a hand-over keeps its encrypted copy in, or None where none is configured. A
-    Vault this machine cannot write is refused before anything moves: its plaintext copy (if
-    it holds one) could not be replaced."""
+    Vault this machine cannot write is refused (``required``: a split is about to be sent, and
+    the Vault's plaintext copy of it could not be replaced), else None."""
     from monte.storage import vault_remote as remote_vault
 
     where = remote_vault.access(ws, write=True)
     if where.url is None:
         return None
-    if where.writer is None:
+    if where.writer is None and required:
         raise error("E_STORAGE", f"the Vault {where.url} cannot be written from here ({where.note}); nothing was "
                     "handed to the grader", "set MONTE_GCS_BOX_KEY_FILE (a key that writes the Vault), then run the "
                     "same command again")

@@ -14,6 +14,9 @@ Layout under the Vault URL (``gs://bucket/prefix`` or a folder):
 - ``monte/manifests/<kind>s/<name>.json``: the manifest and the folder's DVC entry (the pointer's
   ``outs`` entry: ``md5``, ``size``, ``nfiles``, ``hash: md5``, ``path``), written after the
   bytes landed: its presence is what says the upload completed.
+- ``monte/sealed/<sha256>.{age,json}``: a test split in a grader's custody, encrypted to its key
+  (:mod:`monte.storage.sealed_copy`); its plaintext object is absent from ``files/md5`` on
+  purpose, so the loss check does not count it and a fetch leaves that one file out.
 
 Every fetch proves every file against the manifest's sha256 before anything is moved into place.
 Objects deleted from the Vault behind monte's back (by hand, or by ``dvc gc -c`` run where the
