@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.gcs_emulator import Emulator, write_fake_key
-from tests.support.grader import Setup
+from tests.support.grader import PYTHON, Setup
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +114,15 @@ def test_take_replaces_the_buckets_plaintext_split_with_one_encrypted_to_the_gra
     # the Vault still lists the environment whole: its split's absence there is the point, not a loss
     r = s.agent_monte("env", "list", "--vault", "--json", check=True, **env)
     assert [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)] == [("parity", True, 0)]
+    # and another machine installs it from there: every other file proven, the split left to the grader
+    other = tmp_path / "other"
+    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
+    (other / ".monte").mkdir()
+    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", "parity", "--json"], cwd=other, capture_output=True,
+                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
+    folder = other / ".monte" / "environments" / "parity"
+    assert (folder / "curriculum.jsonl").is_file() and not (folder / "exams" / "parity" / "test.jsonl").exists()
 
 
 def test_env_add_with_a_grader_refuses_unreached_and_hands_the_split_over_itself(
