@@ -197,17 +197,21 @@ def leak_check(ws: Workspace, source: Any, contents: list[str]) -> None:
 # --- test reads ----------------------------------------------------------------------------------
 
 
-def _expected_files(ws: Workspace, plan: Any) -> dict[str, str]:
+def _expected_files(ws: Workspace, plan: Any) -> tuple[dict[str, str], dict[str, str] | None]:
     """The sha256 of every file of the target, as the ledger recorded it (the base commit, or the
-    checkpoint's lineage commit): what the grader must receive."""
+    checkpoint's lineage commit): what the grader must receive; and the checkpoint's hub copy
+    (``repo``, ``revision``: the hub commit its lineage commit records), or None."""
     if plan.target.kind == "base":
-        return dict(plan.base_files)
+        return dict(plan.base_files), None
     from dulwich.objects import ObjectID
 
     from monte.ledger.lineage import read_checkpoint
 
     ck = read_checkpoint(ws.store, ObjectID(str(plan.target.commit).encode()))
-    return {k: str(v) for k, v in dict(ck["files"]).items()}
+    hub = ck.get("hub") or {}
+    pinned = {"repo": str(hub["repo"]), "revision": str(hub["revision"])} if hub.get("repo") and hub.get("revision") \
+        else None
+    return {k: str(v) for k, v in dict(ck["files"]).items()}, pinned
 
 
 def pack_weights(folder: Path, expected: dict[str, str]) -> tuple[bytes, dict[str, str]]:
@@ -243,7 +247,10 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     # --push: the results bucket opened now, before anything is spent; a push after each record
     transition, pusher = transitions(ws, plan.experiment, bool(getattr(plan, "push", False)), on_transition)
     folder = Path(plan.target.folder or plan.target.model)
-    payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
+    expected, hub = _expected_files(ws, plan)
+    # a checkpoint pushed to the hub: the grader fetches that pinned revision itself and proves it
+    # against the ledger's hashes; else the files read here once, proven, and sent over the session
+    payload, files = (b"", expected) if hub else pack_weights(folder, expected)  # a refusal spends nothing
     proven_hello(g)  # reachable, and the pinned one
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
@@ -259,9 +266,17 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
                    "content": e.sha256, "cohort": plan.cohort, "role": row.role,
                    "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
                    "settings": plan.settings, "batch_size": int(plan.execution.get("batch_size", 32)),
-                   "files": files}
+                   "files": files, **({"hub": hub} if hub else {})}
         try:
-            answer = call(g, request, payload, timeout=READ_TIMEOUT_S)
+            try:
+                answer = call(g, request, payload, timeout=READ_TIMEOUT_S)
+            except MonteError as exc:
+                if not (hub and exc.code == "E_STORAGE"):
+                    raise
+                # the grader could not fetch the hub revision (no token, no network there): nothing was
+                # spent on it; the weights go over the session instead, proven here as always
+                request.pop("hub")
+                answer = call(g, request, pack_weights(folder, expected)[0], timeout=READ_TIMEOUT_S)
         except MonteError as exc:
             if exc.code == "E_BOX":  # the read may be running on the grader: recover fetches it
                 raise error("E_BOX", f"{exc.message}; run {row.run}'s read may still complete on the grader",
