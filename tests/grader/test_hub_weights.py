@@ -33,7 +33,8 @@ class Hub:
     """The hub's resolve endpoint on loopback: ``revisions[rev][name]`` -> bytes; every request logged."""
 
     def __init__(self, revisions: dict[str, dict[str, bytes]]) -> None:
-        self.revisions, self.requests = revisions, []
+        self.revisions = revisions
+        self.requests: list[str] = []
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
