@@ -134,11 +134,76 @@ def test_the_grader_fetches_a_pinned_hub_revision_and_loads_only_what_the_ledger
     ok = _serve(home, {**request, "run": "hubgood", "hub": {"repo": "team/ckpts", "revision": GOOD}}, hub, tmp_path)
     assert ok["ok"] and ok["status"] == "finished", ok
     # the grader fetched every file itself, at the pinned commit: no weights came over the session
-    assert sorted(r.split()[1].rsplit("/", 1)[1] for r in hub.requests if r.startswith("GET")) == sorted(files)
-    assert all(f"/team/ckpts/resolve/{GOOD}/" in r for r in hub.requests)
+    resolved = [r for r in hub.requests if "/resolve/" in r]
+    assert sorted(r.split()[1].rsplit("/", 1)[1] for r in resolved if r.startswith("GET")) == sorted(files)
+    assert all(f"/team/ckpts/resolve/{GOOD}/" in r for r in resolved)
     statement = ok["statement"]
     assert statement["weights"] == files and statement["n"] == 4
     assert check_signature(home.public_key(), statement, ok["signature"])
     started = homes.records(home)["hubgood"]["started"]
     assert started["hub"] == {"repo": "team/ckpts", "revision": GOOD}
     assert not list((home.root / "weights").iterdir())  # the copy loaded is gone once graded
+
+
+def test_a_claim_on_a_pushed_checkpoint_reaches_the_grader_by_its_hub_commit(
+        repo: Path, monte: Any, base_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole path through a real sshd whose forced command is the grader (this account; the
+    other-account path is tests/grader/test_real_grader.py): test@0 streams the base over the
+    session, a chunk trained with ``--push`` records its hub commit (the agent's upload goes to
+    the hub seam of tests/training/test_push_hub.py), and the claim on it sends no weights: the
+    grader fetches that commit from the resolve endpoint on loopback and signs what it loaded."""
+    from monte.grader import home as homes
+    from monte.storage import hub as hubs
+    from tests.support.sshd import SSHD, SSHD_MISSING, Keys, Sshd
+    from tests.support.trainhelp import SFT, curriculum, write_recipe, write_sft_rows
+    from tests.training.test_push_hub import FakeHub
+
+    if not os.path.exists(SSHD):
+        pytest.skip(SSHD_MISSING)
+    assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
+    rows = write_sft_rows(tmp_path / "parity-sft.jsonl", curriculum(repo)[:256])
+    assert monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft").code == 0
+    r = monte("experiment", "init", "exp", "--eval", "parity", "--model", str(base_model), "--steps-per-chunk", "4")
+    assert r.code == 0, r.err
+    write_recipe(repo, "sft-t", SFT)
+    loopback = Hub({})
+    home = homes.init(tmp_path / "grader")
+    sshd = Sshd(tmp_path / "sshd", Keys.make(tmp_path / "keys"))
+    command = (f"env HF_ENDPOINT={loopback.url} HF_HUB_OFFLINE=0 HF_HOME={tmp_path / 'hf'} OMP_NUM_THREADS=1 "
+               f"{sys.executable} -m monte grader serve --home {home.root} --threads 1")
+    (sshd.folder / "authorized_keys").write_text(
+        f'command="{command}",restrict {Path(sshd.key_file + ".pub").read_text()}')
+    sshd.start()
+    try:
+        monkeypatch.setenv("MONTE_GRADER_KEY_FILE", sshd.key_file)
+        r = monte("config", "set", "grader", f"ssh://{sshd.user}@127.0.0.1:{sshd.port}", "--key", home.public_key())
+        assert r.code == 0, r.err
+        assert monte("grader", "take", "parity").code == 0
+        assert monte("eval", "--yes").code == 0
+        r = monte("eval", "--split", "test", "--yes")
+        assert r.code == 0, r.err
+        fake = FakeHub()
+        monkeypatch.setattr(hubs, "HfApi", lambda: fake)
+        bucket = tmp_path / "bucket"
+        bucket.mkdir()
+        monkeypatch.setenv("MONTE_BUCKET", str(bucket))
+        monkeypatch.setenv("MONTE_HUB_REPO", "acme/parity-ckpts")
+        r = monte("train", "--yes", "--json", "--recipe", "sft-t", "--source", "parity-sft", "--from-base", "--push")
+        assert r.code == 0, r.out + r.err
+        ((repo_id, oid), uploaded), = fake.commits.items()
+        loopback.revisions[oid] = uploaded  # what the agent pushed is what the hub serves at that commit
+        assert monte("eval", "--yes").code == 0
+        r = monte("eval", "--split", "test", "--yes", "--json")
+        assert r.code == 0, r.out + r.err
+        claim = r.json()["runs"][0]
+        started = homes.records(home)[claim["run"]]["started"]
+        assert started["role"] == "claim" and started["hub"] == {"repo": repo_id, "revision": oid}
+        resolved = [x for x in loopback.requests if "/resolve/" in x]  # (huggingface_hub asks other things too)
+        gets = sorted(x.split()[1].rsplit("/", 1)[1] for x in resolved if x.startswith("GET"))
+        assert gets == sorted(started["weights"]) and all(f"/{repo_id}/resolve/{oid}/" in x for x in resolved)
+        assert homes.records(home)[claim["run"]]["statement"]["statement"]["score"] == claim["score"]
+        assert monte("ledger", "verify", "--all").code == 0
+    finally:
+        sshd.stop()
+        loopback.server.shutdown()
+        loopback.server.server_close()
