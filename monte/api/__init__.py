@@ -178,7 +178,12 @@ def env_add(
 
 def _holds_test_split(ws: Workspace, env: str) -> bool:
     from monte.manifest import read_manifest
+    from monte.names import check_name
 
+    try:
+        check_name(env, "environment name")  # not a name (a NeMo Gym or lm-eval spec): the freeze says why
+    except MonteError:
+        return False
     m = read_manifest(ws.env_dir(env)) if ws.env_dir(env).is_dir() else None
     return m is not None and any((ws.env_dir(env) / s["test"]).is_file() for s in m.exams.values() if "test" in s)
 
