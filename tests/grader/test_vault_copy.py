@@ -59,15 +59,15 @@ def _files(*roots: Path) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for root in roots if root.exists() for p in root.rglob("*") if p.is_file()}
 
 
-def _unpin(s: Setup) -> None:
-    """The repository as it was before the grader was pinned (its .monte.yaml without the pin)."""
+def _unset(s: Setup, *keys: str) -> None:
+    """The repository as it was before ``keys`` were set (the grader's pin: grader, grader_key)."""
     from ruamel.yaml import YAML
 
     path = s.repo / ".monte.yaml"
     yaml = YAML()
     data = yaml.load(path.read_text())
-    data.pop("grader", None)
-    data.pop("grader_key", None)
+    for key in keys:
+        data.pop(key, None)
     with open(path, "w") as f:  # written in place: the file stays the agent's
         yaml.dump(data, f)
 
@@ -89,7 +89,7 @@ def test_take_replaces_the_buckets_plaintext_split_with_one_encrypted_to_the_gra
     item = json.loads(raw.splitlines()[7])["prompt"].encode()  # one sealed item's bytes, to grep for
     content = hashlib.sha256(raw).hexdigest()
     # before the grader: the freeze kept on the data root goes to the bucket Vault, split and all
-    _unpin(s)
+    _unset(s, "grader", "grader_key")
     s.agent_monte("config", "set", "vault", vaults["bucket"], check=True, **env)
     s.agent_monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", check=True, **env)
     assert _holding(_objects(vaults["bucket"]), item)  # the plaintext is there: what take must undo
@@ -163,18 +163,40 @@ def test_env_add_with_a_grader_refuses_unreached_and_hands_the_split_over_itself
     assert json.loads(r.stdout)[0]["action"] == "verified"
 
 
+def test_env_add_run_again_to_push_a_freeze_kept_from_before_the_pin_hands_its_split_over_first(
+        grader_setup: Setup, vaults: dict[str, Any]) -> None:
+    """A freeze kept on the data root (no Vault then, no grader): the same `monte env add` that
+    pushes it once a Vault is set hands its test split to the grader first, and pushes the rest."""
+    s, folder_vault = grader_setup, Path(vaults["folder"])
+    add = ("env", "add", "--dev", "word_sorting", "--test", "word_sorting", "--as", "ws", "--json")
+    _unset(s, "grader", "grader_key", "vault")
+    s.agent_monte(*add, check=True)
+    split = s.repo / ".monte" / "environments" / "ws" / "exams" / "word_sorting" / "test.jsonl"
+    raw = split.read_bytes()
+    content = hashlib.sha256(raw).hexdigest()
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    s.agent_monte("config", "set", "vault", str(folder_vault), check=True)
+    r = s.agent_monte(*add, check=True)
+    assert "pushed" in json.loads(r.stdout)["note"]
+    assert not split.exists() and (s.home / "sealed" / f"{content}.jsonl").read_bytes() == raw
+    places = _files(folder_vault, s.repo / ".monte", s.repo / ".dvc" / "cache")
+    assert _holding(places, raw[:200]) == [] and _holding(places, raw.splitlines()[5]) == []
+    assert (folder_vault / "monte" / "manifests" / "environments" / "ws.json").is_file()  # the rest went up
+    assert _decrypts((folder_vault / "monte" / "sealed" / f"{content}.age").read_bytes(), s.home / "key") == raw
+
+
 def test_restore_brings_custody_back_from_the_vault_and_trusts_only_the_graders_signature(
         grader_setup: Setup, vaults: dict[str, Any]) -> None:
     s, env = grader_setup, vaults["env"]
     sealed = s.home / "sealed"
     kept = _files(sealed)
-    assert len([p for p in kept if p.endswith(".jsonl")]) == 2
+    assert len([p for p in kept if p.endswith(".jsonl")]) == 3
     lost = sealed.parent / "sealed-lost"
     os.replace(sealed, lost)  # the grader's disk lost its splits (its key and ledger came back from backup)
     s.grader.run("mkdir", "-m", "700", str(sealed), check=True)
-    for url in (vaults["bucket"], vaults["folder"]):
+    for url, n in ((vaults["bucket"], 1), (vaults["folder"], 2)):
         r = s.grader.monte("grader", "restore", url, "--home", str(s.home), "--json", check=True, **env)
-        assert len(json.loads(r.stdout)["restored"]) == 1, r.stdout
+        assert len(json.loads(r.stdout)["restored"]) == n, r.stdout
     assert _files(sealed) == kept
     assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in sealed.iterdir())
     denied = s.agent.run("cat", str(next(sealed.glob("*.jsonl"))))
