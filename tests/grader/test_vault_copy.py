@@ -161,6 +161,9 @@ def test_env_add_with_a_grader_refuses_unreached_and_hands_the_split_over_itself
     # the environment stays usable: its other files prove, the split is the grader's to hold
     r = s.agent_monte("env", "install", "sb", "--json", check=True)
     assert json.loads(r.stdout)[0]["action"] == "verified"
+    r = s.agent_monte("experiment", "init", "sbexp", "--eval", "sb", "--model", "base-model", "--dry-run", "--json",
+                      check=True, **env)  # an experiment on it proves the split by the grader's word
+    assert json.loads(r.stdout)["measurement"]["exams"]["spell_backward"]["splits"]["test"]["sha256"] == content
 
 
 def test_env_add_run_again_to_push_a_freeze_kept_from_before_the_pin_hands_its_split_over_first(
