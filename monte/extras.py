@@ -20,7 +20,7 @@ from monte.errors import MonteError, error
 EXTRA_OF = {
     **dict.fromkeys(("torch", "transformers", "trl", "datasets", "accelerate", "tokenizers", "safetensors",
                      "reasoning_gym", "matplotlib", "numpy", "scipy"), "train"),
-    **dict.fromkeys(("dvc", "dvc_gs", "dvc_data", "dvc_objects", "gcsfs", "google", "huggingface_hub"),
+    **dict.fromkeys(("dvc", "dvc_gs", "dvc_data", "dvc_objects", "gcsfs", "google", "huggingface_hub", "pyrage"),
                     "storage"),
     **dict.fromkeys(("fabric", "paramiko", "invoke"), "remote"),
     "lm_eval": "lm-eval",

@@ -157,12 +157,35 @@ def env_add(
     task's prompts are rendered as lm-eval's ``--apply_chat_template [NAME]``,
     ``--fewshot_as_multiturn`` and ``--system_instruction`` render them (docs/lm-eval.md).
     """
+    from functools import partial
+
     from monte.envs import manage
 
-    return manage.add(ws or open_workspace(), benchmark=benchmark, server=server, dev=dev, test=test,
-                      name=name, dry_run=dry_run, grader=grader, include_path=include_path,
-                      apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn,
-                      system_instruction=system_instruction)
+    ws = ws or open_workspace()
+    add = partial(manage.add, ws, benchmark=benchmark, server=server, dev=dev, test=test, name=name,
+                  dry_run=dry_run, grader=grader, include_path=include_path, apply_chat_template=apply_chat_template,
+                  fewshot_as_multiturn=fewshot_as_multiturn, system_instruction=system_instruction)
+    if not ws.config.get("grader"):
+        return add()
+    # a grader pinned: the test splits go into its custody as part of the freeze (docs/grader.md)
+    from monte.grader import client
+
+    kept = name or server or benchmark
+    if not dry_run and kept and _holds_test_split(ws, kept):  # a freeze kept here from before the pin
+        client.take(ws, kept)  # into custody before the same command pushes the rest to the Vault
+    return client.freeze_environment(ws, add, dry_run=dry_run)  # type: ignore[no-any-return]
+
+
+def _holds_test_split(ws: Workspace, env: str) -> bool:
+    from monte.manifest import read_manifest
+    from monte.names import check_name
+
+    try:
+        check_name(env, "environment name")  # not a name (a NeMo Gym or lm-eval spec): the freeze says why
+    except MonteError:
+        return False
+    m = read_manifest(ws.env_dir(env)) if ws.env_dir(env).is_dir() else None
+    return m is not None and any((ws.env_dir(env) / s["test"]).is_file() for s in m.exams.values() if "test" in s)
 
 
 def env_list(

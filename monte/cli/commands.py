@@ -130,6 +130,7 @@ SUB_EXAMPLES = {
     "grader init": "monte grader init /srv/grader --threads 4   # as the grader's account",
     "grader serve": "monte grader serve --home /srv/grader   # the forced command in authorized_keys",
     "grader take": "monte grader take parity        # an older experiment's test splits into custody",
+    "grader restore": "monte grader restore gs://team-vault --home /srv/grader   # as the grader's account",
 }
 
 EXIT_CODES = """\b

@@ -80,6 +80,8 @@ def _taken(r: dict[str, Any]) -> None:
             click.echo(f"{r['environment']}/{t['exam']}: not here (already in custody?)")
         else:
             click.echo(f"{r['environment']}/{t['exam']}: test split ({t['n']} items) now held by {r['grader']}")
+            if t.get("vault"):
+                click.echo(f"  the Vault keeps it encrypted to the grader's key: {t['vault']}")
     for p in r["removed"]:
         click.echo(f"  removed {p}")
 
@@ -92,3 +94,29 @@ def take(env: str) -> Any:
     from monte import api
 
     return api.grader_take(env=env)
+
+
+def _restored(r: dict[str, Any]) -> None:
+    for t in r["restored"]:
+        click.echo(f"restored {t['exam']} ({t['n']} items, sha256 {t['content'][:12]}) from {r['vault']}")
+    if r["held"]:
+        click.echo(f"already held: {len(r['held'])} sealed split(s)")
+    for p in r["passed"]:
+        click.echo(f"passed over {p['content'][:12]}: {p['why']}")
+
+
+@grader.command("restore")
+@click.argument("vault")
+@click.option("--home", "home", type=click.Path(path_type=Path), required=True, help="The grader home.")
+@handled(_restored)
+def restore(vault: str, home: Path) -> Any:
+    """Bring the sealed splits back from the Vault's encrypted copies (run as the grader's account).
+
+    VAULT is the repository's Vault (gs://BUCKET/PREFIX or a folder; a bucket reads with
+    MONTE_GCS_KEY_FILE). A copy is used only when its record is signed by this home's key and it
+    decrypts with it to the content signed; the ledger of reads comes from the home's own backup.
+    """
+    from monte.grader import home as homes
+    from monte.grader.restore import restore as restore_from
+
+    return restore_from(homes.open_home(home), vault)

@@ -133,8 +133,11 @@ def add(
     apply_chat_template: str | None = None,
     fewshot_as_multiturn: bool | None = None,
     system_instruction: str | None = None,
+    hand_over: Any = None,
 ) -> EnvAddResult:
-    """See :func:`monte.api.env_add`."""
+    """See :func:`monte.api.env_add`. ``hand_over(staged, manifest, writer)``: with a grader
+    pinned, sends each test split to it and removes it from the staging folder, after prepare and
+    before anything is recorded or committed to DVC's cache (:mod:`monte.grader.custody`)."""
     from monte import staging
     from monte.ledger.vault_ref import Vault, name_taken
     from monte.manifest import MANIFEST, read_manifest
@@ -186,9 +189,12 @@ def add(
     staged = staging.staging_dir(ws.data_root, dest)  # on dest's file system: whole there before the record
     recorded = False
     added: list[str] = []  # objects this freeze put into DVC's cache
+    handed: list[dict[str, Any]] = []  # the test splits now in the grader's custody
     try:
         manifest = _prepare(plan, staged)
         (staged / MANIFEST).write_bytes(manifest.dumps())
+        if hand_over is not None:
+            handed = hand_over(staged, manifest, where.writer)
         dvc, added = frozen.commit_staged(ws, staged)  # into DVC's cache; its hash recorded with the freeze
         if where.writer is not None and not where.writer.claim("environment", plan.name, manifest.fingerprint):
             raise frozen.lost_claim("environment", plan.name, where.url)
@@ -214,6 +220,9 @@ def add(
     if where.writer is not None:
         frozen.upload_or_keep(where.writer, m, dest, "env add", dvc)
         note = f"pushed to the Vault {where.url}"
+    if handed:
+        note += (f"; test split(s) of {', '.join(t['exam'] for t in handed)} handed to the grader"
+                 + (" (the Vault keeps them encrypted to its key)" if where.writer is not None else ""))
     return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note,
                         dvc_pointer=pointer, floors=floors_of(m))
 
@@ -384,8 +393,8 @@ def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
             raise error("E_INTEGRITY",
                         f"environment {name!r}: {folder / MANIFEST} differs from the vault ref's manifest",
                         f"move {folder} aside and run `monte env install {name}` to restore it")
-        try:
-            verify_folder(folder, here)
+        try:  # a test split in the pinned grader's custody is missing here on purpose
+            verify_folder(folder, frozen.without_custody(here, folder, bool(ws.config.get("grader"))))
         except MonteError as e:
             if e.code != "E_INTEGRITY" or recorded is None:
                 raise

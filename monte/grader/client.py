@@ -133,6 +133,12 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
     tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items()) if "test" in splits}
     if not tests:
         raise error("E_NOT_FOUND", f"environment {env!r} has no test split", "an eval-only environment has dev only")
+    from monte.grader import vault_copy
+
+    # a split here to send and a Vault that cannot be written: refused before anything moves (its
+    # plaintext copy there could not be replaced); with none here, the Vault's plaintext copy is sealed if it can be
+    here = any((folder / rel).is_file() for rel in tests.values())
+    writer = vault_copy.vault_writer(ws, required=here)
     if grader is None or hello_answer is None:  # a sealed split is sent only to the grader the repository pins
         hello_answer = proven_hello(g, what="nothing was sent")
     require_grades(g, hello_answer, m.grader, what="nothing was sent")
@@ -148,36 +154,51 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
             call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
     for exam, rel in tests.items():
         path = folder / rel
-        if not path.is_file():
-            if m.files[rel].sha256 in (hello_answer.get("sealed") or {}):  # held there: no stray copy stays here
-                removed += [x for other in sealed[exam][1:] if (folder / other).is_file()
-                            for x in _remove_copies(ws, folder / other, (folder / other).read_bytes())]
+        if not path.is_file() and m.files[rel].sha256 in (hello_answer.get("sealed") or {}):
+            # held there: no stray copy of the task's other sealed files stays here
+            removed += [x for other in sealed[exam][1:] if (folder / other).is_file()
+                        for x in _remove_copies(ws, folder / other, (folder / other).read_bytes())]
+        # the Vault's plaintext copy of a split already taken from here (by an older monte): sealed now
+        raw = path.read_bytes() if path.is_file() else (
+            vault_copy.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256)
+            if writer and not lmeval.is_lmeval(m.grader) else None)
+        if raw is None:
             taken.append({"exam": exam, "content": m.files[rel].sha256, "already": True})
             continue
-        raw = path.read_bytes()
         content = hashlib.sha256(raw).hexdigest()
         if content != m.files[rel].sha256:
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
         if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task, each file proven as it is read
+            # (the Vault's copy of an lm-eval exam is not encrypted yet: a folder Vault's objects go below)
             others = {other: (folder / other).read_bytes() for other in sealed[exam][1:]}
             call(g, {**request(exam, content), "split": rel}, lmeval.pack(folder, m, exam, rel, raw))
+            taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
         else:
             others = {}
-            call(g, request(exam, content), raw)
+            taken.append(_send(g, raw, request(exam, content), writer=writer))
         removed += _remove_copies(ws, path, raw)
         for other, data in others.items():
             removed += _remove_copies(ws, folder / other, data)
-        taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
     return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+
+
+def _send(g: Grader, raw: bytes, request: dict[str, Any], *, writer: Any) -> dict[str, Any]:
+    """One split into custody: the grader keeps it and signs what grades it; a Vault keeps it
+    encrypted to the pinned key (its plaintext object there deleted)."""
+    from monte.grader import vault_copy
+
+    answer = call(g, request, raw)
+    out: dict[str, Any] = {"exam": request["exam"], "content": request["content"],
+                           "n": int(answer.get("n", raw.count(b"\n")))}
+    kept = vault_copy.keep(writer, g.key, raw, answer)
+    return {**out, "vault": kept} if kept else out
 
 
 def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, Any] | None, *, what: str) -> None:
     """Refuse to hand an exam to a grader that says it cannot grade its kind (its ``hello``; a
     grader from before the answer grades the catalog's and JSONL exams)."""
-    from monte.grader import lmeval
-
-    from monte.grader import nemo
+    from monte.grader import lmeval, nemo
 
     kind = (grader or {}).get("kind") or "catalog"
     if kind == nemo.KIND:  # its NeMo Gym must also be the version frozen
@@ -224,17 +245,21 @@ def leak_check(ws: Workspace, source: Any, contents: list[str]) -> None:
 # --- test reads ----------------------------------------------------------------------------------
 
 
-def _expected_files(ws: Workspace, plan: Any) -> dict[str, str]:
+def _expected_files(ws: Workspace, plan: Any) -> tuple[dict[str, str], dict[str, str] | None]:
     """The sha256 of every file of the target, as the ledger recorded it (the base commit, or the
-    checkpoint's lineage commit): what the grader must receive."""
+    checkpoint's lineage commit): what the grader must receive; and the checkpoint's hub copy
+    (``repo``, ``revision``: the hub commit its lineage commit records), or None."""
     if plan.target.kind == "base":
-        return dict(plan.base_files)
+        return dict(plan.base_files), None
     from dulwich.objects import ObjectID
 
     from monte.ledger.lineage import read_checkpoint
 
     ck = read_checkpoint(ws.store, ObjectID(str(plan.target.commit).encode()))
-    return {k: str(v) for k, v in dict(ck["files"]).items()}
+    hub = ck.get("hub") or {}
+    pinned = {"repo": str(hub["repo"]), "revision": str(hub["revision"])} if hub.get("repo") and hub.get("revision") \
+        else None
+    return {k: str(v) for k, v in dict(ck["files"]).items()}, pinned
 
 
 def pack_weights(folder: Path, expected: dict[str, str]) -> tuple[bytes, dict[str, str]]:
@@ -270,7 +295,10 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     # --push: the results bucket opened now, before anything is spent; a push after each record
     transition, pusher = transitions(ws, plan.experiment, bool(getattr(plan, "push", False)), on_transition)
     folder = Path(plan.target.folder or plan.target.model)
-    payload, files = pack_weights(folder, _expected_files(ws, plan))  # before any record: a refusal spends nothing
+    expected, hub = _expected_files(ws, plan)
+    # a checkpoint pushed to the hub: the grader fetches that pinned revision itself and proves it
+    # against the ledger's hashes; else the files read here once, proven, and sent over the session
+    payload, files = (b"", expected) if hub else pack_weights(folder, expected)  # a refusal spends nothing
     said = proven_hello(g)  # reachable, and the pinned one
     # it grades this exam's kind (lm_eval installed; its NeMo Gym the one frozen), before any record
     require_grades(g, said, ledger.measurement().grader, what="nothing was spent")
@@ -288,9 +316,17 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
                    "content": e.sha256, "cohort": plan.cohort, "role": row.role,
                    "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
                    "settings": plan.settings, "batch_size": int(plan.execution.get("batch_size", 32)),
-                   "files": files}
+                   "files": files, **({"hub": hub} if hub else {})}
         try:
-            answer = call(g, request, payload, timeout=READ_TIMEOUT_S)
+            try:
+                answer = call(g, request, payload, timeout=READ_TIMEOUT_S)
+            except MonteError as exc:
+                if not (hub and exc.code == "E_STORAGE"):
+                    raise
+                # the grader could not fetch the hub revision (no token, no network there): nothing was
+                # spent on it; the weights go over the session instead, proven here as always
+                request.pop("hub")
+                answer = call(g, request, pack_weights(folder, expected)[0], timeout=READ_TIMEOUT_S)
         except MonteError as exc:
             if exc.code == "E_BOX":  # the read may be running on the grader: recover fetches it
                 raise error("E_BOX", f"{exc.message}; run {row.run}'s read may still complete on the grader",
@@ -427,6 +463,60 @@ def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) ->
         if not t.get("already"):
             sealed[t["content"]] = int(t["n"])
     return create(held=sealed, dry_run=False)
+
+
+def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
+    """``monte env add`` with a grader pinned. ``add(hand_over=...)`` freezes the environment,
+    calling ``hand_over(staged, manifest, writer)`` once the freeze is prepared in its staging
+    folder and before anything is recorded or committed to DVC's cache.
+
+    Order, so every refusal fires before anything moves: the grader must answer with the pinned
+    key (else ``E_BOX``/``E_INTEGRITY``, nothing frozen); the freeze checks its name and the Vault
+    and prepares; each test split goes to the grader, its encrypted copy to the Vault, and leaves
+    the staging folder; then the freeze is recorded, tracked and pushed without it."""
+    if dry_run:
+        return add(hand_over=None)
+    g = require(ws)
+    try:
+        answer = proven_hello(g, what="nothing was frozen")
+    except MonteError as exc:
+        if exc.code != "E_BOX":
+            raise
+        raise error("E_BOX", f"{exc.message}; nothing was frozen (a grader-pinned repository freezes a test split "
+                    "only into the grader's custody)", "start the grader's sshd and check its authorized_keys line, "
+                    "then run `monte env add` again (`monte config show` shows the address pinned)") from None
+
+    def hand_over(staged: Path, m: Any, writer: Any) -> list[dict[str, Any]]:
+        from monte.grader import lmeval
+        from monte.manifest import sealed_files
+
+        # a grader that cannot grade the exam (lm-eval without lm_eval, another NeMo Gym) refuses
+        # before any split moves; a NeMo Gym exam's server is started there once to prove it
+        require_grades(g, answer, m.grader, what="nothing was frozen and nothing moved")
+        tests = {exam: splits["test"] for exam, splits in sorted(m.exams.items())
+                 if "test" in splits and (staged / splits["test"]).is_file()}
+
+        def request(exam: str, content: str) -> dict[str, Any]:
+            benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
+            return {"op": "take", "content": content, "exam": exam, "benchmark": benchmark, "grader": m.grader}
+
+        for exam, rel in tests.items():
+            call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
+        sealed, taken = sealed_files(m), []
+        for exam, rel in tests.items():
+            raw = (staged / rel).read_bytes()
+            content = hashlib.sha256(raw).hexdigest()
+            if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task (its test documents with gold)
+                call(g, {**request(exam, content), "split": rel}, lmeval.pack(staged, m, exam, rel, raw))
+                taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
+                for other in sealed[exam][1:]:
+                    (staged / other).unlink(missing_ok=True)
+            else:
+                taken.append(_send(g, raw, request(exam, content), writer=writer))
+            (staged / rel).unlink()  # before DVC's cache or the Vault ever sees the folder
+        return taken
+
+    return add(hand_over=hand_over)
 
 
 __all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",

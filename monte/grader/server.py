@@ -157,7 +157,17 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
             (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
     finally:
         os.umask(old)
-    return {"content": content, "n": meta["n"]}
+    # what grades it, signed: the Vault's encrypted copy carries it, and `monte grader restore`
+    # trusts no record the grader did not sign (monte.storage.sealed_copy)
+    return {"content": content, "n": meta["n"], "meta": meta, "signature": sign_meta(home, meta)}
+
+
+def sign_meta(home: Home, meta: dict[str, Any]) -> str:
+    from monte.ledger.grader_statement import canonical
+    from monte.ledger.signing import ssh_sign
+    from monte.storage.sealed_copy import NAMESPACE
+
+    return ssh_sign(home.key, canonical(meta), NAMESPACE).decode()
 
 
 # --- the leak check against what is in custody --------------------------------------------------
@@ -219,6 +229,45 @@ def _unpack(tar_bytes: bytes, dest: Path) -> dict[str, str]:
     return files
 
 
+def _from_hub(home: Home, run: str, hub: Any, names: dict[str, str], dest: Path) -> dict[str, str]:
+    """A checkpoint's weights fetched by the grader itself from the hub commit its lineage records
+    (``hub``: ``repo``, ``revision``, a commit id: pinned, never a branch), then written to
+    ``dest`` and hashed as written, as :func:`_unpack` does with the bytes sent: what is loaded is
+    exactly what was hashed, and the caller proves it against the ledger's hashes."""
+    import re
+    import shutil
+
+    from monte.storage import hub as hubs
+
+    repo, revision = (str(hub.get("repo", "")), str(hub.get("revision", ""))) if isinstance(hub, dict) else ("", "")
+    if not re.fullmatch(r"[0-9a-f]{40}", revision) or not repo:
+        raise error("E_BAD_INPUT", "a read from the hub names a repo and a pinned commit (40 hex), not a branch; "
+                    "nothing was spent", "send the revision the checkpoint's lineage commit records (monte's client "
+                    "does)")
+    for name in names:
+        p = PurePosixPath(name)
+        if p.is_absolute() or ".." in p.parts or not p.parts:
+            raise error("E_BAD_INPUT", f"the read names {name!r}, not a file inside the model folder",
+                        "send a model folder of plain files (monte's client does)")
+    fetched = home.root / "weights" / f"{run}.hub"
+    dest.mkdir(parents=True, mode=0o700)
+    try:
+        got = hubs.download_checkpoint(repo, revision, sorted(names), fetched)
+        files: dict[str, str] = {}
+        for name in sorted(names):
+            target = dest.joinpath(*PurePosixPath(name).parts)
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            h = hashlib.sha256()
+            with open(got[name], "rb") as src, open(target, "wb") as out:
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+                    out.write(chunk)
+            files[name] = h.hexdigest()
+    finally:
+        shutil.rmtree(fetched, ignore_errors=True)
+    return files
+
+
 def check_budget(recs: dict[str, dict[str, Any]], *, run: str, content: str, cohort: str, role: str,
                  wid: str) -> int:
     """The grader's own rule, from its own ledger: two reads per exam content per base weights,
@@ -270,7 +319,9 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
         raise error("E_CONFLICT", f"the grader already holds weights for run {run}", "fetch it: `monte recover EXP`")
     old = os.umask(0o077)
     try:
-        files = _unpack(payload, dest)
+        hub = req.get("hub")
+        files = _from_hub(home, run, hub, dict(req.get("files") or {}), dest) if hub and not payload else \
+            _unpack(payload, dest)
         if files != dict(req.get("files") or {}):
             shutil.rmtree(dest, ignore_errors=True)
             raise error("E_INTEGRITY", "the weights the grader received are not the files the read names (a file "
@@ -288,7 +339,8 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
             started = {"run": run, "experiment": req.get("experiment"), "exam": req.get("exam"), "content": content,
                        "cohort": cohort, "role": role, "read": which, "target": req.get("target"),
                        "settings": settings, "batch_size": int(req.get("batch_size") or 32),
-                       "weights": files, "weights_id": wid, "started_at": _now()}
+                       "weights": files, "weights_id": wid, "started_at": _now(),
+                       **({"hub": hub} if hub and not payload else {})}
             homes.append(home, run, {"started": started}, f"read {which} started: {run}")
     except BaseException:
         if not any(r == run for r in homes.records(home)):

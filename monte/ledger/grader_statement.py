@@ -73,17 +73,18 @@ def fingerprint(public_key: str) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
-def check_signature(public_key: str, statement: dict[str, Any], signature: str) -> bool:
+def check_signature(public_key: str, statement: dict[str, Any], signature: str, *,
+                    namespace: str = NAMESPACE) -> bool:
     """Whether ``signature`` (ssh-keygen's armor) signs exactly ``statement`` with ``public_key``
-    under :data:`NAMESPACE`."""
+    under ``namespace`` (a read's statement: :data:`NAMESPACE`)."""
     from monte.ledger.signing import ssh_keygen
 
     with tempfile.TemporaryDirectory(prefix="monte-grader-verify-") as tmp:
         allowed = Path(tmp) / "allowed_signers"
-        allowed.write_text(f'{PRINCIPAL} namespaces="{NAMESPACE}" {public_key}\n')
+        allowed.write_text(f'{PRINCIPAL} namespaces="{namespace}" {public_key}\n')
         sig = Path(tmp) / "sig"
         sig.write_text(signature)
-        r = subprocess.run([ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", PRINCIPAL, "-n", NAMESPACE,
+        r = subprocess.run([ssh_keygen(), "-Y", "verify", "-f", str(allowed), "-I", PRINCIPAL, "-n", namespace,
                             "-s", str(sig)], input=canonical(statement), capture_output=True)
         return r.returncode == 0
 

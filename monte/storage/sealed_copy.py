@@ -1,0 +1,112 @@
+"""The Vault's copy of a sealed split in a grader's custody: the split encrypted to the grader's
+pinned ssh-ed25519 key with age (``pyrage``, the ``storage`` extra), so the Vault keeps a
+backup of what the grader holds and never the plaintext.
+
+Layout under the Vault URL (beside DVC's ``files/md5/..``):
+
+- ``monte/sealed/<sha256>.age``: the split's bytes, encrypted to the grader's key (a plain age
+  file: ``age -d -i GRADER_KEY FILE`` decrypts it, as :func:`decrypt` does);
+- ``monte/sealed/<sha256>.json``: what grades it, as the grader signed it when it took the split
+  (``meta``: content, exam, benchmark, grader, n; ``signature``: the grader's SSH signature
+  under :data:`NAMESPACE`), the public key it was encrypted to, and the md5 of its plaintext (the
+  object DVC would name it by: :func:`sealed_md5s` tells the Vault's loss check that its absence
+  from ``files/md5/..`` is the point, not a loss).
+
+Nothing here reads an item: the agent's side encrypts bytes it holds for a moment, and only the
+grader's private key turns them back into a split (``monte grader restore``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from monte.errors import error
+from monte.storage.object_stores import ObjectStore
+
+PREFIX = "monte/sealed/"
+#: the SSH signature namespace of a sealed split's ``meta`` (not a read's statement)
+NAMESPACE = "monte-grader-sealed"
+
+
+def blob_name(content: str) -> str:
+    return f"{PREFIX}{content}.age"
+
+
+def record_name(content: str) -> str:
+    return f"{PREFIX}{content}.json"
+
+
+def object_name(md5: str) -> str:
+    """Where DVC 3 keeps a file's object in a remote (the plaintext a hand-over deletes)."""
+    return f"files/md5/{md5[:2]}/{md5[2:]}"
+
+
+def encrypt(raw: bytes, recipient: str) -> bytes:
+    """``raw`` encrypted to ``recipient`` (``ssh-ed25519 AAAA...``), as ``age -R`` would."""
+    import pyrage
+
+    try:
+        to = pyrage.ssh.Recipient.from_str(" ".join(recipient.split()[:2]))
+    except Exception:  # pyrage raises its own RecipientError for a key age cannot encrypt to
+        raise error("E_USAGE", "the pinned grader key is not one age can encrypt to (an ssh-ed25519 or ssh-rsa "
+                    "public key)", "pin the key `monte grader init` printed: `monte config set grader URL --key "
+                    "'ssh-ed25519 AAAA...'`") from None
+    return bytes(pyrage.encrypt(raw, [to]))
+
+
+def decrypt(blob: bytes, private_key: bytes) -> bytes:
+    """The plaintext of ``blob`` with the grader's private key (its home's ``key``)."""
+    import pyrage
+
+    try:
+        return bytes(pyrage.decrypt(blob, [pyrage.ssh.Identity.from_buffer(private_key)]))
+    except Exception as e:
+        raise error("E_INTEGRITY", f"a sealed copy in the Vault does not decrypt with this grader's key "
+                    f"({type(e).__name__}: {e})", "restore with the home whose key the repository pins") from None
+
+
+def put(store: ObjectStore, raw: bytes, recipient: str, meta: dict[str, Any], signature: str) -> list[str]:
+    """Keep the encrypted copy of ``raw`` (whose grader-signed ``meta`` names its content) and
+    delete the plaintext object of it the Vault may hold; returns the objects written."""
+    content = str(meta["content"])
+    if hashlib.sha256(raw).hexdigest() != content:
+        raise error("E_INTEGRITY", "the split to keep does not hash to the content the grader signed",
+                    "run `monte grader take ENV` again from a repository whose frozen split is intact")
+    md5 = hashlib.md5(raw).hexdigest()  # noqa: S324 - DVC 3's content address, not a security hash
+    store.put(blob_name(content), encrypt(raw, recipient))
+    doc = {"meta": meta, "signature": signature, "recipient": " ".join(recipient.split()[:2]), "md5": md5}
+    store.put(record_name(content), (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode())
+    drop_plaintext(store, md5)
+    return [blob_name(content), record_name(content)]
+
+
+def drop_plaintext(store: ObjectStore, md5: str) -> bool:
+    """Delete DVC's object of a sealed split from the Vault; True when there was one."""
+    name = object_name(md5)
+    if store.stat(name) is None:
+        return False
+    store.delete(name)
+    return True
+
+
+def records(store: ObjectStore) -> dict[str, dict[str, Any]]:
+    """Every sealed copy the Vault keeps: content sha256 -> its record (unreadable ones skipped:
+    a restore proves each one it uses against the grader's own signature)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in sorted(store.list(PREFIX)):
+        if not name.endswith(".json"):
+            continue
+        raw = store.get(name)
+        try:
+            doc = json.loads(raw or b"")
+            out[str(doc["meta"]["content"])] = dict(doc)
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def sealed_md5s(store: ObjectStore) -> set[str]:
+    """The md5s of the splits the Vault keeps encrypted: their plaintext objects are gone on purpose."""
+    return {str(r.get("md5", "")) for r in records(store).values()}

@@ -1,0 +1,220 @@
+"""Issue 41's Vault copy against a real grader (tests/grader/conftest.py: its own Unix account, a
+loopback sshd with the forced command, every agent-side command run as an unprivileged third
+account) and a real Vault: a bucket on the GCS emulator and a folder. After `monte grader take`
+and `monte env add` with a grader pinned, no Vault and no data root holds a byte of a sealed
+item; the Vault keeps the split as an age file encrypted to the grader's key, which decrypts
+with that key (pyrage and the real `age` CLI) and with no other; `monte grader restore`, run as
+the grader's account, brings custody back from it and trusts no record the grader did not sign.
+The tests run in order and share the module's grader."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.gcs_emulator import Emulator, write_fake_key
+from tests.support.grader import PYTHON, Setup
+
+
+@pytest.fixture(scope="module")
+def vaults(grader_setup: Setup, emulator: Emulator) -> Iterator[dict[str, Any]]:
+    """A bucket Vault on the emulator and a folder Vault, both reachable by the agent and the
+    grader accounts (the folder is the agent's: the grader reads it, as a shared mount)."""
+    s = grader_setup
+    key = write_fake_key(s.base / "gcs-key.json")
+    key.chmod(0o644)  # a fake key both accounts read
+    env = {"STORAGE_EMULATOR_HOST": emulator.host, "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+           "MONTE_GCS_RETRY_S": "5", "MONTE_GCS_KEY_FILE": str(key), "MONTE_GCS_BOX_KEY_FILE": str(key)}
+    folder = s.base / "folder-vault"
+    folder.mkdir(mode=0o755)
+    shutil.chown(folder, s.agent.name, s.agent.name)
+    with pytest.MonkeyPatch.context() as mp:  # this process reads the bucket as the tests' root
+        for k, v in env.items():
+            mp.setenv(k, v)
+        yield {"bucket": f"gs://{emulator.create_bucket()}/vault", "folder": str(folder), "env": env, "key": str(key)}
+
+
+def _objects(url: str) -> dict[str, bytes]:
+    from monte.storage.keys import read_key
+    from monte.storage.object_stores import is_gcs, open_store
+
+    store = open_store(url, read_key() if is_gcs(url) else None, what="the Vault")
+    return {name: store.get(name) or b"" for name in store.list("")}
+
+
+def _holding(places: dict[str, bytes], needle: bytes) -> list[str]:
+    return sorted(name for name, raw in places.items() if needle in raw)
+
+
+def _files(*roots: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for root in roots if root.exists() for p in root.rglob("*") if p.is_file()}
+
+
+def _unset(s: Setup, *keys: str) -> None:
+    """The repository as it was before ``keys`` were set (the grader's pin: grader, grader_key)."""
+    from ruamel.yaml import YAML
+
+    path = s.repo / ".monte.yaml"
+    yaml = YAML()
+    data = yaml.load(path.read_text())
+    for key in keys:
+        data.pop(key, None)
+    with open(path, "w") as f:  # written in place: the file stays the agent's
+        yaml.dump(data, f)
+
+
+def _decrypts(blob: bytes, key: Path) -> bytes | None:
+    import pyrage
+
+    try:
+        return bytes(pyrage.decrypt(blob, [pyrage.ssh.Identity.from_buffer(key.read_bytes())]))
+    except pyrage.DecryptError:
+        return None
+
+
+def test_take_replaces_the_buckets_plaintext_split_with_one_encrypted_to_the_grader(
+        grader_setup: Setup, vaults: dict[str, Any], tmp_path: Path) -> None:
+    s, env = grader_setup, vaults["env"]
+    split = s.repo / ".monte" / "environments" / "parity" / "exams" / "parity" / "test.jsonl"
+    raw = split.read_bytes()
+    item = json.loads(raw.splitlines()[7])["prompt"].encode()  # one sealed item's bytes, to grep for
+    content = hashlib.sha256(raw).hexdigest()
+    # before the grader: the freeze kept on the data root goes to the bucket Vault, split and all
+    _unset(s, "grader", "grader_key")
+    s.agent_monte("config", "set", "vault", vaults["bucket"], check=True, **env)
+    s.agent_monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", check=True, **env)
+    assert _holding(_objects(vaults["bucket"]), item)  # the plaintext is there: what take must undo
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    r = s.agent_monte("grader", "take", "parity", "--json", check=True, **env)
+    taken = json.loads(r.stdout)["taken"]
+    assert [(t["content"], t["vault"]) for t in taken] == [(content, f"monte/sealed/{content}.age")]
+    assert not split.exists()
+    objects = _objects(vaults["bucket"])
+    assert _holding(objects, item) == [] and _holding(objects, raw[:200]) == []
+    blob = objects[f"monte/sealed/{content}.age"]
+    # the grader's private key (read here as root: the agent cannot) decrypts it, pyrage and age alike
+    assert _decrypts(blob, s.home / "key") == raw
+    sealed = tmp_path / "copy.age"
+    sealed.write_bytes(blob)
+    if shutil.which("age") is not None:
+        r2 = subprocess.run(["age", "-d", "-i", str(s.home / "key"), str(sealed)], capture_output=True)
+        assert r2.returncode == 0 and r2.stdout == raw
+        r3 = subprocess.run(["age", "-d", "-i", str(s.key_file), str(sealed)], capture_output=True)
+        assert r3.returncode != 0 and r3.stdout == b""
+    assert _decrypts(blob, s.key_file) is None  # the agent's own key: nothing
+    # the Vault still lists the environment whole: its split's absence there is the point, not a loss
+    r = s.agent_monte("env", "list", "--vault", "--json", check=True, **env)
+    assert [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)] == [("parity", True, 0)]
+    # and another machine installs it from there: every other file proven, the split left to the grader
+    other = tmp_path / "other"
+    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
+    (other / ".monte").mkdir()
+    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", "parity", "--json"], cwd=other, capture_output=True,
+                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
+    folder = other / ".monte" / "environments" / "parity"
+    assert (folder / "curriculum.jsonl").is_file() and not (folder / "exams" / "parity" / "test.jsonl").exists()
+
+
+def test_env_add_with_a_grader_refuses_unreached_and_hands_the_split_over_itself(
+        grader_setup: Setup, vaults: dict[str, Any]) -> None:
+    s, env = grader_setup, vaults["env"]
+    folder_vault = Path(vaults["folder"])
+    s.agent_monte("config", "set", "vault", str(folder_vault), check=True)
+    add = ("env", "add", "--dev", "spell_backward", "--test", "spell_backward", "--as", "sb", "--json")
+    # the grader unreachable: refused before anything is generated or moves
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    s.agent_monte("config", "set", "grader", f"ssh://{s.grader.name}@127.0.0.1:{port}", "--key", s.public_key,
+                  check=True)
+    before = _files(folder_vault, s.repo / ".monte", s.repo / ".dvc" / "cache")
+    r = s.agent_monte(*add)
+    assert r.returncode == 8 and "E_BOX" in r.stdout and "nothing was frozen" in r.stdout, r.stdout
+    assert _files(folder_vault, s.repo / ".monte", s.repo / ".dvc" / "cache") == before
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    held = set((s.home / "sealed").glob("*.jsonl"))
+    r = s.agent_monte(*add, check=True, **env)
+    assert "handed to the grader" in json.loads(r.stdout)["note"]
+    new = set((s.home / "sealed").glob("*.jsonl")) - held
+    assert len(new) == 1
+    raw = new.pop().read_bytes()
+    content = hashlib.sha256(raw).hexdigest()
+    manifest = json.loads((s.repo / ".monte" / "environments" / "sb" / "manifest.json").read_text())
+    assert manifest["files"]["exams/spell_backward/test.jsonl"]["sha256"] == content
+    assert not (s.repo / ".monte" / "environments" / "sb" / "exams" / "spell_backward" / "test.jsonl").exists()
+    # no byte of a sealed item anywhere the agent's account keeps: data root, DVC's cache, the folder Vault
+    item = json.loads(raw.splitlines()[11])["prompt"].encode()
+    places = _files(folder_vault, s.repo / ".monte", s.repo / ".dvc" / "cache")
+    assert _holding(places, item) == [] and _holding(places, raw[:200]) == []
+    blob = (folder_vault / "monte" / "sealed" / f"{content}.age").read_bytes()
+    assert _decrypts(blob, s.home / "key") == raw and _decrypts(blob, s.key_file) is None
+    # the environment stays usable: its other files prove, the split is the grader's to hold
+    r = s.agent_monte("env", "install", "sb", "--json", check=True)
+    assert json.loads(r.stdout)[0]["action"] == "verified"
+    r = s.agent_monte("experiment", "init", "sbexp", "--eval", "sb", "--model", "base-model", "--dry-run", "--json",
+                      check=True, **env)  # an experiment on it proves the split by the grader's word
+    assert json.loads(r.stdout)["measurement"]["exams"]["spell_backward"]["splits"]["test"]["sha256"] == content
+
+
+def test_env_add_run_again_to_push_a_freeze_kept_from_before_the_pin_hands_its_split_over_first(
+        grader_setup: Setup, vaults: dict[str, Any]) -> None:
+    """A freeze kept on the data root (no Vault then, no grader): the same `monte env add` that
+    pushes it once a Vault is set hands its test split to the grader first, and pushes the rest."""
+    s, folder_vault = grader_setup, Path(vaults["folder"])
+    add = ("env", "add", "--dev", "word_sorting", "--test", "word_sorting", "--as", "ws", "--json")
+    _unset(s, "grader", "grader_key", "vault")
+    s.agent_monte(*add, check=True)
+    split = s.repo / ".monte" / "environments" / "ws" / "exams" / "word_sorting" / "test.jsonl"
+    raw = split.read_bytes()
+    content = hashlib.sha256(raw).hexdigest()
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    s.agent_monte("config", "set", "vault", str(folder_vault), check=True)
+    r = s.agent_monte(*add, check=True)
+    assert "pushed" in json.loads(r.stdout)["note"]
+    assert not split.exists() and (s.home / "sealed" / f"{content}.jsonl").read_bytes() == raw
+    places = _files(folder_vault, s.repo / ".monte", s.repo / ".dvc" / "cache")
+    assert _holding(places, raw[:200]) == [] and _holding(places, raw.splitlines()[5]) == []
+    assert (folder_vault / "monte" / "manifests" / "environments" / "ws.json").is_file()  # the rest went up
+    assert _decrypts((folder_vault / "monte" / "sealed" / f"{content}.age").read_bytes(), s.home / "key") == raw
+
+
+def test_restore_brings_custody_back_from_the_vault_and_trusts_only_the_graders_signature(
+        grader_setup: Setup, vaults: dict[str, Any]) -> None:
+    s, env = grader_setup, vaults["env"]
+    sealed = s.home / "sealed"
+    kept = _files(sealed)
+    assert len([p for p in kept if p.endswith(".jsonl")]) == 3
+    lost = sealed.parent / "sealed-lost"
+    os.replace(sealed, lost)  # the grader's disk lost its splits (its key and ledger came back from backup)
+    s.grader.run("mkdir", "-m", "700", str(sealed), check=True)
+    for url, n in ((vaults["bucket"], 1), (vaults["folder"], 2)):
+        r = s.grader.monte("grader", "restore", url, "--home", str(s.home), "--json", check=True, **env)
+        assert len(json.loads(r.stdout)["restored"]) == n, r.stdout
+    assert _files(sealed) == kept
+    assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in sealed.iterdir())
+    denied = s.agent.run("cat", str(next(sealed.glob("*.jsonl"))))
+    assert denied.returncode != 0 and "Permission denied" in denied.stderr
+    # a record edited in the Vault (how the split is graded) is passed over: the grader signed another
+    record = next(Path(vaults["folder"], "monte", "sealed").glob("*.json"))
+    doc = json.loads(record.read_text())
+    doc["meta"]["benchmark"] = "parity"
+    s.agent.run("sh", "-c", f"cat > {record}", input=json.dumps(doc), check=True)
+    for p in sealed.iterdir():
+        if p.name.startswith(doc["meta"]["content"]):
+            p.unlink()
+    r = s.grader.monte("grader", "restore", vaults["folder"], "--home", str(s.home), "--json", check=True, **env)
+    out = json.loads(r.stdout)
+    assert out["restored"] == [] and [p["why"] for p in out["passed"]] == [
+        "its record is not signed by this grader's key"]
+    assert not (sealed / f"{doc['meta']['content']}.jsonl").exists()
+    shutil.rmtree(lost)
