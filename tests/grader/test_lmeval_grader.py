@@ -2,7 +2,7 @@
 account over a real sshd with the forced command; every agent-side command run as a third,
 unprivileged account). An lm-eval task of our own (its metric a ``!function`` beside the YAML,
 tests/envs/lmeval_tasks.py) is frozen by the agent; the tests run in order: a grader whose python
-has no lm_eval refuses at init with nothing moved; ``experiment init`` hands the frozen task to
+has no lm_eval refuses env add, init and take with nothing moved; ``env add`` hands the frozen task to
 the grader and the test documents leave the agent's reach while a dev eval still runs locally;
 test@0 and a claim are graded on the grader by lm-eval's own code, equal to lm-eval run
 directly, signed, and accepted by ``monte ledger verify``."""
@@ -79,35 +79,42 @@ def test_a_grader_without_lm_eval_refuses_at_init_with_nothing_moved(lm: Setup) 
     (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['lm_eval'] = None\n")
     keys.write_text(line.replace('command="', f'command="env PYTHONPATH={blocker} ', 1))
     try:
-        before = sorted(p.relative_to(s.repo) for p in s.repo.rglob("*") if ".git" not in p.parts)
-        for args in (("experiment", "init", "lmexp", "--eval", "lm", "--model", "base-model"),
+        before = sorted(p.relative_to(s.repo) for p in s.repo.rglob("*") if not {".git", "logs"} & set(p.parts))
+        held = _held(s)
+        for args in (("env", "add", "--dev", f"lm-eval:{TASK}", "--test", f"lm-eval:{TASK}", "--as", "lm2",
+                      "--include-path", str(s.extra["task"])),
+                     ("experiment", "init", "lmexp", "--eval", "lm", "--model", "base-model"),
                      ("experiment", "init", "lmexp", "--eval", "lm", "--model", "base-model", "--dry-run"),
                      ("grader", "take", "lm")):
             r = s.agent_monte(*args)
             assert r.returncode == 4 and "E_NOT_FOUND" in r.stderr, (args, r.stderr)
             assert "cannot grade lm-eval exams" in r.stderr and "pip install 'monte[lm-eval]'" in r.stderr, r.stderr
-        assert (_env(s) / TESTS).is_file() and (_env(s) / DOCS).is_file()
-        assert sorted(p.relative_to(s.repo) for p in s.repo.rglob("*") if ".git" not in p.parts) == before
+        assert sorted(p.relative_to(s.repo) for p in s.repo.rglob("*") if not {".git", "logs"} & set(p.parts)) == before
         assert s.agent_monte("experiment", "list", "--json", check=True).stdout.strip() == "[]"
-        assert _held(s) == []  # the grader took nothing
+        assert _held(s) == held  # the grader took nothing more (env add handed `lm` over when it could)
     finally:
         keys.write_text(line)
 
 
 def test_init_hands_the_task_to_the_grader_and_a_dev_eval_still_runs_here(lm: Setup) -> None:
+    from monte.manifest import read_manifest
+
     s = lm
-    docs = (_env(s) / DOCS).read_bytes()
-    items = (_env(s) / TESTS).read_bytes()
-    r = s.agent_monte("experiment", "init", "lmexp", "--eval", "lm", "--model", "base-model", "--json", check=True)
-    test = json.loads(r.stdout)["measurement"]["exams"][TASK]["splits"]["test"]
-    content = hashlib.sha256(items).hexdigest()
-    assert test["sha256"] == content and test["n"] == 10
-    # the test documents and the split are gone from the data root; the rest of the task stays
+    # `env add` with the grader pinned handed the split and the task's test documents over: neither
+    # ever stayed on the data root; the rest of the task did
     assert not (_env(s) / TESTS).exists() and not (_env(s) / DOCS).exists()
     assert (_env(s) / f"exams/{TASK}/dev.jsonl").is_file() and (_env(s) / f"lmeval/{TASK}/task/utils.py").is_file()
+    frozen = read_manifest(_env(s))
+    assert frozen is not None
+    content = frozen.files[TESTS].sha256
+    r = s.agent_monte("experiment", "init", "lmexp", "--eval", "lm", "--model", "base-model", "--json", check=True)
+    test = json.loads(r.stdout)["measurement"]["exams"][TASK]["splits"]["test"]
+    assert test["sha256"] == content and test["n"] == 10
     # the grader holds the whole frozen task, proven: the same bytes as frozen
     held = s.home / "sealed" / f"{content}.d"
-    assert (held / DOCS).read_bytes() == docs and (s.home / "sealed" / f"{content}.jsonl").read_bytes() == items
+    docs, items = (held / DOCS).read_bytes(), (s.home / "sealed" / f"{content}.jsonl").read_bytes()
+    assert hashlib.sha256(docs).hexdigest() == frozen.files[DOCS].sha256
+    assert hashlib.sha256(items).hexdigest() == content
     # no copy of either anywhere in the agent's repository (its DVC cache included) or data root
     for p in s.repo.rglob("*"):
         if p.is_file() and p.stat().st_size in (len(docs), len(items)):
