@@ -35,7 +35,7 @@ def _build(repo: Path, tmp: Path, calls: list[str]) -> None:
 
 
 def test_a_kept_state_is_built_once_and_copied_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kept, calls = Kept(tmp_path / "kept"), []
+    kept, calls = Kept(tmp_path / "kept"), list[str]()
     (tmp_path / "kept").mkdir()
     tmp_a, repo_a = _test_folder(tmp_path, "a", monkeypatch)
     kept.restore("state", repo_a, tmp_a, lambda: _build(repo_a, tmp_a, calls))
@@ -56,7 +56,7 @@ def test_a_kept_state_is_built_once_and_copied_whole(tmp_path: Path, monkeypatch
 
 def test_a_failed_build_keeps_nothing_and_another_environment_builds_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    kept, calls = Kept(tmp_path / "kept"), []
+    kept, calls = Kept(tmp_path / "kept"), list[str]()
     (tmp_path / "kept").mkdir()
 
     def broken() -> None:
