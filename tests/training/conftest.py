@@ -73,12 +73,16 @@ def ready(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path, ke
 
 
 @pytest.fixture
-def prefs(repo: Path, monte, ready: str, tmp_path: Path) -> str:
+def prefs(repo: Path, monte, ready: str, tmp_path: Path, kept: Kept) -> str:
     """``ready`` plus the preference Dataset ``parity-pref`` (right answer chosen, the other
-    rejected) from the curriculum, and the repo recipes ``dpo-t`` and ``rloo-t``."""
-    rows = write_preference_rows(tmp_path / "parity-pref.jsonl", curriculum(repo)[:256])
-    r = monte("dataset", "add", "parity-pref", "--from-file", str(rows), "--kind", "preference")
-    assert r.code == 0, r.err
-    write_recipe(repo, "dpo-t", DPO)
-    write_recipe(repo, "rloo-t", RLOO)
+    rejected) from the curriculum (its rows in ``tmp_path``), and the repo recipes ``dpo-t`` and
+    ``rloo-t``. Built once per worker (``kept``)."""
+    def build() -> None:
+        rows = write_preference_rows(tmp_path / "parity-pref.jsonl", curriculum(repo)[:256])
+        r = monte("dataset", "add", "parity-pref", "--from-file", str(rows), "--kind", "preference")
+        assert r.code == 0, r.err
+        write_recipe(repo, "dpo-t", DPO)
+        write_recipe(repo, "rloo-t", RLOO)
+
+    kept.restore("prefs", repo, tmp_path, build)
     return ready
