@@ -25,6 +25,7 @@ import pytest
 
 from tests.support.gcs_emulator import Emulator, ReadOnlyProxy, gcs_env
 from tests.support.helpers import PINNED_ENV, git, monte_proc, run_dvc, scrubbed, snapshot_state  # noqa: F401  (re-exported)
+from tests.support.kept import Kept
 
 if TYPE_CHECKING:
     from monte.ledger.store import Store
@@ -116,6 +117,12 @@ def repo(_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pa
     return dest
 
 
+@pytest.fixture(scope="session")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> Kept:
+    """The states many tests start from, kept once built (``tests/support/kept.py``)."""
+    return Kept(tmp_path_factory.mktemp("kept"))
+
+
 @dataclass
 class Result:
     code: int
@@ -173,9 +180,14 @@ def _experiment(monte: Any, *env: str, model: Path | None = None) -> str:
 
 
 @pytest.fixture
-def exp(repo: Path, monte: Any, base_model: Path) -> str:
-    """An experiment on the trainable parity environment (dev 200, test 200), base model seed 0."""
-    return _experiment(monte, "--server", "parity", "--dev", "parity", "--test", "parity", model=base_model)
+def exp(repo: Path, monte: Any, base_model: Path, tmp_path: Path, kept: Kept) -> str:
+    """An experiment on the trainable parity environment (dev 200, test 200), base model seed 0.
+    Built once per worker (``kept``)."""
+    def build() -> None:
+        _experiment(monte, "--server", "parity", "--dev", "parity", "--test", "parity", model=base_model)
+
+    kept.restore("exp", repo, tmp_path, build)
+    return "exp"
 
 
 @pytest.fixture

@@ -20,12 +20,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import snapshot_state
+from tests.support.helpers import monte_signalled, snapshot_state
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,29 +77,13 @@ def test_a_broken_tokenizer_refuses_before_the_read_is_spent(repo: Path, monte, 
     assert row["status"] == "succeeded" and (split == "dev" or row["role"] == "baseline")
 
 
-_SIGNAL = """
-import os, signal, sys, time
-# a Ctrl-C as a terminal delivers it: a process started under pytest-xdist inherits SIGINT ignored
-signal.signal(signal.SIGINT, signal.default_int_handler)
-import monte.models.generate as g
-orig = g.generate
-def generate(*a, **k):
-    if k.get("max_new_tokens", 0) > 1:  # the read itself, not the preflight's one token
-        os.kill(os.getpid(), getattr(signal, os.environ["MONTE_TEST_SIGNAL"]))
-        time.sleep(30)
-    return orig(*a, **k)
-g.generate = generate
-from monte.cli.main import main
-main(sys.argv[1:])
-"""
-
-
 @pytest.mark.parametrize(("sig", "code", "old_words"), [("SIGINT", "E_INTERRUPTED", "run the command again"),
                                                           ("SIGTERM", "E_STOPPED", "start a new run")])
 def test_an_interrupted_test_read_says_it_was_spent(repo: Path, monte, exp: str, sig: str, code: str,
                                                     old_words: str) -> None:
-    r = subprocess.run([sys.executable, "-c", _SIGNAL, "eval", "--split", "test", "--yes", "--json"], cwd=repo,
-                       capture_output=True, text=True, timeout=300, env={**os.environ, "MONTE_TEST_SIGNAL": sig})
+    # the read itself is where the signal lands, not the preflight's one token
+    r = monte_signalled(sig, "monte.models.generate:generate", "eval", "--split", "test", "--yes", "--json",
+                        cwd=repo, when="k.get('max_new_tokens', 0) > 1")
     err = json.loads(r.stdout)["error"]
     assert err["code"] == code, r.stdout + r.stderr
     assert "spent test@0" in err["message"] and "E_SEALED" in err["message"], err

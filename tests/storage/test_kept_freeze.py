@@ -14,9 +14,6 @@ data root.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +21,7 @@ import pytest
 
 from monte.storage.keys import write_key
 from monte.storage.object_stores import open_store
-from tests.support.helpers import git, snapshot_state
-
-
-def _clone(repo: Path, dest: Path) -> Path:
-    """Another machine: the same commit of the repository, an empty data root, no DVC cache."""
-    shutil.copytree(repo, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
-    (dest / ".monte").mkdir()
-    for ref in git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/").split():
-        subprocess.run(["git", "-C", str(dest), "update-ref", "-d", ref], check=True,
-                       env={**os.environ, "MONTE_HOOKS": "off"})
-    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
-    return dest
-
-
-@pytest.fixture
-def vault(repo: Path, gcs: dict[str, str], monte: Any) -> str:
-    url = gcs["url"] + "/vault"
-    assert monte("config", "set", "vault", url).code == 0
-    return url
+from tests.support.helpers import snapshot_state, vault_machine
 
 
 def test_a_keyless_freeze_is_pushed_under_its_name_by_the_same_command_once_a_key_is_set(
@@ -64,7 +43,7 @@ def test_a_keyless_freeze_is_pushed_under_its_name_by_the_same_command_once_a_ke
     store = open_store(vault, write_key(gcs["key"]))
     assert store.get("monte/claims/environments/par.json") is not None
     # another machine installs it from the Vault, every hash proven
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     monkeypatch.chdir(other)
     r = monte("env", "install", "par", "--json")
     assert r.code == 0, r.out
@@ -83,7 +62,7 @@ def test_a_kept_freeze_whose_name_the_vault_gave_to_another_is_refused_and_nothi
     assert monte("env", "add", "--benchmark", "parity", "--as", "par").code == 0
     monkeypatch.setenv("MONTE_GCS_BOX_KEY_FILE", gcs["key"])
     monkeypatch.setenv("MONTE_GCS_KEY_FILE", gcs["key"])
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     monkeypatch.chdir(other)
     assert monte("env", "add", "--benchmark", "chain_sum", "--as", "par").code == 0  # another freeze, first
     monkeypatch.chdir(repo)

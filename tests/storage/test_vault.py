@@ -4,9 +4,6 @@ repository with separate data roots sharing one Vault bucket."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,33 +11,12 @@ import pytest
 
 from monte.storage.keys import write_key
 from monte.storage.object_stores import open_store
-from tests.support.helpers import git, snapshot_state
-
-
-def _clone(repo: Path, dest: Path) -> Path:
-    """Another machine: the same commit of the repository, an empty data root, no DVC cache."""
-    shutil.copytree(repo, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
-    (dest / ".monte").mkdir()
-    for ref in git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/").split():
-        # monte's hooks (copied along) refuse a deletion; a fresh clone never had these refs,
-        # nor monte's memory of them
-        subprocess.run(["git", "-C", str(dest), "update-ref", "-d", ref], check=True,
-                       env={**os.environ, "MONTE_HOOKS": "off"})
-    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
-    return dest
-
-
-@pytest.fixture
-def vault(repo: Path, gcs: dict[str, str], monte: Any) -> str:
-    url = gcs["url"] + "/vault"
-    r = monte("config", "set", "vault", url)
-    assert r.code == 0, r.err
-    return url
+from tests.support.helpers import git, snapshot_state, vault_machine
 
 
 def test_env_add_pushes_and_another_machine_installs_with_every_hash_proven(
         repo: Path, vault: str, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     r = monte("env", "add", "--benchmark", "chain_sum", "--as", "cs", "--json")
     assert r.code == 0, r.out
     assert "pushed to the Vault" in r.json()["note"]
@@ -72,7 +48,7 @@ def test_env_add_pushes_and_another_machine_installs_with_every_hash_proven(
 def test_a_read_only_key_still_refuses_a_held_name_and_keeps_a_new_freeze_local(
         repo: Path, vault: str, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         read_only_gcs: Any, gcs: dict[str, str]) -> None:
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     assert monte("env", "add", "--benchmark", "chain_sum", "--as", "cs").code == 0
     monkeypatch.chdir(other)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", read_only_gcs.host)  # this machine's key cannot write
@@ -147,14 +123,14 @@ def test_an_interrupted_upload_keeps_the_freeze_and_the_same_command_finishes_it
     r = monte("env", "add", "--benchmark", "parity", "--as", "par", "--json")
     assert r.code == 0, r.out
     assert "finished the Vault upload" in r.json()["note"]
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     monkeypatch.chdir(other)
     assert monte("env", "install", "par", "--json").json()[0]["action"] == "fetched"
 
 
 def test_a_tampered_vault_object_is_refused_and_nothing_is_written(
         repo: Path, vault: str, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     assert monte("env", "add", "--benchmark", "parity", "--as", "par").code == 0
     store = open_store(vault, write_key())
     target = next(n for n in store.list("files/md5/") if not n.endswith(".dir"))
@@ -172,7 +148,7 @@ def test_dataset_guards_ask_the_vault_and_show_fetches(repo: Path, vault: str, m
                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"input": "2+2", "output": "4"}\n{"input": "3+3", "output": "6"}\n')
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     assert monte("env", "add", "--benchmark", "parity", "--as", "shared").code == 0
     assert monte("dataset", "add", "pairs", "--from-file", str(rows), "--kind", "sft").code == 0
     monkeypatch.chdir(other)
@@ -204,7 +180,7 @@ def test_a_vault_bucket_that_does_not_exist_refuses_before_prepare(repo: Path, g
 def test_a_local_folder_vault_works_the_same_way(repo: Path, monte: Any, monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     (tmp_path / "vault").mkdir()
-    other = _clone(repo, tmp_path / "other")
+    other = vault_machine(repo, tmp_path / "other")
     monkeypatch.setenv("MONTE_VAULT", str(tmp_path / "vault"))
     assert monte("env", "add", "--benchmark", "parity", "--as", "par").code == 0
     assert (tmp_path / "vault" / "monte" / "claims" / "environments" / "par.json").is_file()

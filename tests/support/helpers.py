@@ -78,6 +78,36 @@ def monte_proc(*args: str, cwd: Path, env: dict[str, str] | None = None,
     )
 
 
+_SIGNALLED = """
+import importlib, os, signal, sys, time
+# a Ctrl-C as a terminal delivers it: a process started under pytest-xdist inherits SIGINT ignored
+signal.signal(signal.SIGINT, signal.default_int_handler)
+module_name, name = os.environ["MONTE_TEST_PATCH"].split(":")
+module = importlib.import_module(module_name)
+original = getattr(module, name)
+def signalled(*a, **k):
+    if eval(os.environ["MONTE_TEST_WHEN"]):
+        os.kill(os.getpid(), getattr(signal, os.environ["MONTE_TEST_SIGNAL"]))
+        time.sleep(30)  # the signal ends the command long before this does
+    return original(*a, **k)
+setattr(module, name, signalled)
+from monte.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def monte_signalled(sig: str, at: str, *args: str, cwd: Path, when: str = "True",
+                    timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``monte ARGS`` as a real subprocess that sends itself ``sig`` ("SIGINT": a Ctrl-C as a
+    terminal delivers it, "SIGTERM") the moment it calls ``at`` ("module:function", looked up on
+    the module at call time) with arguments ``a``, ``k`` for which the Python expression ``when``
+    holds; other calls run the function as it is. The one stand-in is that moment: the command,
+    its handlers and its records are real."""
+    env = {**os.environ, "MONTE_TEST_SIGNAL": sig, "MONTE_TEST_PATCH": at, "MONTE_TEST_WHEN": when}
+    return subprocess.run([sys.executable, "-c", _SIGNALLED, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
 def snapshot_state(repo: Path, data_root: Path | None = None) -> dict[str, Any]:
     """Everything a refusal must leave alone: every ref, and every file under the data root."""
     from monte.hashing import sha256_file
@@ -171,6 +201,20 @@ def new_machine(repo: Path, dest: Path) -> Path:
     shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
     git(dest, "reflog", "expire", "--expire=now", "--all")
     git(dest, "gc", "-q", "--prune=now")
+    return dest
+
+
+def vault_machine(repo: Path, dest: Path) -> Path:
+    """Another machine of a Vault's users: the same commit of the repository, an empty data root,
+    no DVC cache and no monte refs (not even the Vault's: what it installs comes from the Vault)."""
+    shutil.copytree(repo, dest, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
+    (dest / ".monte").mkdir()
+    for ref in git(dest, "for-each-ref", "--format=%(refname)", "refs/heads/monte/").split():
+        # monte's hooks (copied along) refuse a deletion; a fresh clone never had these refs,
+        # nor monte's memory of them
+        subprocess.run(["git", "-C", str(dest), "update-ref", "-d", ref], check=True,
+                       env={**os.environ, "MONTE_HOOKS": "off"})
+    shutil.rmtree(dest / ".git" / "monte", ignore_errors=True)
     return dest
 
 

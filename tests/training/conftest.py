@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.kept import Kept
 from tests.support.trainhelp import (
     DPO,
     GRPO,
@@ -36,11 +37,7 @@ def teacher(tiny_models: dict[int, Path]) -> Path:
     return tiny_models[1]
 
 
-@pytest.fixture
-def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path) -> str:
-    """The trainable parity environment, an SFT dataset ``parity-sft`` from its curriculum, the
-    experiment ``exp`` (4 steps per chunk) and the repo recipes ``sft-t``, ``grpo-t`` and
-    ``distill-t``. No baseline yet."""
+def _trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path) -> None:
     assert monte("env", "add", "--server", "parity", "--dev", "parity", "--test", "parity").code == 0
     rows = write_sft_rows(tmp_path / "parity-sft.jsonl", curriculum(repo)[:256])
     r = monte("dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft")
@@ -51,24 +48,41 @@ def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path
     write_recipe(repo, "sft-t", SFT)
     write_recipe(repo, "grpo-t", GRPO)
     write_recipe(repo, "distill-t", distill(teacher))
+
+
+@pytest.fixture
+def trainable(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path, kept: Kept) -> str:
+    """The trainable parity environment, an SFT dataset ``parity-sft`` from its curriculum (its rows
+    in ``tmp_path``), the experiment ``exp`` (4 steps per chunk) and the repo recipes ``sft-t``,
+    ``grpo-t`` and ``distill-t``. No baseline yet. Built once per worker (``kept``)."""
+    kept.restore("trainable", repo, tmp_path, lambda: _trainable(repo, monte, base_model, teacher, tmp_path))
     return "exp"
 
 
 @pytest.fixture
-def ready(trainable: str, monte) -> str:
-    """``trainable`` plus both baselines of the base model's cohort: dev@0 and test@0."""
-    assert monte("eval", "--yes").code == 0
-    assert monte("eval", "--split", "test", "--yes").code == 0
-    return trainable
+def ready(repo: Path, monte, base_model: Path, teacher: Path, tmp_path: Path, kept: Kept) -> str:
+    """``trainable`` plus both baselines of the base model's cohort: dev@0 and test@0, scored by
+    the real model. Built once per worker (``kept``): the two reads are most of a test's setup."""
+    def build() -> None:
+        _trainable(repo, monte, base_model, teacher, tmp_path)
+        assert monte("eval", "--yes").code == 0
+        assert monte("eval", "--split", "test", "--yes").code == 0
+
+    kept.restore("ready", repo, tmp_path, build)
+    return "exp"
 
 
 @pytest.fixture
-def prefs(repo: Path, monte, ready: str, tmp_path: Path) -> str:
+def prefs(repo: Path, monte, ready: str, tmp_path: Path, kept: Kept) -> str:
     """``ready`` plus the preference Dataset ``parity-pref`` (right answer chosen, the other
-    rejected) from the curriculum, and the repo recipes ``dpo-t`` and ``rloo-t``."""
-    rows = write_preference_rows(tmp_path / "parity-pref.jsonl", curriculum(repo)[:256])
-    r = monte("dataset", "add", "parity-pref", "--from-file", str(rows), "--kind", "preference")
-    assert r.code == 0, r.err
-    write_recipe(repo, "dpo-t", DPO)
-    write_recipe(repo, "rloo-t", RLOO)
+    rejected) from the curriculum (its rows in ``tmp_path``), and the repo recipes ``dpo-t`` and
+    ``rloo-t``. Built once per worker (``kept``)."""
+    def build() -> None:
+        rows = write_preference_rows(tmp_path / "parity-pref.jsonl", curriculum(repo)[:256])
+        r = monte("dataset", "add", "parity-pref", "--from-file", str(rows), "--kind", "preference")
+        assert r.code == 0, r.err
+        write_recipe(repo, "dpo-t", DPO)
+        write_recipe(repo, "rloo-t", RLOO)
+
+    kept.restore("prefs", repo, tmp_path, build)
     return ready
