@@ -201,8 +201,7 @@ def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, An
     from monte.grader import lmeval, nemo
 
     kind = (grader or {}).get("kind") or "catalog"
-    if kind == nemo.KIND:  # its NeMo Gym must also be the version frozen
-        nemo.require_version(hello_answer, grader, g.label)
+    if kind == nemo.KIND:  # a take's check proves the grader's NeMo Gym there, naming what differs
         return
     can = hello_answer.get("grades")
     if kind in (can if isinstance(can, (list, dict)) else ["catalog", "jsonl"]):
@@ -301,7 +300,11 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     payload, files = (b"", expected) if hub else pack_weights(folder, expected)  # a refusal spends nothing
     said = proven_hello(g)  # reachable, and the pinned one
     # it grades this exam's kind (lm_eval installed; its NeMo Gym the one frozen), before any record
-    require_grades(g, said, ledger.measurement().grader, what="nothing was spent")
+    grader = ledger.measurement().grader
+    require_grades(g, said, grader, what="nothing was spent")
+    from monte.grader import nemo
+
+    nemo.require_version(said, grader, g.label)  # its NeMo Gym is the one frozen
     locate.remember(ws, plan.base_register, plan.base_folder)
     ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                 weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
