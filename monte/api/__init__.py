@@ -27,24 +27,15 @@ from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
 from monte.api.shapes import (
-    ClaimExported,
-    ClaimVerified,
     ConfigSet,
     ConfigShown,
-    DatasetAdded,
-    DatasetShown,
     ExperimentListed,
     ExperimentMade,
     Initialized,
-    ModelMade,
-    Nominated,
-    PlotWritten,
     Promoted,
     RecipeAdded,
     Recovered,
-    ReportWritten,
     Rerun,
-    StopResult,
 )
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
@@ -65,10 +56,15 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
-    from monte.datasets.manage import DatasetInfo
+    from monte.claim import ClaimExported, ClaimVerified
+    from monte.datasets.manage import DatasetAdded, DatasetShown
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
-    from monte.ledger.verify.report import VerifiedLedgers
+    from monte.evals.nominate import Nominated
+    from monte.models.tiny import ModelMade
+    from monte.plot import PlotWritten
+    from monte.report import ReportWritten
+    from monte.runs.lifecycle import StopResult
     from monte.storage.vault_remote import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
@@ -225,13 +221,10 @@ def dataset_add(
     (:mod:`monte.datasets.demonstrations`)."""
     from monte.datasets import manage
 
-    added = manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                       input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
-                       prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
-                       from_env=from_env)
-    shown = _dataset_shown(added.dataset) if added.dataset is not None else None
-    return DatasetAdded(dry_run=added.dry_run, plan=added.plan, dataset=shown, note=added.note,
-                        dvc_pointer=added.dvc_pointer)
+    return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
+                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
+                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
+                      from_env=from_env)
 
 
 def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetShown] | list[VaultEntry]:
@@ -239,10 +232,7 @@ def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[Da
     the Vault holds (network)."""
     from monte.datasets import manage
 
-    listed = manage.list_datasets(ws or open_workspace(), vault=vault)
-    if vault:  # what the Vault holds: its pydantic entries, as `env list --vault` gives them
-        return cast("list[VaultEntry]", listed)
-    return [_dataset_shown(d) for d in cast("list[DatasetInfo]", listed)]
+    return manage.list_datasets(ws or open_workspace(), vault=vault)
 
 
 def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetShown:
@@ -250,12 +240,7 @@ def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetShown:
     the Vault first when this data root lacks them)."""
     from monte.datasets import manage
 
-    return _dataset_shown(manage.show(name=name, ws=ws))
-
-
-def _dataset_shown(d: DatasetInfo) -> DatasetShown:
-    """The datasets layer's pydantic row as the API's result."""
-    return DatasetShown(**d.model_dump(mode="json"))
+    return manage.show(name=name, ws=ws)
 
 
 # --- experiments -------------------------------------------------------------------------------
@@ -406,7 +391,7 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
     """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
     from monte import evals
 
-    return Nominated(**evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None))
+    return evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None)
 
 
 # --- reading the record --------------------------------------------------------------------------
@@ -496,7 +481,7 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
     the row; a box's job wrapper says how its job ended)."""
     from monte.runs import stop as stop_run
 
-    return StopResult(**stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason))
+    return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
 
 
 def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[Recovered]:
@@ -599,7 +584,7 @@ def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> ModelMade:
     """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
     from monte.models.tiny import init_model
 
-    return ModelMade(**init_model(path, size=size, seed=seed))
+    return init_model(path, size=size, seed=seed)
 
 
 def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,
@@ -624,9 +609,8 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
     :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
     from monte import claim
 
-    exported = claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
-                            identity=identity, card=card)
-    return ClaimExported(**exported.to_dict())
+    return claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
+                        identity=identity, card=card)
 
 
 def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
@@ -639,9 +623,8 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     # the unwrapped verb: a disk failure while verifying the bundle breaks no rule of the ledger
     from monte.api.verify import ledger_verify as verify_ledgers
 
-    verified = claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                            verify_ledgers=lambda ws: cast("VerifiedLedgers", verify_ledgers(all_=True, ws=ws).to_dict()))
-    return ClaimVerified(**verified.to_dict())
+    return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
+                        verify_ledgers=lambda ws: verify_ledgers(all_=True, ws=ws))
 
 
 # --- plot ----------------------------------------------------------------------------------------
@@ -655,7 +638,7 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
     """
     from monte import plot as pl
 
-    return PlotWritten(**pl.plot_experiment(out=out, experiment=experiment, ws=ws))
+    return pl.plot_experiment(out=out, experiment=experiment, ws=ws)
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -663,12 +646,12 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
 
 def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
     """Write one self-contained HTML page of the experiment to ``out`` (a view of :func:`status`
-    and the evals' per-task results); what it shows, as a dict.
+    and the evals' per-task results); what it shows.
 
     ``out`` must end in .html (E_USAGE) and its folder must exist (E_NOT_FOUND)."""
     from monte import report as rp
 
-    return ReportWritten(**rp.write_report(out=out, experiment=experiment, ws=ws))
+    return rp.write_report(out=out, experiment=experiment, ws=ws)
 
 
 #: The face of the API: every verb a caller may use (each one refuses with a MonteError, never a
