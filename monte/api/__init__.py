@@ -31,11 +31,13 @@ from monte.api.shapes import (
     ConfigShown,
     ExperimentListed,
     ExperimentMade,
+    GraderTaken,
     Initialized,
     Promoted,
     RecipeAdded,
     Recovered,
     Rerun,
+    TakenSplit,
 )
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
@@ -318,11 +320,13 @@ def seal_line(*, ws: Workspace | None = None) -> str:
     return line((ws or open_workspace(require_data_root=False)).config)
 
 
-def grader_take(*, env: str, ws: Workspace | None = None) -> dict[str, Any]:
+def grader_take(*, env: str, ws: Workspace | None = None) -> GraderTaken:
     """Hand environment ``env``'s test splits to the configured grader; remove the local copies."""
     from monte.grader import client
 
-    return client.take(ws or open_workspace(), env)
+    got = client.take(ws or open_workspace(), env)
+    return GraderTaken(environment=got["environment"], grader=got["grader"],
+                       taken=tuple(TakenSplit(**t) for t in got["taken"]), removed=list(got["removed"]))
 
 
 # --- evaluation ----------------------------------------------------------------------------------

@@ -320,3 +320,35 @@ class ExperimentListed(Result):
     exams: list[str]
     model: str | None
     created_at: str
+
+
+@dataclass(frozen=True)
+class TakenSplit(Result):
+    """One test split ``monte grader take`` handed over: its exam, the sha256 of its bytes, and
+    its items (``n``); ``already``: it was not here (in custody before), so nothing was sent."""
+
+    exam: str
+    content: str
+    n: int | None = None
+    already: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` has always printed it: ``n`` for a split sent, ``already`` for one not here."""
+        out: dict[str, Any] = {"exam": self.exam, "content": self.content}
+        return out | ({"already": True} if self.already else {"n": self.n})
+
+
+@dataclass(frozen=True)
+class GraderTaken(Result):
+    """``monte grader take``: the environment, the grader now holding its test splits, each split,
+    and the local copies removed."""
+
+    environment: str
+    grader: str
+    taken: tuple[TakenSplit, ...]
+    removed: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"environment": self.environment, "grader": self.grader,
+                "taken": [t.to_dict() for t in self.taken], "removed": list(self.removed)}
+

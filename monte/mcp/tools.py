@@ -167,7 +167,7 @@ def _recipes(a: dict[str, Any], call: Call) -> Any:
 def _environments(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
-    return page({}, "environments", [dict(e) for e in api.env_list_local()], cursor=a.get("cursor"),
+    return page({}, "environments", [e.to_dict() for e in api.env_list_local()], cursor=a.get("cursor"),
                 limit=a.get("limit"))
 
 
