@@ -8,8 +8,9 @@ for a caller, instead of a lower layer's dict and an API dataclass spelling the 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,12 +19,16 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """The result as the JSON document ``--json`` prints (rows as dicts, tuples as lists)."""
-        return cast("dict[str, Any]", plain(dataclasses.asdict(self)))
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 
 def plain(value: Any) -> Any:
-    """JSON's shapes: a tuple (a frozen result's rows) as a list."""
-    if isinstance(value, dict):
+    """JSON's shapes: a result (a row) through its own ``to_dict``, any mapping (a plan's frozen
+    settings too) as a dict, a tuple (a frozen result's rows) as a list; nothing is copied that
+    JSON writes as it is (``dataclasses.asdict`` deep-copies, and a mappingproxy refuses that)."""
+    if isinstance(value, Result):
+        return value.to_dict()
+    if isinstance(value, Mapping):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value]

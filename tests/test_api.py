@@ -316,3 +316,44 @@ def test_environment_and_grader_results_print_the_json_they_did(capsys: pytest.C
         assert capsys.readouterr().out == BEFORE[command] + "\n", command
     with pytest.raises(AttributeError):  # frozen: what happened is read, not edited
         now["env install"][0].action = "verified"  # type: ignore[index]
+
+
+def test_a_result_prints_the_frozen_settings_it_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    """An eval's result holds its plan's settings, frozen as read-only mappings: ``--json`` prints
+    them (a deep copy, as ``dataclasses.asdict`` makes, refuses a mappingproxy)."""
+    import json
+    from types import MappingProxyType
+
+    from monte.cli.output import print_json
+    from monte.evals import EvalResult
+
+    settings = MappingProxyType({"max_new_tokens": 8, "stop": MappingProxyType({"eos": True})})
+    result = EvalResult(experiment="exp", runs=[{"run": "r1", "score": 0.5}], settings=dict(settings))
+    print_json(result)
+    assert json.loads(capsys.readouterr().out)["settings"] == {"max_new_tokens": 8, "stop": {"eos": True}}
+
+
+#: what a verb may return besides a Result: the plans (frozen pydantic: they are recorded), the
+#: two documents whose keys grow with the record, and plain values
+NOT_RESULTS = {"EvalPlan", "TrainPlan", "StatusDoc", "RowDoc", "str", "bytes", "Path", "None", "bool"}
+
+
+def test_every_verb_returns_a_result_named_in_shapes_or_a_named_document() -> None:
+    """One result idiom: each verb of ``__all__`` returns a frozen Result dataclass that
+    ``monte.api.shapes`` names (the type's one home may be lower), a plan, or a named document;
+    no bare dict and no pydantic model that nothing persists. docs/api.md names each type."""
+    import dataclasses
+    import re
+
+    from monte.api import shapes
+    from monte.result_type import Result
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    for name in api.__all__:
+        returns = str(inspect.signature(getattr(api, name)).return_annotation)
+        assert "dict[" not in returns and "Any" not in returns, (name, returns)
+        for type_name in set(re.findall(r"[A-Za-z_]\w*", returns)) - NOT_RESULTS - {"list"}:
+            cls = getattr(shapes, type_name)
+            assert issubclass(cls, Result) and dataclasses.is_dataclass(cls), (name, type_name)
+            assert getattr(cls, "__dataclass_params__").frozen, (name, type_name)  # noqa: B009 - no stub names it
+            assert f"`{type_name}`" in page, f"docs/api.md does not name {type_name} ({name})"

@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.api.shapes import RowDoc, StatusDoc
     from monte.claim import ClaimExported, ClaimVerified
     from monte.datasets.manage import DatasetAdded, DatasetShown
+    from monte.diff import Diff
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.evals.nominate import Nominated
@@ -67,6 +68,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.plot import PlotWritten
     from monte.report import ReportWritten
     from monte.runs.lifecycle import StopResult
+    from monte.status.brief import StatusBrief
     from monte.storage.vault_remote import VaultEntry
 
 # --- init ------------------------------------------------------------------------------------
@@ -430,7 +432,7 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     return reads.show(ref=ref, experiment=experiment, ws=ws)
 
 
-def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> StatusBrief:
     """The one-screen summary ``monte status --brief`` and the MCP ``status`` tool print: the best
     paired dev delta with its interval (and search verdict where status has one), the floor, the
     test budget left, the last move (:func:`monte.status.brief.brief`; docs/agents.md)."""
@@ -440,7 +442,7 @@ def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) 
 
 
 def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "flips",
-         group_by: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+         group_by: str | None = None, ws: Workspace | None = None) -> Diff:
     """Two dev evals of one exam item by item: prompt, expected, both outputs, the flip
     (:func:`monte.diff.diff`); a test-split eval is refused E_SEALED."""
     from monte import diff as diffs
@@ -449,7 +451,7 @@ def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "
 
 
 def flips(*, run: str, experiment: str | None = None, only: str = "flips", group_by: str | None = None,
-          ws: Workspace | None = None) -> dict[str, Any]:
+          ws: Workspace | None = None) -> Diff:
     """A dev eval against the baseline of its paired delta, item by item (:func:`monte.diff.flips`)."""
     from monte import diff as diffs
 

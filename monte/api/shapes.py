@@ -25,16 +25,30 @@ if TYPE_CHECKING:
     from monte.claim import ClaimVerified as ClaimVerified
     from monte.datasets.manage import DatasetAdded as DatasetAdded
     from monte.datasets.manage import DatasetShown as DatasetShown
+    from monte.diff import Diff as Diff
+    from monte.diff import GroupCount as GroupCount
+    from monte.diff import ItemFlip as ItemFlip
+    from monte.diff import Outcome as Outcome
+    from monte.envs.listing import EnvListed as EnvListed
+    from monte.envs.manage import CatalogEntry as CatalogEntry
+    from monte.envs.manage import EnvAddResult as EnvAddResult
+    from monte.envs.manage import EnvInfo as EnvInfo
+    from monte.envs.manage import EnvInstallResult as EnvInstallResult
     from monte.evals.nominate import Nominated as Nominated
+    from monte.evals.run import EvalResult as EvalResult
     from monte.ledger.records import Measurement
     from monte.ledger.verify.report import LedgerVerified as LedgerVerified
     from monte.models.tiny import ModelMade as ModelMade
     from monte.plot import PlotWritten as PlotWritten
     from monte.report import ReportWritten as ReportWritten
     from monte.runs.lifecycle import StopResult as StopResult
+    from monte.status.brief import StatusBrief as StatusBrief
+    from monte.status.brief import TestBudget as TestBudget
     from monte.storage.results import Pushed as Pushed
     from monte.storage.results import Synced as Synced
     from monte.storage.results import SyncedExperiment as SyncedExperiment
+    from monte.storage.vault_remote import VaultEntry as VaultEntry
+    from monte.training.run import TrainResult as TrainResult
 
 #: a result made below the API -> the module that defines it (its one home)
 HOMES = {
@@ -43,7 +57,11 @@ HOMES = {
     "Nominated": "monte.evals.nominate", "LedgerVerified": "monte.ledger.verify.report",
     "ModelMade": "monte.models.tiny", "PlotWritten": "monte.plot", "ReportWritten": "monte.report",
     "StopResult": "monte.runs.lifecycle", "Pushed": "monte.storage.results", "Synced": "monte.storage.results",
-    "SyncedExperiment": "monte.storage.results",
+    "SyncedExperiment": "monte.storage.results", "VaultEntry": "monte.storage.vault_remote",
+    "Diff": "monte.diff", "GroupCount": "monte.diff", "ItemFlip": "monte.diff", "Outcome": "monte.diff",
+    "EnvListed": "monte.envs.listing", "CatalogEntry": "monte.envs.manage", "EnvAddResult": "monte.envs.manage",
+    "EnvInfo": "monte.envs.manage", "EnvInstallResult": "monte.envs.manage", "EvalResult": "monte.evals.run",
+    "TrainResult": "monte.training.run", "StatusBrief": "monte.status.brief", "TestBudget": "monte.status.brief",
 }
 
 
@@ -347,8 +365,4 @@ class GraderTaken(Result):
     grader: str
     taken: tuple[TakenSplit, ...]
     removed: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"environment": self.environment, "grader": self.grader,
-                "taken": [t.to_dict() for t in self.taken], "removed": list(self.removed)}
 
