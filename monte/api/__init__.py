@@ -27,12 +27,9 @@ from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
 from monte.api.shapes import (
-    ConfigSet,
-    ConfigShown,
     ExperimentListed,
     ExperimentMade,
     GraderTaken,
-    Initialized,
     Promoted,
     RecipeAdded,
     Recovered,
@@ -59,6 +56,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
     from monte.claim import ClaimExported, ClaimVerified
+    from monte.configshow import ConfigShown
     from monte.datasets.manage import DatasetAdded, DatasetShown
     from monte.diff import Diff
     from monte.envs.listing import EnvListed
@@ -67,6 +65,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.models.tiny import ModelMade
     from monte.plot import PlotWritten
     from monte.report import ReportWritten
+    from monte.repository import ConfigSet, Initialized
     from monte.runs.lifecycle import StopResult
     from monte.status.brief import StatusBrief
     from monte.storage.vault_remote import VaultEntry
@@ -93,7 +92,7 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
         if not ci:
             raise error("E_USAGE", "--ci-install pins the CI workflow that --no-ci leaves out", "pass one of them")
         ci_install = check_spec(ci_install)
-    result = Initialized(**repository.init(path).model_dump(mode="json"))
+    result = repository.init(path)
     if ci:
         from monte import ci as workflows
 
@@ -296,7 +295,7 @@ def config_show(*, ws: Workspace | None = None) -> ConfigShown:
     recipe name (first match wins)."""
     from monte.configshow import config_show
 
-    return ConfigShown(**config_show(ws or open_workspace(require_data_root=False)).model_dump())
+    return config_show(ws or open_workspace(require_data_root=False))
 
 
 def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSet:
@@ -308,10 +307,10 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
     if setting == "grader":
         from monte.grader import client
 
-        return ConfigSet(**repository.ConfigSetResult(**client.set_grader(ws, url, key)).model_dump(mode="json"))
+        return repository.ConfigSet(**client.set_grader(ws, url, key))
     if key is not None:
         raise error("E_USAGE", "--key pins a grader's public key", f"drop --key for {setting}")
-    return ConfigSet(**repository.config_set(ws, setting=setting, url=url).model_dump(mode="json"))
+    return repository.config_set(ws, setting=setting, url=url)
 
 
 def seal_line(*, ws: Workspace | None = None) -> str:

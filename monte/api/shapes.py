@@ -23,6 +23,7 @@ from monte.result_type import Result as Result
 if TYPE_CHECKING:
     from monte.claim import ClaimExported as ClaimExported
     from monte.claim import ClaimVerified as ClaimVerified
+    from monte.configshow import ConfigShown as ConfigShown
     from monte.datasets.manage import DatasetAdded as DatasetAdded
     from monte.datasets.manage import DatasetShown as DatasetShown
     from monte.diff import Diff as Diff
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from monte.models.tiny import ModelMade as ModelMade
     from monte.plot import PlotWritten as PlotWritten
     from monte.report import ReportWritten as ReportWritten
+    from monte.repository import ConfigSet as ConfigSet
+    from monte.repository import Initialized as Initialized
     from monte.runs.lifecycle import StopResult as StopResult
     from monte.status.brief import StatusBrief as StatusBrief
     from monte.status.brief import TestBudget as TestBudget
@@ -62,6 +65,7 @@ HOMES = {
     "EnvListed": "monte.envs.listing", "CatalogEntry": "monte.envs.manage", "EnvAddResult": "monte.envs.manage",
     "EnvInfo": "monte.envs.manage", "EnvInstallResult": "monte.envs.manage", "EvalResult": "monte.evals.run",
     "TrainResult": "monte.training.run", "StatusBrief": "monte.status.brief", "TestBudget": "monte.status.brief",
+    "ConfigShown": "monte.configshow", "ConfigSet": "monte.repository", "Initialized": "monte.repository",
 }
 
 
@@ -247,46 +251,6 @@ class HooksRemoved(Result):
     """The hook files removed."""
 
     removed: list[str]
-
-
-@dataclass(frozen=True)
-class Initialized(Result):
-    """``monte init``: the repository and its data root, the files it created, monte's git hooks
-    installed (none with ``hooks=False``) and a line saying so or why not, and the CI pin's line."""
-
-    repo_root: str
-    data_root: str
-    created: list[str]
-    already_initialized: bool
-    hooks: list[str]
-    hooks_note: str
-    ci_note: str
-
-
-@dataclass(frozen=True)
-class ConfigShown(Result):
-    """``monte config show``: the data root, the Vault and the bucket (None: not set), the recipe
-    search path and every resolvable recipe name -> its file (the first match on the path wins)."""
-
-    repo_root: str
-    data_root: str
-    config_file: str
-    recipe_path: list[str]
-    recipes: dict[str, str]
-    vault: str | None
-    bucket: str | None
-
-
-@dataclass(frozen=True)
-class ConfigSet(Result):
-    """``monte config set``: the setting written, its value and file, the DVC config that names
-    the Vault as DVC's remote too (or None), and what was not checked (``note``)."""
-
-    setting: str
-    url: str
-    file: str
-    dvc_config: str | None
-    note: str
 
 
 @dataclass(frozen=True)
