@@ -27,10 +27,7 @@ from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
 from monte.api.shapes import (
-    ExperimentListed,
-    ExperimentMade,
     GraderTaken,
-    Promoted,
     RecipeAdded,
     Recovered,
     Rerun,
@@ -62,6 +59,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
     from monte.evals.nominate import Nominated
+    from monte.experiments import ExperimentListed, ExperimentMade
     from monte.models.tiny import ModelMade
     from monte.plot import PlotWritten
     from monte.report import ReportWritten
@@ -69,6 +67,7 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
     from monte.runs.lifecycle import StopResult
     from monte.status.brief import StatusBrief
     from monte.storage.vault_remote import VaultEntry
+    from monte.training.promote import Promoted
 
 # --- init ------------------------------------------------------------------------------------
 
@@ -267,24 +266,20 @@ def experiment_init(
         try:
             ws = open_workspace()
         except MonteError:  # outside a repository: create refuses, naming the first thing wrong (a bad name first)
-            return _made(create(dry_run=dry_run, ws=None))
+            return create(dry_run=dry_run, ws=None)
     if ws.config.get("grader"):  # the test splits into the grader's custody as part of the freeze
         from monte.grader import client
 
-        return _made(client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env, dry_run=dry_run))
-    return _made(create(dry_run=dry_run, ws=ws))
-
-
-def _made(r: Any) -> ExperimentMade:
-    """The experiments layer's result (a pydantic model) as the API's."""
-    return ExperimentMade(dry_run=r.dry_run, measurement=r.measurement, commit=r.commit, ref=r.ref)
+        return cast("ExperimentMade", client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env,
+                                                               dry_run=dry_run))
+    return create(dry_run=dry_run, ws=ws)
 
 
 def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentListed]:
     """Every experiment in this repository, from its measurement."""
     from monte import experiments
 
-    return [ExperimentListed(**e.model_dump()) for e in experiments.summaries(ws or open_workspace())]
+    return experiments.summaries(ws or open_workspace())
 
 
 # --- config ------------------------------------------------------------------------------------
@@ -600,9 +595,8 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
     file proven against that commit before anything lands in ``dest`` (a mismatch: E_INTEGRITY)."""
     from monte.training import promote as pr
 
-    done = pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
+    return pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
                       from_hub=from_hub)
-    return Promoted(**{**done.model_dump(mode="json"), "hub": done.hub})
 
 
 # --- a claim anyone can check ---------------------------------------------------------------------

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from monte.envs.manage import EnvInstallResult as EnvInstallResult
     from monte.evals.nominate import Nominated as Nominated
     from monte.evals.run import EvalResult as EvalResult
-    from monte.ledger.records import Measurement
+    from monte.experiments import ExperimentListed as ExperimentListed
+    from monte.experiments import ExperimentMade as ExperimentMade
     from monte.ledger.verify.report import LedgerVerified as LedgerVerified
     from monte.models.tiny import ModelMade as ModelMade
     from monte.plot import PlotWritten as PlotWritten
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from monte.storage.results import Synced as Synced
     from monte.storage.results import SyncedExperiment as SyncedExperiment
     from monte.storage.vault_remote import VaultEntry as VaultEntry
+    from monte.training.promote import Promoted as Promoted
     from monte.training.run import TrainResult as TrainResult
 
 #: a result made below the API -> the module that defines it (its one home)
@@ -66,6 +68,7 @@ HOMES = {
     "EnvInfo": "monte.envs.manage", "EnvInstallResult": "monte.envs.manage", "EvalResult": "monte.evals.run",
     "TrainResult": "monte.training.run", "StatusBrief": "monte.status.brief", "TestBudget": "monte.status.brief",
     "ConfigShown": "monte.configshow", "ConfigSet": "monte.repository", "Initialized": "monte.repository",
+    "ExperimentMade": "monte.experiments", "ExperimentListed": "monte.experiments", "Promoted": "monte.training.promote",
 }
 
 
@@ -251,57 +254,6 @@ class HooksRemoved(Result):
     """The hook files removed."""
 
     removed: list[str]
-
-
-@dataclass(frozen=True)
-class Promoted(Result):
-    """``monte promote``: the checkpoint exported, where, its files and their bytes (``disk``: the
-    blocks they take), each file's sha256, and with ``from_hub`` the hub repo and revision."""
-
-    checkpoint: str
-    experiment: str
-    dest: str
-    files: int
-    bytes: int
-    disk: int
-    sha256: dict[str, str]
-    hub: dict[str, str] | None
-
-    def to_dict(self) -> dict[str, Any]:
-        """As ``--json`` has always printed it: no ``hub`` key for a local export."""
-        out = super().to_dict()
-        if self.hub is None:
-            del out["hub"]
-        return out
-
-
-@dataclass(frozen=True)
-class ExperimentMade(Result):
-    """``monte experiment init``: the measurement frozen (a pydantic model: it is what the ledger
-    holds) and, once the ledger holds it, its ref and commit (None in a dry run, whose document has
-    neither key)."""
-
-    dry_run: bool
-    measurement: Measurement  # what the ledger holds: pydantic
-    commit: str | None
-    ref: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dry_run": self.dry_run, "measurement": self.measurement.model_dump(mode="json")}
-        if not self.dry_run:
-            out |= {"commit": self.commit, "ref": self.ref}
-        return out
-
-
-@dataclass(frozen=True)
-class ExperimentListed(Result):
-    """One line of ``monte experiment list``: its name, environment, exams, model and creation."""
-
-    name: str
-    environment: str
-    exams: list[str]
-    model: str | None
-    created_at: str
 
 
 @dataclass(frozen=True)
