@@ -1,10 +1,10 @@
 """The Python API: one function per verb (``__all__``). The CLI is a thin layer over this.
 
-Functions take keyword arguments, return data (frozen plans; results of :mod:`monte.api.shapes`,
-pydantic models or documents of JSON types, each named in its signature), and never print. A
-refusal is a :class:`monte.errors.MonteError`, the disk's, git's and the network's failures
-included (:mod:`monte.api.refusals`); when one is raised, nothing has been written to the
-ledger, the vault ref or the data root. docs/api.md is the guide.
+Functions take keyword arguments, return data (a frozen result named in :mod:`monte.api.shapes`,
+a frozen plan, or one of two documents of JSON types, each named in its signature), and never
+print. A refusal is a :class:`monte.errors.MonteError`, the disk's, git's and the network's
+failures included (:mod:`monte.api.refusals`); when one is raised, nothing has been written to
+the ledger, the vault ref or the data root. docs/api.md is the guide.
 """
 
 from __future__ import annotations
