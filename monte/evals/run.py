@@ -202,7 +202,7 @@ def _run_eval(ws: Workspace, plan: EvalPlan, splits: dict[str, list[dict[str, An
     with sigterm_stops():
         recover(ws, plan.experiment)  # a finish an earlier process could not write: record it first
         results = []
-        exact: dict[str, float] = field(default_factory=dict)
+        exact: dict[str, float] = {}
         for i, e in enumerate(plan.exams):
             items = splits[e.exam][:SMOKE_TASKS] if plan.smoke else splits[e.exam]
             if i:  # the disks again before each further touch
