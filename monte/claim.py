@@ -34,9 +34,9 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any
 
 from monte import __version__
 from monte.claim_signature import NAMESPACE as NAMESPACE
@@ -49,9 +49,10 @@ from monte.claim_signature import sign_bytes as sign_bytes
 from monte.claim_signature import unarmor as unarmor
 from monte.errors import MonteError, error
 from monte.ledger.predicates import is_admissible, is_sealed, is_test_read
+from monte.result_type import Result
 
 if TYPE_CHECKING:
-    from monte.ledger.verify.report import VerifiedLedgers
+    from monte.ledger.verify.report import LedgerVerified
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://monte.dev/claim/v1"
@@ -75,31 +76,20 @@ def _sha256(data: bytes) -> str:
 # --- export --------------------------------------------------------------------------------------
 
 
-class ExportedJson(TypedDict):
-    """:class:`Exported` as ``monte claim export --json`` prints it."""
+@dataclass(frozen=True)
+class ClaimExported(Result):
+    """``monte claim export``: the bundle's folder, its Statement's sha256, the ``allowed_signers``
+    line a reader adds for the key, each file's size, and the model card that names it (or None)."""
 
     out: str
     statement_sha256: str
     signer: str
-    files: dict[str, int]
+    files: dict[str, int]  # name -> bytes
     card: str | None
 
 
-@dataclass
-class Exported:
-    out: Path
-    statement_sha256: str
-    signer: str  # the allowed_signers line a reader adds for this key
-    files: dict[str, int]  # name -> bytes
-    card: Path | None
-
-    def to_dict(self) -> ExportedJson:
-        return {"out": str(self.out), "statement_sha256": self.statement_sha256, "signer": self.signer,
-                "files": self.files, "card": str(self.card) if self.card else None}
-
-
 def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = None,
-           identity: str | None = None, card: Path | None = None) -> Exported:
+           identity: str | None = None, card: Path | None = None) -> ClaimExported:
     """Write the signed claim bundle of the final claim ``ref`` (``EXP/RUN`` or ``RUN``) to ``out``.
 
     ``card``: a promoted folder of the claimed checkpoint; its files are proven against the
@@ -180,7 +170,8 @@ def export(ws: Any, ref: str, out: Path, key: Path, *, experiment: str | None = 
     digest = _sha256(payload)
     if card is not None:
         _write_card(card, digest, out.name, who)
-    return Exported(out, digest, f"{who} {signer_key}", {f: (out / f).stat().st_size for f in FILES}, card)
+    return ClaimExported(str(out), digest, f"{who} {signer_key}", {f: (out / f).stat().st_size for f in FILES},
+                         str(card) if card else None)
 
 
 def derive(store: Any, exp: str, row: Any, rows: Sequence[Any], snap: Any,
@@ -386,26 +377,10 @@ def _write_card(folder: Path, digest: str, bundle: str, who: str) -> None:
 # --- verify --------------------------------------------------------------------------------------
 
 
-class VerifiedJson(TypedDict):
-    """:class:`Verified` as ``monte claim verify --json`` prints it."""
+@dataclass(frozen=True)
+class ClaimVerified(Result):
+    """``monte claim verify``: what the bundle proved with its files alone (a failure is a refusal)."""
 
-    statement_sha256: str
-    signer: str
-    fingerprint: str
-    experiment: str
-    checkpoint: str
-    delta: str
-    verdict: str
-    test_reads: int
-    repository_reads: int
-    repository_cohorts: int
-    recovered: list[str]
-    records: int
-    weights: str
-
-
-@dataclass
-class Verified:
     statement_sha256: str
     signer: str
     fingerprint: str  # the signing key's, as `ssh-keygen -l` prints it
@@ -419,9 +394,6 @@ class Verified:
     recovered: list[str]  # "baseline"/"claim": a read `monte recover` recorded
     records: int
     weights: str  # "checked (N files)" or "not given"
-
-    def to_dict(self) -> VerifiedJson:
-        return cast(VerifiedJson, asdict(self))  # the fields in their order, as VerifiedJson spells them
 
 
 def _fail(what: str, fix: str = "the bundle was changed after it was signed, or was never a monte claim: "
@@ -441,9 +413,9 @@ def _small(path: Path) -> bytes:
         raise _fail(f"{path.name}: {e.message}") from None
 
 
-def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], VerifiedLedgers],
+def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], LedgerVerified],
            weights: Path | None = None, signer: str | None = None,
-           grader_key: str | None = None) -> Verified:
+           grader_key: str | None = None) -> ClaimVerified:
     """Check a claim bundle with nothing but its files (see the module's docstring).
     ``verify_ledgers``: `monte ledger verify --all` of a workspace (``api.ledger_verify``), run on
     the bundled ledger. ``signer``: the fingerprint (``SHA256:...``) of the one key accepted.
@@ -507,10 +479,10 @@ def verify(folder: Path, allowed: Path, *, verify_ledgers: Callable[[Any], Verif
     printed = _recompute(base, mine, p, _samples(folder / BASELINE_TASKS), _samples(folder / CLAIM_TASKS))
     records = _replay(folder / BUNDLE, statement, _small(folder / BASELINE_TASKS), _small(folder / CLAIM_TASKS),
                       verify_ledgers, grader_key)
-    return Verified(_sha256(payload), principal, key_fpr, p["experiment"], p["checkpoint"]["ref"], printed,
-                    str(p["verdict"]), int(p["test_reads"]["seal"]), int(p["test_reads"]["repository"]),
-                    int(p["test_reads"]["repository_cohorts"]),
-                    [side for side in ("baseline", "claim") if p[side]["recovered"]], records, checked)
+    return ClaimVerified(_sha256(payload), principal, key_fpr, p["experiment"], p["checkpoint"]["ref"], printed,
+                         str(p["verdict"]), int(p["test_reads"]["seal"]), int(p["test_reads"]["repository"]),
+                         int(p["test_reads"]["repository_cohorts"]),
+                         [side for side in ("baseline", "claim") if p[side]["recovered"]], records, checked)
 
 
 def signed_by(blob: bytes) -> str:
@@ -650,7 +622,7 @@ def _recompute(base: dict[str, float], mine: dict[str, float], p: dict[str, Any]
 
 
 def _replay(bundle: Path, statement: dict[str, Any], base_tasks: bytes, claim_tasks: bytes,
-            verify_ledgers: Callable[[Any], VerifiedLedgers], grader_key: str | None = None) -> int:
+            verify_ledgers: Callable[[Any], LedgerVerified], grader_key: str | None = None) -> int:
     """The bundled ledger, fetched into an empty bare repository and verified there; then every
     field of the Statement derived again from it (:func:`derive`) and compared; with ``grader_key``, each test read's grader signature (:func:`_check_grader`)."""
     from monte.ledger.experiment import Ledger
@@ -709,7 +681,7 @@ def _replay(bundle: Path, statement: dict[str, Any], base_tasks: bytes, claim_ta
                 sorted([base.run, claim.run]):
             raise _fail(f"the seal holds {p['test_reads']['seal']} test read(s) of this exam content in this cohort "
                         f"({', '.join(p['test_reads']['runs'])}), not test@0 and the claim alone")
-        return int(result["records"])
+        return result.records
 
 
 def _run_dir(run: str) -> str:

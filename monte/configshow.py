@@ -3,16 +3,19 @@ without pydantic (~50 ms of a process) or anything :mod:`monte.repository` needs
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from monte.errors import MonteError
+from monte.result_type import Result
 from monte.workspace import CONFIG_FILE, Workspace
 
 
 @dataclass(frozen=True)
-class ConfigShow:
+class ConfigShown(Result):
+    """``monte config show``: the data root, the Vault and the bucket (None: not set), the recipe
+    search path and every resolvable recipe name -> its file (the first match on the path wins)."""
+
     repo_root: str
     data_root: str
     config_file: str
@@ -21,12 +24,8 @@ class ConfigShow:
     vault: str | None
     bucket: str | None
 
-    def model_dump(self, mode: str = "json") -> dict[str, Any]:
-        """Its fields, as the result models' ``model_dump`` gives them (how the CLI writes JSON)."""
-        return asdict(self)
 
-
-def config_show(ws: Workspace) -> ConfigShow:
+def config_show(ws: Workspace) -> ConfigShown:
     """See :func:`monte.api.config_show`."""
     import monte
 
@@ -36,7 +35,7 @@ def config_show(ws: Workspace) -> ConfigShow:
     for folder in path:
         for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")) if folder.is_dir() else []:
             recipes.setdefault(f.stem, str(f))
-    return ConfigShow(
+    return ConfigShown(
         repo_root=str(ws.repo_root),
         data_root=str(ws.data_root),
         config_file=str(ws.repo_root / CONFIG_FILE),

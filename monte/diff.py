@@ -15,15 +15,77 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from monte.errors import error
+from monte.result_type import Result
 from monte.workspace import Workspace, open_workspace
 
 #: a score at or above this passes, below fails: a partial credit is not a pass, so a flip is an
 #: exact-match flip (the verdict on fractional scores has its own method: docs/statistics.md)
 PASS = 1.0
 FLIPS = ("fixed", "broken")
+
+
+@dataclass(frozen=True)
+class Outcome(Result):
+    """One eval's answer to an item (``tasks.jsonl``) and its score."""
+
+    output: Any
+    score: float | None
+
+
+@dataclass(frozen=True)
+class ItemFlip(Result):
+    """One item of the dev split: its prompt and expected answer, both outcomes, the flip, and
+    the value of the metadata field the diff groups by (None when it groups by none)."""
+
+    id: str
+    prompt: Any
+    expected: Any
+    a: Outcome
+    b: Outcome
+    flip: str
+    group: Any = None
+
+
+@dataclass(frozen=True)
+class GroupCount(Result):
+    """How many items of one value of the grouping field were fixed, broken and the same."""
+
+    group: str
+    fixed: int
+    broken: int
+    same: int
+
+
+@dataclass(frozen=True)
+class Diff(Result):
+    """``monte diff``: the two evals (run id and what each scored), the counts of each flip over
+    ``n`` items, the groups (``group_by`` given) and the items ``only`` keeps."""
+
+    experiment: str
+    exam: str
+    split: str
+    a: str
+    b: str
+    a_target: str
+    b_target: str
+    n: int
+    counts: dict[str, int]
+    only: str
+    group_by: str | None
+    groups: tuple[GroupCount, ...] | None
+    items: tuple[ItemFlip, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` has always printed it: an item has a ``group`` key only in a grouped diff."""
+        out = super().to_dict()
+        if self.group_by is None:
+            for item in out["items"]:
+                del item["group"]
+        return out
 
 
 def _eval_row(ws: Workspace, ref: str, experiment: str | None) -> tuple[str, dict[str, Any]]:
@@ -89,7 +151,7 @@ def flip(a: float | None, b: float | None) -> str:
 
 
 def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "flips",
-         group_by: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+         group_by: str | None = None, ws: Workspace | None = None) -> Diff:
     """Per item of one dev exam: ``id``, ``prompt``, ``expected``, ``a``/``b`` (output, score),
     ``flip``, and ``group`` (the metadata field ``group_by`` names, dotted for nested). ``only``:
     ``flips`` (fixed and broken items; the default), ``all``, ``fixed``, ``broken``, ``same``.
@@ -107,7 +169,7 @@ def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "
     items = split_items(ws, exp_a, str(a["exam"]))
     counts = {"fixed": 0, "broken": 0, "same": 0}
     groups: dict[str, dict[str, int]] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[ItemFlip] = []
     for it in items:
         i = str(it["id"])
         if i not in ta or i not in tb:
@@ -120,15 +182,14 @@ def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "
             g = groups.setdefault(str(group), {"fixed": 0, "broken": 0, "same": 0})
             g[f] += 1
         if only == "all" or f == only or (only == "flips" and f in FLIPS):
-            rows.append({"id": i, "prompt": it.get("prompt"), "expected": it.get("answer"),
-                         "a": {"output": ta[i].get("answer"), "score": sa},
-                         "b": {"output": tb[i].get("answer"), "score": sb}, "flip": f,
-                         **({"group": group} if group_by else {})})
-    return {"experiment": exp_a, "exam": a["exam"], "split": "dev", "a": a["run"], "b": b["run"],
-            "a_target": _target(a), "b_target": _target(b), "n": sum(counts.values()), "counts": counts,
-            "only": only, "group_by": group_by,
-            "groups": [{"group": k, **v} for k, v in sorted(groups.items())] if group_by else None,
-            "items": rows}
+            rows.append(ItemFlip(id=i, prompt=it.get("prompt"), expected=it.get("answer"),
+                                 a=Outcome(output=ta[i].get("answer"), score=sa),
+                                 b=Outcome(output=tb[i].get("answer"), score=sb), flip=f, group=group))
+    return Diff(experiment=exp_a, exam=a["exam"], split="dev", a=a["run"], b=b["run"],
+                a_target=_target(a), b_target=_target(b), n=sum(counts.values()), counts=counts,
+                only=only, group_by=group_by,
+                groups=tuple(GroupCount(group=k, **v) for k, v in sorted(groups.items())) if group_by else None,
+                items=tuple(rows))
 
 
 def _target(row: Mapping[str, Any]) -> str:
@@ -137,7 +198,7 @@ def _target(row: Mapping[str, Any]) -> str:
 
 
 def flips(*, run: str, experiment: str | None = None, only: str = "flips", group_by: str | None = None,
-          ws: Workspace | None = None) -> dict[str, Any]:
+          ws: Workspace | None = None) -> Diff:
     """:func:`diff` of a dev eval against the baseline its paired delta was taken against."""
     from monte.reads import row_json
 

@@ -8,34 +8,40 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
+from typing import Any
 
 from monte.errors import error
 from monte.ledger.records import Measurement
 from monte.models import locate
 from monte.names import check_name
+from monte.result_type import Result
 from monte.workspace import Workspace, open_workspace
 
 
-class ExperimentInitResult(BaseModel):
+@dataclass(frozen=True)
+class ExperimentMade(Result):
+    """``monte experiment init``: the measurement frozen (a pydantic model: it is what the ledger
+    holds) and, once the ledger holds it, its ref and commit (None in a dry run, whose document has
+    neither key)."""
+
     dry_run: bool
-    measurement: Measurement
-    # Set once the ledger holds the measurement; a dry run's document has neither key.
+    measurement: Measurement  # what the ledger holds: pydantic
     commit: str | None = None
     ref: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _no_commit_keys_in_a_dry_run(self, nxt: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = nxt(self)
-        if self.dry_run:
-            out.pop("commit", None)
-            out.pop("ref", None)
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"dry_run": self.dry_run, "measurement": self.measurement.model_dump(mode="json")}
+        if not self.dry_run:
+            out |= {"commit": self.commit, "ref": self.ref}
         return out
 
 
-class ExperimentSummary(BaseModel):
+@dataclass(frozen=True)
+class ExperimentListed(Result):
+    """One line of ``monte experiment list``: its name, environment, exams, model and creation."""
+
     name: str
     environment: str
     exams: list[str]
@@ -94,7 +100,7 @@ def create(
     ws: Workspace | None, samples: int = 1, temperature: float | None = None, top_p: float | None = None,
     pass_at: Sequence[int] = (),
     held: Mapping[str, int] | None = None,
-) -> ExperimentInitResult:
+) -> ExperimentMade:
     """See :func:`monte.api.experiment_init`. ``ws`` is resolved here, after the names are
     checked, so a bad one is refused the same inside a repository or outside one. ``held``
     (content sha256 -> n): the test splits a grader holds in custody (:mod:`monte.grader`): such
@@ -157,11 +163,11 @@ def create(
         pass_at=sorted(set(pass_at)),
     )
     if dry_run:
-        return ExperimentInitResult(dry_run=True, measurement=measurement)
+        return ExperimentMade(dry_run=True, measurement=measurement)
     if where is not None:
         locate.remember(ws, where.register, where.folder)
     commit = ledger.create(measurement)
-    return ExperimentInitResult(dry_run=False, measurement=measurement, commit=commit.decode(), ref=ledger.ref)
+    return ExperimentMade(dry_run=False, measurement=measurement, commit=commit.decode(), ref=ledger.ref)
 
 
 def _count_lines(path: Path) -> int:
@@ -169,13 +175,13 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in f)
 
 
-def summaries(ws: Workspace) -> list[ExperimentSummary]:
+def summaries(ws: Workspace) -> list[ExperimentListed]:
     """See :func:`monte.api.experiment_list`."""
     from monte.ledger.experiment import Ledger, experiment_names
 
     out = []
     for n in experiment_names(ws.store):
         meas = Ledger(ws.store, n).measurement()
-        out.append(ExperimentSummary(name=n, environment=meas.environment, exams=sorted(meas.exams),
-                                     model=meas.model, created_at=meas.created_at))
+        out.append(ExperimentListed(name=n, environment=meas.environment, exams=sorted(meas.exams),
+                                    model=meas.model, created_at=meas.created_at))
     return out

@@ -27,13 +27,15 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from monte.errors import error
 from monte.ledger.predicates import is_admissible, is_test_read
 from monte.ledger.records import Measurement, RunRow
 from monte.ledger.rules import baseline, checkpoints
+from monte.result_type import Result
 from monte.stats.paired import format_interval
 from monte.status import (
     by_run,
@@ -130,8 +132,10 @@ def collect(meas: Measurement, rows: Sequence[RunRow]) -> dict[str, Any]:
             "points": len(unique), "cycles": cycle_rows, "baselines": baselines, "test_reads": test_reads}
 
 
-class PlotDoc(TypedDict):
-    """What :func:`plot_experiment` drew: the file, its format, and what the figure shows."""
+@dataclass(frozen=True)
+class PlotWritten(Result):
+    """``monte plot``: the file, its format, and what the figure shows (``note``: why a figure is
+    empty, None otherwise)."""
 
     path: str
     format: str
@@ -147,7 +151,7 @@ class PlotDoc(TypedDict):
 
 
 def plot_experiment(*, out: Path | str, experiment: str | None = None,
-                    ws: Workspace | None = None) -> PlotDoc:
+                    ws: Workspace | None = None) -> PlotWritten:
     """Read the ledger tip, draw the figure to ``out``; what was drawn, as a dict."""
     from monte.ledger.experiment import Ledger
     from monte.runs import experiment_name, read_rows
@@ -163,14 +167,14 @@ def plot_experiment(*, out: Path | str, experiment: str | None = None,
     verdicts = {"ok": 0, "STRIKE": 0, "unjudged": 0}
     for c in data["cycles"]:
         verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
-    return {
-        "path": str(path), "format": path.suffix.lower().lstrip("."), "experiment": data["experiment"],
-        "exams": data["exams"], "paths": len(data["series"]), "points": data["points"],
-        "lineage": [s["lineage"] for s in data["series"]], "cycles": verdicts,
-        "test_reads": len(data["test_reads"]),
-        "claims": [t["target"] for t in data["test_reads"] if t["role"] == "claim"],
-        "note": None if data["points"] else NO_DEV_EVAL,
-    }
+    return PlotWritten(
+        path=str(path), format=path.suffix.lower().lstrip("."), experiment=data["experiment"],
+        exams=data["exams"], paths=len(data["series"]), points=data["points"],
+        lineage=[s["lineage"] for s in data["series"]], cycles=verdicts,
+        test_reads=len(data["test_reads"]),
+        claims=[t["target"] for t in data["test_reads"] if t["role"] == "claim"],
+        note=None if data["points"] else NO_DEV_EVAL,
+    )
 
 
 # --- drawing ---------------------------------------------------------------------------------

@@ -33,11 +33,13 @@ import json
 import os
 import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from monte.errors import error
 from monte.ledger.predicates import is_sealed
+from monte.result_type import Result
 
 if TYPE_CHECKING:
     from monte.workspace import Workspace
@@ -552,8 +554,9 @@ candidate <select id="cand"></select> <input id="search" type="search" placehold
     return page.encode()
 
 
-class ReportDoc(TypedDict):
-    """What :func:`write_report` wrote: the page's path and size, and what it shows."""
+@dataclass(frozen=True)
+class ReportWritten(Result):
+    """``monte report``: the page's path and size, and what it shows."""
 
     path: str
     bytes: int
@@ -565,8 +568,8 @@ class ReportDoc(TypedDict):
     claims: list[str]
 
 
-def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> ReportDoc:
-    """Read the ledger tip, write the page to ``out`` atomically; what it shows, as a dict."""
+def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
+    """Read the ledger tip, write the page to ``out`` atomically; what it shows."""
     from monte.workspace import open_workspace
 
     path = check_out(out)
@@ -586,7 +589,7 @@ def write_report(*, out: Path | str, experiment: str | None = None, ws: Workspac
     verdicts = {"ok": 0, "STRIKE": 0, "unjudged": 0}
     for c in status["cycles"]:
         verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
-    return {"path": str(path), "bytes": len(page), "experiment": status["experiment"], "runs": len(status["rows"]),
-            "checkpoints": len(status["checkpoints"]), "cycles": verdicts, "evals": len(data["evals"]),
-            "claims": [d["target"] for d in status["deltas"] if d.get("role") == "claim"]}
+    return ReportWritten(path=str(path), bytes=len(page), experiment=status["experiment"], runs=len(status["rows"]),
+                         checkpoints=len(status["checkpoints"]), cycles=verdicts, evals=len(data["evals"]),
+                         claims=[d["target"] for d in status["deltas"] if d.get("role") == "claim"])
 

@@ -6,27 +6,35 @@ results bucket are is :mod:`monte.storage.locations`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from monte.configshow import ConfigShow, config_show  # noqa: F401  (where callers look)
+from monte.configshow import ConfigShown, config_show  # noqa: F401  (where callers look)
 from monte.errors import error
+from monte.result_type import Result
 from monte.storage import tracking
 from monte.workspace import CONFIG_FILE, DEFAULT_DATA_ROOT, Workspace, data_root_for, find_repo_root
 
 
-class InitResult(BaseModel):
+@dataclass(frozen=True)
+class Initialized(Result):
+    """``monte init``: the repository and its data root, the files it created, monte's git hooks
+    installed (none with ``hooks=False``) and a line saying so or why not, and the CI pin's line."""
+
     repo_root: str
     data_root: str
     created: list[str]
     already_initialized: bool
-    hooks: list[str] = []  # monte's git hooks, installed by init (none with --no-hooks)
+    hooks: list[str] = field(default_factory=list)  # monte's git hooks, installed by init (none with --no-hooks)
     hooks_note: str = ""  # that they were installed, or why not and how to install them later
     ci_note: str = ""  # the pin CI installs monte from and where it came from, or what to set
 
 
-class ConfigSetResult(BaseModel):
+@dataclass(frozen=True)
+class ConfigSet(Result):
+    """``monte config set``: the setting written, its value and file, the DVC config that names
+    the Vault as DVC's remote too (or None), and what was not checked (``note``)."""
+
     setting: str
     url: str
     file: str
@@ -34,7 +42,7 @@ class ConfigSetResult(BaseModel):
     note: str = ""  # what was not checked (no key resolved to reach a gs:// Vault)
 
 
-def init(path: Path | None) -> InitResult:
+def init(path: Path | None) -> Initialized:
     """See :func:`monte.api.init`."""
     repo_root = find_repo_root(path)
     data_root = data_root_for(repo_root)
@@ -79,8 +87,8 @@ def init(path: Path | None) -> InitResult:
     ws = Workspace(repo_root, data_root)
     for p in tracking.restore_pointers(ws):
         created.append(str(p.relative_to(repo_root)) if p.is_relative_to(repo_root) else str(p))
-    return InitResult(repo_root=str(repo_root), data_root=str(data_root), created=created,
-                      already_initialized=already and not created)
+    return Initialized(repo_root=str(repo_root), data_root=str(data_root), created=created,
+                       already_initialized=already and not created)
 
 
 def dvc_cache_links(repo_root: Path) -> bool:
@@ -137,11 +145,11 @@ def dvc_init(repo_root: Path) -> None:
                     "fix the DVC setup it names, then run `monte init` again") from None
 
 
-def config_set(ws: Workspace, *, setting: str, url: str) -> ConfigSetResult:
+def config_set(ws: Workspace, *, setting: str, url: str) -> ConfigSet:
     """See :func:`monte.api.config_set`."""
     from monte.storage.locations import set_url
 
     value, note = set_url(ws, setting, url)
     dvc = ws.repo_root / ".dvc" / "config"
-    return ConfigSetResult(setting=setting, url=value, file=str(ws.repo_root / CONFIG_FILE),
-                           dvc_config=str(dvc) if setting == "vault" and dvc.exists() else None, note=note)
+    return ConfigSet(setting=setting, url=value, file=str(ws.repo_root / CONFIG_FILE),
+                     dvc_config=str(dvc) if setting == "vault" and dvc.exists() else None, note=note)

@@ -263,3 +263,97 @@ def test_a_recipe_added_is_a_result_read_by_field(repo: Path) -> None:
     assert Path(added.path).read_bytes() == b"algorithm: sft\n"
     assert added.sha256 == hashlib.sha256(b"algorithm: sft\n").hexdigest()
     assert added.to_dict() == {"name": "mine", "path": added.path, "sha256": added.sha256, "algorithm": "sft"}
+
+
+#: what `monte env add|list|install --json`, `env list --vault` and `grader take --json` printed
+#: when these were pydantic models and dicts (copied from their output on one repository)
+BEFORE = {
+    "env add --dry-run": '{"dry_run":true,"dvc_pointer":null,"environment":null,"floors":{},"note":"","plan":'
+                         '{"curriculum":"parity","form":"server","name":"parity"}}',
+    "env install": '[{"action":"fetched","changed":"","files":3,"folder":"/d/environments/parity","name":"parity",'
+                   '"note":"declares no Gym benchmarks","registered":[],"set_aside":null}]',
+    "env list": '[{"benchmarks":["parity"],"exams":{"parity":["dev","test"]},"files":3,"kind":"trainable",'
+                '"name":"parity"}]',
+    "env list --vault": '[{"claimed_at":"2026-12-05T08:17:25Z","claimed_by":"vm","complete":true,"fingerprint":"b0a1",'
+                        '"kind":"environment","lost":0,"name":"parity"}]',
+    "env list --available": '[{"benchmark":"parity","description":"Parity.","judge":[],"kind":"catalog",'
+                            '"offline":null,"provider":"monte","sizes":{"dev":200},"trainable":true}]',
+    "grader take": '{"environment":"parity","grader":"g@h","removed":["/d/t.jsonl"],"taken":[{"content":"c1",'
+                   '"exam":"parity","n":200},{"already":true,"content":"c2","exam":"other"}]}',
+}
+
+
+def test_environment_and_grader_results_print_the_json_they_did(capsys: pytest.CaptureFixture[str]) -> None:
+    """The environments' verbs, the Vault's listing and `grader take` return Result dataclasses
+    now; `--json` prints the same bytes as the models and dicts they were (off a terminal)."""
+    from monte.api.shapes import GraderTaken, TakenSplit
+    from monte.cli.output import print_json
+    from monte.envs.listing import EnvListed
+    from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInstallResult
+    from monte.storage.vault_remote import VaultEntry
+
+    now = {
+        "env add --dry-run": EnvAddResult(dry_run=True, plan={"curriculum": "parity", "form": "server",
+                                                              "name": "parity"}),
+        "env install": [EnvInstallResult(name="parity", action="fetched", files=3, folder="/d/environments/parity",
+                                         note="declares no Gym benchmarks")],
+        "env list": [EnvListed(name="parity", kind="trainable", exams={"parity": ["dev", "test"]},
+                               benchmarks=["parity"], files=3)],
+        "env list --vault": [VaultEntry(name="parity", kind="environment", fingerprint="b0a1", claimed_by="vm",
+                                        claimed_at="2026-12-05T08:17:25Z", complete=True)],
+        "env list --available": [CatalogEntry(benchmark="parity", provider="monte", trainable=True,
+                                              sizes={"dev": 200}, description="Parity.")],
+        "grader take": GraderTaken(environment="parity", grader="g@h",
+                                   taken=(TakenSplit(exam="parity", content="c1", n=200),
+                                          TakenSplit(exam="other", content="c2", already=True)),
+                                   removed=["/d/t.jsonl"]),
+    }
+    for command, result in now.items():
+        capsys.readouterr()
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr("sys.stdout.isatty", lambda: False)
+            print_json(result)
+        assert capsys.readouterr().out == BEFORE[command] + "\n", command
+    with pytest.raises(AttributeError):  # frozen: what happened is read, not edited
+        now["env install"][0].action = "verified"  # type: ignore[index]
+
+
+def test_a_result_prints_the_frozen_settings_it_holds(capsys: pytest.CaptureFixture[str]) -> None:
+    """An eval's result holds its plan's settings, frozen as read-only mappings: ``--json`` prints
+    them (a deep copy, as ``dataclasses.asdict`` makes, refuses a mappingproxy)."""
+    import json
+    from types import MappingProxyType
+
+    from monte.cli.output import print_json
+    from monte.evals import EvalResult
+
+    settings = MappingProxyType({"max_new_tokens": 8, "stop": MappingProxyType({"eos": True})})
+    result = EvalResult(experiment="exp", runs=[{"run": "r1", "score": 0.5}], settings=dict(settings))
+    print_json(result)
+    assert json.loads(capsys.readouterr().out)["settings"] == {"max_new_tokens": 8, "stop": {"eos": True}}
+
+
+#: what a verb may return besides a Result: the plans (frozen pydantic: they are recorded), the
+#: two documents whose keys grow with the record, and plain values
+NOT_RESULTS = {"EvalPlan", "TrainPlan", "StatusDoc", "RowDoc", "str", "bytes", "Path", "None", "bool"}
+
+
+def test_every_verb_returns_a_result_named_in_shapes_or_a_named_document() -> None:
+    """One result idiom: each verb of ``__all__`` returns a frozen Result dataclass that
+    ``monte.api.shapes`` names (the type's one home may be lower), a plan, or a named document;
+    no bare dict and no pydantic model that nothing persists. docs/api.md names each type."""
+    import dataclasses
+    import re
+
+    from monte.api import shapes
+    from monte.result_type import Result
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text()
+    for name in api.__all__:
+        returns = str(inspect.signature(getattr(api, name)).return_annotation)
+        assert "dict[" not in returns and "Any" not in returns, (name, returns)
+        for type_name in set(re.findall(r"[A-Za-z_]\w*", returns)) - NOT_RESULTS - {"list"}:
+            cls = getattr(shapes, type_name)
+            assert issubclass(cls, Result) and dataclasses.is_dataclass(cls), (name, type_name)
+            assert getattr(cls, "__dataclass_params__").frozen, (name, type_name)  # noqa: B009 - no stub names it
+            assert f"`{type_name}`" in page, f"docs/api.md does not name {type_name} ({name})"

@@ -34,6 +34,7 @@ def test_the_api_page_loop_runs_as_written(tmp_path: Path) -> None:
     assert any(re.fullmatch(r"test \d\.\d{3} \(n=\d+\), paired delta [+-]\d\.\d{3}", line) for line in out), out
     roles = [line.split()[3] for line in out if re.match(r"\w+ eval parity/test ", line)]
     assert roles == ["baseline", "claim"], out  # the status rows: both test reads, and no third
+    assert "test reads: 2 spent, 0 left" in out, out  # the brief, a result read by field
     assert out[-3] == "E_SEALED", out  # the third read refused: its code, what happened, the fix
     assert (tmp_path / "loop" / ".monte.yaml").is_file()
 

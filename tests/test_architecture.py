@@ -320,7 +320,7 @@ def test_the_check_catches_a_planted_copy_of_each_home(tmp_path: Path) -> None:
 #: layer -> the packages and modules in it (docs/architecture.md's table); the longest prefix decides
 LAYERS: dict[int, tuple[str, ...]] = {
     0: ("monte", "monte.errors", "monte.hashing", "monte.codekey", "monte.names", "monte.manifest", "monte.jsonl",
-        "monte.processes", "monte.extras", "monte.ci", "monte.staging"),
+        "monte.processes", "monte.extras", "monte.ci", "monte.staging", "monte.result_type"),
     1: ("monte.ledger", "monte.stats", "monte.workspace", "monte.models.identity",
         "monte.models.tensors", "monte.models.fingerprint"),
     2: ("monte.githooks", "monte.envs", "monte.datasets", "monte.frozen", "monte.models", "monte.storage"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.support.helpers import git, snapshot_state
 
@@ -87,15 +88,17 @@ def test_two_racing_inits_one_wins(repo: Path, monte) -> None:
 
 
 def test_init_json_is_the_document_the_pydantic_result_printed(repo: Path, monte) -> None:
-    """api.experiment_init returns a Result now; --json is still ExperimentInitResult's model_dump
-    (a dry run without commit and ref, a real one with them), byte for byte after sorting."""
+    """api.experiment_init returns a Result; --json is still the document the pydantic result
+    printed: ``dry_run`` and the measurement's own JSON, and ``commit`` and ``ref`` only once the
+    ledger holds it."""
     from monte import experiments
     from monte.workspace import open_workspace
 
     monte("env", "add", "--benchmark", "parity")
     dry = monte("experiment", "init", "e", "--eval", "parity", "--dry-run", "--json")
-    want = experiments.create(name="e", eval_env="parity", model=None, steps_per_chunk=50, dry_run=True,
-                              ws=open_workspace(repo)).model_dump(mode="json")
+    planned = experiments.create(name="e", eval_env="parity", model=None, steps_per_chunk=50, dry_run=True,
+                                 ws=open_workspace(repo))
+    want: dict[str, Any] = {"dry_run": True, "measurement": planned.measurement.model_dump(mode="json")}
     got = dry.json()
     assert "commit" not in got and "ref" not in got
     got["measurement"]["created_at"] = want["measurement"]["created_at"]  # the one field the clock writes

@@ -34,28 +34,29 @@ def doc(runs: int) -> dict[str, Any]:
 
 def test_the_brief_leads_with_the_best_delta_and_the_test_budget() -> None:
     b = brief(doc(35))
-    assert b["best"]["parity"]["checkpoint"] == "t7@400" and b["best"]["parity"]["delta"] == 0.4
-    assert (b["best"]["parity"]["lower"], b["best"]["parity"]["upper"], b["best"]["parity"]["verdict"]) == (0.1, 0.5, "ok")
-    assert b["best"]["parity"]["floor"] == 0.5
-    assert b["test"] == {"parity": {"reads": 1, "left": 1, "claim": None}}
-    assert b["last"]["run"] == "e34" and b["last"]["delta"] == 0.3
-    assert b["runs"]["total"] == 72 and b["runs"]["train"] == 35
+    assert b.best is not None
+    assert b.best["parity"]["checkpoint"] == "t7@400" and b.best["parity"]["delta"] == 0.4
+    assert (b.best["parity"]["lower"], b.best["parity"]["upper"], b.best["parity"]["verdict"]) == (0.1, 0.5, "ok")
+    assert b.best["parity"]["floor"] == 0.5
+    assert b.to_dict()["test"] == {"parity": {"reads": 1, "left": 1, "claim": None}}
+    assert b.last is not None and b.last["run"] == "e34" and b.last["delta"] == 0.3
+    assert b.runs["total"] == 72 and b.runs["train"] == 35
 
 
 def test_the_brief_stays_one_screen_however_long_the_record() -> None:
     for runs in (1, 35, 1000):
         text = brief_text(brief(doc(runs)))
         assert len(text.splitlines()) <= 8 and max(len(line) for line in text.splitlines()) < 120
-        assert len(json.dumps(brief(doc(runs)))) < 1500
+        assert len(json.dumps(brief(doc(runs)).to_dict())) < 1500
 
 
 def test_a_search_verdict_rides_along_where_status_has_one() -> None:
     d = doc(2)
     d["deltas"][0].update({"search_verdict": "ok", "k": 2, "delta": 0.9})
-    best = brief(d)["best"]["parity"]
+    best = (brief(d).best or {})["parity"]
     assert best["search_verdict"] == "ok" and best["k"] == 2
 
 
 def test_no_checkpoint_yet_reads_none() -> None:
     b = brief(doc(0))
-    assert b["best"] is None and "none yet" in brief_text(b)
+    assert b.best is None and "none yet" in brief_text(b)

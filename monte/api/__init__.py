@@ -1,10 +1,10 @@
 """The Python API: one function per verb (``__all__``). The CLI is a thin layer over this.
 
-Functions take keyword arguments, return data (frozen plans; results of :mod:`monte.api.shapes`,
-pydantic models or documents of JSON types, each named in its signature), and never print. A
-refusal is a :class:`monte.errors.MonteError`, the disk's, git's and the network's failures
-included (:mod:`monte.api.refusals`); when one is raised, nothing has been written to the
-ledger, the vault ref or the data root. docs/api.md is the guide.
+Functions take keyword arguments, return data (a frozen result named in :mod:`monte.api.shapes`,
+a frozen plan, or one of two documents of JSON types, each named in its signature), and never
+print. A refusal is a :class:`monte.errors.MonteError`, the disk's, git's and the network's
+failures included (:mod:`monte.api.refusals`); when one is raised, nothing has been written to
+the ledger, the vault ref or the data root. docs/api.md is the guide.
 """
 
 from __future__ import annotations
@@ -27,24 +27,11 @@ from monte.api.remote import submit as submit
 from monte.api.results import push as push
 from monte.api.results import sync as sync
 from monte.api.shapes import (
-    ClaimExported,
-    ClaimVerified,
-    ConfigSet,
-    ConfigShown,
-    DatasetAdded,
-    DatasetShown,
-    ExperimentListed,
-    ExperimentMade,
-    Initialized,
-    ModelMade,
-    Nominated,
-    PlotWritten,
-    Promoted,
+    GraderTaken,
     RecipeAdded,
     Recovered,
-    ReportWritten,
     Rerun,
-    StopResult,
+    TakenSplit,
 )
 from monte.api.verify import hooks_install as hooks_install
 from monte.api.verify import hooks_uninstall as hooks_uninstall
@@ -65,11 +52,22 @@ if TYPE_CHECKING:  # the result models; their modules are imported when a verb r
 
     Progress = Callable[[int, int], None]
     from monte.api.shapes import RowDoc, StatusDoc
-    from monte.datasets.manage import DatasetInfo
+    from monte.claim import ClaimExported, ClaimVerified
+    from monte.configshow import ConfigShown
+    from monte.datasets.manage import DatasetAdded, DatasetShown
+    from monte.diff import Diff
     from monte.envs.listing import EnvListed
     from monte.envs.manage import CatalogEntry, EnvAddResult, EnvInfo, EnvInstallResult
-    from monte.ledger.verify.report import VerifiedLedgers
+    from monte.evals.nominate import Nominated
+    from monte.experiments import ExperimentListed, ExperimentMade
+    from monte.models.tiny import ModelMade
+    from monte.plot import PlotWritten
+    from monte.report import ReportWritten
+    from monte.repository import ConfigSet, Initialized
+    from monte.runs.lifecycle import StopResult
+    from monte.status.brief import StatusBrief
     from monte.storage.vault_remote import VaultEntry
+    from monte.training.promote import Promoted
 
 # --- init ------------------------------------------------------------------------------------
 
@@ -93,7 +91,7 @@ def init(path: Path | None = None, *, hooks: bool = True, ci: bool = True,
         if not ci:
             raise error("E_USAGE", "--ci-install pins the CI workflow that --no-ci leaves out", "pass one of them")
         ci_install = check_spec(ci_install)
-    result = Initialized(**repository.init(path).model_dump(mode="json"))
+    result = repository.init(path)
     if ci:
         from monte import ci as workflows
 
@@ -248,13 +246,10 @@ def dataset_add(
     (:mod:`monte.datasets.demonstrations`)."""
     from monte.datasets import manage
 
-    added = manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
-                       input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
-                       prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
-                       from_env=from_env)
-    shown = _dataset_shown(added.dataset) if added.dataset is not None else None
-    return DatasetAdded(dry_run=added.dry_run, plan=added.plan, dataset=shown, note=added.note,
-                        dvc_pointer=added.dvc_pointer)
+    return manage.add(name=name, from_file=from_file, from_hf=from_hf, hf_file=hf_file, kind=kind,
+                      input_key=input_key, output_key=output_key, dry_run=dry_run, ws=ws,
+                      prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key,
+                      from_env=from_env)
 
 
 def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[DatasetShown] | list[VaultEntry]:
@@ -262,10 +257,7 @@ def dataset_list(*, vault: bool = False, ws: Workspace | None = None) -> list[Da
     the Vault holds (network)."""
     from monte.datasets import manage
 
-    listed = manage.list_datasets(ws or open_workspace(), vault=vault)
-    if vault:  # what the Vault holds: its pydantic entries, as `env list --vault` gives them
-        return cast("list[VaultEntry]", listed)
-    return [_dataset_shown(d) for d in cast("list[DatasetInfo]", listed)]
+    return manage.list_datasets(ws or open_workspace(), vault=vault)
 
 
 def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetShown:
@@ -273,12 +265,7 @@ def dataset_show(*, name: str, ws: Workspace | None = None) -> DatasetShown:
     the Vault first when this data root lacks them)."""
     from monte.datasets import manage
 
-    return _dataset_shown(manage.show(name=name, ws=ws))
-
-
-def _dataset_shown(d: DatasetInfo) -> DatasetShown:
-    """The datasets layer's pydantic row as the API's result."""
-    return DatasetShown(**d.model_dump(mode="json"))
+    return manage.show(name=name, ws=ws)
 
 
 # --- experiments -------------------------------------------------------------------------------
@@ -302,24 +289,20 @@ def experiment_init(
         try:
             ws = open_workspace()
         except MonteError:  # outside a repository: create refuses, naming the first thing wrong (a bad name first)
-            return _made(create(dry_run=dry_run, ws=None))
+            return create(dry_run=dry_run, ws=None)
     if ws.config.get("grader"):  # the test splits into the grader's custody as part of the freeze
         from monte.grader import client
 
-        return _made(client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env, dry_run=dry_run))
-    return _made(create(dry_run=dry_run, ws=ws))
-
-
-def _made(r: Any) -> ExperimentMade:
-    """The experiments layer's result (a pydantic model) as the API's."""
-    return ExperimentMade(dry_run=r.dry_run, measurement=r.measurement, commit=r.commit, ref=r.ref)
+        return cast("ExperimentMade", client.freeze_experiment(ws, partial(create, ws=ws), env=eval_env,
+                                                               dry_run=dry_run))
+    return create(dry_run=dry_run, ws=ws)
 
 
 def experiment_list(*, ws: Workspace | None = None) -> list[ExperimentListed]:
     """Every experiment in this repository, from its measurement."""
     from monte import experiments
 
-    return [ExperimentListed(**e.model_dump()) for e in experiments.summaries(ws or open_workspace())]
+    return experiments.summaries(ws or open_workspace())
 
 
 # --- config ------------------------------------------------------------------------------------
@@ -330,7 +313,7 @@ def config_show(*, ws: Workspace | None = None) -> ConfigShown:
     recipe name (first match wins)."""
     from monte.configshow import config_show
 
-    return ConfigShown(**config_show(ws or open_workspace(require_data_root=False)).model_dump())
+    return config_show(ws or open_workspace(require_data_root=False))
 
 
 def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace | None = None) -> ConfigSet:
@@ -342,10 +325,10 @@ def config_set(*, setting: str, url: str, key: str | None = None, ws: Workspace 
     if setting == "grader":
         from monte.grader import client
 
-        return ConfigSet(**repository.ConfigSetResult(**client.set_grader(ws, url, key)).model_dump(mode="json"))
+        return repository.ConfigSet(**client.set_grader(ws, url, key))
     if key is not None:
         raise error("E_USAGE", "--key pins a grader's public key", f"drop --key for {setting}")
-    return ConfigSet(**repository.config_set(ws, setting=setting, url=url).model_dump(mode="json"))
+    return repository.config_set(ws, setting=setting, url=url)
 
 
 def seal_line(*, ws: Workspace | None = None) -> str:
@@ -356,11 +339,13 @@ def seal_line(*, ws: Workspace | None = None) -> str:
     return line((ws or open_workspace(require_data_root=False)).config)
 
 
-def grader_take(*, env: str, ws: Workspace | None = None) -> dict[str, Any]:
+def grader_take(*, env: str, ws: Workspace | None = None) -> GraderTaken:
     """Hand environment ``env``'s test splits to the configured grader; remove the local copies."""
     from monte.grader import client
 
-    return client.take(ws or open_workspace(), env)
+    got = client.take(ws or open_workspace(), env)
+    return GraderTaken(environment=got["environment"], grader=got["grader"],
+                       taken=tuple(TakenSplit(**t) for t in got["taken"]), removed=list(got["removed"]))
 
 
 # --- evaluation ----------------------------------------------------------------------------------
@@ -429,7 +414,7 @@ def nominate(*, ref: str, experiment: str | None = None, ws: Workspace | None = 
     """Name the checkpoint the final claim scores (it must carry an admissible dev eval)."""
     from monte import evals
 
-    return Nominated(**evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None))
+    return evals.nominate(ws or open_workspace(), ref=ref, experiment=experiment, model=None)
 
 
 # --- reading the record --------------------------------------------------------------------------
@@ -464,7 +449,7 @@ def show(*, ref: str, experiment: str | None = None, ws: Workspace | None = None
     return reads.show(ref=ref, experiment=experiment, ws=ws)
 
 
-def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) -> StatusBrief:
     """The one-screen summary ``monte status --brief`` and the MCP ``status`` tool print: the best
     paired dev delta with its interval (and search verdict where status has one), the floor, the
     test budget left, the last move (:func:`monte.status.brief.brief`; docs/agents.md)."""
@@ -474,7 +459,7 @@ def status_brief(*, experiment: str | None = None, ws: Workspace | None = None) 
 
 
 def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "flips",
-         group_by: str | None = None, ws: Workspace | None = None) -> dict[str, Any]:
+         group_by: str | None = None, ws: Workspace | None = None) -> Diff:
     """Two dev evals of one exam item by item: prompt, expected, both outputs, the flip
     (:func:`monte.diff.diff`); a test-split eval is refused E_SEALED."""
     from monte import diff as diffs
@@ -483,7 +468,7 @@ def diff(*, run_a: str, run_b: str, experiment: str | None = None, only: str = "
 
 
 def flips(*, run: str, experiment: str | None = None, only: str = "flips", group_by: str | None = None,
-          ws: Workspace | None = None) -> dict[str, Any]:
+          ws: Workspace | None = None) -> Diff:
     """A dev eval against the baseline of its paired delta, item by item (:func:`monte.diff.flips`)."""
     from monte import diff as diffs
 
@@ -519,7 +504,7 @@ def stop(*, ref: str, experiment: str | None = None, reason: str | None = None,
     the row; a box's job wrapper says how its job ended)."""
     from monte.runs import stop as stop_run
 
-    return StopResult(**stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason))
+    return stop_run(ws or open_workspace(), ref, experiment=experiment, reason=reason)
 
 
 def recover(*, experiment: str | None = None, ws: Workspace | None = None) -> list[Recovered]:
@@ -622,7 +607,7 @@ def model_init(*, path: Path, size: str = "tiny", seed: int = 0) -> ModelMade:
     """Write a randomly initialised small causal LM with its own tokenizer (no download)."""
     from monte.models.tiny import init_model
 
-    return ModelMade(**init_model(path, size=size, seed=seed))
+    return init_model(path, size=size, seed=seed)
 
 
 def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None, from_hub: bool = False,
@@ -633,9 +618,8 @@ def promote(*, ref: str, dest: Path, confirm: str, experiment: str | None = None
     file proven against that commit before anything lands in ``dest`` (a mismatch: E_INTEGRITY)."""
     from monte.training import promote as pr
 
-    done = pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
+    return pr.promote(ws or open_workspace(), ref=ref, dest=dest, confirm=confirm, experiment=experiment,
                       from_hub=from_hub)
-    return Promoted(**{**done.model_dump(mode="json"), "hub": done.hub})
 
 
 # --- a claim anyone can check ---------------------------------------------------------------------
@@ -647,9 +631,8 @@ def claim_export(*, ref: str, out: Path, key: Path, experiment: str | None = Non
     :mod:`monte.claim`); ``card``: a promoted folder of the checkpoint whose model card names it."""
     from monte import claim
 
-    exported = claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
-                            identity=identity, card=card)
-    return ClaimExported(**exported.to_dict())
+    return claim.export(ws or open_workspace(require_data_root=False), ref, out, key, experiment=experiment,
+                        identity=identity, card=card)
 
 
 def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = None,
@@ -662,9 +645,8 @@ def claim_verify(*, folder: Path, allowed_signers: Path, weights: Path | None = 
     # the unwrapped verb: a disk failure while verifying the bundle breaks no rule of the ledger
     from monte.api.verify import ledger_verify as verify_ledgers
 
-    verified = claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
-                            verify_ledgers=lambda ws: cast("VerifiedLedgers", verify_ledgers(all_=True, ws=ws).to_dict()))
-    return ClaimVerified(**verified.to_dict())
+    return claim.verify(folder, allowed_signers, weights=weights, signer=signer, grader_key=grader_key,
+                        verify_ledgers=lambda ws: verify_ledgers(all_=True, ws=ws))
 
 
 # --- plot ----------------------------------------------------------------------------------------
@@ -678,7 +660,7 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
     """
     from monte import plot as pl
 
-    return PlotWritten(**pl.plot_experiment(out=out, experiment=experiment, ws=ws))
+    return pl.plot_experiment(out=out, experiment=experiment, ws=ws)
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -686,12 +668,12 @@ def plot(*, out: Path, experiment: str | None = None, ws: Workspace | None = Non
 
 def report(*, out: Path, experiment: str | None = None, ws: Workspace | None = None) -> ReportWritten:
     """Write one self-contained HTML page of the experiment to ``out`` (a view of :func:`status`
-    and the evals' per-task results); what it shows, as a dict.
+    and the evals' per-task results); what it shows.
 
     ``out`` must end in .html (E_USAGE) and its folder must exist (E_NOT_FOUND)."""
     from monte import report as rp
 
-    return ReportWritten(**rp.write_report(out=out, experiment=experiment, ws=ws))
+    return rp.write_report(out=out, experiment=experiment, ws=ws)
 
 
 #: The face of the API: every verb a caller may use (each one refuses with a MonteError, never a

@@ -39,23 +39,28 @@ _STORAGE_ERRNOS = {
 }
 
 
+#: What dulwich raises on a damaged repository: (its exception's name, a word its text holds or
+#: "" for any) -> what is wrong and the fix; the first row that matches speaks (``{text}``: its text).
+_GIT_DAMAGE = (
+    ("ChecksumMismatch", "", "a git object of this repository is not the object its name says ({text}): its file "
+     "was replaced or damaged", "run `git fsck` to name it, and restore the object from another copy of the "
+     "repository (`git fetch` from a clone, or `monte sync`)"),
+    ("ObjectFormatException", "graft", "the repository's info/grafts is malformed ({text})",
+     "remove or repair `.git/info/grafts` (monte never writes it; grafts rewrite history)"),
+    ("ObjectFormatException", "", "a git object of this repository is malformed ({text})",
+     "run `git fsck` to name it, and restore it from another copy of the repository"),
+)
+
+
 def git_refusal(e: BaseException) -> MonteError | None:
     """A refusal for what dulwich raises on a damaged repository (a loose object whose bytes are
     not its name's, a malformed object or ``info/grafts``), naming the object; None otherwise."""
-    name = type(e).__name__
     if not type(e).__module__.startswith("dulwich"):
         return None
     text = str(e)[:300]
-    if name == "ChecksumMismatch":
-        return error("E_INTEGRITY", f"a git object of this repository is not the object its name says ({text}): "
-                     "its file was replaced or damaged", "run `git fsck` to name it, and restore the object from "
-                     "another copy of the repository (`git fetch` from a clone, or `monte sync`)")
-    if name == "ObjectFormatException":
-        if "graft" in text:
-            return error("E_INTEGRITY", f"the repository's info/grafts is malformed ({text})",
-                         "remove or repair `.git/info/grafts` (monte never writes it; grafts rewrite history)")
-        return error("E_INTEGRITY", f"a git object of this repository is malformed ({text})",
-                     "run `git fsck` to name it, and restore it from another copy of the repository")
+    for name, word, what, fix in _GIT_DAMAGE:
+        if type(e).__name__ == name and word in text:
+            return error("E_INTEGRITY", what.format(text=text), fix)
     return None
 
 

@@ -3,10 +3,14 @@ every experiment's back."""
 
 from __future__ import annotations
 
-from monte.api.shapes import Pushed, Synced, SyncedExperiment
+from typing import TYPE_CHECKING
+
 from monte.errors import error
 from monte.names import check_name
 from monte.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from monte.storage.results import Pushed, Synced
 
 
 def push(*, experiment: str | None = None, run: str | None = None, bucket: str | None = None,
@@ -24,7 +28,7 @@ def push(*, experiment: str | None = None, run: str | None = None, bucket: str |
         if r_exp and r_exp != exp:
             raise error("E_USAGE", f"--run {run} names experiment {r_exp}, not {exp}", "name one experiment")
         check_name(run, "run id")
-    return Pushed(**results.push(ws, exp, run=run, bucket=bucket, key_file=key_file))
+    return results.push(ws, exp, run=run, bucket=bucket, key_file=key_file)
 
 
 def sync(*, experiments: list[str] | None = None, bucket: str | None = None, key_file: str | None = None,
@@ -33,5 +37,4 @@ def sync(*, experiments: list[str] | None = None, bucket: str | None = None, key
     from monte.storage import results
 
     ws = ws or open_workspace(require_data_root=False)
-    got = results.sync(ws, experiments or None, bucket=bucket, key_file=key_file)
-    return Synced(bucket=got["bucket"], experiments=tuple(SyncedExperiment(**e) for e in got["experiments"]))
+    return results.sync(ws, experiments or None, bucket=bucket, key_file=key_file)

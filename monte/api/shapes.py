@@ -1,40 +1,82 @@
-"""The shapes of the API's results.
+"""The shapes of the API's results: every type a verb returns, named here for a caller.
 
 A verb's result is a frozen dataclass (:class:`Result`) with typed rows inside: a caller reads
 its fields, and ``to_dict()`` is the document ``--json`` prints (the CLI writes a dataclass as
 that dict, so the JSON is the same as when these were dicts). Pydantic models stay for what is
 written to disk (a row, a plan, a manifest). Two documents stay dicts of JSON values, typed here
 for the type checker: the status document and a row as ``monte show`` prints it, whose keys grow
-with the record. A lower layer's own dict (``monte.report``'s
-``ReportDoc``, ...) becomes its result here, at the API's edge; the verbs not yet converted
-(environments, evals, training; the Vault's listings) return their pydantic models."""
+with the record.
+
+Each result has one home. The results the API makes itself are defined here; a result a lower
+layer makes is defined beside the code that makes it (``monte.plot.PlotWritten``,
+``monte.claim.ClaimVerified``, ...) and named here too, imported when first read (``HOMES``), so
+that importing the API loads none of those layers."""
 
 from __future__ import annotations
 
-import dataclasses
+import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from monte.result_type import Result as Result
 
 if TYPE_CHECKING:
-    from monte.ledger.records import Measurement
+    from monte.claim import ClaimExported as ClaimExported
+    from monte.claim import ClaimVerified as ClaimVerified
+    from monte.configshow import ConfigShown as ConfigShown
+    from monte.datasets.manage import DatasetAdded as DatasetAdded
+    from monte.datasets.manage import DatasetShown as DatasetShown
+    from monte.diff import Diff as Diff
+    from monte.diff import GroupCount as GroupCount
+    from monte.diff import ItemFlip as ItemFlip
+    from monte.diff import Outcome as Outcome
+    from monte.envs.listing import EnvListed as EnvListed
+    from monte.envs.manage import CatalogEntry as CatalogEntry
+    from monte.envs.manage import EnvAddResult as EnvAddResult
+    from monte.envs.manage import EnvInfo as EnvInfo
+    from monte.envs.manage import EnvInstallResult as EnvInstallResult
+    from monte.evals.nominate import Nominated as Nominated
+    from monte.evals.run import EvalResult as EvalResult
+    from monte.experiments import ExperimentListed as ExperimentListed
+    from monte.experiments import ExperimentMade as ExperimentMade
+    from monte.ledger.verify.report import LedgerVerified as LedgerVerified
+    from monte.models.tiny import ModelMade as ModelMade
+    from monte.plot import PlotWritten as PlotWritten
+    from monte.report import ReportWritten as ReportWritten
+    from monte.repository import ConfigSet as ConfigSet
+    from monte.repository import Initialized as Initialized
+    from monte.runs.lifecycle import StopResult as StopResult
+    from monte.status.brief import StatusBrief as StatusBrief
+    from monte.status.brief import TestBudget as TestBudget
+    from monte.storage.results import Pushed as Pushed
+    from monte.storage.results import Synced as Synced
+    from monte.storage.results import SyncedExperiment as SyncedExperiment
+    from monte.storage.vault_remote import VaultEntry as VaultEntry
+    from monte.training.promote import Promoted as Promoted
+    from monte.training.run import TrainResult as TrainResult
+
+#: a result made below the API -> the module that defines it (its one home)
+HOMES = {
+    "ClaimExported": "monte.claim", "ClaimVerified": "monte.claim",
+    "DatasetAdded": "monte.datasets.manage", "DatasetShown": "monte.datasets.manage",
+    "Nominated": "monte.evals.nominate", "LedgerVerified": "monte.ledger.verify.report",
+    "ModelMade": "monte.models.tiny", "PlotWritten": "monte.plot", "ReportWritten": "monte.report",
+    "StopResult": "monte.runs.lifecycle", "Pushed": "monte.storage.results", "Synced": "monte.storage.results",
+    "SyncedExperiment": "monte.storage.results", "VaultEntry": "monte.storage.vault_remote",
+    "Diff": "monte.diff", "GroupCount": "monte.diff", "ItemFlip": "monte.diff", "Outcome": "monte.diff",
+    "EnvListed": "monte.envs.listing", "CatalogEntry": "monte.envs.manage", "EnvAddResult": "monte.envs.manage",
+    "EnvInfo": "monte.envs.manage", "EnvInstallResult": "monte.envs.manage", "EvalResult": "monte.evals.run",
+    "TrainResult": "monte.training.run", "StatusBrief": "monte.status.brief", "TestBudget": "monte.status.brief",
+    "ConfigShown": "monte.configshow", "ConfigSet": "monte.repository", "Initialized": "monte.repository",
+    "ExperimentMade": "monte.experiments", "ExperimentListed": "monte.experiments", "Promoted": "monte.training.promote",
+}
 
 
-@dataclass(frozen=True)
-class Result:
-    """Base of the API's results: frozen (a result is what happened), read by field."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as the JSON document ``--json`` prints (rows as dicts, tuples as lists)."""
-        return cast("dict[str, Any]", _plain(dataclasses.asdict(self)))
-
-
-def _plain(value: Any) -> Any:
-    """JSON's shapes: a tuple (a frozen result's rows) as a list."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+def __getattr__(name: str) -> Any:
+    """A result of a lower layer, from its home (PEP 562: imported when first named)."""
+    if name in HOMES:
+        return getattr(importlib.import_module(HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class StatusDoc(TypedDict, total=False):
@@ -193,59 +235,6 @@ class RecipeAdded(Result):
 
 
 @dataclass(frozen=True)
-class Pushed(Result):
-    """``monte push``: what went to the results bucket (packs, refs, run files, their bytes) and
-    the refs it merged because the bucket had moved (``merged``)."""
-
-    experiment: str
-    bucket: str
-    run: str | None
-    packs: int
-    pack_bytes: int
-    refs: int
-    files: int
-    file_bytes: int
-    uploaded_bytes: int
-    merged: list[str]
-
-
-@dataclass(frozen=True)
-class SyncedExperiment(Result):
-    """One experiment ``monte sync`` brought back: what its ledger ref did (``ledger``: up-to-date,
-    fast-forward, merged, ...), new packs, refs read, run files, and the refs kept as they are here."""
-
-    experiment: str
-    packs: int
-    ledger: str
-    refs: int
-    files: int
-    skipped_weights: int
-    conflicts: list[str]
-
-
-@dataclass(frozen=True)
-class Synced(Result):
-    """``monte sync``: the bucket and each experiment it held."""
-
-    bucket: str
-    experiments: tuple[SyncedExperiment, ...]
-
-
-@dataclass(frozen=True)
-class LedgerVerified(Result):
-    """``monte ledger verify`` that found nothing (a violation is E_VERIFY): the experiments and
-    records checked, the warnings (records that verify, and are named), the remote copies let in
-    (``adopted``: ref -> remote ref) and the refs not read (ref -> why)."""
-
-    ok: bool
-    experiments: list[str]
-    records: int
-    warnings: list[Any]
-    adopted: dict[str, Any]
-    unchecked: dict[str, str]
-
-
-@dataclass(frozen=True)
 class UpdatesJudged(Result):
     """Proposed ref updates that break no rule (a refusal is E_VERIFY): how many."""
 
@@ -268,226 +257,32 @@ class HooksRemoved(Result):
 
 
 @dataclass(frozen=True)
-class Nominated(Result):
-    """``monte nominate``: the checkpoint the final claim of its cohort scores, and when."""
+class TakenSplit(Result):
+    """One test split ``monte grader take`` handed over: its exam, the sha256 of its bytes, and
+    its items (``n``); ``already``: it was not here (in custody before), so nothing was sent;
+    ``vault``: the name of the Vault's copy encrypted to the grader's key, where a Vault keeps one."""
 
-    experiment: str
-    checkpoint: str
-    cohort: str
-    at: str
-
-
-@dataclass(frozen=True)
-class StopResult(Result):
-    """``monte stop``: the run, the status it now reads, whether its process was signalled. (Not
-    :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
-
-    run: str
-    status: str
-    signalled: bool
-
-
-@dataclass(frozen=True)
-class PlotWritten(Result):
-    """``monte plot``: the file, its format, and what the figure shows (``note``: why a figure is
-    empty, None otherwise)."""
-
-    path: str
-    format: str
-    experiment: str
-    exams: list[str]
-    paths: int
-    points: int
-    lineage: list[str]
-    cycles: dict[str, int]
-    test_reads: int
-    claims: list[str]
-    note: str | None
-
-
-@dataclass(frozen=True)
-class ReportWritten(Result):
-    """``monte report``: the page's path and size, and what it shows."""
-
-    path: str
-    bytes: int
-    experiment: str
-    runs: int
-    checkpoints: int
-    cycles: dict[str, int]
-    evals: int
-    claims: list[str]
-
-
-@dataclass(frozen=True)
-class ClaimExported(Result):
-    """``monte claim export``: the bundle's folder, its Statement's sha256, the ``allowed_signers``
-    line a reader adds for the key, each file's size, and the model card that names it (or None)."""
-
-    out: str
-    statement_sha256: str
-    signer: str
-    files: dict[str, int]
-    card: str | None
-
-
-@dataclass(frozen=True)
-class ClaimVerified(Result):
-    """``monte claim verify``: what the bundle proved with its files alone (a failure is a refusal)."""
-
-    statement_sha256: str
-    signer: str
-    fingerprint: str
-    experiment: str
-    checkpoint: str
-    delta: str
-    verdict: str
-    test_reads: int
-    repository_reads: int
-    repository_cohorts: int
-    recovered: list[str]
-    records: int
-    weights: str
-
-
-@dataclass(frozen=True)
-class ModelMade(Result):
-    """``monte model init``: the folder written, its size and shape (``hidden``, ``layers``,
-    ``heads``, ``kv_heads``, ...), its tokens, each file's sha256, and its bytes."""
-
-    path: str
-    size: str
-    seed: int
-    parameters: int
-    architecture: str
-    shape: dict[str, Any]
-    vocab_size: int
-    eos_token: str
-    pad_token: str
-    files: dict[str, str]
-    bytes: int
-
-
-@dataclass(frozen=True)
-class Initialized(Result):
-    """``monte init``: the repository and its data root, the files it created, monte's git hooks
-    installed (none with ``hooks=False``) and a line saying so or why not, and the CI pin's line."""
-
-    repo_root: str
-    data_root: str
-    created: list[str]
-    already_initialized: bool
-    hooks: list[str]
-    hooks_note: str
-    ci_note: str
-
-
-@dataclass(frozen=True)
-class ConfigShown(Result):
-    """``monte config show``: the data root, the Vault and the bucket (None: not set), the recipe
-    search path and every resolvable recipe name -> its file (the first match on the path wins)."""
-
-    repo_root: str
-    data_root: str
-    config_file: str
-    recipe_path: list[str]
-    recipes: dict[str, str]
-    vault: str | None
-    bucket: str | None
-
-
-@dataclass(frozen=True)
-class ConfigSet(Result):
-    """``monte config set``: the setting written, its value and file, the DVC config that names
-    the Vault as DVC's remote too (or None), and what was not checked (``note``)."""
-
-    setting: str
-    url: str
-    file: str
-    dvc_config: str | None
-    note: str
-
-
-@dataclass(frozen=True)
-class Promoted(Result):
-    """``monte promote``: the checkpoint exported, where, its files and their bytes (``disk``: the
-    blocks they take), each file's sha256, and with ``from_hub`` the hub repo and revision."""
-
-    checkpoint: str
-    experiment: str
-    dest: str
-    files: int
-    bytes: int
-    disk: int
-    sha256: dict[str, str]
-    hub: dict[str, str] | None
+    exam: str
+    content: str
+    n: int | None = None
+    already: bool = False
+    vault: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """As ``--json`` has always printed it: no ``hub`` key for a local export."""
-        out = super().to_dict()
-        if self.hub is None:
-            del out["hub"]
-        return out
+        """As ``--json`` has always printed it: ``n`` for a split sent, ``already`` for one not here
+        (and ``vault`` where the Vault keeps an encrypted copy)."""
+        out: dict[str, Any] = {"exam": self.exam, "content": self.content}
+        out |= {"already": True} if self.already else {"n": self.n}
+        return out | ({"vault": self.vault} if self.vault else {})
 
 
 @dataclass(frozen=True)
-class ExperimentMade(Result):
-    """``monte experiment init``: the measurement frozen (a pydantic model: it is what the ledger
-    holds) and, once the ledger holds it, its ref and commit (None in a dry run, whose document has
-    neither key)."""
+class GraderTaken(Result):
+    """``monte grader take``: the environment, the grader now holding its test splits, each split,
+    and the local copies removed."""
 
-    dry_run: bool
-    measurement: Measurement  # what the ledger holds: pydantic
-    commit: str | None
-    ref: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"dry_run": self.dry_run, "measurement": self.measurement.model_dump(mode="json")}
-        if not self.dry_run:
-            out |= {"commit": self.commit, "ref": self.ref}
-        return out
-
-
-@dataclass(frozen=True)
-class ExperimentListed(Result):
-    """One line of ``monte experiment list``: its name, environment, exams, model and creation."""
-
-    name: str
     environment: str
-    exams: list[str]
-    model: str | None
-    created_at: str
+    grader: str
+    taken: tuple[TakenSplit, ...]
+    removed: list[str]
 
-
-@dataclass(frozen=True)
-class DatasetShown(Result):
-    """One frozen Dataset (``monte dataset show``, a row of ``monte dataset list``): its rows, kind
-    and columns, the sha256 of ``rows.jsonl``, where it came from, its folder, and whether that
-    hash was re-proven against the bytes here (``verified``)."""
-
-    name: str
-    kind: str | None
-    rows: int
-    columns: dict[str, str] | None
-    sha256: str
-    provenance: dict[str, Any]
-    folder: str
-    verified: bool
-
-
-@dataclass(frozen=True)
-class DatasetAdded(Result):
-    """``monte dataset add``: the plan, and unless a dry run the Dataset frozen (a dry run's
-    document has no ``dataset`` key), a note (the Vault's part), and the ``.dvc`` pointer staged."""
-
-    dry_run: bool
-    plan: dict[str, Any]
-    dataset: DatasetShown | None
-    note: str
-    dvc_pointer: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        if self.dataset is None:
-            del out["dataset"]
-        return out

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from monte.api.shapes import HooksInstalled, HooksRemoved, LedgerVerified, UpdatesJudged
+from monte.api.shapes import HooksInstalled, HooksRemoved, UpdatesJudged
 from monte.errors import MonteError
 from monte.workspace import Workspace, open_workspace
+
+if TYPE_CHECKING:
+    from monte.ledger.verify.report import LedgerVerified
 
 
 def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev: str | None = None,
@@ -23,9 +26,8 @@ def ledger_verify(*, experiment: str | None = None, all_: bool = False, from_rev
     from monte.ledger.verify.report import verify_repository
 
     ws = ws or _ledgers_workspace()
-    report = verify_repository(ws, experiment=experiment, all_=all_, from_rev=from_rev,
-                               derived=lambda: _derived_caches(ws, views or {}))
-    return LedgerVerified(**report.to_dict())
+    return verify_repository(ws, experiment=experiment, all_=all_, from_rev=from_rev,
+                             derived=lambda: _derived_caches(ws, views or {}))
 
 
 def _ledgers_workspace() -> Workspace:

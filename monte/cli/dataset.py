@@ -65,7 +65,7 @@ def add(name: str, from_file: Path | None, from_hf: str | None, from_env: str | 
 
 @dataset.command("list")
 @click.option("--vault", is_flag=True, help="What the Vault holds (network).")
-@handled(lambda rows: table(rows, list(type(rows[0]).model_fields) if rows and hasattr(rows[0], "complete")
+@handled(lambda rows: table(rows, list(rows[0].to_dict()) if rows and hasattr(rows[0], "complete")
                             else ["name", "kind", "rows", "columns", "sha256"], title="datasets"))
 def list_(vault: bool) -> object:
     """The frozen Datasets here, from their manifests."""

@@ -2,24 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli import complete
 from monte.cli.output import handled
 
+if TYPE_CHECKING:
+    from monte.diff import Diff
 
-def _human(r: Any) -> None:
-    c = r["counts"]
-    click.echo(f"{r['exam']}/dev  {r['a']} ({r['a_target']}) -> {r['b']} ({r['b_target']}): "
-               f"fixed {c['fixed']}, broken {c['broken']}, same {c['same']} (n {r['n']})")
-    for g in r["groups"] or ():
-        click.echo(f"  {r['group_by']}={g['group']}: fixed {g['fixed']}, broken {g['broken']}, same {g['same']}")
-    for it in r["items"]:
-        click.echo(f"{it['flip']:<7} {it['id']}\t{it['prompt']!r}\texpected {it['expected']!r}\t"
-                   f"a {it['a']['output']!r} ({it['a']['score']})\tb {it['b']['output']!r} ({it['b']['score']})"
-                   + (f"\t{r['group_by']}={it['group']}" if r["group_by"] else ""))
+
+def _human(r: Diff) -> None:
+    c = r.counts
+    click.echo(f"{r.exam}/dev  {r.a} ({r.a_target}) -> {r.b} ({r.b_target}): "
+               f"fixed {c['fixed']}, broken {c['broken']}, same {c['same']} (n {r.n})")
+    for g in r.groups or ():
+        click.echo(f"  {r.group_by}={g.group}: fixed {g.fixed}, broken {g.broken}, same {g.same}")
+    for it in r.items:
+        click.echo(f"{it.flip:<7} {it.id}\t{it.prompt!r}\texpected {it.expected!r}\t"
+                   f"a {it.a.output!r} ({it.a.score})\tb {it.b.output!r} ({it.b.score})"
+                   + (f"\t{r.group_by}={it.group}" if r.group_by else ""))
 
 
 @click.command()

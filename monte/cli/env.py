@@ -83,14 +83,14 @@ def add(benchmark: str | None, server: str | None, dev: tuple[str, ...], test: t
 @click.option("--available", is_flag=True,
               help="What could be frozen: the built-in catalog, and NeMo Gym's servers and benchmarks.")
 @click.option("--vault", is_flag=True, help="What the Vault holds (network).")
-@handled(lambda rows: table(rows, list(rows[0]) if rows else [], title="environments"))
+@handled(lambda rows: table(rows, list(rows[0].to_dict()) if rows else [], title="environments"))
 def list_(available: bool, vault: bool) -> object:
     """What is usable here, now (local disk, no network)."""
     from monte import api
 
     if not available and not vault:  # the columns that fit a screen (`env install` shows folders)
         return api.env_list_local()
-    rows = [r.model_dump(mode="json") for r in api.env_list(available=available, vault=vault)]
+    rows = api.env_list(available=available, vault=vault)
     if available:
         from monte.envs.manage import gym_missing_note
 

@@ -3,11 +3,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from monte.cli.output import handled
+
+if TYPE_CHECKING:
+    from monte.api.shapes import GraderTaken
 
 
 def _initialized(r: dict[str, Any]) -> None:
@@ -74,15 +77,15 @@ def serve(home: Path, threads: int | None, nemo_gym: Path | None) -> None:
     sys.exit(serve_one(h, sys.stdin.buffer, sys.stdout.buffer, threads=threads))
 
 
-def _taken(r: dict[str, Any]) -> None:
-    for t in r["taken"]:
-        if t.get("already"):
-            click.echo(f"{r['environment']}/{t['exam']}: not here (already in custody?)")
+def _taken(r: GraderTaken) -> None:
+    for t in r.taken:
+        if t.already:
+            click.echo(f"{r.environment}/{t.exam}: not here (already in custody?)")
         else:
-            click.echo(f"{r['environment']}/{t['exam']}: test split ({t['n']} items) now held by {r['grader']}")
-            if t.get("vault"):
-                click.echo(f"  the Vault keeps it encrypted to the grader's key: {t['vault']}")
-    for p in r["removed"]:
+            click.echo(f"{r.environment}/{t.exam}: test split ({t.n} items) now held by {r.grader}")
+            if t.vault:
+                click.echo(f"  the Vault keeps it encrypted to the grader's key: {t.vault}")
+    for p in r.removed:
         click.echo(f"  removed {p}")
 
 

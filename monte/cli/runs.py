@@ -4,7 +4,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -19,6 +19,7 @@ from monte.cli.output import (
     is_tty,
     table,
 )
+from monte.result_type import Result
 
 if TYPE_CHECKING:
     from monte.api.shapes import Recovered
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
 
 def _at_floor(floor: float | None) -> str:
     return f" - not learning: at or below the constant-answer floor {floor:.4f}" if floor is not None else ""
-
-
-class Brief(dict[str, Any]):
-    """``monte status --brief``'s document (:func:`monte.status.brief.brief`)."""
 
 
 #: the widest line `monte status` prints (the runs table aside); `--wide` prints every line whole
@@ -73,10 +70,10 @@ def render_status(r: Any) -> None:
     if isinstance(r, Rendered):  # the status as this state of the repository printed it before
         r.write()
         return
-    if isinstance(r, Brief):
-        from monte.status.brief import brief_text
+    if isinstance(r, Result):  # the one result status gives: --brief's
+        from monte.status.brief import StatusBrief, brief_text
 
-        click.echo(brief_text(r), nl=False)
+        click.echo(brief_text(cast("StatusBrief", r)), nl=False)
         return
     from monte.stats.power import describe_detectable
     from monte.status import delta_head, status_text, table_line
@@ -160,7 +157,7 @@ def status(experiment: str | None, experiment_opt: str | None, brief: bool, wide
 
     name = experiment_named(experiment, experiment_opt)
     if brief:
-        return Brief(api.status_brief(experiment=name))
+        return api.status_brief(experiment=name)
     if not as_json and sys.stderr.isatty():  # for a person: one line on stderr, where the seal is held
         click.echo(api.seal_line(), err=True)  # (stdout stays what a program reads: the view as kept)
     if wide and not as_json:  # not a kept view: the text of those is folded

@@ -8,16 +8,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from monte import frozen
 from monte.datasets import demonstrations
 from monte.errors import error
 from monte.manifest import Manifest
 from monte.names import check_name
+from monte.result_type import Result
 from monte.storage import tracking
 from monte.workspace import Workspace, open_workspace
 
@@ -30,7 +30,12 @@ if TYPE_CHECKING:
 KINDS = (None, "sft", "preference")
 
 
-class DatasetInfo(BaseModel):
+@dataclass(frozen=True)
+class DatasetShown(Result):
+    """One frozen Dataset (``monte dataset show``, a row of ``monte dataset list``): its rows, kind
+    and columns, the sha256 of ``rows.jsonl``, where it came from, its folder, and whether that
+    hash was re-proven against the bytes here (``verified``)."""
+
     name: str
     kind: str | None
     rows: int
@@ -41,29 +46,32 @@ class DatasetInfo(BaseModel):
     verified: bool = False
 
 
-def dataset_info(m: Manifest, folder: Path, verified: bool = False) -> DatasetInfo:
+def dataset_info(m: Manifest, folder: Path, verified: bool = False) -> DatasetShown:
     if m.kind != "dataset" or "rows.jsonl" not in m.files:
         raise error("E_INTEGRITY", f"{folder}/manifest.json is not a dataset's manifest (no rows.jsonl)",
                     f"move {folder} aside and restore the frozen copy")
-    return DatasetInfo(
+    return DatasetShown(
         name=m.name, kind=m.dataset_kind, rows=m.rows or 0, columns=m.columns,
         sha256=m.files["rows.jsonl"].sha256, provenance=m.provenance, folder=str(folder),
         verified=verified,
     )
 
 
-class DatasetAddResult(BaseModel):
+@dataclass(frozen=True)
+class DatasetAdded(Result):
+    """``monte dataset add``: the plan, and unless a dry run the Dataset frozen (a dry run's
+    document has no ``dataset`` key), a note (the Vault's part), and the ``.dvc`` pointer staged."""
+
     dry_run: bool
     plan: dict[str, Any]
-    dataset: DatasetInfo | None = None  # absent from a dry run's document, not null
+    dataset: DatasetShown | None = None
     note: str = ""
     dvc_pointer: str | None = None  # the .dvc file that makes DVC track the folder (staged in git)
 
-    @model_serializer(mode="wrap")
-    def _no_dataset_key_in_a_dry_run(self, nxt: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = nxt(self)
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
         if self.dataset is None:
-            out.pop("dataset", None)
+            del out["dataset"]
         return out
 
 
@@ -82,7 +90,7 @@ def add(
     chosen_key: str = "chosen",
     rejected_key: str = "rejected",
     from_env: str | None = None,
-) -> DatasetAddResult:
+) -> DatasetAdded:
     """See :func:`monte.api.dataset_add`. ``ws`` is resolved here, after the arguments are checked,
     so a bad one is refused the same inside a repository or outside one."""
     from monte import staging
@@ -113,7 +121,7 @@ def add(
         frozen.sweep_staging(ws)
         resumed = frozen.resume_upload(ws, "dataset", name, dest)
         if resumed is not None:
-            return DatasetAddResult(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed[0], dest),
+            return DatasetAdded(dry_run=False, plan={"name": name}, dataset=dataset_info(resumed[0], dest),
                                     note=resumed[1], dvc_pointer=frozen.track(ws, "dataset", name, dest))
     from monte.storage import vault_remote as remote_vault
 
@@ -150,7 +158,7 @@ def add(
         plan.update(prompt_key=prompt_key, chosen_key=chosen_key, rejected_key=rejected_key)
         del plan["input_key"], plan["output_key"]
     if dry_run:
-        return DatasetAddResult(dry_run=True, plan=plan, note=where.note)
+        return DatasetAdded(dry_run=True, plan=plan, note=where.note)
     made: tempfile.TemporaryDirectory[str] | None = None  # --from-env: the demonstrations, written here first
     if from_hf:
         from monte.storage.hub import fetch_dataset_file
@@ -212,7 +220,7 @@ def add(
     if where.writer is not None:
         frozen.upload_or_keep(where.writer, m, dest, "dataset add", dvc)
         note = f"pushed to the Vault {where.url}"
-    return DatasetAddResult(dry_run=False, plan=plan, dataset=dataset_info(m, dest), note=note, dvc_pointer=pointer)
+    return DatasetAdded(dry_run=False, plan=plan, dataset=dataset_info(m, dest), note=note, dvc_pointer=pointer)
 
 
 def _curriculum(ws: Workspace, env: str) -> tuple[Path, str, str]:
@@ -233,7 +241,7 @@ def _curriculum(ws: Workspace, env: str) -> tuple[Path, str, str]:
     return ws.env_dir(env) / m.curriculum, m.fingerprint, m.files[m.curriculum].sha256
 
 
-def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[VaultEntry]:
+def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetShown] | list[VaultEntry]:
     """See :func:`monte.api.dataset_list`."""
     from monte.manifest import read_manifest
 
@@ -248,7 +256,7 @@ def list_datasets(ws: Workspace, *, vault: bool) -> list[DatasetInfo] | list[Vau
     return out
 
 
-def show(*, name: str, ws: Workspace | None) -> DatasetInfo:
+def show(*, name: str, ws: Workspace | None) -> DatasetShown:
     """See :func:`monte.api.dataset_show`. ``ws`` is resolved here, after the name is checked."""
     from monte.ledger.vault_ref import Vault
     from monte.manifest import read_manifest, verify_folder

@@ -7,10 +7,12 @@ list prints neither (``monte env install`` shows the folders)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from monte.names import is_relpath
+from monte.result_type import Result
 
 #: what the bare list prints of each environment, in this order
 COLUMNS = ("name", "kind", "exams", "benchmarks", "files")
@@ -21,7 +23,8 @@ FILE_FIELDS = frozenset({"sha256", "size"})
 FLOOR_FIELDS = frozenset({"score", "answer", "n", "candidates"})
 
 
-class EnvListed(TypedDict):
+@dataclass(frozen=True)
+class EnvListed(Result):
     """One line of the bare ``monte env list`` (:data:`COLUMNS`): the environment's name, its kind
     (``env_kind``, empty for a dataset), exam -> its splits, the benchmarks graded, files frozen."""
 
@@ -92,14 +95,14 @@ def listed(folder: Path) -> EnvListed | None:
         from monte.envs.manage import env_info
         from monte.manifest import parse_manifest
 
-        info = env_info(parse_manifest(raw, str(path)), folder).model_dump(mode="json")
-        return {"name": info["name"], "kind": info["kind"], "exams": info["exams"], "benchmarks": info["benchmarks"],
-                "files": info["files"]}
+        info = env_info(parse_manifest(raw, str(path)), folder)
+        return EnvListed(name=info.name, kind=info.kind, exams=info.exams, benchmarks=info.benchmarks,
+                         files=info.files)
     benches = sorted(set(((m.get("grader") or {}).get("benchmarks") or {}).values())
                      | set((m.get("provenance", {}).get("benchmarks") or {}).keys()))
-    return {"name": m["name"], "kind": m.get("env_kind") or "",
-            "exams": {e: sorted(s) for e, s in m.get("exams", {}).items()}, "benchmarks": benches,
-            "files": len(m["files"])}
+    return EnvListed(name=m["name"], kind=m.get("env_kind") or "",
+                     exams={e: sorted(s) for e, s in m.get("exams", {}).items()}, benchmarks=benches,
+                     files=len(m["files"]))
 
 
 def local_envs(data_root: Path) -> list[EnvListed]:

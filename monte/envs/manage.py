@@ -6,16 +6,16 @@ staging, fetches) is :mod:`monte.frozen`."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel
 
 from monte import frozen
 from monte.envs import jsonl_exam, lmeval
 from monte.errors import MonteError, error
 from monte.manifest import Manifest
 from monte.names import check_name
+from monte.result_type import Result
 from monte.storage import tracking
 from monte.workspace import Workspace, open_workspace
 
@@ -25,7 +25,11 @@ if TYPE_CHECKING:
     from monte.storage.vault_remote import VaultEntry
 
 
-class EnvInfo(BaseModel):
+@dataclass(frozen=True)
+class EnvInfo(Result):
+    """One frozen environment on this data root (``monte env list``, an add's ``environment``):
+    its kind and form, exam -> its splits, the benchmarks graded, files, fingerprint and folder."""
+
     name: str
     kind: str
     form: str
@@ -35,7 +39,7 @@ class EnvInfo(BaseModel):
     fingerprint: str
     folder: str
     #: "exam/split" (and "curriculum") -> the rows frozen there, counted in the files here
-    tasks: dict[str, int] = {}
+    tasks: dict[str, int] = field(default_factory=dict)
 
 
 def _rows_in(path: Path) -> int | None:
@@ -59,7 +63,11 @@ def env_info(m: Manifest, folder: Path) -> EnvInfo:
     )
 
 
-class EnvAddResult(BaseModel):
+@dataclass(frozen=True)
+class EnvAddResult(Result):
+    """``monte env add``: the plan, the environment frozen (None in a dry run), a note (the
+    Vault's part), the ``.dvc`` pointer staged, and the floors the freeze recorded."""
+
     dry_run: bool
     plan: dict[str, Any]
     environment: EnvInfo | None = None
@@ -67,7 +75,7 @@ class EnvAddResult(BaseModel):
     dvc_pointer: str | None = None  # the .dvc file that makes DVC track the folder (staged in git)
     #: "exam/split" -> its constant-answer floor as frozen (``score``, ``answer``, ``n``), or
     #: ``{"none": why}`` where the freeze recorded none (a NeMo Gym exam whose rows carry no answer)
-    floors: dict[str, dict[str, Any]] = {}
+    floors: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def floors_of(m: Manifest) -> dict[str, dict[str, Any]]:
@@ -84,7 +92,8 @@ def floors_of(m: Manifest) -> dict[str, dict[str, Any]]:
     return out
 
 
-class CatalogEntry(BaseModel):
+@dataclass(frozen=True)
+class CatalogEntry(Result):
     """A benchmark the catalog could freeze (``env list --available``): the built-in catalog's
     (provider ``monte`` or a plugin's), and NeMo Gym's resources servers and benchmarks."""
 
@@ -95,12 +104,13 @@ class CatalogEntry(BaseModel):
     description: str
     kind: str = "catalog"  # "catalog" | NeMo Gym's "server" | "benchmark"
     #: the model servers its grading calls (a judge); empty: graded without one
-    judge: list[str] = []
+    judge: list[str] = field(default_factory=list)
     #: NeMo Gym: what freezes without a Hugging Face token ("generator", a shipped file, ...)
     offline: str | None = None
 
 
-class EnvInstallResult(BaseModel):
+@dataclass(frozen=True)
+class EnvInstallResult(Result):
     """What ``install`` did to one environment: verified, fetched (from the Vault) or restored,
     and the NeMo Gym benchmarks it registered (a mock-only one registers none: ``note`` says so)."""
 
@@ -108,7 +118,7 @@ class EnvInstallResult(BaseModel):
     action: str
     files: int
     folder: str
-    registered: list[str] = []
+    registered: list[str] = field(default_factory=list)
     note: str = ""
     #: an edited folder this install replaced with the frozen copy: what differed, and where it went
     changed: str = ""
@@ -369,10 +379,8 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     m = read_manifest(folder)
     assert m is not None
     if register.is_gym(m):
-        result.registered = register.register(m, folder, register.require_checkout(name))
-    else:
-        result.note = MOCK_ONLY_NOTE
-    return result
+        return replace(result, registered=register.register(m, folder, register.require_checkout(name)))
+    return replace(result, note=MOCK_ONLY_NOTE)
 
 
 def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
@@ -433,9 +441,7 @@ def _restore_edited(ws: Workspace, vault: Vault, name: str, folder: Path, change
             os.replace(aside, folder)
         raise
     prefix = f"environment {name!r}: "
-    result.changed = changed.message[len(prefix):] if changed.message.startswith(prefix) else changed.message
-    result.set_aside = str(aside)
-    return result
+    return replace(result, changed=changed.message.removeprefix(prefix), set_aside=str(aside))
 
 
 def recreate(m: Manifest, staged: Path) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from dataclasses import dataclass
+from typing import Any
 
 from monte.errors import error
 from monte.ledger import rules
@@ -10,13 +11,15 @@ from monte.ledger.experiment import Ledger, dumps
 from monte.ledger.store import Change, Snapshot
 from monte.ledger.views import nomination_path
 from monte.manifest import now
+from monte.result_type import Result
 from monte.runs.lifecycle import experiment_name, read_rows
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
 
-class NominationDoc(TypedDict):
-    """The nomination recorded: the checkpoint the final claim of its cohort scores, and when."""
+@dataclass(frozen=True)
+class Nominated(Result):
+    """``monte nominate``: the checkpoint the final claim of its cohort scores, and when."""
 
     experiment: str
     checkpoint: str
@@ -24,7 +27,7 @@ class NominationDoc(TypedDict):
     at: str
 
 
-def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | None) -> NominationDoc:
+def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | None) -> Nominated:
     exp0, run, step = parse_run_ref(ref, None)
     exp = experiment_name(ws, experiment or exp0)
     ledger = Ledger(ws.store, exp)
@@ -50,4 +53,4 @@ def nominate(ws: Workspace, *, ref: str, experiment: str | None, model: str | No
                                 "Monte-Cohort": ck.cohort})
 
     ws.store.append(ledger.ref, build)
-    return {"experiment": exp, "checkpoint": result["checkpoint"], "cohort": result["cohort"], "at": result["at"]}
+    return Nominated(experiment=exp, checkpoint=result["checkpoint"], cohort=result["cohort"], at=result["at"])

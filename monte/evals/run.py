@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel
 
 from monte import jsonl
 from monte.errors import MonteError, error
@@ -27,6 +26,7 @@ from monte.ledger.verify import verify_before_spend
 from monte.manifest import now
 from monte.models import locate
 from monte.models.private import private_copy, remove
+from monte.result_type import Result
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     PENDING,
@@ -67,18 +67,22 @@ def _read_split(ws: Workspace, e: ExamPlan) -> list[dict[str, Any]]:
     return jsonl.load_lines(raw)  # split on \n only: a prompt may hold U+2028 raw
 
 
-class EvalResult(BaseModel):
+@dataclass(frozen=True)
+class EvalResult(Result):
+    """``monte eval``: each run's row as it finished (``row.json``'s dict), and what the scores
+    mean: the floors, the graders' rules, the exact-match shares, the generation settings."""
+
     experiment: str
     runs: list[dict[str, Any]]
     #: "<exam>/<split>" -> the constant-answer floor of what was scored, when recorded
-    floors: dict[str, float] = {}
+    floors: dict[str, float] = field(default_factory=dict)
     #: exam -> what its score means: the grader's rule in words (:func:`monte.envs.grading.rule`)
-    rules: dict[str, str] = {}
+    rules: dict[str, str] = field(default_factory=dict)
     #: "<exam>/<split>" -> the share of items scored exactly 1, where the grader gave partial credit
     #: (then the score is not accuracy)
-    exact: dict[str, float] = {}
+    exact: dict[str, float] = field(default_factory=dict)
     #: what was generated: the measurement's eval settings (tokens, stop, sampling)
-    settings: dict[str, Any] = {}
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 def run_eval(ws: Workspace, plan: EvalPlan, *, on_progress: Callable[[int, int], None] | None = None,

@@ -234,7 +234,7 @@ def behaves_as(store: Store, folder: Path, bases: list[KnownBase], *,
         raise
     except Exception:  # noqa: BLE001 - a folder transformers cannot load behaves as nothing; its eval refuses
         return None, None
-    for info in lineage_checkpoints(store):
+    for _, _, info in lineage_checkpoints(store):
         theirs = info.get("fingerprint")
         if info.get("cohort") in own or not isinstance(theirs, dict):
             continue
@@ -263,8 +263,10 @@ def _weight_digests(files: dict[str, str]) -> list[str]:
     return sorted(d for n, d in files.items() if is_weight_file(n))
 
 
-def lineage_checkpoints(store: Store) -> Iterator[dict[str, Any]]:
-    """Every checkpoint.json of every experiment's lineage in the repository."""
+def lineage_checkpoints(store: Store) -> Iterator[tuple[ObjectID, int, dict[str, Any]]]:
+    """Every checkpoint commit of every experiment's lineage in the repository: its id, its commit
+    time and its ``checkpoint.json`` (one walk, shared by the base refusals and verify's rule
+    ``behaviour``; a commit whose tree cannot be read is passed over, as a base commit is)."""
     seen: set[ObjectID] = set()
     for ref, tip in sorted(store.refs_under(PREFIX).items()):
         if "/lineage/" not in ref:
@@ -275,17 +277,20 @@ def lineage_checkpoints(store: Store) -> Iterator[dict[str, Any]]:
             if sha in seen:
                 continue
             seen.add(sha)
-            commit = store.repo[sha]
-            raw = Snapshot(store.repo, sha).read("checkpoint.json")
+            try:
+                raw = Snapshot(store.repo, sha).read("checkpoint.json")
+            except KeyError:
+                continue
             if raw is None:  # the cohort's base commit: the root of the tree
                 continue
+            commit = store.repo[sha]
             todo.extend(commit.parents)  # type: ignore[attr-defined]
             try:
                 info = json.loads(raw)
             except ValueError:
                 continue
             if isinstance(info, dict):
-                yield info
+                yield sha, commit.commit_time, info  # type: ignore[attr-defined]
 
 
 def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str | set[str],
@@ -296,7 +301,7 @@ def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str 
     (a chunk that changed nothing is the base itself)."""
     ids = {weights} if isinstance(weights, str) else set(weights)
     mine = _weight_digests(files)
-    for info in lineage_checkpoints(store):
+    for _, _, info in lineage_checkpoints(store):
         if info.get("cohort") in own:
             continue
         theirs = info.get("weights_identity")

@@ -23,6 +23,7 @@ from monte.mcp.paging import BUDGET, fit, page, size
 
 if TYPE_CHECKING:
     from monte.api.shapes import DatasetShown
+    from monte.diff import Diff
 
 Kind = Literal["read", "write", "test"]
 KINDS: tuple[Kind, ...] = ("read", "write", "test")
@@ -106,7 +107,7 @@ def _status(a: dict[str, Any], call: Call) -> Any:
 
     section = a.get("section") or "brief"
     if section == "brief":
-        return fit(api.status_brief(experiment=a.get("experiment")))
+        return fit(api.status_brief(experiment=a.get("experiment")).to_dict())
     doc: dict[str, Any] = dict(api.status(experiment=a.get("experiment")))
     return page({"experiment": doc.get("experiment"), "section": section}, section,
                 list(doc.get(section) or []), cursor=a.get("cursor"), limit=a.get("limit"))
@@ -129,9 +130,10 @@ def _logs(a: dict[str, Any], call: Call) -> Any:
     return page(head, "events", rows, cursor=a.get("cursor"), limit=a.get("limit"))
 
 
-def _per_item(doc: dict[str, Any], a: dict[str, Any]) -> Any:
+def _per_item(diff: Diff, a: dict[str, Any]) -> Any:
     """A diff paged by item; its groups, most flips first, as many as a third of the budget holds
     (a field with a value per item, say, has as many groups as items: ``groups_total`` says so)."""
+    doc = diff.to_dict()
     items = doc.pop("items")
     groups = doc.get("groups")
     if groups:
@@ -167,7 +169,7 @@ def _recipes(a: dict[str, Any], call: Call) -> Any:
 def _environments(a: dict[str, Any], call: Call) -> Any:
     from monte import api
 
-    return page({}, "environments", [dict(e) for e in api.env_list_local()], cursor=a.get("cursor"),
+    return page({}, "environments", [e.to_dict() for e in api.env_list_local()], cursor=a.get("cursor"),
                 limit=a.get("limit"))
 
 

@@ -32,10 +32,11 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from monte.errors import error
 from monte.hashing import sha256_files
+from monte.result_type import Result
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerFast
@@ -194,8 +195,10 @@ def _umask_modes(folder: Path) -> None:
         p.chmod(0o666 & ~mask)
 
 
-class TinyModel(TypedDict):
-    """What :func:`init_model` wrote: the folder, its size and shape, tokens, files and bytes."""
+@dataclass(frozen=True)
+class ModelMade(Result):
+    """``monte model init``: the folder written, its size and shape (``hidden``, ``layers``,
+    ``heads``, ``kv_heads``, ...), its tokens, each file's sha256, and its bytes."""
 
     path: str
     size: str
@@ -210,7 +213,7 @@ class TinyModel(TypedDict):
     bytes: int
 
 
-def init_model(out_dir: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
+def init_model(out_dir: Path, size: str = "tiny", seed: int = 0) -> ModelMade:
     """Write a randomly initialised causal LM and its tokenizer into ``out_dir``.
 
     ``out_dir`` must be new or empty. The folder appears whole or not at all: it is written
@@ -250,16 +253,16 @@ def init_model(out_dir: Path, size: str = "tiny", seed: int = 0) -> TinyModel:
 
     names = sorted(p.name for p in out_dir.iterdir())
     hashes = sha256_files([out_dir / n for n in names])
-    return {
-        "path": str(out_dir),
-        "size": size,
-        "seed": seed,
-        "parameters": parameters,
-        "architecture": "Qwen2ForCausalLM",
-        "shape": asdict(shape),
-        "vocab_size": VOCAB_SIZE,
-        "eos_token": ENDOFTEXT,
-        "pad_token": ENDOFTEXT,
-        "files": {n: hashes[str(out_dir / n)] for n in names},
-        "bytes": sum((out_dir / n).stat().st_size for n in names),
-    }
+    return ModelMade(
+        path=str(out_dir),
+        size=size,
+        seed=seed,
+        parameters=parameters,
+        architecture="Qwen2ForCausalLM",
+        shape=asdict(shape),
+        vocab_size=VOCAB_SIZE,
+        eos_token=ENDOFTEXT,
+        pad_token=ENDOFTEXT,
+        files={n: hashes[str(out_dir / n)] for n in names},
+        bytes=sum((out_dir / n).stat().st_size for n in names),
+    )

@@ -16,7 +16,8 @@ import socket
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal, TypedDict, get_args
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 from monte import jsonl
 from monte.errors import MonteError, error
@@ -27,6 +28,7 @@ from monte.ledger.records import RunRow, run_dir
 from monte.ledger.store import Snapshot
 from monte.manifest import now
 from monte.names import check_name
+from monte.result_type import Result
 from monte.runs.folders import log_event, portable_text
 from monte.runs.liveness import is_dead, proc_start, this_process
 from monte.runs.naming import parse_run_ref
@@ -313,16 +315,17 @@ def find_run(ws: Workspace, ref: str, experiment: str | None) -> tuple[Ledger, R
                 "list runs with `monte status`")
 
 
-class StopDoc(TypedDict):
-    """What ``monte stop`` did: the run, the status it now reads, whether its process was signalled.
-    (Not :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
+@dataclass(frozen=True)
+class StopResult(Result):
+    """``monte stop``: the run, the status it now reads, whether its process was signalled. (Not
+    :class:`monte.errors.Stopped`, the E_STOPPED refusal a stopped run's own command gives.)"""
 
     run: str
     status: str
     signalled: bool
 
 
-def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> StopDoc:
+def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str | None = None) -> StopResult:
     """``monte stop``: terminate a running Run (on this host) and record it as abandoned
     (``reason``: why, for the row; a box's job wrapper says how its job ended)."""
     ledger, row = find_run(ws, ref, experiment)
@@ -343,7 +346,7 @@ def stop(ws: Workspace, ref: str, *, experiment: str | None = None, reason: str 
         except ProcessLookupError:
             pass
     log_event(ws, ledger.experiment, row.run, "abandoned", reason=(reason or "monte stop")[:500], killed=killed)
-    return {"run": done.run, "status": done.status, "signalled": killed}
+    return StopResult(run=done.run, status=done.status, signalled=killed)
 
 
 # --- a score is never lost ---------------------------------------------------------------------

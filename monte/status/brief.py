@@ -18,10 +18,12 @@ The schema (docs/agents.md keeps it in words):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from monte.ledger.predicates import is_sealed
 from monte.ledger.rules import TEST_READS
+from monte.result_type import Result
 
 #: the delta fields the brief keeps (a search verdict's fields, ``search*`` / ``k``, ride along)
 DELTA_KEYS = ("delta", "lower", "upper", "verdict", "n", "fixed", "broken", "at_floor", "floor")
@@ -33,7 +35,32 @@ def _delta(d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def brief(doc: Mapping[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TestBudget(Result):
+    """One exam's sealed split in the newest cohort: test reads spent, left, and the claim (its
+    checkpoint, delta, interval and verdict) once made."""
+
+    reads: int
+    left: int
+    claim: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class StatusBrief(Result):
+    """``monte status --brief`` (the module's docstring is its schema). ``best`` per dev exam and
+    ``last`` stay dicts: the search fields a delta carries ride along in them."""
+
+    experiment: str | None
+    environment: str | None
+    best: dict[str, dict[str, Any]] | None
+    test: dict[str, TestBudget]
+    last: dict[str, Any] | None
+    runs: dict[str, int]
+    checkpoints: int
+    lineage: int
+
+
+def brief(doc: Mapping[str, Any]) -> StatusBrief:
     """The compact summary of one experiment's status document (``monte status --json``)."""
     rows = list(doc.get("rows") or [])
     deltas = [d for d in doc.get("deltas") or () if d.get("split") == "dev" and d.get("paired")
@@ -46,17 +73,17 @@ def brief(doc: Mapping[str, Any]) -> dict[str, Any]:
     cohorts = list(doc.get("cohorts") or [])
     newest = cohorts[-1] if cohorts else {}
     claims = {str(d["exam"]): d for d in doc.get("deltas") or () if is_sealed(d.get("split"))}
-    test: dict[str, Any] = {}
+    test: dict[str, TestBudget] = {}
     for key in (newest.get("baselines") or {}):
         exam, _, split = key.partition("/")
         if not is_sealed(split):
             continue
         reads = int((newest.get("test_touches") or {}).get(exam, 0))
         claim = claims.get(exam)
-        test[exam] = {"reads": reads, "left": max(0, TEST_READS - reads),
-                      "claim": ({"checkpoint": claim["target"], **_delta(claim)} if claim else None)}
+        test[exam] = TestBudget(reads=reads, left=max(0, TEST_READS - reads),
+                                claim=({"checkpoint": claim["target"], **_delta(claim)} if claim else None))
     for exam, reads in (newest.get("test_touches") or {}).items():
-        test.setdefault(str(exam), {"reads": int(reads), "left": max(0, TEST_READS - int(reads)), "claim": None})
+        test.setdefault(str(exam), TestBudget(reads=int(reads), left=max(0, TEST_READS - int(reads)), claim=None))
     last = None
     if rows:
         r = rows[-1]
@@ -68,10 +95,10 @@ def brief(doc: Mapping[str, Any]) -> dict[str, Any]:
     for r in rows:
         for key in (str(r.get("kind")), f"{r.get('kind')}:{r.get('status')}"):
             counts[key] = counts.get(key, 0) + 1
-    return {"experiment": doc.get("experiment"), "environment": doc.get("environment"),
-            "best": best or None, "test": test, "last": last,
-            "runs": {"total": len(rows), **dict(sorted(counts.items()))},
-            "checkpoints": len(doc.get("checkpoints") or ()), "lineage": len(doc.get("lineage") or ())}
+    return StatusBrief(experiment=doc.get("experiment"), environment=doc.get("environment"),
+                       best=best or None, test=test, last=last,
+                       runs={"total": len(rows), **dict(sorted(counts.items()))},
+                       checkpoints=len(doc.get("checkpoints") or ()), lineage=len(doc.get("lineage") or ()))
 
 
 def _step(target: str) -> int:
@@ -79,27 +106,27 @@ def _step(target: str) -> int:
     return int(step) if step.isdigit() else -1
 
 
-def brief_text(b: Mapping[str, Any]) -> str:
+def brief_text(b: StatusBrief) -> str:
     """The brief as a person reads it: a handful of short lines."""
-    lines = [f"experiment {b['experiment']} (environment {b['environment']})"]
-    for exam, d in (b["best"] or {}).items():
+    lines = [f"experiment {b.experiment} (environment {b.environment})"]
+    for exam, d in (b.best or {}).items():
         lines.append(f"best dev {exam}: {d['checkpoint']} delta {d['delta']:+.4f} "
                      f"[{d['lower']:+.4f}, {d['upper']:+.4f}] {d['verdict'] or 'unjudged'}"
                      + (f" (floor {d['floor']:.4f}{', at floor' if d['at_floor'] else ''})"
                         if d.get("floor") is not None else ""))
-    if not b["best"]:
+    if not b.best:
         lines.append("best dev: none yet (no checkpoint has a paired dev delta)")
-    for exam, t in b["test"].items():
-        claim = t["claim"]
-        lines.append(f"test {exam}: {t['reads']} of {TEST_READS} reads spent, {t['left']} left"
+    for exam, t in b.test.items():
+        claim = t.claim
+        lines.append(f"test {exam}: {t.reads} of {TEST_READS} reads spent, {t.left} left"
                      + (f"; claim {claim['checkpoint']} delta {claim['delta']:+.4f} {claim['verdict'] or ''}".rstrip()
                         if claim else ""))
-    if b["last"]:
-        r = b["last"]
+    if b.last:
+        r = b.last
         lines.append(f"last: {r['run']} {r['kind']} {r['what']} {r['target']} {r['status']}"
                      + (f" score {r['score']:.4f}" if isinstance(r["score"], float) else "")
                      + (f" delta {r['delta']:+.4f} {r.get('verdict') or ''}".rstrip() if "delta" in r else ""))
-    runs = b["runs"]
+    runs = b.runs
     lines.append(f"runs: {runs['total']} ({runs.get('train', 0)} train, {runs.get('eval', 0)} eval), "
-                 f"{b['checkpoints']} checkpoints, {b['lineage']} lineage paths")
+                 f"{b.checkpoints} checkpoints, {b.lineage} lineage paths")
     return "\n".join(lines) + "\n"

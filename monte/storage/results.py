@@ -32,8 +32,9 @@ import hashlib
 import io
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from monte.errors import MonteError, error
 from monte.ledger.refs import (
@@ -46,6 +47,7 @@ from monte.ledger.refs import (
     mirror_ref,
 )
 from monte.ledger.views import own_dir
+from monte.result_type import Result
 from monte.storage.object_stores import ObjectStore, md5_file, open_store
 
 #: files the results bucket never takes (weights and pickles travel by the hub or the Vault): a
@@ -383,8 +385,10 @@ def _pull_files(ws: Any, store: ObjectStore, exp: str) -> tuple[int, int]:
 # --- push --------------------------------------------------------------------------------------
 
 
-class PushedDoc(TypedDict):
-    """What ``monte push`` sent: packs, refs and run files, their bytes, and the merges it made."""
+@dataclass(frozen=True)
+class Pushed(Result):
+    """``monte push``: what went to the results bucket (packs, refs, run files, their bytes) and
+    the refs it merged because the bucket had moved (``merged``)."""
 
     experiment: str
     bucket: str
@@ -395,18 +399,33 @@ class PushedDoc(TypedDict):
     files: int
     file_bytes: int
     uploaded_bytes: int
-    merged: Any
+    merged: list[str]
 
 
-class SyncedDoc(TypedDict):
-    """What ``monte sync`` brought back, per experiment."""
+@dataclass(frozen=True)
+class SyncedExperiment(Result):
+    """One experiment ``monte sync`` brought back: what its ledger ref did (``ledger``: up-to-date,
+    fast-forward, merged, ...), new packs, refs read, run files, and the refs kept as they are here."""
+
+    experiment: str
+    packs: int
+    ledger: str
+    refs: int
+    files: int
+    skipped_weights: int
+    conflicts: list[str]
+
+
+@dataclass(frozen=True)
+class Synced(Result):
+    """``monte sync``: the bucket and each experiment it held."""
 
     bucket: str
-    experiments: list[dict[str, Any]]
+    experiments: tuple[SyncedExperiment, ...]
 
 
 def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None = None,
-         key_file: str | None = None) -> PushedDoc:
+         key_file: str | None = None) -> Pushed:
     from monte.ledger.experiment import Ledger
 
     if not Ledger(ws.store, experiment).exists():
@@ -467,9 +486,9 @@ def push(ws: Any, experiment: str, *, run: str | None = None, bucket: str | None
                     "another machine is pushing very often; retry")
     state.save()
     files, file_bytes = _push_files(ws, store, experiment, run)
-    return {"experiment": experiment, "bucket": store.url, "run": run, "packs": packs_sent,
-            "pack_bytes": pack_bytes, "refs": refs_sent, "files": files, "file_bytes": file_bytes,
-            "uploaded_bytes": pack_bytes + file_bytes, "merged": merges}
+    return Pushed(experiment=experiment, bucket=store.url, run=run, packs=packs_sent, pack_bytes=pack_bytes,
+                  refs=refs_sent, files=files, file_bytes=file_bytes, uploaded_bytes=pack_bytes + file_bytes,
+                  merged=merges)
 
 
 # --- sync --------------------------------------------------------------------------------------
@@ -485,7 +504,7 @@ def bucket_experiments(store: ObjectStore) -> list[str]:
 
 
 def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = None,
-         key_file: str | None = None) -> SyncedDoc:
+         key_file: str | None = None) -> Synced:
     from monte.names import check_name
 
     store = open_bucket(ws, bucket=bucket, key_file=key_file, write=False)
@@ -518,7 +537,7 @@ def sync(ws: Any, experiments: list[str] | None = None, *, bucket: str | None = 
                 raise
         state.save()
         files, skipped = _pull_files(ws, store, exp)
-        out.append({"experiment": exp, "packs": packs, "ledger": outcome.get("ledger", "up-to-date"),
-                    "refs": len(remote), "files": files, "skipped_weights": skipped,
-                    "conflicts": sorted(r for r, k in outcome.items() if k == "conflict")})
-    return {"bucket": store.url, "experiments": out}
+        out.append(SyncedExperiment(experiment=exp, packs=packs, ledger=outcome.get("ledger", "up-to-date"),
+                                    refs=len(remote), files=files, skipped_weights=skipped,
+                                    conflicts=sorted(r for r, k in outcome.items() if k == "conflict")))
+    return Synced(bucket=store.url, experiments=tuple(out))

@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from monte.errors import MonteError, error, in_words
 from monte.manifest import Manifest, now, parse_manifest
+from monte.result_type import Result
 from monte.storage.object_stores import GcsStore, LocalStore, ObjectStore, emulator_host, open_store
 
 if TYPE_CHECKING:
@@ -62,7 +61,8 @@ class Claim:
     claimed_at: str
 
 
-class VaultEntry(BaseModel):
+@dataclass(frozen=True)
+class VaultEntry(Result):
     """One name the Vault holds (``env list --vault``, ``dataset list --vault``)."""
 
     name: str

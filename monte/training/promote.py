@@ -11,10 +11,9 @@ import re
 import shutil
 import socket
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from monte.errors import MonteError, error
 from monte.hashing import sha256_files
@@ -23,26 +22,31 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import checkpoint_info
 from monte.ledger.records import RunRow
 from monte.models.publish import LOCAL_ONLY, strip_local_flags
+from monte.result_type import Result
 from monte.runs.lifecycle import experiment_name, read_rows
 from monte.runs.naming import parse_run_ref
 from monte.workspace import Workspace
 
 
-class PromoteResult(BaseModel):
+@dataclass(frozen=True)
+class Promoted(Result):
+    """``monte promote``: the checkpoint exported, where, its files and their bytes (``disk``: the
+    blocks they take), each file's sha256, and with ``from_hub`` the hub repo and revision."""
+
     checkpoint: str
     experiment: str
     dest: str
     files: int
     bytes: int  # the files' content
-    disk: int = 0  # what they take on disk (blocks: `du` counts these)
+    disk: int  # what they take on disk (blocks: `du` counts these)
     sha256: dict[str, str]
     hub: dict[str, str] | None = None  # --from-hub: the repo and revision exported
 
-    @model_serializer(mode="wrap")
-    def _no_hub_key_without_hub(self, nxt: SerializerFunctionWrapHandler) -> dict[str, object]:
-        out: dict[str, object] = nxt(self)
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` has always printed it: no ``hub`` key for a local export."""
+        out = super().to_dict()
         if self.hub is None:
-            out.pop("hub", None)
+            del out["hub"]
         return out
 
 
@@ -175,7 +179,7 @@ def _base_model(rows: list[RunRow], hops: list[dict[str, Any]]) -> str:
 
 
 def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: str | None = None,
-            from_hub: bool = False) -> PromoteResult:
+            from_hub: bool = False) -> Promoted:
     """Export a succeeded training checkpoint's servable folder, sha256-verified file by file.
 
     ``from_hub``: export the hub copy its lineage commit records (a ``--push`` chunk's), every
@@ -259,6 +263,6 @@ def promote(ws: Workspace, *, ref: str, dest: Path, confirm: str, experiment: st
     exported = [p for p in dest.iterdir() if p.is_file()]  # the servable files and the model card
     size = sum(p.stat().st_size for p in exported)
     disk = sum(p.stat().st_blocks * 512 for p in exported)
-    return PromoteResult(checkpoint=ck.ref, experiment=exp, dest=str(dest), files=len(exported), bytes=size,
+    return Promoted(checkpoint=ck.ref, experiment=exp, dest=str(dest), files=len(exported), bytes=size,
                          disk=disk, sha256=info["files"],
                          hub={"repo": hub_copy["repo"], "revision": hub_copy["revision"]} if from_hub else None)

@@ -9,10 +9,9 @@ import json
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from pydantic import BaseModel
 
 from monte.errors import MonteError, error
 from monte.ledger import rules
@@ -20,6 +19,7 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.lineage import ensure_base
 from monte.ledger.records import RunRow
 from monte.models import locate, private
+from monte.result_type import Result
 from monte.runs.folders import log_event
 from monte.runs.lifecycle import (
     Transition,
@@ -36,7 +36,11 @@ from monte.training.trainers.grpo import reward as reward_function
 from monte.workspace import Workspace
 
 
-class TrainResult(BaseModel):
+@dataclass(frozen=True)
+class TrainResult(Result):
+    """``monte train``: the chunk's row as it finished (``row.json``'s dict; on a box that adopted
+    a submitted row, its id and rank) and its loss curve."""
+
     experiment: str
     run: dict[str, Any]
     #: the chunk's loss curve in a few numbers (:func:`monte.runs.curve.summary`), None where it

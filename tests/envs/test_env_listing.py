@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from monte.envs.listing import COLUMNS, FILE_FIELDS, FLOOR_FIELDS, MANIFEST_FIELDS, listed
+from monte.envs.listing import (
+    COLUMNS,
+    FILE_FIELDS,
+    FLOOR_FIELDS,
+    MANIFEST_FIELDS,
+    EnvListed,
+    listed,
+)
 from monte.envs.manage import env_info
 from monte.errors import MonteError
 from monte.manifest import FileEntry, Floor, Manifest, read_manifest
@@ -87,11 +94,11 @@ def test_the_list_prints_what_the_model_gives(tmp_path: Path, name: str) -> None
     folder.mkdir(parents=True)
     (folder / "manifest.json").write_text(json.dumps(VARIANTS[name], indent=2))
 
-    def model() -> dict[str, Any]:
+    def model() -> EnvListed:
         m = read_manifest(folder)
         assert m is not None
-        info = env_info(m, folder).model_dump(mode="json")
-        return {k: info[k] for k in COLUMNS}
+        info = env_info(m, folder).to_dict()
+        return EnvListed(**{k: info[k] for k in COLUMNS})
 
     assert _outcome(lambda: listed(folder)) == _outcome(model)
 
@@ -109,6 +116,4 @@ def test_the_fields_checked_are_the_models() -> None:
 
 
 def test_the_listed_shape_is_the_columns_printed() -> None:
-    from monte.envs.listing import EnvListed
-
     assert tuple(EnvListed.__annotations__) == COLUMNS  # the typed result and the printed columns, one order

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from monte.cli.model import model as model_group
 from monte.errors import MonteError
-from monte.models.tiny import ENDOFTEXT_ID, IM_END_ID, IM_START_ID, TinyModel, init_model
+from monte.models.tiny import ENDOFTEXT_ID, IM_END_ID, IM_START_ID, ModelMade, init_model
 
 torch.set_num_threads(1)
 
@@ -42,31 +42,31 @@ def no_network() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory, no_network: None) -> TinyModel:
+def tiny(tmp_path_factory: pytest.TempPathFactory, no_network: None) -> ModelMade:
     return init_model(tmp_path_factory.mktemp("m") / "tiny", size="tiny", seed=0)
 
 
 @pytest.fixture(scope="module")
-def loaded(tiny: dict[str, Any], no_network: None) -> tuple[Any, Any]:
+def loaded(tiny: ModelMade, no_network: None) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(tiny["path"])
-    lm = AutoModelForCausalLM.from_pretrained(tiny["path"])
+    tok = AutoTokenizer.from_pretrained(tiny.path)
+    lm = AutoModelForCausalLM.from_pretrained(tiny.path)
     lm.eval()
     return lm, tok
 
 
-def test_same_size_and_seed_give_identical_files(tiny: dict[str, Any], tmp_path: Path) -> None:
+def test_same_size_and_seed_give_identical_files(tiny: ModelMade, tmp_path: Path) -> None:
     again = init_model(tmp_path / "again", size="tiny", seed=0)
-    first = _hashes(Path(tiny["path"]))
-    assert first == _hashes(Path(again["path"])) == tiny["files"] == again["files"]
+    first = _hashes(Path(tiny.path))
+    assert first == _hashes(Path(again.path)) == tiny.files == again.files
     assert set(first) >= {"config.json", "generation_config.json", "model.safetensors",
                           "tokenizer.json", "tokenizer_config.json"}
 
     other = init_model(tmp_path / "seed1", size="tiny", seed=1)
-    assert other["files"]["model.safetensors"] != first["model.safetensors"]
+    assert other.files["model.safetensors"] != first["model.safetensors"]
     for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "generation_config.json"):
-        assert other["files"][name] == first[name], name
+        assert other.files[name] == first[name], name
 
 
 def test_init_leaves_the_callers_rng_alone(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_init_leaves_the_callers_rng_alone(tmp_path: Path) -> None:
     assert torch.equal(torch.rand(3), expected)
 
 
-def test_loads_offline_with_the_auto_classes(tiny: dict[str, Any], loaded: tuple[Any, Any]) -> None:
+def test_loads_offline_with_the_auto_classes(tiny: ModelMade, loaded: tuple[Any, Any]) -> None:
     lm, tok = loaded
     assert lm.dtype == torch.float32
     assert lm.config.model_type == "qwen2" and lm.config.vocab_size == 259 == len(tok)
@@ -89,19 +89,19 @@ def test_loads_offline_with_the_auto_classes(tiny: dict[str, Any], loaded: tuple
     assert lm.generation_config.pad_token_id == ENDOFTEXT_ID
     # AutoTokenizer (Qwen2Tokenizer in transformers 5) rebuilds its own pipeline: it must be the
     # one written to tokenizer.json, or the file would not describe the tokenizer in use.
-    on_disk = json.loads((Path(tiny["path"]) / "tokenizer.json").read_text())
+    on_disk = json.loads((Path(tiny.path) / "tokenizer.json").read_text())
     in_use = json.loads(tok.backend_tokenizer.to_str())
     for part in ("normalizer", "pre_tokenizer", "decoder", "model", "added_tokens"):
         assert in_use[part] == on_disk[part], part
 
 
-def test_parameter_counts(tiny: dict[str, Any], loaded: tuple[Any, Any], tmp_path: Path) -> None:
+def test_parameter_counts(tiny: ModelMade, loaded: tuple[Any, Any], tmp_path: Path) -> None:
     lm, _ = loaded
-    assert tiny["parameters"] == sum(p.numel() for p in lm.parameters())
-    assert 0.9e6 <= tiny["parameters"] <= 1.1e6
+    assert tiny.parameters == sum(p.numel() for p in lm.parameters())
+    assert 0.9e6 <= tiny.parameters <= 1.1e6
     small = init_model(tmp_path / "small", size="small", seed=0)
-    assert 3.0e6 <= small["parameters"] <= 3.4e6
-    assert small["shape"]["hidden"] == 256
+    assert 3.0e6 <= small.parameters <= 3.4e6
+    assert small.shape["hidden"] == 256
 
 
 def test_generate_on_a_left_padded_batch(loaded: tuple[Any, Any]) -> None:

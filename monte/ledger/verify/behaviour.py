@@ -25,6 +25,7 @@ from typing import Any
 
 from dulwich.objects import ObjectID
 
+from monte.ledger.lineage import lineage_checkpoints
 from monte.ledger.refs import PREFIX
 from monte.ledger.store import Snapshot, Store
 from monte.ledger.verify.model import Violation
@@ -62,9 +63,7 @@ def _recorded(store: Store, judged: set[str] | None) -> tuple[list[_Recorded], l
     weights_of: dict[str, str] = {}
     bases: list[_Recorded] = []
     checkpoints: list[_Recorded] = []
-    seen: set[ObjectID] = set()
-    refs = sorted(store.refs_under(PREFIX).items())
-    for ref, tip in refs:
+    for ref, tip in sorted(store.refs_under(PREFIX).items()):
         head, sep, cohort = ref[len(PREFIX):].rpartition("/base/")
         if sep and head and "/" not in cohort:
             base = _json(store, tip, "base.json")
@@ -77,26 +76,12 @@ def _recorded(store: Store, judged: set[str] | None) -> tuple[list[_Recorded], l
                                        tip.decode()[:12], fp))
     if not any(judged is None or b.cohort in judged for b in bases):
         return bases, checkpoints, weights_of  # no base to judge: the lineage is not walked
-    for ref, tip in refs:
-        if "/lineage/" not in ref:
-            continue
-        todo = [tip]
-        while todo:
-            sha = todo.pop()
-            if sha in seen:
-                continue
-            seen.add(sha)
-            info = _json(store, sha, "checkpoint.json")
-            if info is None:
-                continue  # the cohort's base commit: the root of the tree
-            commit = store.repo[sha]
-            todo.extend(commit.parents)  # type: ignore[attr-defined]
-            fp = info.get("fingerprint")
-            if isinstance(fp, dict):
-                checkpoints.append(_Recorded(
-                    "checkpoint", f"checkpoint {info.get('experiment')}/{info.get('run')}@{info.get('step')}",
-                    str(info.get("cohort") or ""), "", commit.commit_time,  # type: ignore[attr-defined]
-                    sha.decode()[:12], fp))
+    for sha, time, info in lineage_checkpoints(store):
+        fp = info.get("fingerprint")
+        if isinstance(fp, dict):
+            checkpoints.append(_Recorded(
+                "checkpoint", f"checkpoint {info.get('experiment')}/{info.get('run')}@{info.get('step')}",
+                str(info.get("cohort") or ""), "", time, sha.decode()[:12], fp))
     return bases, checkpoints, weights_of
 
 

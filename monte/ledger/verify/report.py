@@ -2,14 +2,14 @@
 commit history (:class:`~monte.ledger.verify.Verifier`), with the repository-wide seal, the vault
 ref, the lineage refs, the object cache, what a clone's remote-tracking refs hold, and the
 records an older monte wrote with a folder of its machine (warnings). One call, one
-:class:`VerifyReport`, or ``E_VERIFY`` naming each violation.
+:class:`LedgerVerified`, or ``E_VERIFY`` naming each violation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from monte.errors import error
 from monte.ledger.refs import ledger_ref
@@ -17,13 +17,17 @@ from monte.ledger.verify.lineage import Verifier
 from monte.ledger.verify.model import Violation
 from monte.ledger.verify.updates import experiments, seal_violations
 from monte.names import check_name
+from monte.result_type import Result
 
 if TYPE_CHECKING:
     from monte.workspace import Workspace
 
 
-class VerifiedLedgers(TypedDict):
-    """:class:`VerifyReport` as ``monte ledger verify --json`` prints it."""
+@dataclass(frozen=True)
+class LedgerVerified(Result):
+    """``monte ledger verify`` that found nothing (a violation is E_VERIFY): the experiments and
+    records checked, the warnings (records that verify, and are named), the remote copies let in
+    (``adopted``: ref -> remote ref) and the refs not read (ref -> why)."""
 
     ok: bool
     experiments: list[str]
@@ -33,26 +37,9 @@ class VerifiedLedgers(TypedDict):
     unchecked: dict[str, str]
 
 
-@dataclass(frozen=True)
-class VerifyReport:
-    """What a verify that found nothing says: the experiments and records checked, the warnings
-    (records that verify, and are named), the remote copies let in, and the refs not read."""
-
-    experiments: list[str]
-    records: int
-    warnings: list[Any] = field(default_factory=list)
-    #: the remote copies let in (ref: remote ref); ``adopted`` in the JSON, as before
-    let_in: dict[str, Any] = field(default_factory=dict)
-    unchecked: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> VerifiedLedgers:
-        return {"ok": True, "experiments": self.experiments, "records": self.records, "warnings": self.warnings,
-                "adopted": self.let_in, "unchecked": self.unchecked}
-
-
 def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: bool = False,
                       from_rev: str | None = None,
-                      derived: Callable[[], list[dict[str, str]]] = list) -> VerifyReport:
+                      derived: Callable[[], list[dict[str, str]]] = list) -> LedgerVerified:
     """Verify one experiment (``experiment``; with ``from_rev``, only its records since that
     commit) or every one (``all_``, or neither given). ``derived``: the caches a reader derived
     from the ledger, each checked against what it derives from (a full check only)."""
@@ -129,9 +116,9 @@ def verify_repository(ws: Workspace, *, experiment: str | None = None, all_: boo
     from monte.ledger.portable import scan
 
     # records an older monte wrote with a folder of its machine: they verify, and are named
-    return VerifyReport(experiments=names, records=records,
-                        warnings=scan(ws.store, names, rows=rows, only=only),
-                        let_in=dict(ws.remotes_let_in.moved) if ws.remotes_let_in else {}, unchecked=unchecked)
+    return LedgerVerified(ok=True, experiments=names, records=records,
+                          warnings=scan(ws.store, names, rows=rows, only=only),
+                          adopted=dict(ws.remotes_let_in.moved) if ws.remotes_let_in else {}, unchecked=unchecked)
 
 
 def lineage_matches_ledger(ws: Workspace, v: Verifier, name: str, only: set[str] | None = None) -> list[Violation]:
