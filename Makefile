@@ -66,12 +66,12 @@ nemo-gym: install
 	  echo "note: NeMo Gym's servers could not be installed in $(NEMO_GYM); the tests that need them will skip"
 
 test: lint test-deps nemo-gym
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --durations=10
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=10
 
 # The inner loop: no torch, GCS emulator, sshd, NeMo Gym, DVC command line or subprocess benchmark
 # (tests/conftest.py marks the rest `slow` by what they use, and does not even import a slow file).
 check: lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not slow" -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadgroup
 
 bench: install
 	$(BIN)/python bench/ledger_append.py
