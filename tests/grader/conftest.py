@@ -17,17 +17,6 @@ from tests.support.grader import PerUserSshd, Setup, add_user, need_root
 from tests.support.sshd import Keys
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each real-grader module's tests build on each other in order (its first test freezes the
-    repository the next ones read): under ``-n 2 --dist loadgroup`` a module runs whole, in order,
-    on one worker, beside the rest of the suite."""
-    here = Path(__file__).parent
-    for item in items:
-        path = Path(str(item.fspath)).resolve()
-        if path.is_relative_to(here):
-            item.add_marker(pytest.mark.xdist_group(f"grader-{path.stem}"))
-
-
 @pytest.fixture(scope="module")
 def grader_setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     need_root()

@@ -26,6 +26,9 @@ import pytest
 from monte.grader import home as homes
 from monte.ledger.grader_statement import check_signature
 
+# the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
+pytestmark = pytest.mark.xdist_group("test_hub_weights")
+
 GOOD, BAD = "a" * 40, "b" * 40
 
 

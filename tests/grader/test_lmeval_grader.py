@@ -20,6 +20,9 @@ import pytest
 from tests.envs.lmeval_tasks import write_own
 from tests.support.grader import PYTHON, ROOT, Setup
 
+# the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
+pytestmark = pytest.mark.xdist_group("test_lmeval_grader")
+
 pytest.importorskip("lm_eval")
 
 TASK = "own_task"

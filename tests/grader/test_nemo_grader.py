@@ -32,6 +32,9 @@ from tests.support.grader import PYTHON, ROOT, PerUserSshd, Setup, add_user, nee
 from tests.support.nemo_checkout import SERVER, checkout
 from tests.support.sshd import Keys
 
+# the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
+pytestmark = pytest.mark.xdist_group("test_nemo_grader")
+
 VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")
 INIT = ("experiment", "init", "nemo", "--eval", SERVER, "--model", "base-model")
 

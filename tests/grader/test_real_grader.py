@@ -17,7 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.grader import PYTHON, Setup
+
+# the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
+pytestmark = pytest.mark.xdist_group("test_real_grader")
 
 
 def _rows(s: Setup) -> list[dict[str, Any]]:

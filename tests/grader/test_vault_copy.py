@@ -24,6 +24,9 @@ import pytest
 from tests.support.gcs_emulator import Emulator, write_fake_key
 from tests.support.grader import PYTHON, Setup
 
+# the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
+pytestmark = pytest.mark.xdist_group("test_vault_copy")
+
 
 @pytest.fixture(scope="module")
 def vaults(grader_setup: Setup, emulator: Emulator) -> Iterator[dict[str, Any]]:
