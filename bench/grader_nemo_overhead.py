@@ -29,7 +29,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # monte and tests.support (the loopback sshd, the NeMo Gym checkout)
 
-from grader_overhead import _monte  # noqa: E402 - its neighbour in bench/ (sys.path[0] when run as a script)
+from grader_overhead import _monte, time_reads  # noqa: E402 - its neighbour in bench/ (sys.path[0] when run as a script)
 
 ITEMS = 20  # test rows (and as many dev rows): 40 in the server's example file (--quick: 4)
 
@@ -99,16 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         _monte(graded, env, "config", "set", "grader", f"ssh://{server.user}@127.0.0.1:{server.port}",
                "--key", info["public_key"])
         _monte(graded, env, "grader", "take", SERVER)
-        times: dict[str, list[float]] = {"local": [], "grader": []}
-        scores: dict[str, list[float]] = {"local": [], "grader": []}
-        for k in range(rounds):
-            for side, repo in (("local", local), ("grader", graded)):
-                t0 = time.perf_counter()
-                r = _monte(repo, env, "eval", "-e", f"e{k}", "--split", "test", "--yes", "--json")
-                times[side].append(time.perf_counter() - t0)
-                scores[side].append(json.loads(r.stdout)["runs"][0]["score"])
-        if scores["local"] != scores["grader"]:
-            raise SystemExit(f"the two sides recorded different scores: {scores}")
+        times, scores = time_reads(local, graded, env, rounds)
         med = {s: statistics.median(v) for s, v in times.items()}
         result: dict[str, Any] = {
             "benchmark": "grader_nemo_overhead", "when": datetime.now(UTC).isoformat(timespec="seconds"),

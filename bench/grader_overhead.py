@@ -51,6 +51,24 @@ def _monte(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
     return r
 
 
+def time_reads(local: Path, graded: Path, env: dict[str, str],
+               rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Each round's ``test@0`` (experiment ``eK``) in both repositories, alternating: the seconds
+    of each ``monte eval --split test`` subprocess and the score it recorded; the two sides must
+    record the same scores (the same greedy answers, graded the same)."""
+    times: dict[str, list[float]] = {"local": [], "grader": []}
+    scores: dict[str, list[float]] = {"local": [], "grader": []}
+    for k in range(rounds):
+        for side, repo in (("local", local), ("grader", graded)):
+            t0 = time.perf_counter()
+            r = _monte(repo, env, "eval", "-e", f"e{k}", "--split", "test", "--yes", "--json")
+            times[side].append(time.perf_counter() - t0)
+            scores[side].append(json.loads(r.stdout)["runs"][0]["score"])
+    if scores["local"] != scores["grader"]:
+        raise SystemExit(f"the two sides recorded different scores: {scores}")
+    return times, scores
+
+
 def _repo(path: Path, env: dict[str, str], rounds: int, name: str, add: list[str]) -> Path:
     from monte.models.tiny import init_model
 
@@ -113,16 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         _monte(graded, env, "config", "set", "grader", f"ssh://{server.user}@127.0.0.1:{server.port}",
                "--key", info["public_key"])
         _monte(graded, env, "grader", "take", name)
-        times: dict[str, list[float]] = {"local": [], "grader": []}
-        scores: dict[str, list[float]] = {"local": [], "grader": []}
-        for k in range(rounds):
-            for side, repo in (("local", local), ("grader", graded)):
-                t0 = time.perf_counter()
-                r = _monte(repo, env, "eval", "-e", f"e{k}", "--split", "test", "--yes", "--json")
-                times[side].append(time.perf_counter() - t0)
-                scores[side].append(json.loads(r.stdout)["runs"][0]["score"])
-        if scores["local"] != scores["grader"]:
-            raise SystemExit(f"the two sides recorded different scores: {scores}")
+        times, scores = time_reads(local, graded, env, rounds)
         med = {s: statistics.median(v) for s, v in times.items()}
         result: dict[str, Any] = {
             "benchmark": "grader_overhead", "when": datetime.now(UTC).isoformat(timespec="seconds"),
