@@ -101,6 +101,9 @@ class EvalPlan(BaseModel):
     adopt: dict[str, str] = {}
     #: generation split across this many processes (monte.evals.shards): an execution detail
     processes: int = 1
+    #: a base no record knows by its weights, read on the grader: its behavioural fingerprint is
+    #: taken there, on the copy it loads, and checked here before anything is spent
+    behaviour_unchecked: bool = False
 
     def lines(self) -> list[str]:
         out = [f"plan: eval {self.target.label} of cohort {self.cohort} in {self.experiment}"
@@ -123,6 +126,9 @@ class EvalPlan(BaseModel):
         out.append(f"  model: {self.target.model}" + (f" ({self.target.folder})" if self.target.folder else ""))
         if self.target.why:
             out.append(f"  chosen: {self.target.why}")
+        if self.behaviour_unchecked:
+            out.append("  a new base: the grader takes its behavioural fingerprint from the copy it loads, checked "
+                       "here before the read starts (a model that behaves as a checkpoint is refused, nothing spent)")
         if self.base_register:
             out.append(f"  base model {self.base_folder} is named {self.base_register!r} in .monte.yaml when recorded "
                        f"(another machine says where it is with {locate.env_var(self.base_register)})")
@@ -163,7 +169,10 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
         raise error("E_USAGE", f"experiment {exp} names no model", "pass --model PATH (a local model folder)")
     where = locate.locate(ws, base_model)
     assert where.folder is not None
-    base = identify_base(ws.store, exp, where.folder)
+    # a test read on a grader: the base's behaviour is taken there, from the copy it loads (no
+    # torch here; the grader's worker loads the model anyway), and checked before the read starts
+    on_grader = test_read and bool(ws.config.get("grader"))
+    base = identify_base(ws.store, exp, where.folder, by_behaviour=not on_grader)
     locate.prove(ws.store, exp, where, base.own or base.weights, base.identities)  # another model at a recorded location: E_INTEGRITY
     files, cohort = base.files, base.cohort
     exams = _exams(ws, meas, split)
@@ -204,7 +213,7 @@ def plan_eval(ws: Workspace, *, experiment: str | None, model: str | None, split
                     base_files=files,
                     target=target, exams=exams, smoke=smoke, settings=meas.eval.model_dump(),
                     execution=meas.execution.model_dump(), push=push,
-                    bucket=bucket, processes=processes)
+                    bucket=bucket, processes=processes, behaviour_unchecked=base.unchecked)
 
 
 def _checkpoint_base(ws: Workspace, exp: str, rows: Sequence[RunRow], checkpoint: str) -> str | None:

@@ -354,15 +354,16 @@ def _batch_size(plan: EvalPlan) -> int:
 
 
 def start_row(ledger: Ledger, plan: EvalPlan, e: ExamPlan, *, who: dict[str, Any] | None = None,
-           extra_plan: dict[str, Any] | None = None, ws: Workspace | None = None) -> RunRow:
+           extra_plan: dict[str, Any] | None = None, ws: Workspace | None = None, run: str | None = None) -> RunRow:
     """The ``started`` record: the touch is spent here (the seal's rules, re-checked on the tip).
-    On a box running a laptop's submission, the row the laptop started is adopted instead."""
+    On a box running a laptop's submission, the row the laptop started is adopted instead.
+    ``run``: the run id, where it was named before the record (a grader already holds its weights)."""
     if e.exam in plan.adopt:
         return adopt_row(ledger, plan.adopt[e.exam], kind="eval", check=lambda r: (
             r.exam == e.exam and r.split == e.split and r.smoke == plan.smoke
             and (r.plan.get("target") or {}).get("run") == plan.target.run
             and r.step == plan.target.step))
-    run = new_run_id()
+    run = run or new_run_id()
     who = who or this_process()
     code = ws.code_version() if ws is not None else {}  # the commit this eval runs at
 

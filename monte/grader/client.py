@@ -38,6 +38,8 @@ from monte.workspace import Workspace
 #: the command line the client asks for; the grader's forced command runs whatever it is told to
 SERVE = "monte grader serve"
 READ_TIMEOUT_S = 6 * 3600
+#: how long the grader may take to write, hash and load a new base before it answers its fingerprint
+LOAD_TIMEOUT_S = 3600
 #: a take's check may start a NeMo Gym server on the grader (imports: 10-20 s, at most its ready timeout)
 CHECK_TIMEOUT_S = 600
 
@@ -91,21 +93,62 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
     """One request, one answer; a refusal of the grader's is raised here with its own code."""
     from monte.remote import ssh
 
-    key_file = os.environ.get("MONTE_GRADER_KEY_FILE") or os.environ.get("MONTE_SSH_KEY_FILE")
-    conn = ssh.connect(g.host, user=g.user, port=g.port, key_file=key_file, connect_timeout=15)
+    conn = _connect(g)
     try:
         line = json.dumps({**request, "size": len(payload)}).encode() + b"\n"
         done = ssh.execute(conn, SERVE, timeout=timeout, stdin=line + payload)
     finally:
         conn.close()
+    return _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
+
+
+def held_call(g: Grader, request: dict[str, Any], payload: bytes, go: Any, *,
+              timeout: float = READ_TIMEOUT_S) -> dict[str, Any]:
+    """A read in two steps over one session: the grader writes and hashes the weights, loads them
+    and answers the behavioural fingerprint of exactly that copy (``{"phase": "loaded", ...}``);
+    ``go(first)`` checks it here and starts the local record; only then is the go sent, and the
+    grader records its ``started`` and reads. ``go`` raising closes the session: the grader
+    withdraws, nothing was spent there."""
+    from monte.remote import ssh
+
+    conn = _connect(g)
     try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        conv = ssh.Conversation(conn, SERVE, timeout=timeout)
+        try:
+            conv.send(json.dumps({**request, "hold": True, "size": len(payload)}).encode() + b"\n" + payload)
+            raw = conv.readline(timeout=LOAD_TIMEOUT_S)
+            if raw is None:  # it exited without a word: what it printed says why
+                done = conv.finish(timeout=10)
+                first = _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
+            else:
+                first = _answer(g, [raw.decode("utf-8", "replace")], 0, "")
+            go(first)
+        except BaseException:
+            conv.close()  # an end of input before the go: the grader withdraws
+            raise
+        conv.send(json.dumps({"go": True, "run": request.get("run")}).encode() + b"\n")
+        done = conv.finish(timeout=timeout)
+    finally:
+        conn.close()
+    return _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
+
+
+def _connect(g: Grader) -> Any:
+    from monte.remote import ssh
+
+    key_file = os.environ.get("MONTE_GRADER_KEY_FILE") or os.environ.get("MONTE_SSH_KEY_FILE")
+    return ssh.connect(g.host, user=g.user, port=g.port, key_file=key_file, connect_timeout=15)
+
+
+def _answer(g: Grader, last: list[str], exited: int, said: str) -> dict[str, Any]:
+    try:
+        answer = json.loads(last[-1])
     except (ValueError, IndexError):
-        raise error("E_BOX", f"the grader at {g.label} gave no answer (exit {done.exited}): "
-                    f"{(done.stderr or done.stdout).strip()[-300:]}",
+        raise error("E_BOX", f"the grader at {g.label} gave no answer (exit {exited}): {said.strip()[-300:]}",
                     "check its authorized_keys line (`monte grader init` printed it) and that its monte runs") from None
-    if not answer.get("ok"):
-        e = answer.get("error") if isinstance(answer.get("error"), dict) else {}
+    if not isinstance(answer, dict) or not answer.get("ok"):
+        got = answer.get("error") if isinstance(answer, dict) else None
+        e: dict[str, Any] = got if isinstance(got, dict) else {}
         raise error(e.get("code", "E_REFUSED"), f"the grader refused: {e.get('message')}", e.get("fix") or "")
     return dict(answer)
 
@@ -284,6 +327,7 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     """``monte eval --split test`` with a grader: every exam read on the grader."""
     from monte.evals.run import EvalResult, start_row
     from monte.ledger.experiment import Ledger
+    from monte.ledger.ids import new_run_id
     from monte.ledger.lineage import ensure_base
     from monte.models import locate
     from monte.runs.folders import log_event
@@ -306,37 +350,71 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
 
     nemo.require_version(said, grader, g.label)  # its NeMo Gym is the one frozen
     locate.remember(ws, plan.base_register, plan.base_folder)
-    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
-                weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
+    # a base no record knows by its weights: its fingerprint comes from the grader's copy (below)
+    unchecked = bool(getattr(plan, "behaviour_unchecked", False))
+    if not unchecked:
+        ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
+                    weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)
     results = []
     for e in plan.exams:
-        row = start_row(ledger, plan, e, ws=ws)
-        # the run's event file, as a local read keeps it (`monte logs`; --push carries it to the bucket)
-        log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label,
-                  grader=g.label)
-        transition(row, "started")
-        request = {"op": "read", "run": row.run, "experiment": plan.experiment, "exam": e.exam,
-                   "content": e.sha256, "cohort": plan.cohort, "role": row.role,
-                   "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
-                   "settings": plan.settings, "batch_size": int(plan.execution.get("batch_size", 32)),
-                   "files": files, **({"hub": hub} if hub else {})}
+        started: list[Any] = []
+
+        def begin(run: str | None = None, e: Any = e, started: list[Any] = started) -> Any:
+            row = start_row(ledger, plan, e, ws=ws, run=run)
+            started.append(row)
+            # the run's event file, as a local read keeps it (`monte logs`; --push carries it to the bucket)
+            log_event(ws, plan.experiment, row.run, "started", exam=e.exam, split=e.split, target=plan.target.label,
+                      grader=g.label)
+            transition(row, "started")
+            return row
+
+        def request_for(run: str, role: str | None, e: Any = e) -> dict[str, Any]:
+            return {"op": "read", "run": run, "experiment": plan.experiment, "exam": e.exam,
+                    "content": e.sha256, "cohort": plan.cohort, "role": role,
+                    "target": {"kind": plan.target.kind, "run": plan.target.run, "step": plan.target.step},
+                    "settings": plan.settings, "batch_size": int(plan.execution.get("batch_size", 32)),
+                    "files": files, **({"hub": hub} if hub else {})}
+
         try:
-            try:
-                answer = call(g, request, payload, timeout=READ_TIMEOUT_S)
-            except MonteError as exc:
-                if not (hub and exc.code == "E_STORAGE"):
-                    raise
-                # the grader could not fetch the hub revision (no token, no network there): nothing was
-                # spent on it; the weights go over the session instead, proven here as always
-                request.pop("hub")
-                answer = call(g, request, pack_weights(folder, expected)[0], timeout=READ_TIMEOUT_S)
+            if unchecked:  # the grader loads it, answers its fingerprint, and reads on our go
+                run = new_run_id()
+
+                def go(first: dict[str, Any], e: Any = e, run: str = run) -> None:
+                    fp = first.get("fingerprint")
+                    _check_behaviour(ws, plan, fp if isinstance(fp, dict) else None)
+                    ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
+                                weights=plan.weights or None, folder=Path(plan.base_folder),
+                                fingerprint=fp if isinstance(fp, dict) else None, behaviour=False)
+                    row = begin(run)
+                    if row.role != e.role:  # the tip moved since the plan: the grader would count another read
+                        raise error("E_CONFLICT", f"run {run} is test read {row.role}, the plan said {e.role}",
+                                    "run `monte eval --split test` again")
+
+                answer = held_call(g, request_for(run, e.role), payload, go)
+                unchecked = False
+            else:
+                row = begin()
+                try:
+                    answer = call(g, request_for(row.run, row.role), payload, timeout=READ_TIMEOUT_S)
+                except MonteError as exc:
+                    if not (hub and exc.code == "E_STORAGE"):
+                        raise
+                    # the grader could not fetch the hub revision (no token, no network there): nothing was
+                    # spent on it; the weights go over the session instead, proven here as always
+                    request = request_for(row.run, row.role)
+                    request.pop("hub")
+                    answer = call(g, request, pack_weights(folder, expected)[0], timeout=READ_TIMEOUT_S)
         except MonteError as exc:
+            if not started:  # refused before the local record: nothing was spent, here or there
+                raise
+            row = started[0]
             if exc.code == "E_BOX":  # the read may be running on the grader: recover fetches it
                 raise error("E_BOX", f"{exc.message}; run {row.run}'s read may still complete on the grader",
                             f"`monte recover {plan.experiment}` fetches its signed result") from None
             log_event(ws, plan.experiment, row.run, "failed", code=exc.code, message=exc.message)
             transition(_fail(ledger, row, exc.message), "finished")
             raise
+        row = started[0]
         try:
             done = record(ws, g, ledger, row, answer)
         except MonteError as exc:
@@ -352,6 +430,26 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
         pusher.check()  # a finished read whose final push did not land: E_STORAGE naming `monte push`
     return EvalResult(experiment=plan.experiment, runs=results,
                       floors={f"{e.exam}/{e.split}": e.floor for e in plan.exams if e.floor is not None})
+
+
+def _check_behaviour(ws: Workspace, plan: Any, fp: dict[str, Any] | None) -> None:
+    """A new base's fingerprint, taken by the grader on the copy it loaded, checked as a local read
+    checks its own (:func:`monte.ledger.lineage.compare_behaviour`): a model that behaves as a
+    checkpoint is refused; one that behaves as a recorded base is refused too (a local read would
+    count it as that base's cohort; the grader has already been told this cohort, so the read is
+    asked for again with that base's folder). Nothing is spent either way."""
+    from monte.ledger.lineage import compare_behaviour, known_bases
+
+    if fp is None:  # the grader could not take it (no transformers model): known by its bytes alone
+        return
+    like = compare_behaviour(ws.store, fp, known_bases(ws.store), own={plan.legacy_cohort, plan.weights[:12]})
+    if like is not None:
+        base, d = like
+        raise error("E_SEALED", f"this model behaves as the base model of cohort {base.cohort} in experiment "
+                    f"{base.experiment} (behavioural distance {d:.4f}, taken by the grader on the copy it loaded): "
+                    "its test reads are that cohort's; nothing was spent",
+                    f"pass that base model as recorded (`--model {base.model}`), or a base that behaves as no "
+                    "model recorded here")
 
 
 def _fail(ledger: Any, row: Any, why: str) -> Any:

@@ -70,7 +70,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "read":
-            answer = read(home, req, payload, threads=threads)
+            answer = read(home, req, payload, threads=threads, talk=(stdin, stdout))
         elif op == "leaks":
             answer = leaks(home, req, payload)
         elif op == "fetch":
@@ -294,7 +294,8 @@ def check_budget(recs: dict[str, dict[str, Any]], *, run: str, content: str, coh
     raise error("E_USAGE", f"a grader read is a baseline or a claim, not {role!r}", "use monte's own client")
 
 
-def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None = None) -> dict[str, Any]:
+def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None = None,
+         talk: tuple[IO[bytes], IO[bytes]] | None = None) -> dict[str, Any]:
     """One test read: the weights written and hashed here, the budget checked on the grader's own
     ledger, ``started`` recorded, then generation and grading in a process of its own session
     (it completes if this one, or the client, dies); the answer is its signed result."""
@@ -317,6 +318,8 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
     dest = home.weights(run)
     if dest.exists():
         raise error("E_CONFLICT", f"the grader already holds weights for run {run}", "fetch it: `monte recover EXP`")
+    hold = bool(req.get("hold"))
+    worker: subprocess.Popen[bytes] | None = None
     old = os.umask(0o077)
     try:
         hub = req.get("hub")
@@ -334,28 +337,84 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
         wid = weights_id(files)
         if (meta.get("grader") or {}).get("kind") == nemo.KIND:  # its server as frozen, before the touch is spent
             nemo.check(meta["grader"], str(meta.get("exam")))
+        started = {"run": run, "experiment": req.get("experiment"), "exam": req.get("exam"), "content": content,
+                   "cohort": cohort, "role": role, "target": req.get("target"),
+                   "settings": settings, "batch_size": int(req.get("batch_size") or 32),
+                   "weights": files, "weights_id": wid,
+                   **({"hub": hub} if hub and not payload else {})}
+        if hold and talk is not None:  # a new base: loaded, and its fingerprint answered, before anything is spent
+            check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
+            worker = _worker(home, run, threads, hold=True)
+            _hold(home, run, worker, talk)
         with homes.locked(home):
             which = check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
-            started = {"run": run, "experiment": req.get("experiment"), "exam": req.get("exam"), "content": content,
-                       "cohort": cohort, "role": role, "read": which, "target": req.get("target"),
-                       "settings": settings, "batch_size": int(req.get("batch_size") or 32),
-                       "weights": files, "weights_id": wid, "started_at": _now(),
-                       **({"hub": hub} if hub and not payload else {})}
+            started = {**started, "read": which, "started_at": _now()}
             homes.append(home, run, {"started": started}, f"read {which} started: {run}")
     except BaseException:
+        if worker is not None and worker.poll() is None:  # withdrawn before its start: it reads nothing
+            worker.kill()
+            worker.wait()
         if not any(r == run for r in homes.records(home)):
             shutil.rmtree(dest, ignore_errors=True)
         raise
     finally:
         os.umask(old)
+    if worker is None:
+        worker = _worker(home, run, threads, hold=False)
+    else:
+        _go(worker)
+    worker.wait()
+    return fetch(home, run)
+
+
+def _worker(home: Home, run: str, threads: int | None, *, hold: bool) -> subprocess.Popen[bytes]:
+    """The read's worker, in a session of its own (it completes if this process, or the client,
+    dies). ``hold``: it loads the weights, writes their fingerprint on its stdout, and reads only
+    once the ``started`` record is in (:func:`_go`); else it reads at once (``started`` is in)."""
     log = home.root / "logs"
     log.mkdir(exist_ok=True, mode=0o700)
     with open(log / f"{run}.log", "ab") as err:
         env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-        worker = subprocess.Popen([sys.executable, "-m", "monte.grader.work", str(home.root), run], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
-    worker.wait()
-    return fetch(home, run)
+        return subprocess.Popen([sys.executable, "-m", "monte.grader.work", str(home.root), run,
+                                 *(["--hold"] if hold else [])], env=env,
+                                stdin=subprocess.PIPE if hold else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if hold else err, stderr=err, start_new_session=True)
+
+
+def _hold(home: Home, run: str, worker: subprocess.Popen[bytes], talk: tuple[IO[bytes], IO[bytes]]) -> None:
+    """The held read's first step: the worker's fingerprint of the copy it loaded, answered to the
+    client; then the client's go (anything else, or an end of input, withdraws: nothing spent)."""
+    stdin, stdout = talk
+    assert worker.stdout is not None
+    line = worker.stdout.readline(MAX_HEADER)
+    try:
+        said = json.loads(line) if line.strip() else {}
+    except ValueError:
+        said = {}
+    if not isinstance(said, dict) or "fingerprint" not in said:
+        raise error("E_BAD_INPUT", "the grader could not load the weights sent "
+                    f"({said.get('error') if isinstance(said, dict) and said.get('error') else 'see its log'}); "
+                    "nothing was spent", "send a model folder transformers loads (`monte model init DIR` makes one)")
+    stdout.write(json.dumps({"ok": True, "phase": "loaded", "fingerprint": said["fingerprint"]}).encode() + b"\n")
+    stdout.flush()
+    reply = stdin.readline(MAX_HEADER)
+    try:
+        go = json.loads(reply) if reply.strip() else {}
+    except ValueError:
+        go = {}
+    if not (isinstance(go, dict) and go.get("go") is True and go.get("run") == run):
+        raise error("E_REFUSED", f"the client withdrew read {run} before it started; nothing was spent", "")
+
+
+def _go(worker: subprocess.Popen[bytes]) -> None:
+    """The ``started`` record is in: the held worker reads (it checks that record itself, so a lost
+    go, this process killed, only delays nothing: it finds the record and reads)."""
+    assert worker.stdin is not None
+    try:
+        worker.stdin.write(b"go\n")
+        worker.stdin.close()
+    except OSError:  # it died loading: its log says why, and the read is recorded failed below
+        pass
 
 
 def fetch(home: Home, run: str) -> dict[str, Any]:

@@ -19,8 +19,9 @@ from monte.grader.home import Home
 from monte.ledger.grader_statement import KIND, canonical, outcomes, outcomes_sha256
 
 
-def grade_read(home: Home, run: str) -> dict[str, Any]:
-    """Generate and grade the read ``run`` started; returns the signed record written."""
+def grade_read(home: Home, run: str, loaded: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """Generate and grade the read ``run`` started; returns the signed record written.
+    ``loaded``: the model and tokenizer, loaded already from the copy the server hashed (:func:`hold`)."""
     from monte.envs import grading
     from monte.evals.run import graded_samples, is_sampled, samples_per_item
     from monte.ledger.signing import ssh_sign
@@ -34,7 +35,7 @@ def grade_read(home: Home, run: str) -> dict[str, Any]:
         raise RuntimeError("a sealed split in custody does not match its content hash")
     items = jsonl.load_lines(raw)
     folder = home.weights(run)
-    model, tok = gen.load(folder)
+    model, tok = loaded or gen.load(folder)
     s = started["settings"]
     exam = str(started["exam"])
     ids = [grading.task_id(it, f"{exam}/test", k) for k, it in enumerate(items)]
@@ -94,10 +95,46 @@ def _delta(home: Home, started: dict[str, Any], tasks: list[dict[str, Any]]) -> 
             "n": d.n, "paired": d.paired, "verdict": verdict(d)}
 
 
+def hold(home: Home, run: str) -> tuple[Any, Any] | None:
+    """A new base's read, first step: load the copy the server hashed, write its behavioural
+    fingerprint (taken as a local read takes it: :func:`monte.models.fingerprint.fingerprint`) as
+    one JSON line on stdout, then wait for the server's go. Returns the loaded model, or None when
+    the read was withdrawn (no ``started`` record: nothing spent; its weights are removed)."""
+    import json
+    import os
+
+    from monte.models import fingerprint
+    from monte.models import generate as gen
+
+    folder = home.weights(run)
+    try:
+        try:
+            fp: dict[str, Any] | None = fingerprint.fingerprint(folder)
+        except Exception:  # noqa: BLE001 - no transformers model: known by its bytes alone, as a local read
+            fp = None
+        loaded = gen.load(folder)
+        said: dict[str, Any] = {"fingerprint": fp}
+    except Exception as e:  # noqa: BLE001 - it cannot be read: refused before anything is spent
+        loaded, said = None, {"error": f"{type(e).__name__}: {e}"[:500]}
+    sys.stdout.buffer.write(json.dumps(said).encode() + b"\n")
+    sys.stdout.flush()
+    os.dup2(2, 1)  # what it prints from here on goes to its log: the server no longer reads it
+    sys.stdin.buffer.readline()  # the go, or an end of input: the record decides, not the message
+    if loaded is None or "started" not in homes.records(home).get(run, {}):
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return loaded
+
+
 def main(argv: list[str]) -> int:
     home, run = Home(Path(argv[0])), argv[1]
+    loaded = None
+    if "--hold" in argv[2:]:
+        loaded = hold(home, run)
+        if loaded is None:
+            return 0
     try:
-        grade_read(home, run)
+        grade_read(home, run, loaded)
     except BaseException as e:  # a read that cannot finish is recorded as failed: its touch stays spent
         homes.append(home, run, {"failed": {"error": f"{type(e).__name__}: {e}"[:2000]}}, f"read failed: {run}")
         shutil.rmtree(home.weights(run), ignore_errors=True)

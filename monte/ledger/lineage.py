@@ -106,6 +106,9 @@ class BaseIdentity:
     identities: frozenset[str] = frozenset()
     #: its behavioural fingerprint, where it was taken (a base no record knows by its weights)
     fingerprint: dict[str, Any] | None = None
+    #: a base no record knows by its weights whose behaviour was not checked here
+    #: (``by_behaviour=False``): whoever loads it next takes the fingerprint (:func:`compare_behaviour`)
+    unchecked: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,8 @@ def identify_base(store: Store, experiment: str, folder: Path, *, by_behaviour: 
             match = found[0]
             near = {"experiment": match.experiment, "cohort": match.cohort, "distance": round(found[1], 6)}
     behaviour: dict[str, Any] | None = None
-    if by_behaviour and match is None and store.tip(base_ref(experiment, legacy)) is None:
+    unknown = match is None and store.tip(base_ref(experiment, legacy)) is None
+    if by_behaviour and unknown:
         # a base no record knows by its bytes: is it one by how it behaves?
         refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={legacy, mine.weights[:12]})
         behaviour, like = behaves_as(store, folder, bases, own={legacy, mine.weights[:12]})
@@ -218,14 +222,13 @@ def identify_base(store: Store, experiment: str, folder: Path, *, by_behaviour: 
     refuse_checkpoint_as_base(store, files, ids, mine.sketch, own={cohort, legacy, mine.weights[:12]})
     return BaseIdentity(files=files, weights=weights, cohort=cohort, legacy_cohort=legacy, own=mine.weights,
                         setup=mine.setup, sketch=mine.sketch, near=near, identities=frozenset(ids),
-                        fingerprint=behaviour)
+                        fingerprint=behaviour, unchecked=unknown and not by_behaviour)
 
 
 def behaves_as(store: Store, folder: Path, bases: list[KnownBase], *,
                own: set[str]) -> tuple[dict[str, Any] | None, tuple[KnownBase, float] | None]:
-    """The folder's fingerprint, refused (``E_SEALED``) when it is within
-    :data:`fingerprint.THRESHOLD` of a recorded checkpoint's (not of its own cohort, ``own``), and
-    the recorded base it behaves as, with the distance (None: none within the threshold)."""
+    """The folder's fingerprint, taken here, and :func:`compare_behaviour`'s answer for it (None,
+    None: a folder transformers cannot load behaves as nothing; its eval refuses)."""
     from monte.models import fingerprint
 
     try:
@@ -234,6 +237,17 @@ def behaves_as(store: Store, folder: Path, bases: list[KnownBase], *,
         raise
     except Exception:  # noqa: BLE001 - a folder transformers cannot load behaves as nothing; its eval refuses
         return None, None
+    return mine, compare_behaviour(store, mine, bases, own=own)
+
+
+def compare_behaviour(store: Store, mine: dict[str, Any], bases: list[KnownBase], *,
+                      own: set[str]) -> tuple[KnownBase, float] | None:
+    """A base's fingerprint ``mine`` (taken here, or by the grader on the copy it loads) refused
+    (``E_SEALED``) when it is within :data:`fingerprint.THRESHOLD` of a recorded checkpoint's (not
+    of its own cohort, ``own``); else the recorded base it behaves as, with the distance (None:
+    none within the threshold). Pure arithmetic on recorded numbers: no torch."""
+    from monte.models import fingerprint
+
     for _, _, info in lineage_checkpoints(store):
         theirs = info.get("fingerprint")
         if info.get("cohort") in own or not isinstance(theirs, dict):
@@ -256,7 +270,7 @@ def behaves_as(store: Store, folder: Path, bases: list[KnownBase], *,
         d = fingerprint.distance(b.fingerprint, mine)
         if d is not None and d <= fingerprint.THRESHOLD and (best is None or d < best[1]):
             best = (b, d)
-    return mine, best
+    return best
 
 
 def _weight_digests(files: dict[str, str]) -> list[str]:
@@ -323,13 +337,14 @@ def refuse_checkpoint_as_base(store: Store, files: dict[str, str], weights: str 
 
 def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str], *, cohort: str | None = None,
                 weights: str | None = None, folder: Path | None = None,
-                fingerprint: dict[str, Any] | None = None) -> tuple[str, ObjectID]:
+                fingerprint: dict[str, Any] | None = None, behaviour: bool = True) -> tuple[str, ObjectID]:
     """The cohort's base commit, written once (create-only; identical content from two writers
     is the same commit). ``base.json`` records the weights identity the seal is keyed by
     (:func:`identify_base` gives both; without them, the older file-listing id) and, read from
     ``folder``, the model's setup and sketch (what a later folder is compared with), and its own
     identity where it is a near-copy of the base whose weights key the cohort, and its behavioural
-    fingerprint (``fingerprint``: taken already; else taken here, one forward pass)."""
+    fingerprint (``fingerprint``: taken already; else taken here, one forward pass, unless
+    ``behaviour`` is False: whoever loaded it could not take one)."""
     cohort = cohort or cohort_of(files)
     ref = base_ref(experiment, cohort)
     tip = store.tip(ref)
@@ -338,7 +353,7 @@ def ensure_base(store: Store, experiment: str, model: str, files: dict[str, str]
     more: dict[str, Any] = {}
     if folder is not None and weights:
         mine = identity.identify(folder)
-        if fingerprint is None:
+        if fingerprint is None and behaviour:
             from monte.models.fingerprint import fingerprint as take
 
             try:

@@ -311,6 +311,107 @@ def execute(conn: fabric.Connection, cmd: str, *, timeout: float, stdin: bytes |
     return Completed(status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
+class Conversation:
+    """One remote command whose stdin stays open for a reply: a request, an answer line, a reply,
+    then its end (the grader's read of a new base: the weights, the fingerprint of the copy it
+    loaded, then the go once that fingerprint was checked here). Closing it before :meth:`finish`
+    closes the command's stdin: the command sees an end of input and withdraws."""
+
+    def __init__(self, conn: fabric.Connection, cmd: str, *, timeout: float) -> None:
+        import paramiko
+
+        _open(conn)
+        transport = conn.transport
+        assert transport is not None
+        self.conn, self.what, self.transport = conn, _label(cmd), transport
+        self.out, self.err = bytearray(), bytearray()
+        try:
+            self.chan = transport.open_session(timeout=timeout)
+            self.chan.settimeout(max(0.1, timeout))
+            self.chan.exec_command(cmd)
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise _dropped(conn, self.what, e) from None
+
+    def send(self, data: bytes) -> None:
+        import paramiko
+
+        try:
+            self.chan.sendall(data)
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            if not self.transport.is_active():
+                raise _dropped(self.conn, self.what, e) from None
+            # the command exited before reading it all: its exit status and output say why
+
+    def _pump(self) -> bool:
+        progressed = False
+        while self.chan.recv_ready():
+            self.out += self.chan.recv(65536)
+            progressed = True
+        while self.chan.recv_stderr_ready():
+            self.err += self.chan.recv_stderr(65536)
+            progressed = True
+        return progressed
+
+    def _exited(self) -> bool:
+        return bool(self.chan.exit_status_ready() and not self.chan.recv_ready()
+                    and not self.chan.recv_stderr_ready())
+
+    def readline(self, *, timeout: float) -> bytes | None:
+        """The next line the command wrote (without its newline); None when it exited first."""
+        import paramiko
+
+        deadline, pause = time.monotonic() + timeout, _POLL_S
+        try:
+            while b"\n" not in self.out:
+                if self._pump():
+                    pause = _POLL_S
+                    continue
+                if self._exited():
+                    return None
+                if time.monotonic() > deadline:
+                    raise error("E_BOX", f"{self.what} said nothing within {timeout:g}s on {_where(self.conn)}",
+                                "check the machine it runs on, or allow longer")
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise _dropped(self.conn, self.what, e) from None
+        line, _, rest = bytes(self.out).partition(b"\n")
+        self.out = bytearray(rest)
+        return line
+
+    def finish(self, *, timeout: float) -> Completed:
+        """Close the command's stdin and wait for its end: what it wrote after the lines read."""
+        import paramiko
+
+        deadline, pause = time.monotonic() + timeout, _POLL_S
+        try:
+            self.chan.shutdown_write()
+            while True:
+                if self._pump():
+                    pause = _POLL_S
+                    continue
+                if self._exited():
+                    break
+                if time.monotonic() > deadline:
+                    raise error("E_BOX", f"{self.what} did not finish within {timeout:g}s on {_where(self.conn)}",
+                                "check the machine it runs on, or allow longer")
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
+            status = self.chan.recv_exit_status() if self.chan.status_event.is_set() else -1
+            if status == -1 and _transport_died(self.transport):
+                raise _dropped(self.conn, self.what)
+        except MonteError:
+            raise
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise _dropped(self.conn, self.what, e) from None
+        finally:
+            self.chan.close()
+        return Completed(status, self.out.decode("utf-8", "replace"), self.err.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        self.chan.close()
+
+
 def _transport_died(transport: paramiko.Transport, settle: float = 1.0) -> bool:
     # paramiko closes a dead transport's channels a moment *before* it marks the transport
     # inactive, so a channel that closed without an exit status gives the transport a moment.
