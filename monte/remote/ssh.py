@@ -45,6 +45,9 @@ if TYPE_CHECKING:
 
 KEEPALIVE_S = 15  # notice a dead box between commands, not only when a command times out
 _POLL_S = 0.01
+#: the longest pause between two looks at a quiet channel: a short command (the grader's hello,
+#: 0.2 s of work) is seen to end within this, not a doubling backoff's 0.2 s later
+_POLL_MAX_S = 0.05
 _SECRET_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SESSION = re.compile(r"[A-Za-z0-9_-]+\Z")  # tmux itself rewrites '.' and ':' in names
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+\Z")
@@ -296,7 +299,7 @@ def execute(conn: fabric.Connection, cmd: str, *, timeout: float, stdin: bytes |
                 pause = _POLL_S
             else:  # back off while a long command is quiet; wake quickly while it talks
                 time.sleep(pause)
-                pause = min(pause * 2, 0.2)
+                pause = min(pause * 2, _POLL_MAX_S)
         # paramiko reports -1 for a channel that closed without an exit status: either the
         # connection died under it, or the command was killed by a signal (exit-signal).
         status = chan.recv_exit_status() if chan.status_event.is_set() else -1
@@ -372,7 +375,7 @@ class Conversation:
                     raise error("E_BOX", f"{self.what} said nothing within {timeout:g}s on {_where(self.conn)}",
                                 "check the machine it runs on, or allow longer")
                 time.sleep(pause)
-                pause = min(pause * 2, 0.2)
+                pause = min(pause * 2, _POLL_MAX_S)
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise _dropped(self.conn, self.what, e) from None
         line, _, rest = bytes(self.out).partition(b"\n")
@@ -396,7 +399,7 @@ class Conversation:
                     raise error("E_BOX", f"{self.what} did not finish within {timeout:g}s on {_where(self.conn)}",
                                 "check the machine it runs on, or allow longer")
                 time.sleep(pause)
-                pause = min(pause * 2, 0.2)
+                pause = min(pause * 2, _POLL_MAX_S)
             status = self.chan.recv_exit_status() if self.chan.status_event.is_set() else -1
             if status == -1 and _transport_died(self.transport):
                 raise _dropped(self.conn, self.what)
