@@ -143,6 +143,7 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         hello_answer = proven_hello(g, what="nothing was sent")
     require_grades(g, hello_answer, m.grader, what="nothing was sent")
     sealed = sealed_files(m)
+    needed = vault_copy.needed_elsewhere(writer) if writer is not None else set()
 
     def request(exam: str, content: str) -> dict[str, Any]:
         benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
@@ -178,7 +179,9 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         if content != m.files[rel].sha256:
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
-        keep = vault_copy.shared_md5s(m, {rel: raw, **found})  # bytes another file of the freeze holds too
+        # an object stays where another file needs its bytes: one of this freeze, or of any folder the
+        # Vault lists (a dataset frozen from the same file): DVC keeps one object per content
+        keep = vault_copy.shared_md5s(m, {rel: raw, **found}) | needed
         if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task, each file proven as it is read
             taken.append(_send_task(g, m, folder, exam, rel, raw, found, request(exam, content), writer=writer,
                                     keep=keep))
