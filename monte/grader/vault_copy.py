@@ -3,7 +3,9 @@ copy replaced by one encrypted to the grader's pinned key (:mod:`monte.storage.s
 Two callers in :mod:`monte.grader.client`: ``monte grader take ENV`` (an environment frozen
 before the grader was pinned) and ``monte env add`` with a grader pinned (the split leaves the
 freeze's staging folder before anything is recorded, so no frozen environment, DVC cache or
-Vault ever holds it in plaintext).
+Vault ever holds it in plaintext). An lm-eval exam's copy is the tar its hand-over sent (the split
+and the frozen task, :func:`monte.grader.lmeval.pack`), and the plaintext objects deleted are
+those of its split and its test documents.
 """
 
 from __future__ import annotations

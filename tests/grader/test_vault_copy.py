@@ -5,7 +5,10 @@ and `monte env add` with a grader pinned, no Vault and no data root holds a byte
 item; the Vault keeps the split as an age file encrypted to the grader's key, which decrypts
 with that key (pyrage and the real `age` CLI) and with no other; `monte grader restore`, run as
 the grader's account, brings custody back from it and trusts no record the grader did not sign.
-The tests run in order and share the module's grader."""
+An lm-eval exam (its split and whole frozen task, the test documents with their gold) is kept as
+one such age file: no Vault keeps a byte of a test document, restore rebuilds the task folder and
+the grader grades it as before (lm-eval's own code), and an object another frozen file shares is
+never deleted. The tests run in order and share the module's grader."""
 
 from __future__ import annotations
 
