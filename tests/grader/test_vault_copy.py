@@ -307,6 +307,16 @@ def test_an_lm_eval_exams_task_is_kept_as_one_age_file_and_its_plaintext_leaves_
         assert ("lmb", False, 2) in [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)]
     finally:
         store.put(f"monte/sealed/{content}.age", blob)
+    # another machine installs it from there: the task's other files proven, the sealed ones left out
+    other = tmp_path / "other"
+    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
+    (other / ".monte").mkdir()
+    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", "lmb", "--json"], cwd=other, capture_output=True,
+                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
+    installed = other / ".monte" / "environments" / "lmb"
+    assert (installed / f"lmeval/{LM_TASK}/data/dev.jsonl").is_file()
+    assert not (installed / LM_DOCS).exists() and not (installed / f"exams/{LM_TASK}/test.jsonl").exists()
     # with a grader pinned, `env add` never pushes them: the folder Vault, the data root and DVC's cache
     s.agent_monte("config", "set", "vault", vaults["folder"], check=True)
     s.agent_monte(*add, "--as", "lmf", check=True, **env)
@@ -350,13 +360,16 @@ def test_restore_rebuilds_an_lm_eval_exams_custody_and_it_grades_the_same(
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    folder_blob.write_bytes(sealed_copy.encrypt(buf.getvalue(), s.public_key))  # anyone can encrypt to it
     try:
-        r = s.grader.monte("grader", "restore", vaults["folder"], "--home", str(s.home), "--json", check=True, **env)
-        passed = [p for p in json.loads(r.stdout)["passed"] if p["content"] == content]
-        assert [(p["code"], p["why"]) for p in passed] == [
-            ("E_INTEGRITY", "it decrypts to other bytes than the content signed")]
-        assert "monte grader take ENV" in passed[0]["fix"] and not list(sealed.glob(f"{content}*"))
+        for planted, why in ((b"age-encryption.org/v1\nnot an age file", "does not decrypt with this grader's key"),
+                             (sealed_copy.encrypt(buf.getvalue(), s.public_key), "decrypts to other bytes than the "
+                              "content signed")):  # anyone can encrypt to the grader's public key
+            folder_blob.write_bytes(planted)
+            r = s.grader.monte("grader", "restore", vaults["folder"], "--home", str(s.home), "--json", check=True,
+                               **env)
+            passed = [p for p in json.loads(r.stdout)["passed"] if p["content"] == content]
+            assert [p["code"] for p in passed] == ["E_INTEGRITY"] and why in passed[0]["why"], r.stdout
+            assert "monte grader take ENV" in passed[0]["fix"] and not list(sealed.glob(f"{content}*"))
     finally:
         folder_blob.write_bytes(good)
     # the bucket's copy brings the exam back as the grader held it
@@ -397,5 +410,11 @@ def test_a_sealed_files_object_that_another_frozen_file_needs_stays_in_the_vault
     s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
     s.agent_monte("grader", "take", "lmd", check=True, **env)
     assert not frozen.exists() and shared.is_file()
+    # the split's own object, which nothing else needs, left the folder Vault for the encrypted copy
+    manifest = json.loads((s.repo / ".monte" / "environments" / "lmd" / "manifest.json").read_text())
+    split = manifest["files"][f"exams/{LM_TASK}/test.jsonl"]["sha256"]
+    record = json.loads((folder_vault / "monte" / "sealed" / f"{split}.json").read_text())
+    assert record["md5s"][1] == md5 and (folder_vault / "monte" / "sealed" / f"{split}.age").is_file()
+    assert not (folder_vault / "files" / "md5" / record["md5s"][0][:2] / record["md5s"][0][2:]).exists()
     r = s.agent_monte("dataset", "list", "--vault", "--json", check=True, **env)
     assert ("docs-copy", True, 0) in [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)]
