@@ -153,19 +153,20 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
     for exam, rel in tests.items():
         if (folder / rel).is_file():
             call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
+    # each sealed file from here, or the Vault's plaintext copy of one already taken from here
+    # (by an older monte, which left an lm-eval exam's objects in a bucket): sealed now
+    def local_or_vault(rel: str) -> bytes | None:
+        if (folder / rel).is_file():
+            return (folder / rel).read_bytes()
+        return vault_copy.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256) if writer else None
+
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file() and m.files[rel].sha256 in (hello_answer.get("sealed") or {}):
             # held there: no stray copy of the task's other sealed files stays here
-            removed += [x for other in sealed[exam][1:] if (folder / other).is_file()
-                        for x in _remove_copies(ws, folder / other, (folder / other).read_bytes())]
-        # each sealed file from here, or the Vault's plaintext copy of one already taken from here
-        # (by an older monte, which left an lm-eval exam's objects in a bucket): sealed now
-        def local_or_vault(rel: str) -> bytes | None:
-            if (folder / rel).is_file():
-                return (folder / rel).read_bytes()
-            return vault_copy.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256) if writer else None
-
+            stray = {other: (folder / other).read_bytes() for other in sealed[exam][1:] if (folder / other).is_file()}
+            for other, data in stray.items():
+                removed += _remove_copies(ws, folder / other, data, keep=vault_copy.shared_md5s(m, stray) | needed)
         raw = local_or_vault(rel)
         others = {other: local_or_vault(other) for other in sealed[exam][1:]} if raw is not None else {}
         if path.is_file() and None in others.values():

@@ -5,8 +5,8 @@ Each copy is used only when the grader's own key signed its record (what grades 
 bytes decrypt with the grader's private key to exactly the content the record names (an lm-eval
 exam: the tar whose sha256 the record's ``bundle`` names, every file of which is proven again
 against the task it records): a Vault the agent can write can withhold a copy, never plant or
-alter one. A copy passed over is named with why, an ``E_*`` code and the fix. The ledger of reads is not in the
-Vault: it comes back from the grader's own backup (docs/grader.md, "Backup").
+alter one. A copy passed over is named with why, an ``E_*`` code and the fix. The ledger of
+reads is not in the Vault: it comes back from the grader's own backup (docs/grader.md, "Backup").
 """
 
 from __future__ import annotations
