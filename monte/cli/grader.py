@@ -105,7 +105,7 @@ def _restored(r: dict[str, Any]) -> None:
     if r["held"]:
         click.echo(f"already held: {len(r['held'])} sealed split(s)")
     for p in r["passed"]:
-        click.echo(f"passed over {p['content'][:12]}: {p['why']}")
+        click.echo(f"passed over {p['content'][:12]}: {p['why']} ({p['code']}; {p['fix']})")
 
 
 @grader.command("restore")

@@ -186,6 +186,7 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         hello_answer = proven_hello(g, what="nothing was sent")
     require_grades(g, hello_answer, m.grader, what="nothing was sent")
     sealed = sealed_files(m)
+    needed = vault_copy.needed_elsewhere(writer) if writer is not None else set()
 
     def request(exam: str, content: str) -> dict[str, Any]:
         benchmark = (m.grader or {}).get("benchmarks", {}).get(exam, exam)
@@ -195,35 +196,59 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
     for exam, rel in tests.items():
         if (folder / rel).is_file():
             call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
+    # each sealed file from here, or the Vault's plaintext copy of one already taken from here
+    # (by an older monte, which left an lm-eval exam's objects in a bucket): sealed now
+    def local_or_vault(rel: str) -> bytes | None:
+        if (folder / rel).is_file():
+            return (folder / rel).read_bytes()
+        return vault_copy.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256) if writer else None
+
     for exam, rel in tests.items():
         path = folder / rel
         if not path.is_file() and m.files[rel].sha256 in (hello_answer.get("sealed") or {}):
             # held there: no stray copy of the task's other sealed files stays here
-            removed += [x for other in sealed[exam][1:] if (folder / other).is_file()
-                        for x in _remove_copies(ws, folder / other, (folder / other).read_bytes())]
-        # the Vault's plaintext copy of a split already taken from here (by an older monte): sealed now
-        raw = path.read_bytes() if path.is_file() else (
-            vault_copy.vault_plaintext(writer, "environment", env, rel, m.files[rel].sha256)
-            if writer and not lmeval.is_lmeval(m.grader) else None)
-        if raw is None:
+            stray = {other: (folder / other).read_bytes() for other in sealed[exam][1:] if (folder / other).is_file()}
+            for other, data in stray.items():
+                removed += _remove_copies(ws, folder / other, data, keep=vault_copy.shared_md5s(m, stray) | needed)
+        raw = local_or_vault(rel)
+        others = {other: local_or_vault(other) for other in sealed[exam][1:]} if raw is not None else {}
+        if path.is_file() and None in others.values():
+            raise error("E_INTEGRITY", f"{folder} lacks test documents of exam {exam!r} its manifest lists; nothing "
+                        "was sent", f"restore them with `monte env install {env}`, then run the command again")
+        if raw is None or None in others.values():
             taken.append({"exam": exam, "content": m.files[rel].sha256, "already": True})
             continue
+        found = {other: data for other, data in others.items() if data is not None}
         content = hashlib.sha256(raw).hexdigest()
         if content != m.files[rel].sha256:
             raise error("E_INTEGRITY", f"{path} does not match the hash frozen in its manifest",
                         f"restore it with `monte env install {env}`; never edit a frozen split")
+        # an object stays where another file needs its bytes: one of this freeze, or of any folder the
+        # Vault lists (a dataset frozen from the same file): DVC keeps one object per content
+        keep = vault_copy.shared_md5s(m, {rel: raw, **found}) | needed
         if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task, each file proven as it is read
-            # (the Vault's copy of an lm-eval exam is not encrypted yet: a folder Vault's objects go below)
-            others = {other: (folder / other).read_bytes() for other in sealed[exam][1:]}
-            call(g, {**request(exam, content), "split": rel}, lmeval.pack(folder, m, exam, rel, raw))
-            taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
+            taken.append(_send_task(g, m, folder, exam, rel, raw, found, request(exam, content), writer=writer,
+                                    keep=keep))
         else:
-            others = {}
             taken.append(_send(g, raw, request(exam, content), writer=writer))
-        removed += _remove_copies(ws, path, raw)
-        for other, data in others.items():
-            removed += _remove_copies(ws, folder / other, data)
+        removed += _remove_copies(ws, path, raw, keep=keep)
+        for other, data in found.items():
+            removed += _remove_copies(ws, folder / other, data, keep=keep)
     return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+
+
+def _send_task(g: Grader, m: Any, folder: Path, exam: str, rel: str, raw: bytes, docs: dict[str, bytes],
+               request: dict[str, Any], *, writer: Any, keep: set[str]) -> dict[str, Any]:
+    """An lm-eval exam into custody: its split and whole frozen task in one tar (``docs``: its
+    test documents, read here or from the Vault), which a Vault keeps encrypted to the pinned key
+    while the plaintext objects of the split and the test documents are deleted there."""
+    from monte.grader import lmeval, vault_copy
+
+    tar = lmeval.pack(folder, m, exam, rel, raw, given=docs)
+    answer = call(g, {**request, "split": rel}, tar)
+    out: dict[str, Any] = {"exam": exam, "content": request["content"], "n": int(answer.get("n", raw.count(b"\n")))}
+    kept = vault_copy.keep(writer, g.key, tar, answer, plaintexts=[raw, *docs.values()], needed=keep)
+    return {**out, "vault": kept} if kept else out
 
 
 def _send(g: Grader, raw: bytes, request: dict[str, Any], *, writer: Any) -> dict[str, Any]:
@@ -255,11 +280,15 @@ def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, An
                 "keep this environment's test split local (no grader pinned), or freeze it as a JSONL exam")
 
 
-def _remove_copies(ws: Workspace, path: Path, raw: bytes) -> list[str]:
+def _remove_copies(ws: Workspace, path: Path, raw: bytes, *, keep: set[str] | None = None) -> list[str]:
+    """The data root's file and its objects in DVC's cache and a folder Vault, but for an object
+    whose md5 is in ``keep`` (another file of the freeze has the same bytes: it needs them)."""
     md5 = hashlib.md5(raw).hexdigest()  # noqa: S324 - DVC 3's content address, not a security hash
-    places = [path, ws.repo_root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]]
+    places = [path]
+    if md5 not in (keep or set()):
+        places.append(ws.repo_root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:])
     vault = ws.config.get("vault")
-    if vault and "://" not in str(vault):
+    if vault and "://" not in str(vault) and md5 not in (keep or set()):
         places.append(Path(str(vault)) / "files" / "md5" / md5[:2] / md5[2:])
     out = []
     for p in places:
@@ -588,7 +617,7 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
                     "then run `monte env add` again (`monte config show` shows the address pinned)") from None
 
     def hand_over(staged: Path, m: Any, writer: Any) -> list[dict[str, Any]]:
-        from monte.grader import lmeval
+        from monte.grader import lmeval, vault_copy
         from monte.manifest import sealed_files
 
         # a grader that cannot grade the exam (lm-eval without lm_eval, another NeMo Gym) refuses
@@ -608,9 +637,10 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
             raw = (staged / rel).read_bytes()
             content = hashlib.sha256(raw).hexdigest()
             if lmeval.is_lmeval(m.grader):  # the split and the whole frozen task (its test documents with gold)
-                call(g, {**request(exam, content), "split": rel}, lmeval.pack(staged, m, exam, rel, raw))
-                taken.append({"exam": exam, "content": content, "n": raw.count(b"\n")})
-                for other in sealed[exam][1:]:
+                docs = {other: (staged / other).read_bytes() for other in sealed[exam][1:]}
+                taken.append(_send_task(g, m, staged, exam, rel, raw, docs, request(exam, content), writer=writer,
+                                        keep=vault_copy.shared_md5s(m, {rel: raw, **docs})))
+                for other in docs:
                     (staged / other).unlink(missing_ok=True)
             else:
                 taken.append(_send(g, raw, request(exam, content), writer=writer))

@@ -71,14 +71,20 @@ def task_spec(grader: dict[str, Any] | None, exam: str) -> dict[str, Any]:
 # --- the agent's side ----------------------------------------------------------------------------
 
 
-def pack(folder: Path, manifest: Manifest, exam: str, split: str, raw: bytes) -> bytes:
+def pack(folder: Path, manifest: Manifest, exam: str, split: str, raw: bytes,
+         given: dict[str, bytes] | None = None) -> bytes:
     """The tar :func:`take` receives: the exam's test split ``split`` (``raw``, already proven)
-    and every file of its frozen task, each proven against the manifest as it is read."""
+    and every file of its frozen task, each proven against the manifest as it is read (``given``:
+    files read elsewhere, the Vault's plaintext of test documents no longer here).
+
+    Deterministic (sorted names, no dates, owners or modes but tarfile's defaults), so the same
+    frozen task packs to the same bytes: the tar is what the Vault keeps encrypted, and the
+    grader signs its sha256 (``bundle``) when it takes it."""
     spec = task_spec(manifest.grader, exam)
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:") as tar:
+    with tarfile.open(fileobj=buf, mode="w:", format=tarfile.PAX_FORMAT) as tar:
         for rel in [split, *sorted(spec["files"])]:
-            data = raw if rel == split else (folder / rel).read_bytes()
+            data = raw if rel == split else (given or {})[rel] if rel in (given or {}) else (folder / rel).read_bytes()
             if hashlib.sha256(data).hexdigest() != manifest.files[rel].sha256:
                 raise error("E_INTEGRITY", f"{folder / rel} does not match the hash frozen in its manifest; nothing "
                             "was sent", f"restore it with `monte env install {manifest.name}`; never edit a frozen task")
@@ -98,6 +104,12 @@ def take(sealed: Path, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     Returns what the grader's meta records (written last by the caller, under its lock)."""
     if not available():
         raise cannot_grade("this grader", "nothing was taken")
+    return unpack(sealed, req, payload)
+
+
+def unpack(sealed: Path, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """:func:`take`'s proof and landing, without asking for lm_eval: also what ``monte grader
+    restore`` runs on the Vault's decrypted copy (``req``: the meta the grader signed)."""
     content, exam, split = str(req.get("content", "")), str(req.get("exam", "")), str(req.get("split", ""))
     spec = task_spec(req.get("grader"), exam)
     want = {split, *spec["files"]}
@@ -155,4 +167,4 @@ def is_lmeval(grader: dict[str, Any] | None) -> bool:
     return (grader or {}).get("kind") == KIND
 
 
-__all__ = ["KIND", "available", "cannot_grade", "pack", "take", "grade", "is_lmeval"]
+__all__ = ["KIND", "available", "cannot_grade", "pack", "take", "unpack", "grade", "is_lmeval"]

@@ -152,6 +152,9 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
         with homes.locked(home):
             if kind == lmeval.KIND:  # the whole frozen task, proven on arrival
                 meta["n"] = lmeval.take(home.sealed, req, payload)["n"]
+                # the tar signed by its hash: the Vault keeps it encrypted, and `restore` rebuilds
+                # the task folder only from the bytes signed here (the split's name says where it sits)
+                meta["split"], meta["bundle"] = str(req.get("split", "")), hashlib.sha256(payload).hexdigest()
             else:
                 (home.sealed / f"{content}.jsonl").write_bytes(payload)
             (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")

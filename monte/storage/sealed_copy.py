@@ -12,6 +12,11 @@ Layout under the Vault URL (beside DVC's ``files/md5/..``):
   object DVC would name it by: :func:`sealed_md5s` tells the Vault's loss check that its absence
   from ``files/md5/..`` is the point, not a loss).
 
+An lm-eval exam's copy is one age file too: the tar its hand-over sent the grader (the split and
+the frozen task, :func:`monte.grader.lmeval.pack`), whose sha256 the grader signs as
+``meta.bundle``; its record's ``md5s`` name every sealed file's plaintext object (the split and
+the task's test documents).
+
 Nothing here reads an item: the agent's side encrypts bytes it holds for a moment, and only the
 grader's private key turns them back into a split (``monte grader restore``).
 """
@@ -67,23 +72,30 @@ def decrypt(blob: bytes, private_key: bytes) -> bytes:
                     f"({type(e).__name__}: {e})", "restore with the home whose key the repository pins") from None
 
 
-def put(store: ObjectStore, raw: bytes, recipient: str, meta: dict[str, Any], signature: str) -> list[str]:
-    """Keep the encrypted copy of ``raw`` (whose grader-signed ``meta`` names its content) and
-    delete the plaintext object of it the Vault may hold; returns the objects written."""
+def put(store: ObjectStore, raw: bytes, recipient: str, meta: dict[str, Any], signature: str, *,
+        plaintexts: list[bytes] | None = None, needed: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Keep the encrypted copy of ``raw`` (whose grader-signed ``meta`` names its content, or for an
+    lm-eval exam's tar its ``bundle``) and delete the plaintext objects the Vault may hold of the
+    sealed files (``plaintexts``, else ``raw`` itself), except those whose md5 is ``needed`` by
+    another file; returns the objects written."""
     content = str(meta["content"])
-    if hashlib.sha256(raw).hexdigest() != content:
+    if hashlib.sha256(raw).hexdigest() != str(meta.get("bundle") or content):
         raise error("E_INTEGRITY", "the split to keep does not hash to the content the grader signed",
                     "run `monte grader take ENV` again from a repository whose frozen split is intact")
-    md5 = hashlib.md5(raw).hexdigest()  # noqa: S324 - DVC 3's content address, not a security hash
+    sealed = [raw] if plaintexts is None else plaintexts
+    md5s = list(dict.fromkeys(hashlib.md5(p).hexdigest() for p in sealed))  # noqa: S324 - DVC 3's content address
     store.put(blob_name(content), encrypt(raw, recipient))
-    doc = {"meta": meta, "signature": signature, "recipient": " ".join(recipient.split()[:2]), "md5": md5}
+    doc = {"meta": meta, "signature": signature, "recipient": " ".join(recipient.split()[:2]), "md5": md5s[0],
+           "md5s": md5s}
     store.put(record_name(content), (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode())
-    drop_plaintext(store, md5)
+    for md5 in md5s:
+        if md5 not in needed:
+            drop_plaintext(store, md5)
     return [blob_name(content), record_name(content)]
 
 
 def drop_plaintext(store: ObjectStore, md5: str) -> bool:
-    """Delete DVC's object of a sealed split from the Vault; True when there was one."""
+    """Delete DVC's object of a sealed file from the Vault; True when there was one."""
     name = object_name(md5)
     if store.stat(name) is None:
         return False
@@ -108,5 +120,13 @@ def records(store: ObjectStore) -> dict[str, dict[str, Any]]:
 
 
 def sealed_md5s(store: ObjectStore) -> set[str]:
-    """The md5s of the splits the Vault keeps encrypted: their plaintext objects are gone on purpose."""
-    return {str(r.get("md5", "")) for r in records(store).values()}
+    """The md5s of the sealed files the Vault keeps encrypted: their plaintext objects are gone on
+    purpose. A record whose age file is missing covers nothing: the file is then lost, as any
+    object deleted behind monte's back is (the loss check counts it)."""
+    present = set(store.list(PREFIX))
+    out: set[str] = set()
+    for content, r in records(store).items():
+        if blob_name(content) in present:
+            md5s = r.get("md5s")
+            out |= {str(x) for x in md5s} if isinstance(md5s, list) else {str(r.get("md5", ""))}
+    return out

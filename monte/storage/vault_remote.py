@@ -313,10 +313,15 @@ class VaultRemote:
         split is in the grader's custody."""
         import hashlib
 
+        from monte.manifest import sealed_files
+
         if staged.exists():
             shutil.rmtree(staged)
+        # a sealed file (a split, an lm-eval exam's test documents) is left out; another file with
+        # the same bytes (a dev document) keeps its object in the Vault and is fetched
+        away = {rel for files in sealed_files(m).values() for rel in files}
         for rel, md5 in entries:
-            if md5 in sealed:
+            if rel in away and md5 in sealed:
                 continue
             raw = self.store.get(_object_name(md5))
             if raw is None:

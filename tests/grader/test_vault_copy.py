@@ -5,7 +5,10 @@ and `monte env add` with a grader pinned, no Vault and no data root holds a byte
 item; the Vault keeps the split as an age file encrypted to the grader's key, which decrypts
 with that key (pyrage and the real `age` CLI) and with no other; `monte grader restore`, run as
 the grader's account, brings custody back from it and trusts no record the grader did not sign.
-The tests run in order and share the module's grader."""
+An lm-eval exam (its split and whole frozen task, the test documents with their gold) is kept as
+one such age file: no Vault keeps a byte of a test document, restore rebuilds the task folder and
+the grader grades it as before (lm-eval's own code), and an object another frozen file shares is
+never deleted. The tests run in order and share the module's grader."""
 
 from __future__ import annotations
 
@@ -221,3 +224,197 @@ def test_restore_brings_custody_back_from_the_vault_and_trusts_only_the_graders_
         "its record is not signed by this grader's key"]
     assert not (sealed / f"{doc['meta']['content']}.jsonl").exists()
     shutil.rmtree(lost)
+
+
+# --- an lm-eval exam: its split and frozen task kept as one age file ---------------------------
+
+LM_TASK = "own_task"
+LM_DOCS = f"lmeval/{LM_TASK}/data/test.jsonl"  # the frozen task's test documents (with their gold)
+
+
+def _lm_task(s: Setup) -> Path:
+    pytest.importorskip("lm_eval")
+    from tests.envs.lmeval_tasks import write_own
+
+    folder = s.agent.home / "tasks" / "own"
+    if not folder.exists():
+        write_own(s.agent.home / "tasks")
+        subprocess.run(["chown", "-R", f"{s.agent.name}:{s.agent.name}", str(s.agent.home / "tasks")], check=True)
+    return folder
+
+
+def _tar_members(raw: bytes) -> dict[str, bytes]:
+    import io
+    import tarfile
+
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers()}  # type: ignore[union-attr]
+
+
+def _lm_needles(s: Setup) -> tuple[bytes, ...]:
+    """Byte strings of the lm-eval task's test documents: a whole document and one gold answer."""
+    docs = (s.agent.home / "tasks" / "own-data" / "test.jsonl").read_bytes()
+    doc = json.loads(docs.splitlines()[3])
+    return docs.splitlines()[3], f'"{doc["reversed"]}"'.encode()
+
+
+def test_an_lm_eval_exams_task_is_kept_as_one_age_file_and_its_plaintext_leaves_both_vaults(
+        grader_setup: Setup, vaults: dict[str, Any], tmp_path: Path) -> None:
+    s, env = grader_setup, vaults["env"]
+    task = _lm_task(s)
+    needles = _lm_needles(s)
+    add = ("env", "add", "--dev", f"lm-eval:{LM_TASK}", "--test", f"lm-eval:{LM_TASK}", "--include-path", str(task))
+    # before the grader: the freeze goes to the bucket Vault whole, test documents and all
+    _unset(s, "grader", "grader_key")
+    s.agent_monte("config", "set", "vault", vaults["bucket"], check=True, **env)
+    s.agent_monte(*add, "--as", "lmb", check=True, **env)
+    assert all(_holding(_objects(vaults["bucket"]), n) for n in needles)  # what take must undo
+    frozen = s.repo / ".monte" / "environments" / "lmb"
+    manifest = json.loads((frozen / "manifest.json").read_text())
+    content = manifest["files"][f"exams/{LM_TASK}/test.jsonl"]["sha256"]
+    split, docs = (frozen / f"exams/{LM_TASK}/test.jsonl").read_bytes(), (frozen / LM_DOCS).read_bytes()
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    r = s.agent_monte("grader", "take", "lmb", "--json", check=True, **env)
+    assert [(t["content"], t.get("vault")) for t in json.loads(r.stdout)["taken"]] == [
+        (content, f"monte/sealed/{content}.age")]
+    objects = _objects(vaults["bucket"])
+    assert [n for n in needles if _holding(objects, n)] == [] and _holding(objects, split[:200]) == []
+    # ONE age file: the tar the grader took (the split and the whole frozen task), which only its key opens
+    blob = objects[f"monte/sealed/{content}.age"]
+    members = _tar_members(_decrypts(blob, s.home / "key") or b"")
+    assert members[f"exams/{LM_TASK}/test.jsonl"] == split and members[LM_DOCS] == docs
+    assert set(members) - {f"exams/{LM_TASK}/test.jsonl"} == set(manifest["grader"]["tasks"][LM_TASK]["files"])
+    assert _decrypts(blob, s.key_file) is None
+    if shutil.which("age") is not None:
+        sealed = tmp_path / "task.age"
+        sealed.write_bytes(blob)
+        r2 = subprocess.run(["age", "-d", "-i", str(s.home / "key"), str(sealed)], capture_output=True)
+        assert r2.returncode == 0 and _tar_members(r2.stdout)[LM_DOCS] == docs
+        assert subprocess.run(["age", "-d", "-i", str(s.key_file), str(sealed)], capture_output=True).returncode != 0
+    # the Vault lists it whole (the sealed files' absence is the point) and the record names their md5s
+    r = s.agent_monte("env", "list", "--vault", "--json", check=True, **env)
+    assert ("lmb", True, 0) in [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)]
+    record = json.loads(objects[f"monte/sealed/{content}.json"])
+    assert record["md5s"] == [hashlib.md5(split).hexdigest(), hashlib.md5(docs).hexdigest()]  # noqa: S324
+    # the loss check knows them: the encrypted copy gone from the Vault, the test documents are lost
+    from monte.storage.keys import read_key
+    from monte.storage.object_stores import open_store
+
+    store = open_store(vaults["bucket"], read_key(), what="the Vault")
+    store.delete(f"monte/sealed/{content}.age")
+    try:
+        r = s.agent_monte("env", "list", "--vault", "--json", check=True, **env)
+        assert ("lmb", False, 2) in [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)]
+    finally:
+        store.put(f"monte/sealed/{content}.age", blob)
+    # another machine installs it from there: the task's other files proven, the sealed ones left out
+    other = tmp_path / "other"
+    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
+    (other / ".monte").mkdir()
+    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", "lmb", "--json"], cwd=other, capture_output=True,
+                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
+    installed = other / ".monte" / "environments" / "lmb"
+    assert (installed / f"lmeval/{LM_TASK}/data/dev.jsonl").is_file()
+    assert not (installed / LM_DOCS).exists() and not (installed / f"exams/{LM_TASK}/test.jsonl").exists()
+    # with a grader pinned, `env add` never pushes them: the folder Vault, the data root and DVC's cache
+    s.agent_monte("config", "set", "vault", vaults["folder"], check=True)
+    s.agent_monte(*add, "--as", "lmf", check=True, **env)
+    places = _files(Path(vaults["folder"]), s.repo / ".monte" / "environments" / "lmf", s.repo / ".dvc" / "cache")
+    assert [n for n in needles if _holding(places, n)] == [] and _holding(places, split[:200]) == []
+    blob = (Path(vaults["folder"]) / "monte" / "sealed" / f"{content}.age").read_bytes()
+    assert _tar_members(_decrypts(blob, s.home / "key") or b"")[LM_DOCS] == docs
+    s.extra["lm"] = {"content": content, "docs": docs}
+
+
+def test_restore_rebuilds_an_lm_eval_exams_custody_and_it_grades_the_same(
+        grader_setup: Setup, vaults: dict[str, Any]) -> None:
+    from tests.support.grader import ROOT
+
+    s, env = grader_setup, vaults["env"]
+    content = s.extra["lm"]["content"]
+    sealed = s.home / "sealed"
+    s.agent_monte("experiment", "init", "lmexp", "--eval", "lmb", "--model", "base-model", check=True, **env)
+    s.agent_monte("eval", "-e", "lmexp", "--yes", check=True, **env)  # dev@0 runs here, before any training
+    r = s.agent_monte("eval", "-e", "lmexp", "--split", "test", "--yes", "--json", check=True, **env)
+    base = json.loads(r.stdout)["runs"][0]
+    kept = {p: b for p, b in _files(sealed).items() if Path(p).name.startswith(content) or f"{content}.d" in p}
+    assert any(p.endswith(LM_DOCS) for p in kept)
+    lost = s.base / "lm-lost"
+    lost.mkdir()
+    for p in sealed.glob(f"{content}*"):  # the grader's copy of the exam is gone (its key and ledger kept)
+        os.replace(p, lost / p.name)
+    # a copy in the Vault that is not what the grader signed is refused, named with its code and fix
+    folder_blob = Path(vaults["folder"]) / "monte" / "sealed" / f"{content}.age"
+    good = folder_blob.read_bytes()
+    from monte.storage import sealed_copy
+
+    members = _tar_members(sealed_copy.decrypt(good, (s.home / "key").read_bytes()))
+    members[LM_DOCS] += b'{"word": "planted", "reversed": "detnalp"}\n'
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    try:
+        for planted, why in ((b"age-encryption.org/v1\nnot an age file", "does not decrypt with this grader's key"),
+                             (sealed_copy.encrypt(buf.getvalue(), s.public_key), "decrypts to other bytes than the "
+                              "content signed")):  # anyone can encrypt to the grader's public key
+            folder_blob.write_bytes(planted)
+            r = s.grader.monte("grader", "restore", vaults["folder"], "--home", str(s.home), "--json", check=True,
+                               **env)
+            passed = [p for p in json.loads(r.stdout)["passed"] if p["content"] == content]
+            assert [p["code"] for p in passed] == ["E_INTEGRITY"] and why in passed[0]["why"], r.stdout
+            assert "monte grader take ENV" in passed[0]["fix"] and not list(sealed.glob(f"{content}*"))
+    finally:
+        folder_blob.write_bytes(good)
+    # the bucket's copy brings the exam back as the grader held it
+    r = s.grader.monte("grader", "restore", vaults["bucket"], "--home", str(s.home), "--json", check=True, **env)
+    assert content in [t["content"] for t in json.loads(r.stdout)["restored"]], r.stdout
+    assert {p: b for p, b in _files(sealed).items() if p in kept} == kept and set(kept) <= set(_files(sealed))
+    shutil.rmtree(lost)
+    # and grades as before: the same weights read again (a claim on a copy of the base) score the same
+    same = s.agent.home / "same-weights"
+    s.agent.run("cp", "-r", str(s.repo / "base-model"), str(same), check=True)
+    made = s.agent.run(PYTHON, "-c", "from pathlib import Path\nfrom tests.support.helpers import checkpoint\n"
+                       f"print(checkpoint(Path({str(s.repo)!r}), Path({str(same)!r}), experiment='lmexp'))",
+                       cwd=s.repo, check=True, PYTHONPATH=str(ROOT))
+    ck = made.stdout.split()[-1]
+    s.agent_monte("eval", "-e", "lmexp", "--checkpoint", f"{ck}@50", "--yes", check=True, **env)
+    r = s.agent_monte("eval", "-e", "lmexp", "--split", "test", "--yes", "--json", check=True, **env)
+    claim = json.loads(r.stdout)["runs"][0]
+    assert claim["role"] == "claim" and (claim["score"], claim["n"]) == (base["score"], base["n"])
+    assert s.grader_reads()[claim["run"]]["statement"]["statement"]["read"] == 2
+
+
+def test_a_sealed_files_object_that_another_frozen_file_needs_stays_in_the_vault(
+        grader_setup: Setup, vaults: dict[str, Any]) -> None:
+    """DVC keeps one object per content: a dataset frozen from the very test documents shares
+    their object, and taking the exam into custody must not delete the dataset's bytes."""
+    s, env = grader_setup, vaults["env"]
+    task, folder_vault = _lm_task(s), Path(vaults["folder"])
+    docs = s.agent.home / "tasks" / "own-data" / "test.jsonl"
+    _unset(s, "grader", "grader_key")
+    s.agent_monte("config", "set", "vault", str(folder_vault), check=True)
+    s.agent_monte("env", "add", "--dev", f"lm-eval:{LM_TASK}", "--test", f"lm-eval:{LM_TASK}", "--as", "lmd",
+                  "--include-path", str(task), check=True, **env)
+    s.agent_monte("dataset", "add", "docs-copy", "--from-file", str(docs), check=True, **env)
+    md5 = hashlib.md5(docs.read_bytes()).hexdigest()  # noqa: S324 - DVC 3's content address
+    shared = folder_vault / "files" / "md5" / md5[:2] / md5[2:]
+    frozen = s.repo / ".monte" / "environments" / "lmd" / LM_DOCS
+    assert shared.is_file() and frozen.read_bytes() == docs.read_bytes()  # one object for both
+    s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
+    s.agent_monte("grader", "take", "lmd", check=True, **env)
+    assert not frozen.exists() and shared.is_file()
+    # the split's own object, which nothing else needs, left the folder Vault for the encrypted copy
+    manifest = json.loads((s.repo / ".monte" / "environments" / "lmd" / "manifest.json").read_text())
+    split = manifest["files"][f"exams/{LM_TASK}/test.jsonl"]["sha256"]
+    record = json.loads((folder_vault / "monte" / "sealed" / f"{split}.json").read_text())
+    assert record["md5s"][1] == md5 and (folder_vault / "monte" / "sealed" / f"{split}.age").is_file()
+    assert not (folder_vault / "files" / "md5" / record["md5s"][0][:2] / record["md5s"][0][2:]).exists()
+    r = s.agent_monte("dataset", "list", "--vault", "--json", check=True, **env)
+    assert ("docs-copy", True, 0) in [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)]

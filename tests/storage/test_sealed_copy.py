@@ -51,3 +51,30 @@ def test_a_sealed_copy_opens_with_the_graders_key_only(tmp_path: Path) -> None:
     assert opened.returncode == 0 and opened.stdout == raw
     refused = subprocess.run(["age", "-d", "-i", str(other), str(copy)], capture_output=True)
     assert refused.returncode != 0 and refused.stdout == b""
+
+
+def test_an_lm_eval_copy_seals_every_file_it_names_but_keeps_an_object_another_file_needs(tmp_path: Path) -> None:
+    grader = keygen(tmp_path / "grader")
+    store = LocalStore(tmp_path / "vault", what="the Vault")
+    (tmp_path / "vault").mkdir()
+    split, docs = b'{"id": "t/test/0", "prompt": "olleh"}\n', b'{"word": "hello", "reversed": "olleh"}\n'
+    md5s = [hashlib.md5(x).hexdigest() for x in (split, docs)]
+    for md5, raw in zip(md5s, (split, docs), strict=True):
+        store.put(sealed_copy.object_name(md5), raw)
+    tar = b"the tar of the split and the frozen task"  # what the copy encrypts: the grader signed its hash
+    meta: dict[str, object] = {"content": hashlib.sha256(split).hexdigest(), "n": 1,
+                               "bundle": hashlib.sha256(tar).hexdigest()}
+    key = Path(f"{grader}.pub").read_text()
+    with pytest.raises(MonteError) as e:  # the split alone is not what the grader signed for this exam
+        sealed_copy.put(store, split, key, meta, "sig", plaintexts=[split, docs])
+    assert e.value.code == "E_INTEGRITY" and store.list("monte/") == {}
+    # the documents' bytes are another frozen file's too (a dataset made from them): that object stays
+    sealed_copy.put(store, tar, key, meta, "sig", plaintexts=[split, docs], needed={md5s[1]})
+    assert store.get(sealed_copy.object_name(md5s[0])) is None
+    assert store.get(sealed_copy.object_name(md5s[1])) == docs
+    blob = store.get(sealed_copy.blob_name(str(meta["content"])))
+    assert blob is not None and sealed_copy.decrypt(blob, grader.read_bytes()) == tar
+    assert sealed_copy.sealed_md5s(store) == set(md5s)
+    # the encrypted copy gone, its files are covered by nothing: the loss check counts them lost
+    store.delete(sealed_copy.blob_name(str(meta["content"])))
+    assert sealed_copy.sealed_md5s(store) == set()
