@@ -4,12 +4,19 @@ Splits are disjoint by content (docs/design.md, "No leaks"): an item's normalise
 one of test, dev and curriculum. Test is drawn first, then dev, then the curriculum, each from
 its own seed range far from the others, dropping any item seen before; the manifest records how
 many were dropped.
+
+With a grader pinned (:func:`prepare`'s ``sealed``), the test split is drawn on the grader with a
+secret seed of its own, so the catalog's public seed cannot draw it again. The order is then
+reversed: dev and the curriculum are drawn here first, from their public seeds, and the grader
+draws the test split dropping any item whose normalised prompt they hold. Nothing that depends
+on the test items comes back (no keys, no dropped positions): a set of keys would let an agent
+try every prompt of a small item space (parity has 90,000) and find the sealed ones.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,7 +28,7 @@ from monte.envs.registry import get
 from monte.errors import error
 from monte.hashing import hash_tree
 from monte.ledger.predicates import is_sealed
-from monte.manifest import MANIFEST, FileEntry, Floor, Manifest
+from monte.manifest import GRADER_SEED, MANIFEST, FileEntry, Floor, Manifest
 
 # Seeds per role, a million apart: reasoning-gym's item i of seed s is item 0 of seed s+i, so
 # ranges closer than the split sizes would share items.
@@ -138,21 +145,65 @@ def _draw(bench_name: str, seed: int, n: int, seen: set[str]) -> tuple[list[Item
         want = want * 2 + 10
 
 
+def split_bytes(items: Iterable[Item]) -> bytes:
+    """A split's file as a freeze writes it (the grader writes a split it draws the same way)."""
+    return "".join(json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n" for item in items).encode()
+
+
 def _write_jsonl(path: Path, items: Iterable[Item]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for item in items:
-            f.write(json.dumps(item, sort_keys=True, ensure_ascii=False) + "\n")
+    path.write_bytes(split_bytes(items))
 
 
-def prepare(plan: FreezePlan, folder: Path) -> Manifest:
-    """Generate every split into ``folder`` and return its manifest (not yet written)."""
+def catalog_grader(exams: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The manifest's grader record of a catalog environment (exam -> the benchmark grading it)."""
+    return {"kind": "catalog", "benchmarks": {e: next(iter(sp.values())) for e, sp in exams.items()}}
+
+
+def draw_sealed(exams: dict[str, tuple[str, int]], seed: int, avoid: set[str]) -> dict[str, tuple[list[Item], int]]:
+    """On the grader: each exam's test split (exam -> benchmark, n) from the secret ``seed``, its
+    items numbered as :func:`prepare` numbers them, dropping any whose normalised prompt ``avoid``
+    (dev and the curriculum, drawn first from their public seeds) or an earlier exam holds, and
+    any the catalog's public test seed draws: the split everyone can generate shares no item
+    with it (on parity's 90,000 items, two random draws of 200 would share one about every
+    other time)."""
+    seen = set(avoid)
+    for bench, n in exams.values():
+        seen |= {normalise(str(item["prompt"])) for item in get(bench).benchmark.generate(SEEDS["test"], n)}
+    out: dict[str, tuple[list[Item], int]] = {}
+    for exam, (bench, n) in sorted(exams.items()):
+        items, dropped = _draw(bench, seed, n, seen)
+        for i, item in enumerate(items):
+            item["id"] = f"{exam}/test/{i:05d}"
+        out[exam] = (items, dropped)
+    return out
+
+
+#: ``sealed(exams, avoid)``: the grader draws the test splits (exam -> (benchmark, n)) with its own
+#: seed, dropping the normalised prompts ``avoid``; returns exam -> its ``content`` (sha256),
+#: ``size``, ``n``, ``dropped`` and ``floor`` (None or the Floor's fields): never an item
+DrawSealed = Callable[[dict[str, tuple[str, int]], list[str]], dict[str, dict[str, Any]]]
+
+
+def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
+            custody: bool = False) -> Manifest:
+    """Generate every split into ``folder`` and return its manifest (not yet written).
+
+    ``sealed``: a grader is pinned; it draws the test splits with its own seed after dev and the
+    curriculum are drawn here, and the manifest records what it returned. ``custody``: re-create
+    the files of an environment whose test splits the grader drew (``monte env install``): dev and
+    the curriculum as that freeze drew them, no test split (only the grader ever held it)."""
     seen: set[str] = set()
     dropped: dict[str, int] = {}
     files_for: dict[str, dict[str, str]] = {}
     floors: dict[str, dict[str, Floor]] = {}
-    order = [(e, s) for e, sp in plan.exams.items() for s in sp if is_sealed(s)]
+    graders = sealed is not None or custody
+    order = [(e, s) for e, sp in plan.exams.items() for s in sp if is_sealed(s) and not graders]
     order += [(e, s) for e, sp in plan.exams.items() for s in sp if s == "dev"]
+    if graders and plan.curriculum:  # the curriculum before the test split: the grader avoids both
+        items, d = _draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)
+        _write_curriculum(folder, items)
+        dropped["curriculum"] = d
     for exam, split in order:
         bench = plan.exams[exam][split]
         items, d = _draw(bench, SEEDS[split], plan.sizes[f"{exam}/{split}"], seen)
@@ -165,12 +216,19 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
         floor = constant_floor(get(bench).benchmark, items)
         if floor is not None:
             floors.setdefault(exam, {})[split] = floor
-    if plan.curriculum:
+    if plan.curriculum and not graders:
         items, d = _draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)
-        for i, item in enumerate(items):
-            item["id"] = f"curriculum/{i:06d}"
-        _write_jsonl(folder / "curriculum.jsonl", items)
+        _write_curriculum(folder, items)
         dropped["curriculum"] = d
+    drawn: dict[str, dict[str, Any]] = {}
+    if sealed is not None:
+        tests = {e: (b, plan.sizes[f"{e}/{s}"]) for e, sp in plan.exams.items() for s, b in sp.items() if is_sealed(s)}
+        drawn = sealed(tests, sorted(seen)) if tests else {}
+        for exam, got in sorted(drawn.items()):
+            files_for.setdefault(exam, {})["test"] = f"exams/{exam}/test.jsonl"
+            dropped[f"{exam}/test"] = int(got["dropped"])
+            if got.get("floor") is not None:
+                floors.setdefault(exam, {})["test"] = Floor(**got["floor"])
     benches = sorted({b for sp in plan.exams.values() for b in sp.values()} | (
         {plan.curriculum} if plan.curriculum else set()))
     provenance = {
@@ -179,11 +237,13 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
                        for b in benches},
         "roles": {**{f"{e}/{s}": b for e, sp in plan.exams.items() for s, b in sp.items()},
                   **({"curriculum": plan.curriculum} if plan.curriculum else {})},
-        "seeds": SEEDS,
+        "seeds": {**SEEDS, "test": GRADER_SEED} if graders else SEEDS,
         "sizes": plan.sizes,
         "dropped_for_disjointness": dropped,
     }
     files = {k: FileEntry(**v) for k, v in hash_tree(folder).items() if k != MANIFEST}  # type: ignore[arg-type]
+    for exam, got in drawn.items():  # in the grader's custody: hashed there, as it wrote the file
+        files[f"exams/{exam}/test.jsonl"] = FileEntry(sha256=str(got["content"]), size=int(got["size"]))
     return Manifest(
         kind="environment",
         name=plan.name,
@@ -193,6 +253,12 @@ def prepare(plan: FreezePlan, folder: Path) -> Manifest:
         form=plan.form,
         exams=files_for,
         curriculum="curriculum.jsonl" if plan.curriculum else None,
-        grader={"kind": "catalog", "benchmarks": {e: next(iter(sp.values())) for e, sp in plan.exams.items()}},
+        grader=catalog_grader(plan.exams),
         floors=floors,
     )
+
+
+def _write_curriculum(folder: Path, items: list[Item]) -> None:
+    for i, item in enumerate(items):
+        item["id"] = f"curriculum/{i:06d}"
+    _write_jsonl(folder / "curriculum.jsonl", items)

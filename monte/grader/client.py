@@ -180,7 +180,20 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         removed += _remove_copies(ws, path, raw)
         for other, data in others.items():
             removed += _remove_copies(ws, folder / other, data)
-    return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+    return {"environment": env, "grader": g.label, "taken": taken, "removed": removed,
+            "redrawable": redrawable(m, tests)}
+
+
+def redrawable(m: Any, tests: dict[str, str]) -> list[str]:
+    """The exams whose test items anyone can draw again: a catalog environment frozen without a
+    grader drew its test split from the catalog's public seed (``provenance.seeds.test``), so
+    custody of the file keeps its items from no one (``monte env add`` with the grader pinned
+    has the grader draw them with its own seed)."""
+    from monte.manifest import drawn_by_grader
+
+    if (m.provenance or {}).get("source") != "catalog" or drawn_by_grader(m):
+        return []
+    return sorted(tests)
 
 
 def _send(g: Grader, raw: bytes, request: dict[str, Any], *, writer: Any) -> dict[str, Any]:
@@ -519,7 +532,19 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
             (staged / rel).unlink()  # before DVC's cache or the Vault ever sees the folder
         return taken
 
-    return add(hand_over=hand_over)
+    def draw_test(exams: dict[str, tuple[str, int]], avoid: list[str]) -> dict[str, dict[str, Any]]:
+        """A catalog exam's test split drawn on the grader with its own seed: never generated
+        here, so the catalog's public seed cannot draw it again (:func:`monte.envs.freeze.prepare`)."""
+        from monte.envs.freeze import catalog_grader
+
+        grader = catalog_grader({e: {"test": b} for e, (b, _) in exams.items()})
+        require_grades(g, answer, grader, what="nothing was frozen and nothing moved")
+        got = call(g, {"op": "draw", "grader": grader,
+                       "exams": {e: {"benchmark": b, "n": n} for e, (b, n) in exams.items()}},
+                   json.dumps(avoid).encode())["drawn"]
+        return {str(e): dict(v) for e, v in got.items()}
+
+    return add(hand_over=hand_over, draw_test=draw_test)
 
 
 __all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",

@@ -9,9 +9,10 @@ pty, no forwarding. It speaks one request per SSH session over stdin/stdout:
 - the answer: one JSON line, ``{"ok": true, ...}`` or ``{"error": {"code", "message", "fix"}}``.
 
 Operations: ``hello`` (the grader's public key, and the content hash and item count of each
-sealed split it holds), ``take`` (a sealed split into custody), ``leaks`` (a count, never a
-text), ``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
-answered: no file is ever read back by name, no item ever leaves.
+sealed split it holds), ``take`` (a sealed split into custody), ``draw`` (a catalog exam's test
+split drawn here with a secret seed: its hash, size and count come back, never an item),
+``leaks`` (a count, never a text), ``read`` (one test read), ``fetch`` (a read's signed result by
+run id). Nothing else is answered: no file is ever read back by name, no item ever leaves.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
                                       "grades": grades()}
         elif op == "take":
             answer = take(home, req, payload)
+        elif op == "draw":
+            answer = draw(home, req, payload)
         elif op == "read":
             answer = read(home, req, payload, threads=threads)
         elif op == "leaks":
@@ -77,7 +80,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
             answer = fetch(home, str(req.get("run", "")))
         else:
             raise error("E_USAGE", f"the grader answers no operation {op!r}",
-                        "the grader answers hello, take, leaks, read and fetch only")
+                        "the grader answers hello, take, draw, leaks, read and fetch only")
         out = {"ok": True, **answer}
         status = 0
     except MonteError as e:
@@ -160,6 +163,64 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     # what grades it, signed: the Vault's encrypted copy carries it, and `monte grader restore`
     # trusts no record the grader did not sign (monte.storage.sealed_copy)
     return {"content": content, "n": meta["n"], "meta": meta, "signature": sign_meta(home, meta)}
+
+
+#: the most items one drawn split may hold (a request is the agent's to write)
+MAX_DRAW = 100_000
+
+
+def draw(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+    """A catalog environment's test splits drawn here (``monte env add`` with a grader pinned)
+    from a seed of 63 random bits that never leaves this home: the catalog's public seed does
+    not give them, and the content hash the agent's manifest records cannot be matched by trying
+    seeds. ``payload``: the normalised prompts of dev and the curriculum, drawn first from their
+    public seeds; every one is dropped here, so the splits stay disjoint by content and nothing
+    that depends on the test items goes back (its hash, size, count, dropped count and floor)."""
+    from monte.envs import freeze
+    from monte.envs.floor import constant_floor
+    from monte.envs.registry import get
+    from monte.names import check_name
+
+    grader, exams = req.get("grader"), req.get("exams")
+    if not isinstance(grader, dict) or grader.get("kind") != "catalog" or not isinstance(exams, dict) or not exams:
+        raise error("E_USAGE", "the grader draws the catalog's exams only, named with their benchmark and size",
+                    "freeze the environment with `monte env add` (monte's client sends what a draw needs)")
+    wanted: dict[str, tuple[str, int]] = {}
+    for exam, spec in exams.items():
+        bench = str((spec or {}).get("benchmark", "")) if isinstance(spec, dict) else ""
+        n = spec.get("n") if isinstance(spec, dict) else None
+        if not isinstance(n, int) or not 0 < n <= MAX_DRAW or (grader.get("benchmarks") or {}).get(exam) != bench:
+            raise error("E_BAD_INPUT", f"exam {exam!r}: a draw names the benchmark the grader record names and "
+                        f"1 to {MAX_DRAW} items; nothing was drawn", "use monte's own client (`monte env add`)")
+        get(bench)  # a benchmark this grader's catalog lacks: E_NOT_FOUND naming it, nothing drawn
+        wanted[check_name(str(exam), "exam name")] = (bench, n)
+    try:
+        avoid = json.loads(payload or b"[]")
+    except ValueError:
+        avoid = None
+    if not isinstance(avoid, list) or not all(isinstance(x, str) for x in avoid):
+        raise error("E_BAD_INPUT", "a draw's payload is the JSON list of prompts to avoid", "use monte's own client")
+    seed = int.from_bytes(os.urandom(8), "big") >> 1
+    out: dict[str, Any] = {}
+    old = os.umask(0o077)
+    try:
+        with homes.locked(home):
+            for exam, (items, dropped) in freeze.draw_sealed(wanted, seed, set(avoid)).items():
+                raw = freeze.split_bytes(items)
+                content = hashlib.sha256(raw).hexdigest()
+                meta = {"content": content, "exam": exam, "benchmark": wanted[exam][0], "grader": grader,
+                        "n": len(items)}
+                floor = constant_floor(get(wanted[exam][0]).benchmark, items)
+                (home.sealed / f"{content}.jsonl").write_bytes(raw)
+                # the seed stays here, beside the split it drew (no answer, no log, no Vault record names it)
+                (home.sealed / f"{content}.seed").write_text(f"{seed}\n")
+                (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
+                out[exam] = {"content": content, "size": len(raw), "n": len(items), "dropped": dropped,
+                             "floor": floor.model_dump(mode="json") if floor is not None else None,
+                             "meta": meta, "signature": sign_meta(home, meta)}
+    finally:
+        os.umask(old)
+    return {"drawn": out}
 
 
 def sign_meta(home: Home, meta: dict[str, Any]) -> str:
