@@ -289,3 +289,10 @@ class GraderTaken(Result):
     #: custody of the file keeps them from no one; the fix is a new environment frozen with the grader
     redrawable: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` has always printed it, with ``redrawable`` where there is one to name."""
+        out = super().to_dict()
+        if not self.redrawable:
+            del out["redrawable"]
+        return out
+
