@@ -160,18 +160,19 @@ def catalog_grader(exams: dict[str, dict[str, str]]) -> dict[str, Any]:
     return {"kind": "catalog", "benchmarks": {e: next(iter(sp.values())) for e, sp in exams.items()}}
 
 
-def draw_sealed(exams: dict[str, tuple[str, int]], seed: int, avoid: set[str]) -> dict[str, tuple[list[Item], int]]:
-    """On the grader: each exam's test split (exam -> benchmark, n) from the secret ``seed``, its
-    items numbered as :func:`prepare` numbers them, dropping any whose normalised prompt ``avoid``
-    (dev and the curriculum, drawn first from their public seeds) or an earlier exam holds, and
-    any the catalog's public test seed draws: the split everyone can generate shares no item
-    with it (on parity's 90,000 items, two random draws of 200 would share one about every
-    other time)."""
-    seen = set(avoid)
-    for bench, n in exams.values():
+def draw_sealed(plan: FreezePlan, seed: int) -> dict[str, tuple[list[Item], int]]:
+    """On the grader: each test split of ``plan`` from the secret ``seed``, its items numbered as
+    :func:`prepare` numbers them, dropping any whose normalised prompt dev or the curriculum holds
+    (:func:`public_first`, drawn here as the freeze draws them), an earlier exam holds, or the
+    catalog's public test seed draws: the split everyone can generate shares no item with it (on
+    parity's 90,000 items, two random draws of 200 would share one about every other time)."""
+    seen: set[str] = set()
+    public_first(plan, seen)
+    tests = {e: (b, plan.sizes[f"{e}/{s}"]) for e, sp in plan.exams.items() for s, b in sp.items() if is_sealed(s)}
+    for bench, n in tests.values():
         seen |= {normalise(str(item["prompt"])) for item in get(bench).benchmark.generate(SEEDS["test"], n)}
     out: dict[str, tuple[list[Item], int]] = {}
-    for exam, (bench, n) in sorted(exams.items()):
+    for exam, (bench, n) in tests.items():
         items, dropped = _draw(bench, seed, n, seen)
         for i, item in enumerate(items):
             item["id"] = f"{exam}/test/{i:05d}"
@@ -179,10 +180,25 @@ def draw_sealed(exams: dict[str, tuple[str, int]], seed: int, avoid: set[str]) -
     return out
 
 
-#: ``sealed(exams, avoid)``: the grader draws the test splits (exam -> (benchmark, n)) with its own
-#: seed, dropping the normalised prompts ``avoid``; returns exam -> its ``content`` (sha256),
-#: ``size``, ``n``, ``dropped`` and ``floor`` (None or the Floor's fields): never an item
-DrawSealed = Callable[[dict[str, tuple[str, int]], list[str]], dict[str, dict[str, Any]]]
+#: ``sealed(plan)``: the grader draws the plan's test splits with its own seed, dropping what dev
+#: and the curriculum hold (it draws those itself from their public seeds: :func:`public_first`);
+#: returns exam -> its ``content`` (sha256), ``size``, ``n``, ``dropped`` and ``floor`` (None or
+#: the Floor's fields): never an item
+DrawSealed = Callable[["FreezePlan"], dict[str, dict[str, Any]]]
+
+
+def public_first(plan: FreezePlan, seen: set[str]) -> list[tuple[str | None, list[Item], int]]:
+    """With a grader: the curriculum (exam None), then each exam's dev split, from their public
+    seeds, each dropping what ``seen`` (updated) holds. Run here by the freeze and on the grader
+    by ``draw`` (from the plan, never from prompts a client sends), so the test split avoids
+    exactly what the freeze writes."""
+    out: list[tuple[str | None, list[Item], int]] = []
+    if plan.curriculum:
+        out.append((None, *_draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)))
+    for exam, splits in plan.exams.items():
+        if "dev" in splits:
+            out.append((exam, *_draw(splits["dev"], SEEDS["dev"], plan.sizes[f"{exam}/dev"], seen)))
+    return out
 
 
 def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
@@ -198,32 +214,37 @@ def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
     files_for: dict[str, dict[str, str]] = {}
     floors: dict[str, dict[str, Floor]] = {}
     graders = sealed is not None or custody
-    order = [(e, s) for e, sp in plan.exams.items() for s in sp if is_sealed(s) and not graders]
-    order += [(e, s) for e, sp in plan.exams.items() for s in sp if s == "dev"]
-    if graders and plan.curriculum:  # the curriculum before the test split: the grader avoids both
-        items, d = _draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)
-        _write_curriculum(folder, items)
-        dropped["curriculum"] = d
-    for exam, split in order:
-        bench = plan.exams[exam][split]
-        items, d = _draw(bench, SEEDS[split], plan.sizes[f"{exam}/{split}"], seen)
+
+    def write(exam: str, split: str, items: list[Item], d: int) -> None:
         rel = f"exams/{exam}/{split}.jsonl"
         for i, item in enumerate(items):
             item["id"] = f"{exam}/{split}/{i:05d}"
         _write_jsonl(folder / rel, items)
         files_for.setdefault(exam, {})[split] = rel
         dropped[f"{exam}/{split}"] = d
-        floor = constant_floor(get(bench).benchmark, items)
+        floor = constant_floor(get(plan.exams[exam][split]).benchmark, items)
         if floor is not None:
             floors.setdefault(exam, {})[split] = floor
-    if plan.curriculum and not graders:
-        items, d = _draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)
-        _write_curriculum(folder, items)
-        dropped["curriculum"] = d
+
+    if graders:  # dev and the curriculum first: the grader draws the test split avoiding both
+        for exam, items, d in public_first(plan, seen):
+            if exam is None:
+                _write_curriculum(folder, items)
+                dropped["curriculum"] = d
+            else:
+                write(exam, "dev", items, d)
+    else:
+        order = [(e, s) for e, sp in plan.exams.items() for s in sp if is_sealed(s)]
+        order += [(e, s) for e, sp in plan.exams.items() for s in sp if s == "dev"]
+        for exam, split in order:
+            write(exam, split, *_draw(plan.exams[exam][split], SEEDS[split], plan.sizes[f"{exam}/{split}"], seen))
+        if plan.curriculum:
+            items, d = _draw(plan.curriculum, SEEDS["curriculum"], plan.sizes["curriculum"], seen)
+            _write_curriculum(folder, items)
+            dropped["curriculum"] = d
     drawn: dict[str, dict[str, Any]] = {}
-    if sealed is not None:
-        tests = {e: (b, plan.sizes[f"{e}/{s}"]) for e, sp in plan.exams.items() for s, b in sp.items() if is_sealed(s)}
-        drawn = sealed(tests, sorted(seen)) if tests else {}
+    if sealed is not None and any(is_sealed(s) for sp in plan.exams.values() for s in sp):
+        drawn = sealed(plan)
         for exam, got in sorted(drawn.items()):
             files_for.setdefault(exam, {})["test"] = f"exams/{exam}/test.jsonl"
             dropped[f"{exam}/test"] = int(got["dropped"])
@@ -233,8 +254,7 @@ def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
         {plan.curriculum} if plan.curriculum else set()))
     provenance = {
         "source": "catalog",
-        "benchmarks": {b: {"provider": get(b).provider, "version": get(b).benchmark.version}
-                       for b in benches},
+        "benchmarks": versions(benches),
         "roles": {**{f"{e}/{s}": b for e, sp in plan.exams.items() for s, b in sp.items()},
                   **({"curriculum": plan.curriculum} if plan.curriculum else {})},
         "seeds": {**SEEDS, "test": GRADER_SEED} if graders else SEEDS,
@@ -256,6 +276,36 @@ def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
         grader=catalog_grader(plan.exams),
         floors=floors,
     )
+
+
+def versions(benches: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Each benchmark's provider and version (the manifest's provenance; a grader's draw answers
+    with its own, so a client whose catalog differs refuses before recording anything)."""
+    return {b: {"provider": get(b).provider, "version": get(b).benchmark.version} for b in benches}
+
+
+def replan(described: Any) -> FreezePlan:
+    """On the grader: the plan a client sent (:meth:`FreezePlan.describe`), made again from the
+    catalog with :func:`plan_freeze` and refused unless it is exactly that plan: sizes are the
+    catalog's, never a client's (a curriculum sized to fill the item space would leave the test
+    split only the items the agent knows are left)."""
+    d: dict[str, Any] = described if isinstance(described, dict) else {}
+    exams: dict[str, Any] = d["exams"] if isinstance(d.get("exams"), dict) else {}
+    dev = tuple(str(e) for e, sp in exams.items() if isinstance(sp, dict) and "dev" in sp)
+    test = tuple(str(e) for e, sp in exams.items() if is_sealed_any(sp))
+    curriculum = d.get("curriculum")
+    plan = plan_freeze(name=str(d.get("name") or ""), benchmark=None,
+                       server=curriculum if isinstance(curriculum, str) and curriculum else None,
+                       dev=dev, test=test) if dev and test else None
+    if plan is None or json.dumps(plan.describe()) != json.dumps(d):
+        raise error("E_BAD_INPUT", "the grader draws a catalog environment's test splits from the plan its own "
+                    "catalog makes of the same flags; this is not one (other sizes, or no test split); nothing was drawn",
+                    "freeze with `monte env add` (monte's client sends the plan), the same monte on both sides")
+    return plan
+
+
+def is_sealed_any(splits: Any) -> bool:
+    return isinstance(splits, dict) and any(is_sealed(str(s)) for s in splits)
 
 
 def _write_curriculum(folder: Path, items: list[Item]) -> None:

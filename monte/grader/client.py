@@ -532,17 +532,28 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
             (staged / rel).unlink()  # before DVC's cache or the Vault ever sees the folder
         return taken
 
-    def draw_test(exams: dict[str, tuple[str, int]], avoid: list[str]) -> dict[str, dict[str, Any]]:
+    def draw_test(plan: Any) -> dict[str, dict[str, Any]]:
         """A catalog exam's test split drawn on the grader with its own seed: never generated
         here, so the catalog's public seed cannot draw it again (:func:`monte.envs.freeze.prepare`)."""
-        from monte.envs.freeze import catalog_grader
+        from monte.envs import freeze
 
-        grader = catalog_grader({e: {"test": b} for e, (b, _) in exams.items()})
-        require_grades(g, answer, grader, what="nothing was frozen and nothing moved")
-        got = call(g, {"op": "draw", "grader": grader,
-                       "exams": {e: {"benchmark": b, "n": n} for e, (b, n) in exams.items()}},
-                   json.dumps(avoid).encode())["drawn"]
-        return {str(e): dict(v) for e, v in got.items()}
+        require_grades(g, answer, freeze.catalog_grader(plan.exams), what="nothing was frozen and nothing moved")
+        try:
+            got = call(g, {"op": "draw", "plan": plan.describe()})
+        except MonteError as exc:
+            if exc.code != "E_USAGE" or "no operation" not in exc.message:
+                raise
+            raise error("E_BOX", f"the grader at {g.label} cannot draw a test split (an older monte there); nothing "
+                        "was frozen", "upgrade monte on the grader's account, then run `monte env add` again") from None
+        benches = sorted(got.get("benchmarks") or {})
+        if got.get("benchmarks") != freeze.versions(benches) or set(got.get("drawn") or {}) != {
+                e for e, sp in plan.exams.items() if "test" in sp}:
+            # another catalog there would draw dev and the curriculum otherwise: disjointness unproven
+            raise error("E_INTEGRITY", f"the grader at {g.label} drew from another catalog than this one "
+                        f"({got.get('benchmarks')}); nothing was frozen here",
+                        "install the same monte (and reasoning-gym) on the grader's account, then run `monte env "
+                        "add` again")
+        return {str(e): dict(v) for e, v in got["drawn"].items()}
 
     return add(hand_over=hand_over, draw_test=draw_test)
 

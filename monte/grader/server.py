@@ -71,7 +71,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
         elif op == "take":
             answer = take(home, req, payload)
         elif op == "draw":
-            answer = draw(home, req, payload)
+            answer = draw(home, req)
         elif op == "read":
             answer = read(home, req, payload, threads=threads)
         elif op == "leaks":
@@ -165,52 +165,33 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     return {"content": content, "n": meta["n"], "meta": meta, "signature": sign_meta(home, meta)}
 
 
-#: the most items one drawn split may hold (a request is the agent's to write)
-MAX_DRAW = 100_000
-
-
-def draw(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
+def draw(home: Home, req: dict[str, Any]) -> dict[str, Any]:
     """A catalog environment's test splits drawn here (``monte env add`` with a grader pinned)
     from a seed of 63 random bits that never leaves this home: the catalog's public seed does
     not give them, and the content hash the agent's manifest records cannot be matched by trying
-    seeds. ``payload``: the normalised prompts of dev and the curriculum, drawn first from their
-    public seeds; every one is dropped here, so the splits stay disjoint by content and nothing
-    that depends on the test items goes back (its hash, size, count, dropped count and floor)."""
+    seeds. The plan is made again from this grader's catalog (its sizes, never the client's), and
+    dev and the curriculum are drawn here from their public seeds as the freeze draws them, so
+    the splits stay disjoint by content and no prompt the client chose steers the draw. What goes
+    back depends on the test items only through their hash, size, count, dropped count and floor."""
     from monte.envs import freeze
     from monte.envs.floor import constant_floor
     from monte.envs.registry import get
-    from monte.names import check_name
 
-    grader, exams = req.get("grader"), req.get("exams")
-    if not isinstance(grader, dict) or grader.get("kind") != "catalog" or not isinstance(exams, dict) or not exams:
-        raise error("E_USAGE", "the grader draws the catalog's exams only, named with their benchmark and size",
-                    "freeze the environment with `monte env add` (monte's client sends what a draw needs)")
-    wanted: dict[str, tuple[str, int]] = {}
-    for exam, spec in exams.items():
-        bench = str((spec or {}).get("benchmark", "")) if isinstance(spec, dict) else ""
-        n = spec.get("n") if isinstance(spec, dict) else None
-        if not isinstance(n, int) or not 0 < n <= MAX_DRAW or (grader.get("benchmarks") or {}).get(exam) != bench:
-            raise error("E_BAD_INPUT", f"exam {exam!r}: a draw names the benchmark the grader record names and "
-                        f"1 to {MAX_DRAW} items; nothing was drawn", "use monte's own client (`monte env add`)")
-        get(bench)  # a benchmark this grader's catalog lacks: E_NOT_FOUND naming it, nothing drawn
-        wanted[check_name(str(exam), "exam name")] = (bench, n)
-    try:
-        avoid = json.loads(payload or b"[]")
-    except ValueError:
-        avoid = None
-    if not isinstance(avoid, list) or not all(isinstance(x, str) for x in avoid):
-        raise error("E_BAD_INPUT", "a draw's payload is the JSON list of prompts to avoid", "use monte's own client")
+    plan = freeze.replan(req.get("plan"))
+    grader = freeze.catalog_grader(plan.exams)
+    benches = sorted({b for sp in plan.exams.values() for b in sp.values()} | (
+        {plan.curriculum} if plan.curriculum else set()))
     seed = int.from_bytes(os.urandom(8), "big") >> 1
     out: dict[str, Any] = {}
     old = os.umask(0o077)
     try:
         with homes.locked(home):
-            for exam, (items, dropped) in freeze.draw_sealed(wanted, seed, set(avoid)).items():
+            for exam, (items, dropped) in freeze.draw_sealed(plan, seed).items():
                 raw = freeze.split_bytes(items)
                 content = hashlib.sha256(raw).hexdigest()
-                meta = {"content": content, "exam": exam, "benchmark": wanted[exam][0], "grader": grader,
-                        "n": len(items)}
-                floor = constant_floor(get(wanted[exam][0]).benchmark, items)
+                bench = plan.exams[exam]["test"]
+                meta = {"content": content, "exam": exam, "benchmark": bench, "grader": grader, "n": len(items)}
+                floor = constant_floor(get(bench).benchmark, items)
                 (home.sealed / f"{content}.jsonl").write_bytes(raw)
                 # the seed stays here, beside the split it drew (no answer, no log, no Vault record names it)
                 (home.sealed / f"{content}.seed").write_text(f"{seed}\n")
@@ -220,7 +201,7 @@ def draw(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
                              "meta": meta, "signature": sign_meta(home, meta)}
     finally:
         os.umask(old)
-    return {"drawn": out}
+    return {"drawn": out, "benchmarks": freeze.versions(benches)}
 
 
 def sign_meta(home: Home, meta: dict[str, Any]) -> str:

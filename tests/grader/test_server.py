@@ -307,31 +307,37 @@ def test_the_pin_for_hooks_and_ci_is_found_without_a_work_tree_config(tmp_path: 
 
 def test_draw_keeps_a_catalog_split_and_its_secret_seed_here_and_sends_back_no_item(home: homes.Home) -> None:
     """A catalog exam's test split drawn on the grader: its items come from a seed only the home
-    holds, never from the catalog's public one; what goes back names no item."""
-    from monte.envs.freeze import SEEDS, normalise
+    holds, never from the catalog's public one, and avoid what the freeze's dev and curriculum
+    hold (drawn there from the plan, not from prompts a client sends); what goes back names no item."""
+    from monte.envs import freeze
     from monte.envs.registry import get
 
-    grader = {"kind": "catalog", "benchmarks": {"parity": "parity"}}
-    dev = [normalise(str(x["prompt"])) for x in get("parity").benchmark.generate(SEEDS["dev"], 300)]
-    request = {"op": "draw", "grader": grader, "exams": {"parity": {"benchmark": "parity", "n": 200}}}
-    first = _ask(home, request, json.dumps(dev).encode())["drawn"]["parity"]
-    second = _ask(home, request, json.dumps(dev).encode())["drawn"]["parity"]
-    assert first["content"] != second["content"]  # a new secret seed each draw
-    sealed = home.sealed / f"{first['content']}.jsonl"
-    raw = sealed.read_bytes()
-    assert hashlib.sha256(raw).hexdigest() == first["content"] and len(raw) == first["size"] and first["n"] == 200
-    assert set(first) == {"content", "size", "n", "dropped", "floor", "meta", "signature"}
+    plan = freeze.plan_freeze(name=None, benchmark=None, server="parity", dev=("parity",), test=("parity",))
+    request = {"op": "draw", "plan": plan.describe()}
+    first, second = _ask(home, request), _ask(home, request)
+    assert first["benchmarks"] == freeze.versions(["parity"])
+    got = first["drawn"]["parity"]
+    assert got["content"] != second["drawn"]["parity"]["content"]  # a new secret seed each draw
+    raw = (home.sealed / f"{got['content']}.jsonl").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == got["content"] and len(raw) == got["size"] and got["n"] == 200
+    assert set(got) == {"content", "size", "n", "dropped", "floor", "meta", "signature"}
     items = [json.loads(x) for x in raw.splitlines()]
     assert all(x["prompt"] not in json.dumps(first) for x in items)
-    prompts = {normalise(x["prompt"]) for x in items}
+    prompts = {freeze.normalise(x["prompt"]) for x in items}
     # the split the public seed draws (what `monte env install` re-created before) shares none of them
-    public = {normalise(str(x["prompt"])) for x in get("parity").benchmark.generate(SEEDS["test"], 200)}
-    assert not prompts & public and not prompts & set(dev)
-    seed = int((home.sealed / f"{first['content']}.seed").read_text())
+    public = {freeze.normalise(str(x["prompt"])) for x in get("parity").benchmark.generate(freeze.SEEDS["test"], 200)}
+    local = home.root.parent / "local"
+    m = freeze.prepare(plan, local, sealed=lambda _: first["drawn"])
+    assert m.provenance["seeds"]["test"] == "grader" and m.files["exams/parity/test.jsonl"].sha256 == got["content"]
+    held = {freeze.normalise(str(x["prompt"])) for rel in ("exams/parity/dev.jsonl", "curriculum.jsonl")
+            for x in map(json.loads, (local / rel).read_text().splitlines())}
+    assert len(held) == 5200 and not prompts & public and not prompts & held
+    seed = int((home.sealed / f"{got['content']}.seed").read_text())
     assert seed >= 2**32 and str(seed) not in json.dumps(first)
-    assert server.held(home)[first["content"]] == 200
-    # what the grader takes from no client: a draw of another kind, or sizes the grader record does not name
-    for bad in ({**request, "grader": {"kind": "jsonl"}},
-                {**request, "exams": {"parity": {"benchmark": "chain_sum", "n": 200}}},
-                {**request, "exams": {"parity": {"benchmark": "parity", "n": 10**9}}}):
-        assert _ask(home, bad, b"[]")["error"]["code"] in ("E_USAGE", "E_BAD_INPUT")
+    assert server.held(home)[got["content"]] == 200
+    # a plan the grader's catalog would not make (a curriculum sized to fill the item space, so the
+    # test split would be what the agent knows is left), or no plan: refused, nothing drawn
+    big = {**plan.describe(), "sizes": {**plan.sizes, "curriculum": 89_000}}
+    for bad in ({"op": "draw", "plan": big}, {"op": "draw"}, {"op": "draw", "plan": {**plan.describe(), "exams": {}}}):
+        assert _ask(home, bad)["error"]["code"] == "E_BAD_INPUT"
+    assert len(list(home.sealed.glob("*.jsonl"))) == 2
