@@ -213,7 +213,8 @@ def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
     dropped: dict[str, int] = {}
     files_for: dict[str, dict[str, str]] = {}
     floors: dict[str, dict[str, Floor]] = {}
-    graders = sealed is not None or custody
+    # the grader's order only where it draws a test split (an eval-only environment has none)
+    graders = (sealed is not None or custody) and any(is_sealed(s) for sp in plan.exams.values() for s in sp)
 
     def write(exam: str, split: str, items: list[Item], d: int) -> None:
         rel = f"exams/{exam}/{split}.jsonl"
@@ -243,7 +244,7 @@ def prepare(plan: FreezePlan, folder: Path, *, sealed: DrawSealed | None = None,
             _write_curriculum(folder, items)
             dropped["curriculum"] = d
     drawn: dict[str, dict[str, Any]] = {}
-    if sealed is not None and any(is_sealed(s) for sp in plan.exams.values() for s in sp):
+    if sealed is not None and graders:
         drawn = sealed(plan)
         for exam, got in sorted(drawn.items()):
             files_for.setdefault(exam, {})["test"] = f"exams/{exam}/test.jsonl"

@@ -247,3 +247,7 @@ def test_without_a_grader_a_catalog_freeze_draws_the_same_bytes_from_the_public_
     assert {k: v.sha256[:16] for k, v in m.files.items()} == {
         "curriculum.jsonl": "088bb3d70869b154", "exams/parity/dev.jsonl": "3cacada060695445",
         "exams/parity/test.jsonl": "952f7761f8469ff4"}
+    # a grader pinned draws nothing for an eval-only environment: it has no test split to seal
+    only_dev = freeze.plan_freeze(name=None, benchmark="parity", server=None, dev=(), test=())
+    assert freeze.prepare(only_dev, tmp_path / "a").provenance == freeze.prepare(
+        only_dev, tmp_path / "b", sealed=lambda _: pytest.fail("nothing to draw")).provenance
