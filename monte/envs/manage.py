@@ -236,14 +236,16 @@ def add(
     if where.writer is not None:
         frozen.upload_or_keep(where.writer, m, dest, "env add", dvc)
         note = f"pushed to the Vault {where.url}"
-    if handed:
-        note += (f"; test split(s) of {', '.join(t['exam'] for t in handed)} handed to the grader"
+    sent = [t for t in handed if not t.get("drawn")]
+    if sent:
+        note += (f"; test split(s) of {', '.join(t['exam'] for t in sent)} handed to the grader"
                  + (" (the Vault keeps them encrypted to its key)" if where.writer is not None else ""))
     if drawn_by_grader(m):
+        kept = all(t.get("vault") for t in handed if t.get("drawn"))
         note += (f"; test split(s) of {', '.join(sorted(t for t, sp in m.exams.items() if 'test' in sp))} drawn "
                  "by the grader with its own secret seed: never generated here, and the catalog's public seed does "
-                 "not draw them again" + (" (the Vault keeps no copy: back up the grader's home)"
-                                          if where.writer is not None else ""))
+                 "not draw them again" + ("" if where.writer is None else " (the Vault keeps them encrypted to its "
+                                          "key)" if kept else " (the Vault keeps no copy: back up the grader's home)"))
     return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note,
                         dvc_pointer=pointer, floors=floors_of(m))
 

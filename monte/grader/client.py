@@ -208,6 +208,21 @@ def _send(g: Grader, raw: bytes, request: dict[str, Any], *, writer: Any) -> dic
     return {**out, "vault": kept} if kept else out
 
 
+def _keep_drawn(writer: Any, key: str, exam: str, got: dict[str, Any]) -> dict[str, Any]:
+    """A test split the grader drew: with a Vault, its copy the grader encrypted to its own key
+    (the plaintext was never here) beside the record it signed."""
+    import base64
+
+    from monte.storage import sealed_copy
+
+    out: dict[str, Any] = {"exam": exam, "content": got["content"], "n": int(got["n"]), "drawn": True}
+    vault = got.get("vault")
+    if writer is None or not isinstance(vault, dict):
+        return out
+    return {**out, "vault": sealed_copy.put_drawn(writer.store, base64.b64decode(str(vault["age"])), key,
+                                                  dict(got["meta"]), str(got["signature"]), str(vault["md5"]))}
+
+
 def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, Any] | None, *, what: str) -> None:
     """Refuse to hand an exam to a grader that says it cannot grade its kind (its ``hello``; a
     grader from before the answer grades the catalog's and JSONL exams)."""
@@ -518,7 +533,7 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
 
         for exam, rel in tests.items():
             call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
-        sealed, taken = sealed_files(m), []
+        sealed, taken = sealed_files(m), [_keep_drawn(writer, g.key, exam, got) for exam, got in sorted(drawn.items())]
         for exam, rel in tests.items():
             raw = (staged / rel).read_bytes()
             content = hashlib.sha256(raw).hexdigest()
@@ -531,6 +546,8 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
                 taken.append(_send(g, raw, request(exam, content), writer=writer))
             (staged / rel).unlink()  # before DVC's cache or the Vault ever sees the folder
         return taken
+
+    drawn: dict[str, dict[str, Any]] = {}  # exam -> the grader's answer for a test split it drew
 
     def draw_test(plan: Any) -> dict[str, dict[str, Any]]:
         """A catalog exam's test split drawn on the grader with its own seed: never generated
@@ -553,7 +570,8 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
                         f"({got.get('benchmarks')}); nothing was frozen here",
                         "install the same monte (and reasoning-gym) on the grader's account, then run `monte env "
                         "add` again")
-        return {str(e): dict(v) for e, v in got["drawn"].items()}
+        drawn.update({str(e): dict(v) for e, v in got["drawn"].items()})
+        return drawn
 
     return add(hand_over=hand_over, draw_test=draw_test)
 

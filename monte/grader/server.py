@@ -198,10 +198,25 @@ def draw(home: Home, req: dict[str, Any]) -> dict[str, Any]:
                 (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
                 out[exam] = {"content": content, "size": len(raw), "n": len(items), "dropped": dropped,
                              "floor": floor.model_dump(mode="json") if floor is not None else None,
-                             "meta": meta, "signature": sign_meta(home, meta)}
+                             "meta": meta, "signature": sign_meta(home, meta), **_encrypted(home, raw)}
     finally:
         os.umask(old)
     return {"drawn": out, "benchmarks": freeze.versions(benches)}
+
+
+def _encrypted(home: Home, raw: bytes) -> dict[str, Any]:
+    """A drawn split encrypted to this home's own key, for the Vault's copy (the client keeps it
+    without ever holding the plaintext; only this key opens it: ``monte grader restore``); none
+    where this python lacks age (``pyrage``, the ``storage`` extra)."""
+    import base64
+    import importlib.util
+
+    from monte.storage.sealed_copy import encrypt
+
+    if importlib.util.find_spec("pyrage") is None:
+        return {}
+    md5 = hashlib.md5(raw).hexdigest()  # noqa: S324 - DVC 3's content address, not a security hash
+    return {"vault": {"age": base64.b64encode(encrypt(raw, home.public_key())).decode(), "md5": md5}}
 
 
 def sign_meta(home: Home, meta: dict[str, Any]) -> str:

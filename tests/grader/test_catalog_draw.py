@@ -7,6 +7,7 @@ draw it again, dev and the curriculum stay disjoint from it by content, and it g
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,29 @@ def test_taking_a_split_the_public_seed_draws_says_so(grader_setup: Setup) -> No
     assert "can be drawn again from the catalog's public seed" in human and "monte env add" in human
     r = s.agent_monte("grader", "take", ENV, "--json", check=True)
     assert "redrawable" not in json.loads(r.stdout)  # drawn by the grader: nothing to warn of
+
+
+def test_with_a_vault_the_drawn_split_is_kept_encrypted_and_the_grader_restores_it(grader_setup: Setup) -> None:
+    """The grader encrypts what it drew to its own key: the Vault keeps a copy the agent's side
+    never saw in plaintext, and the grader's account restores from it."""
+    s = grader_setup
+    vault = s.base / "vault"  # readable by the grader's account, written by the agent's
+    vault.mkdir(mode=0o755)
+    shutil.chown(vault, s.agent.name, s.agent.name)
+    s.agent_monte("config", "set", "vault", str(vault), check=True)
+    r = s.agent_monte("env", "add", "--dev", "parity", "--test", "parity", "--as", "sealed-vault", "--json",
+                      check=True)
+    assert "drawn by the grader" in json.loads(r.stdout)["note"]
+    assert "(the Vault keeps them encrypted to its key)" in json.loads(r.stdout)["note"]
+    m = json.loads((s.repo / ".monte" / "environments" / "sealed-vault" / "manifest.json").read_text())
+    content = str(m["files"]["exams/parity/test.jsonl"]["sha256"])
+    sealed = s.home / "sealed" / f"{content}.jsonl"
+    raw = sealed.read_bytes()
+    assert (vault / "monte" / "sealed" / f"{content}.age").is_file()
+    for p in vault.rglob("*"):
+        if p.is_file():
+            assert p.read_bytes() != raw and not set(raw.splitlines()) & set(p.read_bytes().splitlines()), p
+    sealed.unlink()  # the grader lost it: its account restores it from the Vault's copy
+    r = s.grader.monte("grader", "restore", str(vault), "--home", str(s.home), "--json", check=True)
+    assert content in [t["content"] for t in json.loads(r.stdout)["restored"]]
+    assert sealed.read_bytes() == raw

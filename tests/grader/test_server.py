@@ -309,8 +309,11 @@ def test_draw_keeps_a_catalog_split_and_its_secret_seed_here_and_sends_back_no_i
     """A catalog exam's test split drawn on the grader: its items come from a seed only the home
     holds, never from the catalog's public one, and avoid what the freeze's dev and curriculum
     hold (drawn there from the plan, not from prompts a client sends); what goes back names no item."""
+    import base64
+
     from monte.envs import freeze
     from monte.envs.registry import get
+    from monte.storage.sealed_copy import decrypt
 
     plan = freeze.plan_freeze(name=None, benchmark=None, server="parity", dev=("parity",), test=("parity",))
     request = {"op": "draw", "plan": plan.describe()}
@@ -320,7 +323,9 @@ def test_draw_keeps_a_catalog_split_and_its_secret_seed_here_and_sends_back_no_i
     assert got["content"] != second["drawn"]["parity"]["content"]  # a new secret seed each draw
     raw = (home.sealed / f"{got['content']}.jsonl").read_bytes()
     assert hashlib.sha256(raw).hexdigest() == got["content"] and len(raw) == got["size"] and got["n"] == 200
-    assert set(got) == {"content", "size", "n", "dropped", "floor", "meta", "signature"}
+    assert set(got) == {"content", "size", "n", "dropped", "floor", "meta", "signature", "vault"}
+    # the Vault's copy, encrypted on the grader: only the grader's key opens it
+    assert decrypt(base64.b64decode(got["vault"]["age"]), home.key.read_bytes()) == raw
     items = [json.loads(x) for x in raw.splitlines()]
     assert all(x["prompt"] not in json.dumps(first) for x in items)
     prompts = {freeze.normalise(x["prompt"]) for x in items}
