@@ -272,10 +272,12 @@ def without_custody(manifest: Manifest, folder: Path, graded_elsewhere: bool) ->
     ``graded_elsewhere`` (a grader is pinned: those files are in its custody, proven and counted
     there, and their absence here is the point); what :func:`verify_folder` then proves for
     training on the environment's curriculum, freezing a dataset from it, or freezing an
-    experiment on it."""
-    if not graded_elsewhere:
+    experiment on it. A test split the grader drew itself (:func:`drawn_by_grader`) was never
+    anywhere else: its absence is the point whether or not this repository pins the grader."""
+    from monte.manifest import drawn_by_grader, sealed_files
+
+    if not (graded_elsewhere or drawn_by_grader(manifest)):
         return manifest
-    from monte.manifest import sealed_files
 
     away = {rel for files in sealed_files(manifest).values() for rel in files if not (folder / rel).exists()}
     return manifest.model_copy(update={"files": {k: v for k, v in manifest.files.items() if k not in away}})

@@ -129,6 +129,18 @@ SEALED = "test"
 LMEVAL = "lm-eval"
 
 
+#: the provenance's test seed of a catalog split the grader drew with its own secret seed
+GRADER_SEED = "grader"
+
+
+def drawn_by_grader(manifest: Manifest) -> bool:
+    """Whether the environment's test splits were drawn on the grader with its own secret seed
+    (``monte env add`` with a grader pinned, :mod:`monte.envs.freeze`): no copy was ever made
+    outside the grader's home, so their absence from any folder is the point."""
+    prov = manifest.provenance
+    return prov.get("source") == "catalog" and (prov.get("seeds") or {}).get("test") == GRADER_SEED
+
+
 def sealed_files(manifest: Manifest) -> dict[str, list[str]]:
     """exam -> the environment's files that hold its sealed test documents: the exam's test split
     and, for an lm-eval exam, the frozen task's test documents with their gold (its grader

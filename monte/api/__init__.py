@@ -345,7 +345,8 @@ def grader_take(*, env: str, ws: Workspace | None = None) -> GraderTaken:
 
     got = client.take(ws or open_workspace(), env)
     return GraderTaken(environment=got["environment"], grader=got["grader"],
-                       taken=tuple(TakenSplit(**t) for t in got["taken"]), removed=list(got["removed"]))
+                       taken=tuple(TakenSplit(**t) for t in got["taken"]), removed=list(got["removed"]),
+                       redrawable=list(got.get("redrawable") or []))
 
 
 # --- evaluation ----------------------------------------------------------------------------------

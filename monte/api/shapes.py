@@ -15,7 +15,7 @@ that importing the API loads none of those layers."""
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from monte.result_type import Result as Result
@@ -285,4 +285,14 @@ class GraderTaken(Result):
     grader: str
     taken: tuple[TakenSplit, ...]
     removed: list[str]
+    #: the exams whose test items the catalog's public seed draws again (frozen without a grader):
+    #: custody of the file keeps them from no one; the fix is a new environment frozen with the grader
+    redrawable: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As ``--json`` has always printed it, with ``redrawable`` where there is one to name."""
+        out = super().to_dict()
+        if not self.redrawable:
+            del out["redrawable"]
+        return out
 

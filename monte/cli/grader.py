@@ -87,6 +87,10 @@ def _taken(r: GraderTaken) -> None:
                 click.echo(f"  the Vault keeps it encrypted to the grader's key: {t.vault}")
     for p in r.removed:
         click.echo(f"  removed {p}")
+    if r.redrawable:  # not a refusal: the split moves, but its items are no secret
+        click.echo(f"warning: the test items of {', '.join(r.redrawable)} can be drawn again from the catalog's "
+                   f"public seed, so custody keeps them from no one; for a split only the grader holds, freeze a new "
+                   f"environment with the grader pinned (`monte env add --as NAME ...`)")
 
 
 @grader.command("take")

@@ -125,6 +125,9 @@ class EnvInstallResult(Result):
     set_aside: str | None = None
 
 
+#: what ``install`` says of an environment whose test splits the grader drew (its custody)
+CUSTODY_NOTE = ("its test split(s) were drawn by the grader with its own secret seed and stay in its custody: not "
+                "generated here (the catalog's public seed does not give them)")
 MOCK_ONLY_NOTE = ("declares no Gym benchmarks (a mock-only environment, graded in-process by monte's catalog): "
                   "nothing to register")
 
@@ -144,13 +147,16 @@ def add(
     fewshot_as_multiturn: bool | None = None,
     system_instruction: str | None = None,
     hand_over: Any = None,
+    draw_test: Any = None,
 ) -> EnvAddResult:
     """See :func:`monte.api.env_add`. ``hand_over(staged, manifest, writer)``: with a grader
     pinned, sends each test split to it and removes it from the staging folder, after prepare and
-    before anything is recorded or committed to DVC's cache (:mod:`monte.grader.custody`)."""
+    before anything is recorded or committed to DVC's cache (:mod:`monte.grader.client`).
+    ``draw_test``: with a grader pinned, draws a catalog exam's test split on the grader with its
+    own seed (:func:`monte.envs.freeze.prepare`'s ``sealed``): it is never generated here."""
     from monte import staging
     from monte.ledger.vault_ref import Vault, name_taken
-    from monte.manifest import MANIFEST, read_manifest
+    from monte.manifest import MANIFEST, drawn_by_grader, read_manifest
     from monte.storage import vault_remote as remote_vault
 
     if name is not None:
@@ -201,7 +207,7 @@ def add(
     added: list[str] = []  # objects this freeze put into DVC's cache
     handed: list[dict[str, Any]] = []  # the test splits now in the grader's custody
     try:
-        manifest = _prepare(plan, staged)
+        manifest = _prepare(plan, staged, draw_test)
         (staged / MANIFEST).write_bytes(manifest.dumps())
         if hand_over is not None:
             handed = hand_over(staged, manifest, where.writer)
@@ -230,9 +236,16 @@ def add(
     if where.writer is not None:
         frozen.upload_or_keep(where.writer, m, dest, "env add", dvc)
         note = f"pushed to the Vault {where.url}"
-    if handed:
-        note += (f"; test split(s) of {', '.join(t['exam'] for t in handed)} handed to the grader"
+    sent = [t for t in handed if not t.get("drawn")]
+    if sent:
+        note += (f"; test split(s) of {', '.join(t['exam'] for t in sent)} handed to the grader"
                  + (" (the Vault keeps them encrypted to its key)" if where.writer is not None else ""))
+    if drawn_by_grader(m):
+        kept = all(t.get("vault") for t in handed if t.get("drawn"))
+        note += (f"; test split(s) of {', '.join(sorted(t for t, sp in m.exams.items() if 'test' in sp))} drawn "
+                 "by the grader with its own secret seed: never generated here, and the catalog's public seed does "
+                 "not draw them again" + ("" if where.writer is None else " (the Vault keeps them encrypted to its "
+                                          "key)" if kept else " (the Vault keeps no copy: back up the grader's home)"))
     return EnvAddResult(dry_run=False, plan=plan.describe(), environment=env_info(m, dest), note=note,
                         dvc_pointer=pointer, floors=floors_of(m))
 
@@ -270,7 +283,7 @@ def _plan(*, name: str | None, benchmark: str | None, server: str | None, dev: t
     return freeze.plan_freeze(name=name, benchmark=benchmark, server=server, dev=dev, test=test)
 
 
-def _prepare(plan: Any, staged: Path) -> Manifest:
+def _prepare(plan: Any, staged: Path, draw_test: Any = None) -> Manifest:
     from monte.envs import freeze
 
     if getattr(plan, "provider", None) == jsonl_exam.KIND:
@@ -283,7 +296,7 @@ def _prepare(plan: Any, staged: Path) -> Manifest:
         from monte.envs.nemo import freeze as gym_freeze
 
         return gym_freeze.prepare(plan, staged)
-    return freeze.prepare(plan, staged)
+    return freeze.prepare(plan, staged, sealed=draw_test)
 
 
 def _gym_available() -> list[CatalogEntry]:
@@ -369,7 +382,7 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     environment has nothing to register, and says so). Refused before any fetch when a NeMo Gym
     environment meets a machine whose ``MONTE_LOCAL`` has no stack."""
     from monte.envs.nemo import register
-    from monte.manifest import read_manifest
+    from monte.manifest import drawn_by_grader, read_manifest
 
     folder = ws.env_dir(name)
     known = read_manifest(folder) or vault.get("environment", name)
@@ -378,9 +391,11 @@ def install_one(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     result = _install_files(ws, vault, name)
     m = read_manifest(folder)
     assert m is not None
+    if drawn_by_grader(m):  # whichever way the files came, its test split was not among them
+        result = replace(result, note=CUSTODY_NOTE)
     if register.is_gym(m):
         return replace(result, registered=register.register(m, folder, register.require_checkout(name)))
-    return replace(result, note=MOCK_ONLY_NOTE)
+    return replace(result, note=f"{result.note}; {MOCK_ONLY_NOTE}" if result.note else MOCK_ONLY_NOTE)
 
 
 def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
@@ -418,7 +433,7 @@ def _install_files(ws: Workspace, vault: Vault, name: str) -> EnvInstallResult:
     staged = staging.staging_dir(ws.data_root, folder)
     try:
         recreate(recorded, staged)
-        verify_folder(staged, recorded)
+        verify_folder(staged, frozen.without_custody(recorded, staged, False))
         (staged / MANIFEST).write_bytes(recorded.dumps())
         if folder.exists():
             folder.rmdir()
@@ -445,9 +460,12 @@ def _restore_edited(ws: Workspace, vault: Vault, name: str, folder: Path, change
 
 
 def recreate(m: Manifest, staged: Path) -> None:
-    """Re-run the freeze's prepare from what the manifest recorded (catalog environments)."""
+    """Re-run the freeze's prepare from what the manifest recorded (catalog environments). A test
+    split the grader drew with its own seed is never generated: dev and the curriculum are drawn
+    as that freeze drew them, and the test split stays the grader's (only it ever held it)."""
     from monte.envs import freeze
     from monte.envs.registry import catalog
+    from monte.manifest import drawn_by_grader
 
     prov = m.provenance
     if prov.get("source") != "catalog":
@@ -470,4 +488,4 @@ def recreate(m: Manifest, staged: Path) -> None:
             exams.setdefault(exam, {})[split] = bench
     plan = freeze.FreezePlan(m.name, m.form, m.env_kind, exams, roles.get("curriculum"),  # type: ignore[arg-type]
                              dict(prov.get("sizes", {})))
-    freeze.prepare(plan, staged)
+    freeze.prepare(plan, staged, custody=drawn_by_grader(m))

@@ -234,7 +234,20 @@ def take(ws: Workspace, env: str, *, grader: Grader | None = None,
         removed += _remove_copies(ws, path, raw, keep=keep)
         for other, data in found.items():
             removed += _remove_copies(ws, folder / other, data, keep=keep)
-    return {"environment": env, "grader": g.label, "taken": taken, "removed": removed}
+    return {"environment": env, "grader": g.label, "taken": taken, "removed": removed,
+            "redrawable": redrawable(m, tests)}
+
+
+def redrawable(m: Any, tests: dict[str, str]) -> list[str]:
+    """The exams whose test items anyone can draw again: a catalog environment frozen without a
+    grader drew its test split from the catalog's public seed (``provenance.seeds.test``), so
+    custody of the file keeps its items from no one (``monte env add`` with the grader pinned
+    has the grader draw them with its own seed)."""
+    from monte.manifest import drawn_by_grader
+
+    if (m.provenance or {}).get("source") != "catalog" or drawn_by_grader(m):
+        return []
+    return sorted(tests)
 
 
 def _send_task(g: Grader, m: Any, folder: Path, exam: str, rel: str, raw: bytes, docs: dict[str, bytes],
@@ -261,6 +274,21 @@ def _send(g: Grader, raw: bytes, request: dict[str, Any], *, writer: Any) -> dic
                            "n": int(answer.get("n", raw.count(b"\n")))}
     kept = vault_copy.keep(writer, g.key, raw, answer)
     return {**out, "vault": kept} if kept else out
+
+
+def _keep_drawn(writer: Any, key: str, exam: str, got: dict[str, Any]) -> dict[str, Any]:
+    """A test split the grader drew: with a Vault, its copy the grader encrypted to its own key
+    (the plaintext was never here) beside the record it signed."""
+    import base64
+
+    from monte.storage import sealed_copy
+
+    out: dict[str, Any] = {"exam": exam, "content": got["content"], "n": int(got["n"]), "drawn": True}
+    vault = got.get("vault")
+    if writer is None or not isinstance(vault, dict):
+        return out
+    return {**out, "vault": sealed_copy.put_drawn(writer.store, base64.b64decode(str(vault["age"])), key,
+                                                  dict(got["meta"]), str(got["signature"]), str(vault["md5"]))}
 
 
 def require_grades(g: Grader, hello_answer: dict[str, Any], grader: dict[str, Any] | None, *, what: str) -> None:
@@ -632,7 +660,7 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
 
         for exam, rel in tests.items():
             call(g, {**request(exam, m.files[rel].sha256), "check": True}, timeout=CHECK_TIMEOUT_S)
-        sealed, taken = sealed_files(m), []
+        sealed, taken = sealed_files(m), [_keep_drawn(writer, g.key, exam, got) for exam, got in sorted(drawn.items())]
         for exam, rel in tests.items():
             raw = (staged / rel).read_bytes()
             content = hashlib.sha256(raw).hexdigest()
@@ -647,7 +675,33 @@ def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:
             (staged / rel).unlink()  # before DVC's cache or the Vault ever sees the folder
         return taken
 
-    return add(hand_over=hand_over)
+    drawn: dict[str, dict[str, Any]] = {}  # exam -> the grader's answer for a test split it drew
+
+    def draw_test(plan: Any) -> dict[str, dict[str, Any]]:
+        """A catalog exam's test split drawn on the grader with its own seed: never generated
+        here, so the catalog's public seed cannot draw it again (:func:`monte.envs.freeze.prepare`)."""
+        from monte.envs import freeze
+
+        require_grades(g, answer, freeze.catalog_grader(plan.exams), what="nothing was frozen and nothing moved")
+        try:
+            got = call(g, {"op": "draw", "plan": plan.describe()})
+        except MonteError as exc:
+            if exc.code != "E_USAGE" or "no operation" not in exc.message:
+                raise
+            raise error("E_BOX", f"the grader at {g.label} cannot draw a test split (an older monte there); nothing "
+                        "was frozen", "upgrade monte on the grader's account, then run `monte env add` again") from None
+        benches = sorted(got.get("benchmarks") or {})
+        if got.get("benchmarks") != freeze.versions(benches) or set(got.get("drawn") or {}) != {
+                e for e, sp in plan.exams.items() if "test" in sp}:
+            # another catalog there would draw dev and the curriculum otherwise: disjointness unproven
+            raise error("E_INTEGRITY", f"the grader at {g.label} drew from another catalog than this one "
+                        f"({got.get('benchmarks')}); nothing was frozen here",
+                        "install the same monte (and reasoning-gym) on the grader's account, then run `monte env "
+                        "add` again")
+        drawn.update({str(e): dict(v) for e, v in got["drawn"].items()})
+        return drawn
+
+    return add(hand_over=hand_over, draw_test=draw_test)
 
 
 __all__ = ["Grader", "PIN_KEY", "URL_KEY", "configured", "require", "require_pinned", "take", "run_test_read",

@@ -9,9 +9,10 @@ pty, no forwarding. It speaks one request per SSH session over stdin/stdout:
 - the answer: one JSON line, ``{"ok": true, ...}`` or ``{"error": {"code", "message", "fix"}}``.
 
 Operations: ``hello`` (the grader's public key, and the content hash and item count of each
-sealed split it holds), ``take`` (a sealed split into custody), ``leaks`` (a count, never a
-text), ``read`` (one test read), ``fetch`` (a read's signed result by run id). Nothing else is
-answered: no file is ever read back by name, no item ever leaves.
+sealed split it holds), ``take`` (a sealed split into custody), ``draw`` (a catalog exam's test
+split drawn here with a secret seed: its hash, size and count come back, never an item),
+``leaks`` (a count, never a text), ``read`` (one test read), ``fetch`` (a read's signed result by
+run id). Nothing else is answered: no file is ever read back by name, no item ever leaves.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
                                       "grades": grades()}
         elif op == "take":
             answer = take(home, req, payload)
+        elif op == "draw":
+            answer = draw(home, req)
         elif op == "read":
             answer = read(home, req, payload, threads=threads, talk=(stdin, stdout))
         elif op == "leaks":
@@ -77,7 +80,7 @@ def serve(home: Home, stdin: IO[bytes], stdout: IO[bytes], *, threads: int | Non
             answer = fetch(home, str(req.get("run", "")))
         else:
             raise error("E_USAGE", f"the grader answers no operation {op!r}",
-                        "the grader answers hello, take, leaks, read and fetch only")
+                        "the grader answers hello, take, draw, leaks, read and fetch only")
         out = {"ok": True, **answer}
         status = 0
     except MonteError as e:
@@ -163,6 +166,60 @@ def take(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     # what grades it, signed: the Vault's encrypted copy carries it, and `monte grader restore`
     # trusts no record the grader did not sign (monte.storage.sealed_copy)
     return {"content": content, "n": meta["n"], "meta": meta, "signature": sign_meta(home, meta)}
+
+
+def draw(home: Home, req: dict[str, Any]) -> dict[str, Any]:
+    """A catalog environment's test splits drawn here (``monte env add`` with a grader pinned)
+    from a seed of 63 random bits that never leaves this home: the catalog's public seed does
+    not give them, and the content hash the agent's manifest records cannot be matched by trying
+    seeds. The plan is made again from this grader's catalog (its sizes, never the client's), and
+    dev and the curriculum are drawn here from their public seeds as the freeze draws them, so
+    the splits stay disjoint by content and no prompt the client chose steers the draw. What goes
+    back depends on the test items only through their hash, size, count, dropped count and floor."""
+    from monte.envs import freeze
+    from monte.envs.floor import constant_floor
+    from monte.envs.registry import get
+
+    plan = freeze.replan(req.get("plan"))
+    grader = freeze.catalog_grader(plan.exams)
+    benches = sorted({b for sp in plan.exams.values() for b in sp.values()} | (
+        {plan.curriculum} if plan.curriculum else set()))
+    seed = int.from_bytes(os.urandom(8), "big") >> 1
+    out: dict[str, Any] = {}
+    old = os.umask(0o077)
+    try:
+        with homes.locked(home):
+            for exam, (items, dropped) in freeze.draw_sealed(plan, seed).items():
+                raw = freeze.split_bytes(items)
+                content = hashlib.sha256(raw).hexdigest()
+                bench = plan.exams[exam]["test"]
+                meta = {"content": content, "exam": exam, "benchmark": bench, "grader": grader, "n": len(items)}
+                floor = constant_floor(get(bench).benchmark, items)
+                (home.sealed / f"{content}.jsonl").write_bytes(raw)
+                # the seed stays here, beside the split it drew (no answer, no log, no Vault record names it)
+                (home.sealed / f"{content}.seed").write_text(f"{seed}\n")
+                (home.sealed / f"{content}.json").write_text(json.dumps(meta, sort_keys=True) + "\n")
+                out[exam] = {"content": content, "size": len(raw), "n": len(items), "dropped": dropped,
+                             "floor": floor.model_dump(mode="json") if floor is not None else None,
+                             "meta": meta, "signature": sign_meta(home, meta), **_encrypted(home, raw)}
+    finally:
+        os.umask(old)
+    return {"drawn": out, "benchmarks": freeze.versions(benches)}
+
+
+def _encrypted(home: Home, raw: bytes) -> dict[str, Any]:
+    """A drawn split encrypted to this home's own key, for the Vault's copy (the client keeps it
+    without ever holding the plaintext; only this key opens it: ``monte grader restore``); none
+    where this python lacks age (``pyrage``, the ``storage`` extra)."""
+    import base64
+    import importlib.util
+
+    from monte.storage.sealed_copy import encrypt
+
+    if importlib.util.find_spec("pyrage") is None:
+        return {}
+    md5 = hashlib.md5(raw).hexdigest()  # noqa: S324 - DVC 3's content address, not a security hash
+    return {"vault": {"age": base64.b64encode(encrypt(raw, home.public_key())).decode(), "md5": md5}}
 
 
 def sign_meta(home: Home, meta: dict[str, Any]) -> str:

@@ -94,6 +94,18 @@ def put(store: ObjectStore, raw: bytes, recipient: str, meta: dict[str, Any], si
     return [blob_name(content), record_name(content)]
 
 
+def put_drawn(store: ObjectStore, blob: bytes, recipient: str, meta: dict[str, Any], signature: str,
+              md5: str) -> str:
+    """Keep a split the grader drew itself (a catalog exam's test split, ``draw``): encrypted
+    there to its own key, so the agent's side never held the plaintext and keeps only ``blob``,
+    beside the record the grader signed, as :func:`put` keeps one. Returns the copy's name."""
+    content = str(meta["content"])
+    store.put(blob_name(content), blob)
+    doc = {"meta": meta, "signature": signature, "recipient": " ".join(recipient.split()[:2]), "md5": md5}
+    store.put(record_name(content), (json.dumps(doc, sort_keys=True, indent=2) + "\n").encode())
+    return blob_name(content)
+
+
 def drop_plaintext(store: ObjectStore, md5: str) -> bool:
     """Delete DVC's object of a sealed file from the Vault; True when there was one."""
     name = object_name(md5)

@@ -233,3 +233,21 @@ def test_entry_point_provider_plugs_in(repo: Path, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["environment"]["kind"] == "trainable"
     assert len(_items(repo / ".monte/environments/echo/curriculum.jsonl")) == 10
+
+
+def test_without_a_grader_a_catalog_freeze_draws_the_same_bytes_from_the_public_seeds(tmp_path: Path) -> None:
+    """The grader draws a catalog test split with its own seed only where one is pinned; without
+    one, a freeze draws every split from the public seeds as it always did (the hashes a freeze
+    made before the grader could draw)."""
+    from monte.envs import freeze
+
+    plan = freeze.plan_freeze(name=None, benchmark=None, server="parity", dev=("parity",), test=("parity",))
+    m = freeze.prepare(plan, tmp_path)
+    assert m.provenance["seeds"] == {"test": 3_000_000, "dev": 2_000_000, "curriculum": 1_000_000}
+    assert {k: v.sha256[:16] for k, v in m.files.items()} == {
+        "curriculum.jsonl": "088bb3d70869b154", "exams/parity/dev.jsonl": "3cacada060695445",
+        "exams/parity/test.jsonl": "952f7761f8469ff4"}
+    # a grader pinned draws nothing for an eval-only environment: it has no test split to seal
+    only_dev = freeze.plan_freeze(name=None, benchmark="parity", server=None, dev=(), test=())
+    assert freeze.prepare(only_dev, tmp_path / "a").provenance == freeze.prepare(
+        only_dev, tmp_path / "b", sealed=lambda _: pytest.fail("nothing to draw")).provenance

@@ -303,3 +303,46 @@ def test_the_pin_for_hooks_and_ci_is_found_without_a_work_tree_config(tmp_path: 
     assert repository_pin(Store(bare)) == main_key
     git("config", "monte.graderKey", server_key, cwd=bare)
     assert repository_pin(Store(bare)) == server_key
+
+
+def test_draw_keeps_a_catalog_split_and_its_secret_seed_here_and_sends_back_no_item(home: homes.Home) -> None:
+    """A catalog exam's test split drawn on the grader: its items come from a seed only the home
+    holds, never from the catalog's public one, and avoid what the freeze's dev and curriculum
+    hold (drawn there from the plan, not from prompts a client sends); what goes back names no item."""
+    import base64
+
+    from monte.envs import freeze
+    from monte.envs.registry import get
+    from monte.storage.sealed_copy import decrypt
+
+    plan = freeze.plan_freeze(name=None, benchmark=None, server="parity", dev=("parity",), test=("parity",))
+    request = {"op": "draw", "plan": plan.describe()}
+    first, second = _ask(home, request), _ask(home, request)
+    assert first["benchmarks"] == freeze.versions(["parity"])
+    got = first["drawn"]["parity"]
+    assert got["content"] != second["drawn"]["parity"]["content"]  # a new secret seed each draw
+    raw = (home.sealed / f"{got['content']}.jsonl").read_bytes()
+    assert hashlib.sha256(raw).hexdigest() == got["content"] and len(raw) == got["size"] and got["n"] == 200
+    assert set(got) == {"content", "size", "n", "dropped", "floor", "meta", "signature", "vault"}
+    # the Vault's copy, encrypted on the grader: only the grader's key opens it
+    assert decrypt(base64.b64decode(got["vault"]["age"]), home.key.read_bytes()) == raw
+    items = [json.loads(x) for x in raw.splitlines()]
+    assert all(x["prompt"] not in json.dumps(first) for x in items)
+    prompts = {freeze.normalise(x["prompt"]) for x in items}
+    # the split the public seed draws (what `monte env install` re-created before) shares none of them
+    public = {freeze.normalise(str(x["prompt"])) for x in get("parity").benchmark.generate(freeze.SEEDS["test"], 200)}
+    local = home.root.parent / "local"
+    m = freeze.prepare(plan, local, sealed=lambda _: first["drawn"])
+    assert m.provenance["seeds"]["test"] == "grader" and m.files["exams/parity/test.jsonl"].sha256 == got["content"]
+    held = {freeze.normalise(str(x["prompt"])) for rel in ("exams/parity/dev.jsonl", "curriculum.jsonl")
+            for x in map(json.loads, (local / rel).read_text().splitlines())}
+    assert len(held) == 5200 and not prompts & public and not prompts & held
+    seed = int((home.sealed / f"{got['content']}.seed").read_text())
+    assert seed >= 2**32 and str(seed) not in json.dumps(first)
+    assert server.held(home)[got["content"]] == 200
+    # a plan the grader's catalog would not make (a curriculum sized to fill the item space, so the
+    # test split would be what the agent knows is left), or no plan: refused, nothing drawn
+    big = {**plan.describe(), "sizes": {**plan.sizes, "curriculum": 89_000}}
+    for bad in ({"op": "draw", "plan": big}, {"op": "draw"}, {"op": "draw", "plan": {**plan.describe(), "exams": {}}}):
+        assert _ask(home, bad)["error"]["code"] == "E_BAD_INPUT"
+    assert len(list(home.sealed.glob("*.jsonl"))) == 2

@@ -150,7 +150,9 @@ def test_env_add_with_a_grader_refuses_unreached_and_hands_the_split_over_itself
     s.agent_monte("config", "set", "grader", s.url, "--key", s.public_key, check=True)
     held = set((s.home / "sealed").glob("*.jsonl"))
     r = s.agent_monte(*add, check=True, **env)
-    assert "handed to the grader" in json.loads(r.stdout)["note"]
+    # a catalog exam: the grader drew it with its own seed (it was never generated here) and encrypted the copy
+    assert "drawn by the grader" in json.loads(r.stdout)["note"]
+    assert "the Vault keeps them encrypted to its key" in json.loads(r.stdout)["note"]
     new = set((s.home / "sealed").glob("*.jsonl")) - held
     assert len(new) == 1
     raw = new.pop().read_bytes()
@@ -206,7 +208,8 @@ def test_restore_brings_custody_back_from_the_vault_and_trusts_only_the_graders_
     for url, n in ((vaults["bucket"], 1), (vaults["folder"], 2)):
         r = s.grader.monte("grader", "restore", url, "--home", str(s.home), "--json", check=True, **env)
         assert len(json.loads(r.stdout)["restored"]) == n, r.stdout
-    assert _files(sealed) == kept
+    # all but the secret seed of a split the grader drew: it never leaves the home, not even for the Vault
+    assert _files(sealed) == {p: b for p, b in kept.items() if not p.endswith(".seed")}
     assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in sealed.iterdir())
     denied = s.agent.run("cat", str(next(sealed.glob("*.jsonl"))))
     assert denied.returncode != 0 and "Permission denied" in denied.stderr
