@@ -30,11 +30,15 @@ class ExperimentMade(Result):
     measurement: Measurement  # what the ledger holds: pydantic
     commit: str | None = None
     ref: str | None = None
+    #: with a grader: the exams whose test split it took that the catalog's public seed draws again
+    redrawable: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"dry_run": self.dry_run, "measurement": self.measurement.model_dump(mode="json")}
         if not self.dry_run:
             out |= {"commit": self.commit, "ref": self.ref}
+        if self.redrawable:  # named where there is one, as `monte grader take --json` does
+            out["redrawable"] = list(self.redrawable)
         return out
 
 

@@ -28,6 +28,10 @@ def _created(r: ExperimentMade) -> None:
                    f"{m.eval.top_p:g})" + (f"; pass@{', pass@'.join(map(str, m.pass_at))} reported" if m.pass_at else ""))
     if not r.dry_run:
         click.echo(f"  ledger: {r.ref} @ {(r.commit or '')[:12]}")
+    if r.redrawable:
+        from monte.cli.grader import redrawable_warning
+
+        click.echo(redrawable_warning(r.redrawable))
 
 
 @experiment.command("init")

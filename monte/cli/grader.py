@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,9 +89,14 @@ def _taken(r: GraderTaken) -> None:
     for p in r.removed:
         click.echo(f"  removed {p}")
     if r.redrawable:  # not a refusal: the split moves, but its items are no secret
-        click.echo(f"warning: the test items of {', '.join(r.redrawable)} can be drawn again from the catalog's "
-                   f"public seed, so custody keeps them from no one; for a split only the grader holds, freeze a new "
-                   f"environment with the grader pinned (`monte env add --as NAME ...`)")
+        click.echo(redrawable_warning(r.redrawable))
+
+
+def redrawable_warning(exams: Sequence[str]) -> str:
+    """What `grader take` and `experiment init` say of a split the catalog's public seed draws again."""
+    return (f"warning: the test items of {', '.join(exams)} can be drawn again from the catalog's public seed, so "
+            "custody keeps them from no one; for a split only the grader holds, freeze a new environment with the "
+            "grader pinned (`monte env add --as NAME ...`)")
 
 
 @grader.command("take")

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -617,10 +618,13 @@ def freeze_experiment(ws: Workspace, create: Any, *, env: str, dry_run: bool) ->
     require_grades(g, answer, plan.measurement.grader, what="nothing was frozen and nothing moved")
     if dry_run:
         return plan
-    for t in take(ws, env, grader=g, hello_answer=answer)["taken"]:
+    got = take(ws, env, grader=g, hello_answer=answer)
+    for t in got["taken"]:
         if not t.get("already"):
             sealed[t["content"]] = int(t["n"])
-    return create(held=sealed, dry_run=False)
+    made = create(held=sealed, dry_run=False)
+    # a split the catalog's public seed draws again moved all the same: said, as `grader take` says it
+    return dataclasses.replace(made, redrawable=tuple(got["redrawable"])) if got.get("redrawable") else made
 
 
 def freeze_environment(ws: Workspace, add: Any, *, dry_run: bool) -> Any:

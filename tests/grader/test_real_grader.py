@@ -57,6 +57,9 @@ def test_experiment_init_hands_the_test_split_to_the_grader_and_the_agent_cannot
     r = s.agent_monte(*init, "--json", check=True)
     assert json.loads(r.stdout)["measurement"]["exams"]["parity"]["splits"]["test"]["n"] == 200
     assert not split.exists()
+    # `parity` was frozen before the pin, from the catalog's public seed: the freeze says custody keeps
+    # its items from no one, as `monte grader take` says it (tests/grader/test_catalog_draw.py)
+    assert json.loads(r.stdout)["redrawable"] == ["parity"]
     content = hashlib.sha256(next((s.home / "sealed").glob("*.jsonl")).read_bytes()).hexdigest()
     assert json.loads(r.stdout)["measurement"]["exams"]["parity"]["splits"]["test"]["sha256"] == content
     for path in (s.home / "sealed" / f"{content}.jsonl", s.home, s.grader.home):
