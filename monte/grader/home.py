@@ -172,3 +172,29 @@ def append(home: Home, run: str, files: dict[str, Any], message: str) -> None:
 def sealed_meta(home: Home, content: str) -> dict[str, Any] | None:
     path = home.sealed / f"{content}.json"
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+#: the grader's log of every leak check it answered (one JSON line each), in its home
+LEAK_LOG = "leaks.jsonl"
+
+
+def leak_checks(home: Home, content: str) -> dict[str, int]:
+    """What the leak check has told about sealed split ``content``: how many distinct training
+    sources it answered against it (``sources``), and how many distinct items of it those answers
+    named (``named``: each answer that finds a leak names one). Signed into every read's statement."""
+    sources: set[str] = set()
+    named: set[str] = set()
+    try:
+        lines = (home.root / LEAK_LOG).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if content in (rec.get("contents") or []):
+            sources.add(str(rec.get("source")))
+            if rec.get("named") and rec.get("named_content") == content:
+                named.add(str(rec["named"]))
+    return {"sources": len(sources), "named": len(named)}

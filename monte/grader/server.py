@@ -244,14 +244,17 @@ def leaks(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     from monte.training.sources import Source, rows_of
 
     sealed: dict[str, str] = {}
-    for content in req.get("contents") or []:
-        meta = homes.sealed_meta(home, str(content))
+    of: dict[str, str] = {}  # sealed item id -> the content it is an item of
+    contents = [str(c) for c in req.get("contents") or []]
+    for content in contents:
+        meta = homes.sealed_meta(home, content)
         if meta is None:
             raise error("E_NOT_FOUND", "the grader holds no sealed split with this content",
                         "hand it over first: `monte grader take ENV`")
         items = [json.loads(x) for x in (home.sealed / f"{content}.jsonl").read_bytes().splitlines() if x.strip()]
         for k, item in enumerate(items):
             sealed[task_id(item, f"{meta['exam']}/test", k)] = item_text(item)
+            of[task_id(item, f"{meta['exam']}/test", k)] = content
     index = LeakIndex.build(sealed)
     with tempfile.NamedTemporaryFile(dir=home.root, suffix=".jsonl") as f:
         f.write(payload)
@@ -259,7 +262,16 @@ def leaks(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
         source = Source(name=str(req.get("name", "")), kind=str(req.get("kind", "dataset")), rows=f.name,
                         columns=req.get("columns"), fingerprint="")
         found = [(label, min(hit)) for label, row in rows_of(source) if (hit := index.find(row))]
+    named = found[0][1] if found else None
+    # every answer is counted where the agent cannot edit it: an answer says which of the rows sent
+    # hold a sealed item, so many answers can find the split's items; the count goes into every read's
+    # signed statement (:func:`monte.grader.home.leak_checks`), where a reviewer sees a probed split
+    with homes.locked(home), open(home.root / homes.LEAK_LOG, "a", encoding="utf-8") as log:
+        log.write(json.dumps({"at": _now(), "contents": contents, "source": hashlib.sha256(payload).hexdigest(),
+                              "leaks": len(found), "named": named, "named_content": of.get(named or "")},
+                             sort_keys=True) + "\n")
     return {"leaks": len(found), "example": list(found[0]) if found else None}
+
 
 
 # --- read ----------------------------------------------------------------------------------------

@@ -61,7 +61,9 @@ def grade_read(home: Home, run: str, loaded: tuple[Any, Any] | None = None) -> d
                  "read": started["read"], "target": started["target"], "weights": started["weights"],
                  "weights_id": started["weights_id"], "settings_sha256": hashlib.sha256(canonical(s)).hexdigest(),
                  "samples": samples_per_item(s), "score": score, "n": len(tasks), "outcomes_sha256": outcomes_sha256(tasks),
-                 "delta": _delta(home, started, tasks), "started_at": started["started_at"]}
+                 "delta": _delta(home, started, tasks), "started_at": started["started_at"],
+                 # what the leak check has told of this split so far: a probed split shows in the record
+                 "leak_checks": homes.leak_checks(home, started["content"])}
     signature = ssh_sign(home.key, canonical(statement), "monte-grader").decode()
     homes.append(home, run, {"statement": {"statement": statement, "signature": signature},
                              "outcomes": {"outcomes": tasks}}, f"read {started['read']} finished: {run}")

@@ -185,6 +185,8 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     reads = _test_reads(s)
     assert [x["role"] for x in reads] == ["baseline", "claim"] and all(x["status"] == "succeeded" for x in reads)
     signed = s.grader_reads()[run]["statement"]["statement"]
+    # the leak check's answers are counted there and signed: it named one sealed item (the leaky dataset's)
+    assert signed["leak_checks"]["named"] == 1 and signed["leak_checks"]["sources"] >= 2, signed["leak_checks"]
     mine = next(x for x in reads if x["run"] == run)
     assert mine["score"] == signed["score"] and abs(mine["delta"]["delta"] - signed["delta"]["delta"]) < 1e-12
     assert mine["score"] != sum(t["score"] for t in flipped) / 200  # not the forged file's score

@@ -223,6 +223,11 @@ def test_the_leak_check_runs_on_the_grader_and_names_an_id_not_the_item(home: ho
     found = _ask(home, req, leaky)
     assert found["leaks"] == 1 and found["example"] == ["line 2", "p3"]
     assert items[3]["prompt"] not in json.dumps(found)  # an id comes back, never the sealed text
+    # every answer is counted in the grader's home: two sources, one sealed item named; the same
+    # source again is no new source, and a read's signed statement carries the count (work.py)
+    _ask(home, req, leaky)
+    assert homes.leak_checks(home, content) == {"sources": 2, "named": 1}
+    assert homes.leak_checks(home, "0" * 64) == {"sources": 0, "named": 0}
     assert _ask(home, {**req, "contents": ["0" * 64]}, clean)["error"]["code"] == "E_NOT_FOUND"
 
 
