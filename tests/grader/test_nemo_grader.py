@@ -21,16 +21,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.grader import PYTHON, ROOT, PerUserSshd, Setup, add_user, need_root
+from tests.support.grader import PYTHON, ROOT, Setup, need_root, real_grader
 from tests.support.nemo_checkout import SERVER, checkout
-from tests.support.sshd import Keys
 
 # the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
 pytestmark = pytest.mark.xdist_group("test_nemo_grader")
@@ -60,53 +58,23 @@ def nemo_grader() -> Iterator[Setup]:
     NeMo Gym environment frozen (dev and test) and the grader pinned, before any experiment."""
     need_root()
     venv = _gym_venv()
-    base = Path(tempfile.mkdtemp(prefix="monte-nemo-grader-", dir="/tmp"))
-    os.chmod(base, 0o755)
-    tag = f"{os.getpid() % 100000}"
-    made: list[str] = []
-    root_mode = os.stat("/root").st_mode
-    os.chmod("/root", root_mode | 0o001)  # the interpreter is under /root: traversable, not listable
-    server = None
-    try:
-        gym = checkout(base / "gym", venv)
-        other = checkout(base / "gym-other", venv, version="7")
+
+    def checkouts(base: Path) -> dict[str, Any]:
         # the same files, run by an interpreter without NeMo Gym's dependencies: its servers cannot start
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "bare")], check=True)
-        broken = checkout(base / "gym-broken", venv, runs=base / "bare")
-        grader = add_user(f"mngrader{tag}", base / "grader")
-        made.append(grader.name)
-        agent = add_user(f"mnagent{tag}", base / "agent")
-        made.append(agent.name)
-        home = grader.home / "home"
-        r = grader.monte("grader", "init", str(home), "--threads", "1", "--nemo-gym", str(gym), "--json",
-                         check=True)
-        info = json.loads(r.stdout)
+        return {"gym": checkout(base / "gym", venv), "other": checkout(base / "gym-other", venv, version="7"),
+                "broken": checkout(base / "gym-broken", venv, runs=base / "bare")}
+
+    with real_grader(("mngrader", "mnagent"), prepare=checkouts,
+                     init_args=lambda extra: ("--nemo-gym", str(extra["gym"]))) as setup:
+        gym, info = setup.extra["gym"], setup.extra["info"]
         assert info["nemo_gym"] == "0.4.0" and f"--nemo-gym {gym}" in info["authorized_keys"]
-        ssh_dir = agent.home / ".ssh"
-        agent.run("mkdir", "-m", "700", str(ssh_dir), check=True)
-        agent.run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh_dir / "id_ed25519"), check=True)
-        agent_pub = (ssh_dir / "id_ed25519.pub").read_text().strip()
-        server = PerUserSshd(base / "sshd", Keys.make(base / "sshd-keys"))
-        line = info["authorized_keys"].replace("AGENT_PUBLIC_KEY", agent_pub)
-        (server.folder / f"authorized_keys.{grader.name}").write_text(line + "\n")
-        server.start()
-        repo = agent.home / "repo"
-        setup = Setup(base, grader, agent, home, info["public_key"], server, repo, ssh_dir / "id_ed25519",
-                      extra={"line": line, "gym": gym, "other": other, "broken": broken})
-        agent.run("git", "init", "-q", "-b", "main", str(repo), check=True)
         # seed 2: the tiny model whose answers to these rows differ (seed 0 answers each the same)
         for args in (("init",), ("model", "init", "base-model", "--size", "tiny", "--seed", "2"),
                      ("env", "add", "--dev", f"server:{SERVER}", "--test", f"server:{SERVER}", "--as", SERVER),
-                     ("config", "set", "grader", setup.url, "--key", info["public_key"])):
+                     ("config", "set", "grader", setup.url, "--key", setup.public_key)):
             setup.agent_monte(*args, check=True, MONTE_LOCAL=str(gym))
         yield setup
-    finally:
-        if server is not None:
-            server.stop()
-        for name in made:
-            subprocess.run(["userdel", name], capture_output=True)
-        os.chmod("/root", root_mode)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def _forced_command(s: Setup, nemo_gym: Path | None) -> None:

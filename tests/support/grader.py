@@ -9,17 +9,21 @@ this machine: its folder is made traversable (o+x, not listable) for the module,
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.sshd import SSHD, SSHD_MISSING, Sshd
+from tests.support.sshd import SSHD, SSHD_MISSING, Keys, Sshd
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -101,3 +105,50 @@ def add_user(name: str, home: Path) -> Account:
     home.mkdir(mode=0o700)
     shutil.chown(home, name, name)
     return Account(name, home)
+
+
+@contextmanager
+def real_grader(users: tuple[str, str], *, prepare: Callable[[Path], dict[str, Any]] | None = None,
+                init_args: Callable[[dict[str, Any]], Sequence[str]] = lambda extra: ()) -> Iterator[Setup]:
+    """A grader's account and an agent's (``users``: their name prefixes), the grader's home made
+    by ``monte grader init --threads 1`` plus ``init_args(extra)``, a loopback sshd whose
+    authorized_keys gives the agent's own key only the forced command, and an empty git repository
+    of the agent's (``Setup.repo``). ``prepare(base)`` runs first, as root, in the module's folder
+    (its answer is ``Setup.extra``, with the authorized_keys ``line`` and ``init``'s answer ``info``).
+    Everything is removed afterwards, the users too."""
+    need_root()
+    base = Path(tempfile.mkdtemp(prefix="monte-grader-", dir="/tmp"))
+    os.chmod(base, 0o755)
+    tag = f"{os.getpid() % 100000}"
+    made: list[str] = []
+    root_mode = os.stat("/root").st_mode
+    os.chmod("/root", root_mode | 0o001)  # the interpreter is under /root: traversable, not listable
+    server = None
+    try:
+        extra = prepare(base) if prepare else {}
+        grader = add_user(f"{users[0]}{tag}", base / "grader")
+        made.append(grader.name)
+        agent = add_user(f"{users[1]}{tag}", base / "agent")
+        made.append(agent.name)
+        home = grader.home / "home"
+        r = grader.monte("grader", "init", str(home), "--threads", "1", *init_args(extra), "--json", check=True)
+        info = json.loads(r.stdout)
+        ssh_dir = agent.home / ".ssh"
+        agent.run("mkdir", "-m", "700", str(ssh_dir), check=True)
+        agent.run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh_dir / "id_ed25519"), check=True)
+        agent_pub = (ssh_dir / "id_ed25519.pub").read_text().strip()
+        server = PerUserSshd(base / "sshd", Keys.make(base / "sshd-keys"))
+        line = info["authorized_keys"].replace("AGENT_PUBLIC_KEY", agent_pub)
+        (server.folder / f"authorized_keys.{grader.name}").write_text(line + "\n")
+        server.start()
+        repo = agent.home / "repo"
+        agent.run("git", "init", "-q", "-b", "main", str(repo), check=True)
+        yield Setup(base, grader, agent, home, info["public_key"], server, repo, ssh_dir / "id_ed25519",
+                    extra={**extra, "line": line, "info": info})
+    finally:
+        if server is not None:
+            server.stop()
+        for name in made:
+            subprocess.run(["userdel", name], capture_output=True)
+        os.chmod("/root", root_mode)
+        shutil.rmtree(base, ignore_errors=True)
