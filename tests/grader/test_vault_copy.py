@@ -31,6 +31,18 @@ from tests.support.grader import PYTHON, Setup
 pytestmark = pytest.mark.xdist_group("test_vault_copy")
 
 
+def _install_elsewhere(s: Setup, tmp_path: Path, env: str) -> Path:
+    """Another machine's clone of the agent's repository (no data root) installing ``env`` from the
+    Vault: refused unless every file it fetches is proven; returns the folder it made."""
+    other = tmp_path / "other"
+    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
+    (other / ".monte").mkdir()
+    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", env, "--json"], cwd=other, capture_output=True,
+                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
+    return other / ".monte" / "environments" / env
+
+
 @pytest.fixture(scope="module")
 def vaults(grader_setup: Setup, emulator: Emulator) -> Iterator[dict[str, Any]]:
     """A bucket Vault on the emulator and a folder Vault, both reachable by the agent and the
@@ -121,13 +133,7 @@ def test_take_replaces_the_buckets_plaintext_split_with_one_encrypted_to_the_gra
     r = s.agent_monte("env", "list", "--vault", "--json", check=True, **env)
     assert [(e["name"], e["complete"], e["lost"]) for e in json.loads(r.stdout)] == [("parity", True, 0)]
     # and another machine installs it from there: every other file proven, the split left to the grader
-    other = tmp_path / "other"
-    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
-    (other / ".monte").mkdir()
-    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", "parity", "--json"], cwd=other, capture_output=True,
-                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
-    folder = other / ".monte" / "environments" / "parity"
+    folder = _install_elsewhere(s, tmp_path, "parity")
     assert (folder / "curriculum.jsonl").is_file() and not (folder / "exams" / "parity" / "test.jsonl").exists()
 
 
@@ -311,13 +317,7 @@ def test_an_lm_eval_exams_task_is_kept_as_one_age_file_and_its_plaintext_leaves_
     finally:
         store.put(f"monte/sealed/{content}.age", blob)
     # another machine installs it from there: the task's other files proven, the sealed ones left out
-    other = tmp_path / "other"
-    shutil.copytree(s.repo, other, symlinks=True, ignore=shutil.ignore_patterns(".monte", "cache"))
-    (other / ".monte").mkdir()
-    r = subprocess.run([PYTHON, "-m", "monte", "env", "install", "lmb", "--json"], cwd=other, capture_output=True,
-                       text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert r.returncode == 0 and json.loads(r.stdout)[0]["action"] == "fetched", r.stdout + r.stderr
-    installed = other / ".monte" / "environments" / "lmb"
+    installed = _install_elsewhere(s, tmp_path, "lmb")
     assert (installed / f"lmeval/{LM_TASK}/data/dev.jsonl").is_file()
     assert not (installed / LM_DOCS).exists() and not (installed / f"exams/{LM_TASK}/test.jsonl").exists()
     # with a grader pinned, `env add` never pushes them: the folder Vault, the data root and DVC's cache
@@ -354,18 +354,12 @@ def test_restore_rebuilds_an_lm_eval_exams_custody_and_it_grades_the_same(
 
     members = _tar_members(sealed_copy.decrypt(good, (s.home / "key").read_bytes()))
     members[LM_DOCS] += b'{"word": "planted", "reversed": "detnalp"}\n'
-    import io
-    import tarfile
+    from tests.grader.test_server import _tar
 
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    altered = _tar(members)
     try:
         for planted, why in ((b"age-encryption.org/v1\nnot an age file", "does not decrypt with this grader's key"),
-                             (sealed_copy.encrypt(buf.getvalue(), s.public_key), "decrypts to other bytes than the "
+                             (sealed_copy.encrypt(altered, s.public_key), "decrypts to other bytes than the "
                               "content signed")):  # anyone can encrypt to the grader's public key
             folder_blob.write_bytes(planted)
             r = s.grader.monte("grader", "restore", vaults["folder"], "--home", str(s.home), "--json", check=True,
