@@ -29,7 +29,7 @@ import hashlib
 import json
 import math
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -183,7 +183,9 @@ class LeakIndex:
     _own: dict[str, int] = field(default_factory=dict)  # label -> how many own n-grams
     _every: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)  # label -> all its n-grams
     _whole: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # tokens -> labels
-    _lengths: set[int] = field(default_factory=set)  # their lengths
+    # the forms of INSERTED_MIN tokens or more by their first two tokens, and by their last two
+    _heads: dict[tuple[str, ...], list[tuple[str, ...]]] = field(default_factory=dict)
+    _tails: dict[tuple[str, ...], list[tuple[str, ...]]] = field(default_factory=dict)
     _rare: dict[tuple[str, ...], list[str]] = field(default_factory=dict)  # rare CUE-gram -> long texts
     _nrare: dict[str, int] = field(default_factory=dict)  # long text -> how many rare CUE-grams
     _weights: dict[str, list[float]] = field(default_factory=dict)  # long text -> each token's weight
@@ -206,7 +208,6 @@ class LeakIndex:
             for form in (toks, canon) if canon != toks and expression else (toks,):
                 # a sealed text is found in either form: `6 + 5 + 0 =` asks `6 + 5 =`, and the reverse
                 idx._whole.setdefault(tuple(form), []).append(label)
-                idx._lengths.add(len(form))
                 head = tuple(form[:3])
                 idx._starts.setdefault(len(head), {}).setdefault(head, []).append((label, form))
             grams = {tuple(toks[i:i + NGRAM]) for i in range(len(toks) - NGRAM + 1)}
@@ -221,6 +222,10 @@ class LeakIndex:
                     idx._grams[g] = label
         for label in idx._grams.values():
             idx._own[label] = idx._own.get(label, 0) + 1
+        for whole in idx._whole:
+            if len(whole) >= INSERTED_MIN:
+                idx._heads.setdefault(whole[:2], []).append(whole)
+                idx._tails.setdefault(whole[-2:], []).append(whole)
         idx._index_long()
         return idx
 
@@ -324,21 +329,45 @@ class LeakIndex:
     def _inserted(self, toks: list[str]) -> set[str]:
         """The sealed texts of at least :data:`INSERTED_MIN` tokens found in a row's tokens with
         one token inserted inside them (``5 - the 3 =``; an inserted operator or number makes
-        another expression, ``8 - - 6 =``): each window one token longer than a sealed text, less
-        one of its inner tokens, looked up whole."""
+        another expression, ``8 - - 6 =``): a window one token longer than a sealed text which,
+        less one of its inner tokens, is the text.
+
+        The token dropped is the window's ``j``-th, 0 < ``j`` < n (the text's length n >= 3), so
+        the text's first two tokens open the window (``j`` >= 2) or its last two close it (n - ``j``
+        >= 2): only the texts that begin or end so at a place are compared, not every window of
+        every length (that cost grew with the square of a text's length: minutes to freeze
+        reasoning_gym's long puzzles)."""
         found: set[str] = set()
-        for n in self._lengths:
-            if n < INSERTED_MIN:
-                continue
-            w = n + 1
-            for i in range(len(toks) - w + 1):
-                if i and _joins(toks[i - 1]):
-                    continue
-                window = toks[i:i + w]
-                for j in range(1, w - 1):
-                    if not _joins(window[j]):
-                        found.update(self._whole.get(tuple(window[:j] + window[j + 1:]), ()))
+        if not self._heads:
+            return found
+        done: set[tuple[int, int]] = set()  # (a form's id, where its window starts): compared
+        for p in range(len(toks) - 1):
+            pair = (toks[p], toks[p + 1])
+            for form in self._heads.get(pair, ()):  # the window starts at p
+                if (id(form), p) not in done:
+                    done.add((id(form), p))
+                    if self._inserted_at(toks, p, form):
+                        found.update(self._whole[form])
+            for form in self._tails.get(pair, ()):  # the window ends at p + 2
+                i = p + 1 - len(form)
+                if i >= 0 and (id(form), i) not in done:
+                    done.add((id(form), i))
+                    if self._inserted_at(toks, i, form):
+                        found.update(self._whole[form])
         return found
+
+    @staticmethod
+    def _inserted_at(toks: list[str], i: int, form: tuple[str, ...]) -> bool:
+        """Whether ``toks[i:i + n + 1]`` less one inner token that is neither an operator nor a
+        number is ``form`` (n tokens), the window not continuing an expression on its left."""
+        n = len(form)
+        if i + n + 1 > len(toks) or (i and _joins(toks[i - 1])):
+            return False
+        window = tuple(toks[i:i + n + 1])
+        head = _agree(lambda m: window[:m] == form[:m], n)  # how many of form's first tokens open the window
+        tail = _agree(lambda m: window[n + 1 - m:] == form[n - m:], n)  # how many of its last ones close it
+        # the j-th token dropped leaves form when form[:j] opens it and form[j:] closes it
+        return any(not _joins(window[j]) for j in range(max(1, n - tail), min(head, n - 1) + 1))
 
 
 #: a sealed text this long or longer is still found with one token inserted inside it
@@ -356,6 +385,19 @@ SIMILAR_OWN = 0.75
 CUE = 3
 RARE = 8
 SIMILAR_RARE = 0.3
+
+
+def _agree(same: Callable[[int], bool], n: int) -> int:
+    """The largest m <= n with ``same(m)``, ``same`` holding up to some m and not after (a
+    binary search of slice comparisons: a long template two texts share costs no loop in Python)."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if same(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _joins(tok: str) -> bool:

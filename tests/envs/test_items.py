@@ -212,3 +212,70 @@ def test_a_frozen_curriculum_holds_no_neutral_padding_of_a_test_item() -> None:
     assert [it["prompt"] for it in curriculum if idx.find({"input": it["prompt"]})] == []
     padded = str(test[0]["prompt"]).replace(" =", " + 0 =")
     assert idx.find({"input": padded, "output": str(test[0]["answer"])}) == {"t/0"}
+
+
+def _inserted_by_every_window(idx: LeakIndex, toks: list[str]) -> set[str]:
+    """The inserted-word rule as it was first written (every window of every sealed length, less
+    each inner token, looked up whole): the reference the indexed lookup must agree with."""
+    from monte.envs.items import INSERTED_MIN, _joins
+
+    found: set[str] = set()
+    for n in {len(form) for form in idx._whole}:
+        if n < INSERTED_MIN:
+            continue
+        for i in range(len(toks) - n):
+            if i and _joins(toks[i - 1]):
+                continue
+            window = toks[i:i + n + 1]
+            for j in range(1, n):
+                if not _joins(window[j]):
+                    found.update(idx._whole.get(tuple(window[:j] + window[j + 1:]), ()))
+    return found
+
+
+def test_the_inserted_word_rule_finds_what_every_window_finds() -> None:
+    """The inserted-word rule compares only the sealed texts that open or close a window (an
+    index by their first and last two tokens); on random rows of a small vocabulary, with sealed
+    texts planted with a word inserted at every place, it finds exactly what comparing every
+    window of every length finds."""
+    import random
+
+    rnd = random.Random(7)
+    vocab = ["a", "b", "c", "the", "+", "=", "3", "7", "("]
+    for _ in range(60):
+        sealed = {f"s{k}": " ".join(rnd.choice(vocab) for _ in range(rnd.randint(2, 9))) for k in range(6)}
+        idx = LeakIndex.build(sealed)
+        for _ in range(15):
+            toks = [rnd.choice(vocab) for _ in range(rnd.randint(0, 30))]
+            text = sealed[rnd.choice(sorted(sealed))].split()
+            at = rnd.randint(0, len(text))
+            planted = toks[:len(toks) // 2] + text[:at] + [rnd.choice(vocab)] + text[at:] + toks[len(toks) // 2:]
+            for row in (toks, planted):
+                assert idx._inserted(row) == _inserted_by_every_window(idx, row), (sealed, row)
+
+
+def test_the_leak_check_of_long_templated_rows_takes_milliseconds() -> None:
+    """Freezing NeMo Gym's reasoning_gym (knights-and-knaves puzzles of a few hundred tokens, one
+    template) spent seven minutes in the inserted-word rule, which tried every window of every
+    sealed length: 400 s of the 416 s of ``monte env add --server reasoning_gym``. 200 such sealed
+    texts against 20 rows now take well under a second (minutes before)."""
+    import random
+    import time
+
+    rnd = random.Random(3)
+    names = [f"name{k}" for k in range(400)]
+    template = ("A very special island is inhabited only by knights and knaves . Knights always tell the truth "
+                "and knaves always lie . You meet {n} inhabitants : {who} . ")
+
+    def puzzle() -> str:
+        who = rnd.sample(names, rnd.randint(20, 60))
+        says = " ".join(f"{w} says that {rnd.choice(names)} is a knave ." for w in who)
+        return template.format(n=len(who), who=" , ".join(who)) + says + " So who is a knight and who is a knave ?"
+
+    idx = LeakIndex.build({f"test/{k}": puzzle() for k in range(200)})
+    rows = [{"question": puzzle()} for _ in range(20)]
+    start = time.process_time()
+    assert [idx.find(r) for r in rows] == [set()] * 20
+    assert time.process_time() - start < 2.0
+    planted = idx.texts["test/5"][:40] + ["the"] + idx.texts["test/5"][40:]
+    assert idx.find({"question": " ".join(planted)}) == {"test/5"}

@@ -207,30 +207,68 @@ def rg_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:
     return "t"
 
 
-def test_grpo_smoke_gets_its_reward_from_the_server(repo: Path, monte, rg_exp: str, gym: Stack,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    e = server_entry(gym.root, "reasoning_gym")
-    assert e is not None
-    with gym_server.GymServer.start(gym, config=e.config, instance=e.instance, server=e.server) as real:
-        proxy = _CountingProxy(real.url)
-        try:
-            monkeypatch.setenv("MONTE_GYM_SERVER_URL", proxy.url)
-            r = monte("train", "--experiment", rg_exp, "--recipe", "grpo-tiny", "--source", "rg", "--smoke",
-                      "--yes", "--json")
-        finally:
-            proxy.close()
+def test_grpo_smoke_starts_its_own_server_gets_each_reward_from_it_and_stops_it(
+        repo: Path, monte, rg_exp: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One smoke run (minutes of the suite's time each) proves the three: monte starts the frozen
+    server, every reward GRPO trains on is one /verify over HTTP to it, and it is gone after."""
+    started: list[gym_server.GymServer] = []
+    posts: list[tuple[int | None, str, int]] = []
+    real_start, real_post = gym_server.GymServer.start.__func__, gym_server.GymServer._post  # type: ignore[attr-defined]
+
+    def start(cls, *a, **k):
+        server = real_start(cls, *a, **k)
+        started.append(server)
+        return server
+
+    def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        status, raw = real_post(self, path, body)  # the bytes on the wire, the server's own answer
+        posts.append((self.proc.pid if self.proc else None, path, status))
+        return status, raw
+
+    monkeypatch.setattr(gym_server.GymServer, "start", classmethod(start))
+    monkeypatch.setattr(gym_server.GymServer, "_post", post)
+    r = monte("train", "--experiment", rg_exp, "--recipe", "grpo-tiny", "--source", "rg", "--smoke", "--yes", "--json")
     assert r.code == 0, r.out
-    # grpo-tiny: 16 completions a step, 3 smoke steps; each reward is one /verify
-    assert proxy.verifies == 48
+    [server] = started  # monte started the one server, no URL was configured
+    assert server.proc is not None
+    # grpo-tiny: 16 completions a step, 3 smoke steps; each reward is one /verify to that server
+    assert posts == [(server.proc.pid, "/verify", 200)] * 48
     run = r.json()["run"]["run"]
     logs = [json.loads(line) for line in (repo / f".monte/runs/{rg_exp}/{run}/events.jsonl").read_text().splitlines()]
     steps = [ev for ev in logs if ev["event"] == "log" and "rewards/nemo_gym_reasoning_gym/mean" in ev]
     assert len(steps) == 3
-
-
-def test_grpo_smoke_starts_and_stops_its_own_server(repo: Path, monte, rg_exp: str) -> None:
-    r = monte("train", "--experiment", rg_exp, "--recipe", "grpo-tiny", "--source", "rg", "--smoke", "--yes", "--json")
-    assert r.code == 0, r.out
-    run = r.json()["run"]["run"]
     assert (repo / f".monte/runs/{rg_exp}/{run}/gym-server.log").is_file()
+    assert server.proc.poll() is not None and not alive(server.proc.pid)  # stopped when the training ended
     assert _launch_pids() == []
+
+
+def test_grpos_reward_comes_from_the_server_a_url_names(gym: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``MONTE_GYM_SERVER_URL`` set, GRPO's reward (``grading.Reward``, what ``monte train``
+    makes) starts no server: each reward is one /verify to the one running there."""
+    from monte.envs import grading
+    from tests.envs.nemo.gymhelp import rows_of
+
+    e = server_entry(gym.root, "mcqa")
+    assert e is not None
+    rows = {f"r{i}": row for i, row in enumerate(rows_of(gym.root, "mcqa"))}
+    # the right letter boxed on every other row (reward 1), a wrong one on the rest
+    answers = [f"\\boxed{{{row['expected_answer'] if i % 2 else 'Z'}}}" for i, row in enumerate(rows.values())]
+    with gym_server.GymServer.start(gym, config=e.config, instance=e.instance, server=e.server) as real:
+        direct = [real.verify(row, a)["reward"] for row, a in zip(rows.values(), answers, strict=True)]
+        proxy = _CountingProxy(real.url)
+
+        def no_start(*a: object, **k: object) -> None:
+            raise AssertionError("a server was started although a URL names one")
+
+        try:
+            monkeypatch.setattr(gym_server.GymServer, "start", no_start)
+            monkeypatch.setenv("MONTE_GYM_SERVER_URL", proxy.url)
+            reward = grading.Reward({"server": "mcqa", "instance": e.instance, "config": e.config}, rows, 1.0)
+            try:
+                got = reward([None] * len(rows), answers, list(rows))
+            finally:
+                reward.close()
+        finally:
+            proxy.close()
+    assert proxy.verifies == len(rows) and reward.server.proc is None
+    assert got == [1.0 if d >= 1.0 else 0.0 for d in direct] and 0.0 in got and 1.0 in got
