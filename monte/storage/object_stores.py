@@ -39,6 +39,8 @@ from typing import Any
 from monte.errors import MonteError, error, in_words, is_network_failure
 
 _CLAIM_STALE_S = 60.0
+#: how long a writer waits for a claim lock before it reads the store's clock to age the others'
+_CLAIM_CLOCK_AFTER_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -471,21 +473,39 @@ class GcsStore(ObjectStore):
         mine = folder + uuid.uuid4().hex
         self.put(mine, b"")
         try:
-            deadline = time.monotonic() + 120
+            start = time.monotonic()
+            deadline = start + 120
+            now: int | None = None  # the store's clock, read while waiting (generations are its timestamps)
             while True:
                 claims = {n: int(s.generation) for n, s in self.list(folder).items()}
-                ref = claims.get(mine, max(claims.values(), default=0))
+                ref = max(claims.get(mine, max(claims.values(), default=0)), now or 0)
                 unit = 1e9 if ref > 1e17 else 1e6  # the emulator stamps nanoseconds, GCS microseconds
-                fresh = sorted((g, n) for n, g in claims.items() if ref - g < _CLAIM_STALE_S * unit)
+                # our own claim is never stale to us; another's is once the store's clock passed it by
+                # a minute (measured against our claim alone, a holder that died just before we came
+                # would stay fresh for as long as we waited)
+                fresh = sorted((g, n) for n, g in claims.items() if n == mine or ref - g < _CLAIM_STALE_S * unit)
                 if fresh and fresh[0][1] == mine:
                     break
                 if time.monotonic() > deadline:
                     raise _storage_error(self, f"{self.what} {self.url}: could not take the lock on {name}",
                                          "another writer holds it; retry")
                 time.sleep(0.02 + 0.05 * (uuid.uuid4().int % 100) / 100)
+                if time.monotonic() - start > _CLAIM_CLOCK_AFTER_S:
+                    now = self._clock()
             yield
         finally:
             self.delete(mine)
+
+    def _clock(self) -> int | None:
+        """The store's clock now: the generation of an empty object written and removed (beside the
+        locks' folders, never in one: no writer takes it for a claim)."""
+        probe = f"monte/.locks/clock/{uuid.uuid4().hex}"
+        self.put(probe, b"")
+        try:
+            st = self.stat(probe)
+            return int(st.generation) if st is not None else None
+        finally:
+            self.delete(probe)
 
 
 def _stat(blob: Any) -> Stat:

@@ -97,3 +97,27 @@ def test_a_read_only_key_fails_the_write_probe(gcs: dict[str, str], read_only_gc
     assert isinstance(store, GcsStore)
     assert store.can_write() is False
     assert store.get("anything") is None  # reads still work
+
+
+def test_a_claim_left_by_a_writer_that_died_just_before_goes_stale_for_the_next(
+        gcs: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulator ignores preconditions, so a create goes through a claim lock. A writer killed
+    while it held one (the results push under `tests/storage/test_results.py`'s killed emulator)
+    left a claim a moment older than the next writer's: measured against the next writer's own
+    claim only, it stayed fresh for as long as that writer waited, which refused after two minutes
+    (E_STORAGE "could not take the lock"). The waiting writer now reads the store's clock."""
+    import hashlib
+    import time
+
+    from monte.storage import object_stores
+
+    monkeypatch.setattr(object_stores, "_CLAIM_STALE_S", 3.0)  # a minute in the product; seconds here
+    store = open_store(gcs["url"] + "/dead", write_key())
+    name = "monte/claims/environments/after-a-death.json"
+    folder = f"monte/.locks/{hashlib.sha256(name.encode()).hexdigest()[:32]}/"
+    store.put(folder + "0" * 32, b"")  # the dead writer's claim, just before ours
+    t0 = time.monotonic()
+    assert store.create(name, b"mine")
+    assert time.monotonic() - t0 < 30, "the dead writer's claim never went stale"
+    assert store.get(name) == b"mine"
+    assert list(store.list("monte/.locks/clock/")) == []  # the clock's probes are removed

@@ -87,8 +87,8 @@ def test_losing_the_name_to_another_writer_writes_nothing_here(repo: Path, vault
 
     real = freeze.prepare
 
-    def prepare_while_another_claims(plan: Any, folder: Path) -> Any:
-        m = real(plan, folder)
+    def prepare_while_another_claims(plan: Any, folder: Path, **kw: Any) -> Any:
+        m = real(plan, folder, **kw)
         open_store(vault, write_key()).create("monte/claims/environments/par.json",
                                               json.dumps({"fingerprint": "0" * 64, "host": "elsewhere"}).encode())
         return m
