@@ -100,7 +100,7 @@ def call(g: Grader, request: dict[str, Any], payload: bytes = b"", *, timeout: f
         done = ssh.execute(conn, SERVE, timeout=timeout, stdin=line + payload)
     finally:
         conn.close()
-    return _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
+    return _answer_of(g, done)
 
 
 def held_call(g: Grader, request: dict[str, Any], payload: bytes, go: Any, *,
@@ -120,7 +120,7 @@ def held_call(g: Grader, request: dict[str, Any], payload: bytes, go: Any, *,
             raw = conv.readline(timeout=LOAD_TIMEOUT_S)
             if raw is None:  # it exited without a word: what it printed says why
                 done = conv.finish(timeout=10)
-                first = _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
+                first = _answer_of(g, done)
             else:
                 first = _answer(g, [raw.decode("utf-8", "replace")], 0, "")
             go(first)
@@ -131,7 +131,7 @@ def held_call(g: Grader, request: dict[str, Any], payload: bytes, go: Any, *,
         done = conv.finish(timeout=timeout)
     finally:
         conn.close()
-    return _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
+    return _answer_of(g, done)
 
 
 def _connect(g: Grader) -> Any:
@@ -139,6 +139,11 @@ def _connect(g: Grader) -> Any:
 
     key_file = os.environ.get("MONTE_GRADER_KEY_FILE") or os.environ.get("MONTE_SSH_KEY_FILE")
     return ssh.connect(g.host, user=g.user, port=g.port, key_file=key_file, connect_timeout=15)
+
+
+def _answer_of(g: Grader, done: Any) -> dict[str, Any]:
+    """The grader's answer: the last line a finished session (``ssh.Completed``) printed."""
+    return _answer(g, done.stdout.strip().splitlines()[-1:], done.exited, done.stderr or done.stdout)
 
 
 def _answer(g: Grader, last: list[str], exited: int, said: str) -> dict[str, Any]:
@@ -409,7 +414,7 @@ def run_test_read(ws: Workspace, plan: Any, *, on_transition: Any = None) -> Any
     nemo.require_version(said, grader, g.label)  # its NeMo Gym is the one frozen
     locate.remember(ws, plan.base_register, plan.base_folder)
     # a base no record knows by its weights: its fingerprint comes from the grader's copy (below)
-    unchecked = bool(getattr(plan, "behaviour_unchecked", False))
+    unchecked = plan.behaviour_unchecked
     if not unchecked:
         ensure_base(ws.store, plan.experiment, plan.base_model, plan.base_files, cohort=plan.cohort,
                     weights=plan.weights or None, folder=Path(plan.base_folder) if plan.base_folder else None)

@@ -273,7 +273,6 @@ def leaks(home: Home, req: dict[str, Any], payload: bytes) -> dict[str, Any]:
     return {"leaks": len(found), "example": list(found[0]) if found else None}
 
 
-
 # --- read ----------------------------------------------------------------------------------------
 
 
@@ -479,13 +478,14 @@ def _hold(home: Home, run: str, worker: subprocess.Popen[bytes], talk: tuple[IO[
 
 
 def _go(worker: subprocess.Popen[bytes]) -> None:
-    """The ``started`` record is in: the held worker reads (it checks that record itself, so a lost
-    go, this process killed, only delays nothing: it finds the record and reads)."""
+    """The ``started`` record is in: the held worker reads. It decides by that record, not by this
+    message: were this process killed before writing it, the worker's input ends, it finds the
+    record, and reads all the same."""
     assert worker.stdin is not None
     try:
         worker.stdin.write(b"go\n")
         worker.stdin.close()
-    except OSError:  # it died loading: its log says why, and the read is recorded failed below
+    except OSError:  # it died after answering its fingerprint: its log says why
         pass
 
 

@@ -245,82 +245,26 @@ def execute(conn: fabric.Connection, cmd: str, *, timeout: float, stdin: bytes |
     is ``E_BOX``. With ``hide=False`` the output is also copied to this process's stdout/stderr
     as it arrives.
     """
-    import paramiko
-
-    _open(conn)
-    transport = conn.transport
-    assert transport is not None
-    what = _label(cmd)
     deadline = time.monotonic() + timeout
+    conv = Conversation(conn, cmd, timeout=timeout, hide=hide)
     try:
-        chan = transport.open_session(timeout=timeout)
-    except (paramiko.SSHException, EOFError, OSError) as e:
-        raise _dropped(conn, what, e) from None
-    out, err = bytearray(), bytearray()
-    pause = _POLL_S
-    echo: list[tuple[IO[str], codecs.IncrementalDecoder]] = []
-    if not hide:
-        echo = [(sys.stdout, codecs.getincrementaldecoder("utf-8")("replace")),
-                (sys.stderr, codecs.getincrementaldecoder("utf-8")("replace"))]
-    try:
-        chan.settimeout(max(0.1, timeout))  # bounds sendall when the command never reads stdin
-        chan.exec_command(cmd)
         if stdin:
-            try:
-                chan.sendall(stdin)
-            except OSError:
-                # The command exited (or closed stdin) before reading it all: its exit status
-                # says what went wrong; a dropped connection is caught below.
-                if not transport.is_active():
-                    raise
-        chan.shutdown_write()
-        while True:
-            progressed = False
-            while chan.recv_ready():
-                data = chan.recv(65536)
-                out += data
-                progressed = True
-                if echo:
-                    echo[0][0].write(echo[0][1].decode(data))
-                    echo[0][0].flush()
-            while chan.recv_stderr_ready():
-                data = chan.recv_stderr(65536)
-                err += data
-                progressed = True
-                if echo:
-                    echo[1][0].write(echo[1][1].decode(data))
-                    echo[1][0].flush()
-            if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                break
-            if time.monotonic() > deadline:
-                raise error("E_BOX", f"{what} did not finish within {timeout:g}s on {_where(conn)}",
-                            "check the box (monte box status; ssh in and look), or allow longer")
-            if progressed:
-                pause = _POLL_S
-            else:  # back off while a long command is quiet; wake quickly while it talks
-                time.sleep(pause)
-                pause = min(pause * 2, _POLL_MAX_S)
-        # paramiko reports -1 for a channel that closed without an exit status: either the
-        # connection died under it, or the command was killed by a signal (exit-signal).
-        status = chan.recv_exit_status() if chan.status_event.is_set() else -1
-        if status == -1 and _transport_died(transport):
-            raise _dropped(conn, what)
-    except MonteError:
+            conv.send(stdin)
+    except BaseException:
+        conv.close()
         raise
-    except (paramiko.SSHException, EOFError, OSError) as e:
-        raise _dropped(conn, what, e) from None
-    finally:
-        chan.close()
-    return Completed(status, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+    return conv.finish(timeout=timeout, deadline=deadline)
 
 
 class Conversation:
     """One remote command whose stdin stays open for a reply: a request, an answer line, a reply,
     then its end (the grader's read of a new base: the weights, the fingerprint of the copy it
     loaded, then the go once that fingerprint was checked here). Closing it before :meth:`finish`
-    closes the command's stdin: the command sees an end of input and withdraws."""
+    closes the command's stdin: the command sees an end of input and withdraws. :func:`execute`
+    is the one-shot case: the input sent, then the end. With ``hide=False`` the output is also
+    copied to this process's stdout/stderr as it arrives."""
 
-    def __init__(self, conn: fabric.Connection, cmd: str, *, timeout: float) -> None:
+    def __init__(self, conn: fabric.Connection, cmd: str, *, timeout: float, hide: bool = True) -> None:
         import paramiko
 
         _open(conn)
@@ -328,11 +272,18 @@ class Conversation:
         assert transport is not None
         self.conn, self.what, self.transport = conn, _label(cmd), transport
         self.out, self.err = bytearray(), bytearray()
+        self.echo: list[tuple[IO[str], codecs.IncrementalDecoder]] = [] if hide else [
+            (sys.stdout, codecs.getincrementaldecoder("utf-8")("replace")),
+            (sys.stderr, codecs.getincrementaldecoder("utf-8")("replace"))]
         try:
             self.chan = transport.open_session(timeout=timeout)
-            self.chan.settimeout(max(0.1, timeout))
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            raise _dropped(conn, self.what, e) from None
+        try:
+            self.chan.settimeout(max(0.1, timeout))  # bounds sendall when the command never reads stdin
             self.chan.exec_command(cmd)
         except (paramiko.SSHException, EOFError, OSError) as e:
+            self.chan.close()
             raise _dropped(conn, self.what, e) from None
 
     def send(self, data: bytes) -> None:
@@ -343,63 +294,78 @@ class Conversation:
         except (paramiko.SSHException, EOFError, OSError) as e:
             if not self.transport.is_active():
                 raise _dropped(self.conn, self.what, e) from None
-            # the command exited before reading it all: its exit status and output say why
+            # the command exited (or closed stdin) before reading it all: its exit status and
+            # output say what went wrong
 
     def _pump(self) -> bool:
         progressed = False
         while self.chan.recv_ready():
-            self.out += self.chan.recv(65536)
+            data = self.chan.recv(65536)
+            self.out += data
             progressed = True
+            self._echo(0, data)
         while self.chan.recv_stderr_ready():
-            self.err += self.chan.recv_stderr(65536)
+            data = self.chan.recv_stderr(65536)
+            self.err += data
             progressed = True
+            self._echo(1, data)
         return progressed
+
+    def _echo(self, k: int, data: bytes) -> None:
+        if self.echo:
+            stream, decoder = self.echo[k]
+            stream.write(decoder.decode(data))
+            stream.flush()
 
     def _exited(self) -> bool:
         return bool(self.chan.exit_status_ready() and not self.chan.recv_ready()
                     and not self.chan.recv_stderr_ready())
 
+    def _wait(self, done: Any, deadline: float, late: MonteError) -> bool:
+        """Pump until ``done()``: True then, False when the command exited first; ``late`` when
+        the deadline passes. Back off while the command is quiet, wake quickly while it talks."""
+        pause = _POLL_S
+        while True:
+            progressed = self._pump()
+            if done():
+                return True
+            if self._exited():
+                return False
+            if time.monotonic() > deadline:
+                raise late
+            if progressed:
+                pause = _POLL_S
+            else:
+                time.sleep(pause)
+                pause = min(pause * 2, _POLL_MAX_S)
+
     def readline(self, *, timeout: float) -> bytes | None:
         """The next line the command wrote (without its newline); None when it exited first."""
         import paramiko
 
-        deadline, pause = time.monotonic() + timeout, _POLL_S
+        late = error("E_BOX", f"{self.what} said nothing within {timeout:g}s on {_where(self.conn)}",
+                     "check the machine it runs on, or allow longer")
         try:
-            while b"\n" not in self.out:
-                if self._pump():
-                    pause = _POLL_S
-                    continue
-                if self._exited():
-                    return None
-                if time.monotonic() > deadline:
-                    raise error("E_BOX", f"{self.what} said nothing within {timeout:g}s on {_where(self.conn)}",
-                                "check the machine it runs on, or allow longer")
-                time.sleep(pause)
-                pause = min(pause * 2, _POLL_MAX_S)
+            if not self._wait(lambda: b"\n" in self.out, time.monotonic() + timeout, late):
+                return None
         except (paramiko.SSHException, EOFError, OSError) as e:
             raise _dropped(self.conn, self.what, e) from None
         line, _, rest = bytes(self.out).partition(b"\n")
         self.out = bytearray(rest)
         return line
 
-    def finish(self, *, timeout: float) -> Completed:
-        """Close the command's stdin and wait for its end: what it wrote after the lines read."""
+    def finish(self, *, timeout: float, deadline: float | None = None) -> Completed:
+        """Close the command's stdin and wait for its end (at most ``timeout`` seconds, or until
+        ``deadline``, a ``time.monotonic()``): what it wrote after the lines read."""
         import paramiko
 
-        deadline, pause = time.monotonic() + timeout, _POLL_S
+        late = error("E_BOX", f"{self.what} did not finish within {timeout:g}s on {_where(self.conn)}",
+                     "check the box (monte box status; ssh in and look), or allow longer")
         try:
             self.chan.shutdown_write()
-            while True:
-                if self._pump():
-                    pause = _POLL_S
-                    continue
-                if self._exited():
-                    break
-                if time.monotonic() > deadline:
-                    raise error("E_BOX", f"{self.what} did not finish within {timeout:g}s on {_where(self.conn)}",
-                                "check the machine it runs on, or allow longer")
-                time.sleep(pause)
-                pause = min(pause * 2, _POLL_MAX_S)
+            self._wait(lambda: False, deadline if deadline is not None else time.monotonic() + timeout, late)
+            # paramiko reports -1 for a channel that closed without an exit status: either the
+            # connection died under it, or the command was killed by a signal (exit-signal).
             status = self.chan.recv_exit_status() if self.chan.status_event.is_set() else -1
             if status == -1 and _transport_died(self.transport):
                 raise _dropped(self.conn, self.what)
