@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 #: raw in a JSON string they are valid, but line splitters break at the first three, and UTF-8
@@ -65,3 +66,19 @@ def load_lines(raw: bytes) -> list[Any]:
     """Every line of ``raw`` parsed. Raises ``ValueError`` (``UnicodeDecodeError`` and
     ``JSONDecodeError`` included) on bytes that are not UTF-8 JSON lines."""
     return [json.loads(line) for line in split_lines(raw.decode("utf-8"))]
+
+
+def log_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of an append-only log, in order: none where the file cannot be read, and a
+    line that is no JSON object (a write cut short) passed over."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    for line in split_lines(text):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            yield doc

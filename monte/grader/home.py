@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from monte.errors import error
+from monte.jsonl import log_records
 from monte.ledger.grader_statement import canonical
 
 REF_NAME = b"refs/heads/reads"
@@ -184,15 +185,7 @@ def leak_checks(home: Home, content: str) -> dict[str, int]:
     named (``named``: each answer that finds a leak names one). Signed into every read's statement."""
     sources: set[str] = set()
     named: set[str] = set()
-    try:
-        lines = (home.root / LEAK_LOG).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        lines = []
-    for line in lines:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
+    for rec in log_records(home.root / LEAK_LOG):
         if content in (rec.get("contents") or []):
             sources.add(str(rec.get("source")))
             if rec.get("named") and rec.get("named_content") == content:

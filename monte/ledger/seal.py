@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from monte.hashing import sha256_bytes
+from monte.jsonl import log_records
 from monte.ledger.exam_ids import EXAM_ID_VERSION, exam_keys
 from monte.ledger.experiment import Ledger, experiment_names
 from monte.ledger.predicates import is_test_read, is_test_read_dict  # noqa: F401  (where callers look)
@@ -472,17 +473,7 @@ def _leak_records(store: Store) -> Iterator[dict[str, Any]]:
                     continue
                 if isinstance(doc, dict):
                     yield doc
-    try:
-        lines = _leak_log(store).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            yield doc
+    yield from log_records(_leak_log(store))
 
 
 def _ledger_refs(store: Store) -> list[str]:
