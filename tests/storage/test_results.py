@@ -15,6 +15,7 @@ from monte.ledger.experiment import Ledger
 from monte.ledger.store import Store
 from monte.storage.keys import write_key
 from monte.storage.object_stores import open_store
+from tests.support.gcs_emulator import Outage
 from tests.support.helpers import append_evals, git, monte_proc, new_machine, snapshot_state
 
 
@@ -107,20 +108,22 @@ def test_racing_pushes_from_two_clones_lose_nothing(laptop: Path, monte: Any, mo
     assert _runs(third) == set(a + b)
 
 
-def test_killing_the_emulator_mid_push_loses_and_duplicates_nothing(
+def test_gcs_vanishing_mid_push_loses_and_duplicates_nothing(
         laptop: Path, monte: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, emulator: Any) -> None:
     runs = append_evals(laptop, 40)
+    outage = Outage(emulator.port)  # GCS vanishing from the network (see Outage for why not a kill)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", outage.host)
     proc = subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main(['push', '--json'])"],
                             cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.6)
-    emulator.kill()
+    outage.cut()
     try:
         out, _ = proc.communicate(timeout=120)
-        assert proc.returncode in (0, 7), out  # done before the kill, or a clean E_STORAGE
+        assert proc.returncode in (0, 7), out  # done before the cut, or a clean E_STORAGE
         if proc.returncode == 7:
             assert '"E_STORAGE"' in out
     finally:
-        emulator.start()
+        outage.restore()
     r = monte("push", "--json")
     assert r.code == 0, r.out
     box = _box(laptop, tmp_path)

@@ -10,12 +10,14 @@ these tests fake anything about GCS.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -61,10 +63,15 @@ class Emulator:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [EMULATOR, "-d", str(self.data_dir), "start", "--host", "127.0.0.1", "--port", str(self.port), "-q"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        _wait(self.port)
+        log = self.data_dir.parent / f"{self.data_dir.name}.log"
+        with open(log, "ab") as err:
+            self.proc = subprocess.Popen(
+                [EMULATOR, "-d", str(self.data_dir), "start", "--host", "127.0.0.1", "--port", str(self.port), "-q"],
+                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        try:
+            _wait(self.port)
+        except RuntimeError as e:
+            raise RuntimeError(f"{e}; its stderr: {log.read_text(errors='replace')[-2000:]}") from None
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -78,6 +85,86 @@ class Emulator:
                                      headers={"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=10).read()
         return name
+
+
+class Outage:
+    """A TCP forwarder in front of the emulator whose ``cut()`` drops every connection and stops
+    listening, as GCS going away from the network looks to a client; ``restore()`` listens again
+    on the same port.
+
+    A test that needs GCS to vanish mid-request cuts this instead of killing the emulator: the
+    emulator rewrites its whole metadata file in place on every write, so a SIGKILL mid-write
+    leaves it unable to start again (real GCS commits each object atomically)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = _free_port()
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    @property
+    def host(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", self.port))
+        ls.listen(64)
+        self._listener = ls
+        threading.Thread(target=self._accept, args=(ls,), daemon=True).start()
+
+    def _accept(self, ls: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = ls.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        if self._listener is not None:  # shutdown wakes the accept; close alone keeps it listening
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for c in conns:  # shutdown wakes the pump blocked in recv; close alone would not
+            with contextlib.suppress(OSError):
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+            c.close()
+
+    def close(self) -> None:
+        self.cut()
 
 
 class ReadOnlyProxy:
