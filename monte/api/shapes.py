@@ -146,12 +146,14 @@ class Rerun(Result):
 
 @dataclass(frozen=True)
 class Recovered(Result):
-    """One finish ``monte recover`` recorded (or found stopped meanwhile)."""
+    """One finish ``monte recover`` recorded (or found stopped meanwhile, or still running on a
+    grader). ``error``: why a read recorded ``failed`` failed."""
 
     run: str
     status: str
     score: float | None
     n: int | None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

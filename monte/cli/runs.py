@@ -272,7 +272,11 @@ def _recovered(r: list[Recovered]) -> None:
     if not r:
         click.echo("nothing to recover: every finished run is recorded")
     for x in r:
-        click.echo(f"{x.run}: recorded {x.status}" + (f", score {x.score:.4f} (n={x.n})" if x.score is not None else ""))
+        if x.status == "running":  # a test read still running on the grader: recorded once it ends
+            click.echo(f"{x.run}: still running on the grader; run `monte recover` again once it ends")
+            continue
+        click.echo(f"{x.run}: recorded {x.status}" + (f", score {x.score:.4f} (n={x.n})" if x.score is not None else "")
+                   + (f": {x.error}" if x.error else ""))
 
 
 @click.command()

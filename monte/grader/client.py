@@ -551,7 +551,9 @@ def record(ws: Workspace, g: Grader, ledger: Any, row: Any, answer: dict[str, An
 
 def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
     """Every test read of ``experiment`` started here and not finished: fetched from the grader
-    by run id, and recorded when it finished there."""
+    by run id and recorded: its signed result, or ``failed`` with the grader's why (a read that
+    failed there, a worker killed without a word, a read it never received). A read still running
+    there is reported so and recorded later."""
     from monte.ledger.experiment import Ledger
     from monte.ledger.predicates import is_test_read
 
@@ -569,11 +571,17 @@ def recover(ws: Workspace, experiment: str) -> list[dict[str, Any]]:
             if exc.code != "E_NOT_FOUND":
                 raise
             # the request never reached the grader (the connection failed first): nothing was read there
-            _fail(ledger, row, "the grader never received this read")
-            out.append({"run": row.run, "status": "failed", "score": None, "n": None})
+            why = "the grader never received this read"
+            _fail(ledger, row, why)
+            out.append({"run": row.run, "status": "failed", "score": None, "n": None, "error": why})
             continue
         if answer.get("status") == "running":
             out.append({"run": row.run, "status": "running", "score": None, "n": None})
+            continue
+        if answer.get("status") == "failed":  # recorded with the grader's why; the next read is recovered too
+            why = f"the grader's read failed: {answer.get('error')}"
+            _fail(ledger, row, why)
+            out.append({"run": row.run, "status": "failed", "score": None, "n": None, "error": why})
             continue
         done = record(ws, g, ledger, row, answer)
         out.append({"run": done.run, "status": done.status, "score": done.score, "n": done.n})

@@ -8,7 +8,9 @@
   nothing the agent's ledger says can grant a read here;
 - ``sealed/<sha256>.jsonl`` (+ ``.json``, what grades it): the sealed splits in custody;
 - ``weights/<run>/``: the copy of the weights a read received, hashed as written and loaded
-  from exactly there (removed once graded).
+  from exactly there (removed once graded);
+- ``locks/<run>.lock``: the read's liveness: locked from before its ``started`` record until its
+  worker exits (:func:`lock_run`), so a worker killed without a word is found (:func:`worker_ended`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Home:
 
     def weights(self, run: str) -> Path:
         return self.root / "weights" / run
+
+    def run_lock(self, run: str) -> Path:
+        return self.root / "locks" / f"{run}.lock"
 
     def public_key(self) -> str:
         return " ".join((self.root / "key.pub").read_text().split()[:2])
@@ -100,6 +105,43 @@ def locked(home: Home) -> Iterator[None]:
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def lock_run(home: Home, run: str) -> int:
+    """Lock read ``run``'s liveness file and return its descriptor. The server takes it before the
+    ``started`` record and its worker inherits it (``pass_fds``), so the lock is held until the
+    last of them exits: a worker killed by SIGKILL (out of memory, a reboot), or a server killed
+    before it started one, leaves it free, and :func:`worker_ended` finds the read over."""
+    path = home.run_lock(run)
+    path.parent.mkdir(exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise error("E_CONFLICT", f"the grader is already reading run {run}", "fetch it: `monte recover EXP`") from None
+    return fd
+
+
+@contextmanager
+def worker_ended(home: Home, run: str) -> Iterator[bool]:
+    """Whether read ``run``'s worker has ended (its liveness lock is free); while the block runs
+    the lock is held here, so no worker of that run can start meanwhile. False while one holds it,
+    and for a read started by a monte that kept no lock (its record alone says where it stands)."""
+    try:
+        fd = os.open(home.run_lock(run), os.O_RDWR)
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
         os.close(fd)
 
 

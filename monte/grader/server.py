@@ -391,6 +391,9 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
         raise error("E_CONFLICT", f"the grader already holds weights for run {run}", "fetch it: `monte recover EXP`")
     hold = bool(req.get("hold"))
     worker: subprocess.Popen[bytes] | None = None
+    # the read's liveness, locked before its `started` record and inherited by its worker: a worker
+    # that dies without a word (SIGKILL: out of memory, a reboot) leaves it free, and `fetch` records why
+    lock = homes.lock_run(home, run)
     old = os.umask(0o077)
     try:
         hub = req.get("hub")
@@ -415,10 +418,15 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
                    **({"hub": hub} if hub and not payload else {})}
         if hold and talk is not None:  # a new base: loaded, and its fingerprint answered, before anything is spent
             check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
-            worker = _worker(home, run, threads, hold=True)
+            worker = _worker(home, run, threads, hold=True, lock=lock)
             _hold(home, run, worker, talk)
         with homes.locked(home):
             which = check_budget(homes.records(home), run=run, content=content, cohort=cohort, role=role, wid=wid)
+            if worker is not None and worker.poll() is not None:  # it died holding the loaded copy: nothing read
+                raise error("E_REFUSED", f"the grader's worker for read {run} ended before the read started "
+                            f"(exit {worker.returncode}); the grader recorded nothing",
+                            f"the grader's logs/{run}.log (in its home) says why it ended; fix that, then run "
+                            "`monte eval --split test` again")
             started = {**started, "read": which, "started_at": _now()}
             homes.append(home, run, {"started": started}, f"read {which} started: {run}")
     except BaseException:
@@ -427,27 +435,34 @@ def read(home: Home, req: dict[str, Any], payload: bytes, *, threads: int | None
             worker.wait()
         if not any(r == run for r in homes.records(home)):
             shutil.rmtree(dest, ignore_errors=True)
+        os.close(lock)
         raise
     finally:
         os.umask(old)
-    if worker is None:
-        worker = _worker(home, run, threads, hold=False)
-    else:
-        _go(worker)
-    worker.wait()
+    try:
+        if worker is None:
+            worker = _worker(home, run, threads, hold=False, lock=lock)
+        else:
+            _go(worker)
+    finally:
+        os.close(lock)  # the worker holds it now: the lock is free once it exits, however it ends
+    # a worker that ended without a result (killed, or it could not write one) is recorded failed here
+    settle(home, run, exit=worker.wait())
     return fetch(home, run)
 
 
-def _worker(home: Home, run: str, threads: int | None, *, hold: bool) -> subprocess.Popen[bytes]:
+def _worker(home: Home, run: str, threads: int | None, *, hold: bool, lock: int) -> subprocess.Popen[bytes]:
     """The read's worker, in a session of its own (it completes if this process, or the client,
     dies). ``hold``: it loads the weights, writes their fingerprint on its stdout, and reads only
-    once the ``started`` record is in (:func:`_go`); else it reads at once (``started`` is in)."""
+    once the ``started`` record is in (:func:`_go`); else it reads at once (``started`` is in).
+    ``lock``: the read's liveness lock (:func:`monte.grader.home.lock_run`), inherited: held until
+    the worker exits."""
     log = home.root / "logs"
     log.mkdir(exist_ok=True, mode=0o700)
     with open(log / f"{run}.log", "ab") as err:
         env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
         return subprocess.Popen([sys.executable, "-m", "monte.grader.work", str(home.root), run,
-                                 *(["--hold"] if hold else [])], env=env,
+                                 *(["--hold"] if hold else [])], env=env, pass_fds=(lock,),
                                 stdin=subprocess.PIPE if hold else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE if hold else err, stderr=err, start_new_session=True)
 
@@ -491,16 +506,56 @@ def _go(worker: subprocess.Popen[bytes]) -> None:
 
 def fetch(home: Home, run: str) -> dict[str, Any]:
     """A read's state by run id: ``running``, ``failed`` (why), or ``finished`` with its signed
-    statement and per-item outcomes."""
-    rec = homes.records(home).get(_run_id(run))
+    statement and per-item outcomes. A read whose worker ended without a result is recorded
+    ``failed`` first (:func:`settle`): it is never ``running`` forever."""
+    run = _run_id(run)
+    rec = homes.records(home).get(run)
     if rec is None:
         raise error("E_NOT_FOUND", f"the grader holds no read {run}", "list the runs with `monte status`")
+    if "statement" not in rec and "failed" not in rec:
+        settle(home, run)
+        rec = homes.records(home)[run]
     if "statement" in rec:
         return {"status": "finished", "statement": rec["statement"]["statement"],
                 "signature": rec["statement"]["signature"], "outcomes": rec["outcomes"]["outcomes"]}
     if "failed" in rec:
         return {"status": "failed", "error": rec["failed"]["error"]}
     return {"status": "running"}
+
+
+def settle(home: Home, run: str, *, exit: int | None = None) -> None:
+    """Record read ``run`` failed when its worker ended without writing a result (its liveness lock
+    is free: :func:`monte.grader.home.worker_ended`), with why, and remove its weights copy. The
+    test read stays spent, as every failed read's does. ``exit``: the worker's exit status, when
+    this process waited for it (else unknown: the server that started it is gone too)."""
+    import shutil
+
+    with homes.worker_ended(home, run) as ended:
+        if not ended:
+            return
+        with homes.locked(home):  # the record read again under the writers' lock: one finish, never two
+            rec = homes.records(home).get(run)
+            if rec is None or "statement" in rec or "failed" in rec:
+                return
+            homes.append(home, run, {"failed": {"error": _ended_why(run, exit), "exit": exit}},
+                         f"read failed: {run} (its worker ended without a result)")
+        shutil.rmtree(home.weights(run), ignore_errors=True)
+        shutil.rmtree(home.root / "weights" / f"{run}.hub", ignore_errors=True)
+
+
+def _ended_why(run: str, exit: int | None) -> str:
+    if exit is None:
+        how = "its exit status is unknown: the grader's server that started it is gone too"
+    elif exit < 0:
+        try:
+            name = signal.Signals(-exit).name
+        except ValueError:
+            name = f"signal {-exit}"
+        how = f"killed by {name}" + (" (out of memory, or killed by hand)" if exit == -signal.SIGKILL else "")
+    else:
+        how = f"exit status {exit}"
+    return (f"the read's worker on the grader ended without a result ({how}); the test read stays spent; the "
+            f"grader's logs/{run}.log (in its home) says what it did last")
 
 
 def _now() -> str:

@@ -2,6 +2,9 @@
 HOME RUN``): started by :func:`monte.grader.server.read` after the ``started`` record, it loads
 the weights from the copy the server hashed, generates with the frozen settings, grades, records
 the result in the grader's ledger and signs the statement. A client that dies does not stop it.
+It inherits the read's liveness lock (:func:`monte.grader.home.lock_run`) and holds it until it
+exits: a worker killed before it could write ``failed`` is found by the lock left free, and
+:func:`monte.grader.server.settle` records why.
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ def grade_read(home: Home, run: str, loaded: tuple[Any, Any] | None = None) -> d
                  # what the leak check has told of this split so far: a probed split shows in the record
                  "leak_checks": homes.leak_checks(home, started["content"])}
     signature = ssh_sign(home.key, canonical(statement), "monte-grader").decode()
-    homes.append(home, run, {"statement": {"statement": statement, "signature": signature},
-                             "outcomes": {"outcomes": tasks}}, f"read {started['read']} finished: {run}")
+    with homes.locked(home):  # one writer of the grader's ledger: another read's `started` may land meanwhile
+        homes.append(home, run, {"statement": {"statement": statement, "signature": signature},
+                                 "outcomes": {"outcomes": tasks}}, f"read {started['read']} finished: {run}")
     shutil.rmtree(folder, ignore_errors=True)  # the hashes are recorded; the bytes are the agent's anyway
     return statement
 
@@ -138,7 +142,8 @@ def main(argv: list[str]) -> int:
     try:
         grade_read(home, run, loaded)
     except BaseException as e:  # a read that cannot finish is recorded as failed: its touch stays spent
-        homes.append(home, run, {"failed": {"error": f"{type(e).__name__}: {e}"[:2000]}}, f"read failed: {run}")
+        with homes.locked(home):
+            homes.append(home, run, {"failed": {"error": f"{type(e).__name__}: {e}"[:2000]}}, f"read failed: {run}")
         shutil.rmtree(home.weights(run), ignore_errors=True)
         raise
     return 0

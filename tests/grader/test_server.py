@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import stat
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -244,6 +246,63 @@ def test_a_read_of_no_model_folder_is_refused_before_it_is_spent(home: homes.Hom
     r = _ask(home, {"op": "read", "run": "r1", "content": content, "cohort": "c", "role": "baseline",
                     "settings": {"temperature": 0.0}, "files": files}, buf.getvalue())
     assert r["error"]["code"] == "E_BAD_INPUT" and homes.records(home) == {}
+
+
+def _started(home: homes.Home, run: str, *, lock: bool = True) -> int | None:
+    """A read as the server leaves it once ``started`` is in: its liveness lock taken first (None:
+    a read started by a monte that kept no lock), its weights copy written."""
+    fd = homes.lock_run(home, run) if lock else None
+    homes.append(home, run, {"started": {"run": run, "content": "C", "cohort": "c", "role": "baseline", "read": 1}},
+                 f"read 1 started: {run}")
+    home.weights(run).mkdir(parents=True)
+    (home.weights(run) / "model.safetensors").write_bytes(b"w")
+    return fd
+
+
+def _holder(fd: int) -> subprocess.Popen[bytes]:
+    """A live worker: a process that inherited the read's lock (as ``monte.grader.work`` does)."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], pass_fds=(fd,))
+    os.close(fd)  # as the server does once its worker holds it
+    return p
+
+
+def test_a_read_whose_worker_was_killed_is_recorded_failed_with_why_not_running_forever(home: homes.Home) -> None:
+    fd = _started(home, "r1")
+    assert fd is not None
+    worker = _holder(fd)
+    try:
+        assert _ask(home, {"op": "fetch", "run": "r1"}) == {"ok": True, "status": "running"}  # alive: no false failure
+        assert home.weights("r1").is_dir() and "failed" not in homes.records(home)["r1"]
+    finally:
+        worker.kill()  # SIGKILL: nothing it runs can write `failed`
+        worker.wait()
+    got = _ask(home, {"op": "fetch", "run": "r1"})
+    assert got["status"] == "failed", got
+    assert "ended without a result" in got["error"] and "logs/r1.log" in got["error"], got["error"]
+    assert "stays spent" in got["error"]
+    assert not home.weights("r1").exists(), "a dead read's weights copy stays on the grader"
+    assert _ask(home, {"op": "fetch", "run": "r1"}) == got  # recorded once: the record answers from now on
+    # the server that waited for its worker knows how it ended
+    fd = _started(home, "r2")
+    assert fd is not None
+    worker = _holder(fd)
+    worker.kill()
+    server.settle(home, "r2", exit=worker.wait())
+    assert "killed by SIGKILL" in homes.records(home)["r2"]["failed"]["error"]
+    # a finished read is never turned into a failed one
+    homes.append(home, "r3", {"started": {"run": "r3"}, "statement": {"statement": {}, "signature": ""},
+                              "outcomes": {"outcomes": []}}, "read 1 finished: r3")
+    os.close(homes.lock_run(home, "r3"))  # its worker has exited
+    server.settle(home, "r3", exit=0)
+    assert "failed" not in homes.records(home)["r3"]
+
+
+def test_a_read_started_before_the_liveness_lock_stays_as_its_record_says(home: homes.Home) -> None:
+    """No lock file (a read started by an older monte): whether its worker lives is unknown, so
+    nothing is recorded for it; its record alone answers."""
+    _started(home, "old", lock=False)
+    assert _ask(home, {"op": "fetch", "run": "old"})["status"] == "running"
+    assert "failed" not in homes.records(home)["old"] and home.weights("old").is_dir()
 
 
 def _status_on_a_terminal(repo: Path) -> tuple[str, str]:
