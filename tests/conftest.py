@@ -57,7 +57,7 @@ SLOW_PATHS = (
     # real Unix users and sshd; the lm-eval one imports lm_eval as it is collected
     "grader/test_real_grader.py", "grader/test_lmeval_grader.py", "grader/test_nemo_grader.py",
     "grader/test_vault_copy.py", "grader/test_hub_weights.py", "grader/test_grader_behaviour.py",
-    "grader/test_catalog_draw.py",
+    "grader/test_catalog_draw.py", "grader/test_grader_read_ends.py",
     # the statistics' validations, seconds of numpy each (`pytest tests/stats` runs them with the
     # rest when monte/stats changes): exact enumeration on fine grids, simulations, mutation checks
     "stats/test_exact.py", "stats/test_samples_sizes.py", "stats/test_cutoff_table.py",
