@@ -121,7 +121,7 @@ def test_a_read_whose_worker_is_killed_after_started_is_recorded_failed_by_recov
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
-        run, workers = "", []
+        run, workers = "", list[int]()
         while time.monotonic() < deadline and not workers:  # its worker starts once `started` is in
             run = next((r for r, rec in s.grader_reads().items() if rec["started"]["experiment"] == "mortal"), "")
             workers = _pids(s, rf"monte\.grader\.work .* {run}$") if run else []
@@ -157,4 +157,41 @@ def test_a_read_whose_worker_is_killed_after_started_is_recorded_failed_by_recov
     # the touch stays spent, as every failed read's: the cohort's test@0 is gone on the grader too
     r = s.agent_monte("eval", "-e", "mortal", "--split", "test", "--yes", "--json")
     assert r.returncode != 0 and json.loads(r.stdout)["error"]["code"] == "E_SEALED", r.stdout
+    s.agent_monte("ledger", "verify", "--all", check=True)
+
+
+def test_a_worker_killed_while_its_client_waits_is_recorded_failed_by_the_eval(grader_setup: Setup) -> None:
+    """The grader's server outlives its worker: it records the read failed with how the worker
+    ended, and the waiting `monte eval` records it so in the agent's ledger and says why."""
+    s = grader_setup
+    _model(s, "doomed", 5)
+    s.agent_monte("experiment", "init", "doomed", "--eval", "parity", "--model", "doomed", check=True)
+    s.agent_monte("eval", "-e", "doomed", "--yes", check=True)  # dev@0: the base is known, the read goes at once
+    env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
+    client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
+                               *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "-e", "doomed",
+                               "--split", "test", "--yes", "--json"], cwd=s.repo, start_new_session=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        run, workers = "", list[int]()
+        while time.monotonic() < deadline and not workers:
+            run = next((r for r, rec in s.grader_reads().items() if rec["started"]["experiment"] == "doomed"), "")
+            workers = _pids(s, rf"monte\.grader\.work .* {run}$") if run else []
+            time.sleep(0.05)
+        assert workers, "the read's worker never started on the grader"
+        os.kill(workers[0], signal.SIGKILL)
+        out, err = client.communicate(timeout=300)
+    finally:
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+            client.wait()
+    assert client.returncode == 3, out + err
+    refused = json.loads(out)["error"]
+    assert refused["code"] == "E_REFUSED" and "killed by SIGKILL" in refused["message"], refused
+    assert f"logs/{run}.log" in refused["message"] and "stays spent" in refused["fix"]
+    row = _test_reads(s, "doomed")[0]
+    assert row["run"] == run and row["status"] == "failed" and "killed by SIGKILL" in row["error"]
+    assert s.grader_reads()[run]["failed"]["exit"] == -signal.SIGKILL
+    assert not s.home.joinpath("weights", run).exists()
     s.agent_monte("ledger", "verify", "--all", check=True)
