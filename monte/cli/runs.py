@@ -287,7 +287,9 @@ def recover(experiment: str | None) -> Any:
 
     A run whose finishing record failed (a full or read-only disk) keeps its result in its run
     folder; once its process is gone, this records the finish with the real score. The next
-    `monte eval` in the experiment does the same first.
+    `monte eval` in the experiment does the same first. With a grader pinned, a test read whose
+    client died is fetched from the grader by run id: its signed result, or failed with why (a
+    worker killed there is found by its lock), or still running.
     """
     from monte import api
 
