@@ -551,7 +551,7 @@ def _ended_why(run: str, exit: int | None) -> str:
             name = signal.Signals(-exit).name
         except ValueError:
             name = f"signal {-exit}"
-        how = f"killed by {name}" + (" (out of memory, or killed by hand)" if exit == -signal.SIGKILL else "")
+        how = f"killed by {name}" + (": out of memory, or killed by hand" if exit == -signal.SIGKILL else "")
     else:
         how = f"exit status {exit}"
     return (f"the read's worker on the grader ended without a result ({how}); the test read stays spent; the "
