@@ -10,22 +10,22 @@ from typing import Any
 
 import pytest
 
-from tests.support.agentloop import parity_experiment
+from tests.support.agentloop import parity_chunk
+from tests.support.kept import Kept
 
 
 @pytest.fixture
-def trained(repo: Path, tiny_models: dict[int, Path], monte: Any) -> dict[str, Any]:
-    """Both baselines, one chunk from base (its human output kept), its dev eval."""
-    parity_experiment(repo, tiny_models[0])
-    dev0 = monte("eval", "--yes", "--json").json()["runs"][0]["run"]
-    test0 = monte("eval", "--split", "test", "--yes", "--json").json()["runs"][0]["run"]
-    chunk = monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes")
-    assert chunk.code == 0, chunk.err
-    lines = chunk.out.splitlines()  # the plan, then the run's line, then its curve
-    at = next(i for i, line in enumerate(lines) if "checkpoints:" in line)
-    run = lines[at].split()[0]
-    dev1 = monte("eval", "--checkpoint", f"{run}@50", "--yes", "--json").json()["runs"][0]
-    return {"dev0": dev0, "test0": test0, "train": run, "train_out": lines[at:], "dev1": dev1}
+def trained(repo: Path, tiny_models: dict[int, Path], monte: Any, tmp_path: Path, kept: Kept) -> dict[str, Any]:
+    """Both baselines, one chunk from base (its human output kept), its dev eval. Built once per
+    worker (``kept``): both tests below start here, and the chunk is most of their time."""
+    def build() -> None:
+        state = parity_chunk(repo, tmp_path, kept, monte, tiny_models[0])
+        state["dev1"] = monte("eval", "--checkpoint", f"{state['train']}@50", "--yes", "--json").json()["runs"][0]
+        (tmp_path / "trained.json").write_text(json.dumps(state))
+
+    kept.restore("diff-trained", repo, tmp_path, build)
+    state: dict[str, Any] = json.loads((tmp_path / "trained.json").read_text())
+    return state
 
 
 def test_diff_lists_each_flip_with_its_prompt_expected_and_both_outputs(trained: dict[str, Any], monte: Any,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import git
+from tests.support.kept import Kept
 
 GRPO = ("algorithm: grpo\nlearning_rate: 1.0e-4\nlr_scheduler_type: constant\nper_device_train_batch_size: 4\n"
         "num_generations: 2\nmax_completion_length: 4\n")
@@ -62,17 +63,14 @@ def test_eval_train_status_verify_and_the_hooks_work_from_a_worktree(repo: Path,
 
 
 def test_a_worktree_reads_the_main_trees_data_root_without_monte_data_root(
-        repo: Path, tiny_models: dict[int, Path], monte, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        repo: Path, tiny_models: dict[int, Path], monte, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        kept: Kept) -> None:
     """Issue 46.11: a checkpoint trained in the main working tree is evaluated from a ``git worktree
     add`` folder with no ``MONTE_DATA_ROOT``. Before, it refused E_NOT_FOUND ("weights ... not on this
     data root"): the worktree looked at its own ``.monte/``, which git checks out without bytes."""
-    from tests.support.agentloop import parity_experiment
+    from tests.support.agentloop import parity_chunk
 
-    parity_experiment(repo, tiny_models[0])
-    assert monte("eval", "--yes").code == 0 and monte("eval", "--split", "test", "--yes").code == 0
-    chunk = monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", "--json")
-    assert chunk.code == 0, chunk.err
-    run = chunk.json()["run"]["run"]
+    run = parity_chunk(repo, tmp_path, kept, monte, tiny_models[0])["train"]  # both baselines, one chunk
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "the experiment's repository")
     wt = tmp_path / "side"
