@@ -40,11 +40,9 @@ def _eval(monte, *args: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def history(repo: Path, monte, exp: str, tiny_models) -> dict[str, str]:
+def history(repo: Path, monte, baselines: str, tiny_models) -> dict[str, str]:
     """dev@0 and test@0; a -> b on one path and a => c as a branch (a stage boundary);
     a dev eval of each checkpoint; then the final claim."""
-    _eval(monte)
-    _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[1])
     b = checkpoint(repo, tiny_models[2], parent=(a, 50))
     c = checkpoint(repo, tiny_models[3], parent=(a, 50), algorithm="grpo", source="parity",
@@ -102,11 +100,9 @@ def test_plot_draws_two_paths_with_cycles_and_the_claim(repo: Path, monte, histo
     assert (repo / "out/fig.PDF").read_bytes()[:5] == b"%PDF-"
 
 
-def test_no_checkpoint_dev_eval_still_writes_a_plot_with_a_note(repo: Path, monte, exp: str) -> None:
+def test_no_checkpoint_dev_eval_still_writes_a_plot_with_a_note(repo: Path, monte, baselines: str) -> None:
     from PIL import Image
 
-    _eval(monte)
-    _eval(monte, "--split", "test")
     r = _plot("--out", "empty.png", "--json")
     assert r.exit_code == 0, r.output
     doc = _json(r)

@@ -9,22 +9,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from tests.support.helpers import checkpoint, git, snapshot_state
+from tests.support.helpers import git, snapshot_state
 
 
 def _eval(monte, *args: str):
     return monte("eval", "--yes", "--json", *args)
-
-
-def _claimed(repo: Path, monte, tiny_models: dict[int, Path], experiment: str = "exp") -> str:
-    """dev@0, test@0, one checkpoint with a dev eval, and the final claim: the seal is spent."""
-    assert _eval(monte, "-e", experiment).code == 0
-    assert _eval(monte, "-e", experiment, "--split", "test").code == 0
-    a = checkpoint(repo, tiny_models[1], experiment=experiment)
-    assert _eval(monte, "-e", experiment, "--checkpoint", f"{a}@50").code == 0
-    r = _eval(monte, "-e", experiment, "--split", "test")
-    assert r.code == 0 and r.json()["runs"][0]["role"] == "claim", r.out
-    return a
 
 
 def _error(r: Any) -> dict[str, Any]:
@@ -32,8 +21,8 @@ def _error(r: Any) -> dict[str, Any]:
     return doc
 
 
-def test_a_checkpoint_folder_passed_as_model_is_refused(repo: Path, monte, exp: str, tiny_models) -> None:
-    a = _claimed(repo, monte, tiny_models)
+def test_a_checkpoint_folder_passed_as_model_is_refused(repo: Path, monte, claimed: str) -> None:
+    a = claimed
     folder = repo / ".monte" / "runs" / "exp" / a / "checkpoints" / "step-50"
     assert folder.is_dir()
     copy = repo.parent / "ck-copy"  # a copy elsewhere, with a file of its own, is still the checkpoint
@@ -83,9 +72,8 @@ def test_other_weights_are_another_cohort(repo: Path, monte, exp: str, tiny_mode
     assert a != b
 
 
-def test_a_second_experiment_on_the_same_exam_and_base_shares_the_seal(repo: Path, monte, exp: str, tiny_models,
+def test_a_second_experiment_on_the_same_exam_and_base_shares_the_seal(repo: Path, monte, claimed: str, tiny_models,
                                                                        base_model: Path) -> None:
-    _claimed(repo, monte, tiny_models)
     assert monte("experiment", "init", "exp2", "--eval", "parity", "--model", str(base_model)).code == 0
     before = snapshot_state(repo)
     r = _eval(monte, "-e", "exp2", "--split", "test")
@@ -105,8 +93,7 @@ def test_a_second_experiment_on_the_same_exam_and_base_shares_the_seal(repo: Pat
     assert _eval(monte, "-e", "exp4", "--split", "test").code == 0
 
 
-def test_status_discloses_every_read_of_an_exams_content(repo: Path, monte, exp: str, tiny_models) -> None:
-    _claimed(repo, monte, tiny_models)
+def test_status_discloses_every_read_of_an_exams_content(repo: Path, monte, claimed: str, tiny_models) -> None:
     assert monte("experiment", "init", "exp4", "--eval", "parity", "--model", str(tiny_models[3])).code == 0
     assert _eval(monte, "-e", "exp4", "--split", "test").code == 0
     doc = monte("status", "exp4", "--json").json()
@@ -117,8 +104,8 @@ def test_status_discloses_every_read_of_an_exams_content(repo: Path, monte, exp:
     assert "test content of parity: read 3 time(s) in this repository, in 2 cohort(s)" in human
 
 
-def test_smoke_on_test_after_the_seal_records_and_prints_no_grade(repo: Path, monte, exp: str, tiny_models) -> None:
-    a = _claimed(repo, monte, tiny_models)
+def test_smoke_on_test_after_the_seal_records_and_prints_no_grade(repo: Path, monte, claimed: str) -> None:
+    a = claimed
     for _ in range(3):
         r = _eval(monte, "--split", "test", "--smoke", "--checkpoint", f"{a}@50")
         assert r.code == 0, r.out

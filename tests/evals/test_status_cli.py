@@ -51,9 +51,7 @@ def test_lineage_unread_parent_truncates_the_path() -> None:
     assert _lines(rows) == ["gone(unread) -grpo:env-> 100"]
 
 
-def test_status_end_to_end(repo: Path, monte, exp: str, tiny_models) -> None:
-    monte("eval", "--yes")
-    monte("eval", "--yes", "--split", "test")
+def test_status_end_to_end(repo: Path, monte, baselines: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[0], algorithm="sft", source="parity-sft")
     b = checkpoint(repo, tiny_models[1], parent=(a, 50), algorithm="grpo", source="parity", boundary=True)
     c = checkpoint(repo, tiny_models[2], parent=(a, 50), algorithm="sft", source="parity-sft")
@@ -139,11 +137,10 @@ def test_logs_follow_ends_with_the_run(repo: Path, monte, exp: str) -> None:
     assert json.loads(r.out.splitlines()[-1])["event"] == "succeeded"
 
 
-def test_status_opens_with_the_final_claim_and_folds_at_120_columns(repo: Path, monte, exp: str, tiny_models) -> None:
+def test_status_opens_with_the_final_claim_and_folds_at_120_columns(repo: Path, monte, baselines: str,
+                                                                    tiny_models) -> None:
     """Issue 46.7: status did not headline the final claim (the quickstart does), and its
     per-exam line ran to ~250 characters."""
-    assert monte("eval", "--yes").code == 0
-    assert monte("eval", "--yes", "--split", "test").code == 0
     a = checkpoint(repo, tiny_models[0], algorithm="sft", source="parity-sft")
     assert monte("eval", "--yes", "--checkpoint", f"{a}@50").code == 0
     assert monte("eval", "--yes", "--split", "test").code == 0  # the final claim: a@50
