@@ -51,9 +51,7 @@ def test_default_target_is_newest_checkpoint_else_base(repo: Path, monte, exp: s
     assert d["paired"] is True and d["n"] == 200 and d["verdict"] in ("ok", "STRIKE")
 
 
-def test_step_refuses_when_two_branches_hold_it(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
-    _eval(monte, "--split", "test")
+def test_step_refuses_when_two_branches_hold_it(repo: Path, monte, baselines: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[1])
     b = checkpoint(repo, tiny_models[2])
     before = snapshot_state(repo)
@@ -64,9 +62,7 @@ def test_step_refuses_when_two_branches_hold_it(repo: Path, monte, exp: str, tin
     assert snapshot_state(repo) == before
 
 
-def test_flag_refusals(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
-    _eval(monte, "--split", "test")
+def test_flag_refusals(repo: Path, monte, baselines: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[1])
     before = snapshot_state(repo)
     r = _eval(monte, "--step", "50", "--checkpoint", f"{a}@50")
@@ -84,8 +80,7 @@ def test_flag_refusals(repo: Path, monte, exp: str, tiny_models) -> None:
     assert snapshot_state(repo) == before
 
 
-def test_smoke_training_run_is_never_evidence(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
+def test_smoke_training_run_is_never_evidence(repo: Path, monte, dev0: str, tiny_models) -> None:
     smoke = checkpoint(repo, tiny_models[1], smoke=True)
     r = _eval(monte, "--checkpoint", f"{smoke}@50")
     assert r.code == 3 and r.json()["error"]["code"] == "E_NOT_EVIDENCE"
@@ -113,8 +108,7 @@ def test_test_split_is_read_twice_per_cohort(repo: Path, monte, exp: str, tiny_m
     assert snapshot_state(repo) == before
 
 
-def test_checkpoint_test_eval_without_test0_is_preflight(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
+def test_checkpoint_test_eval_without_test0_is_preflight(repo: Path, monte, dev0: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[1])
     _eval(monte, "--checkpoint", f"{a}@50")
     before = snapshot_state(repo)
@@ -127,9 +121,7 @@ def test_checkpoint_test_eval_without_test0_is_preflight(repo: Path, monte, exp:
     assert snapshot_state(repo) == before
 
 
-def test_selection_by_best_delta_ties_to_higher_step(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
-    _eval(monte, "--split", "test")
+def test_selection_by_best_delta_ties_to_higher_step(repo: Path, monte, baselines: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[0])  # same weights as base: delta exactly 0
     b = checkpoint(repo, tiny_models[0], parent=(a, 50))  # also 0, at a higher step
     _eval(monte, "--checkpoint", f"{a}@50")
@@ -138,9 +130,7 @@ def test_selection_by_best_delta_ties_to_higher_step(repo: Path, monte, exp: str
     assert r.json()["plan"]["target"]["run"] == b
 
 
-def test_nomination_decides_the_claim(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
-    _eval(monte, "--split", "test")
+def test_nomination_decides_the_claim(repo: Path, monte, baselines: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[0])
     b = checkpoint(repo, tiny_models[0], parent=(a, 50))
     before = snapshot_state(repo)
@@ -167,8 +157,7 @@ def test_several_dev_exams_without_nomination_refuse(repo: Path, monte, base_mod
     assert r.code == 3 and "nominate" in r.json()["error"]["fix"]
 
 
-def test_smoke_on_test_spends_no_touch_and_prints_no_score(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
+def test_smoke_on_test_spends_no_touch_and_prints_no_score(repo: Path, monte, dev0: str, tiny_models) -> None:
     r = _eval(monte, "--split", "test", "--smoke")
     assert r.code == 0
     row = r.json()["runs"][0]
@@ -201,8 +190,7 @@ def test_not_a_model_folder(repo: Path, monte, exp: str, tmp_path: Path) -> None
     assert snapshot_state(repo) == before
 
 
-def test_tampered_checkpoint_weights_refuse(repo: Path, monte, exp: str, tiny_models) -> None:
-    _eval(monte)
+def test_tampered_checkpoint_weights_refuse(repo: Path, monte, dev0: str, tiny_models) -> None:
     a = checkpoint(repo, tiny_models[1])
     weights = repo / f".monte/runs/exp/{a}/checkpoints/step-50/model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
@@ -219,11 +207,9 @@ def test_no_terminal_and_no_yes_refuses(repo: Path, monte, exp: str) -> None:
     assert snapshot_state(repo) == before
 
 
-def test_two_processes_racing_for_the_last_touch_one_claims(repo: Path, monte, exp: str, tiny_models) -> None:
+def test_two_processes_racing_for_the_last_touch_one_claims(repo: Path, monte, baselines: str, tiny_models) -> None:
     import concurrent.futures
 
-    _eval(monte)
-    _eval(monte, "--split", "test")
     a = checkpoint(repo, tiny_models[1])
     _eval(monte, "--checkpoint", f"{a}@50")
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
@@ -237,8 +223,7 @@ def test_two_processes_racing_for_the_last_touch_one_claims(repo: Path, monte, e
     assert len(claims) == 1
 
 
-def test_a_crashed_test_eval_has_spent_its_touch(repo: Path, monte, exp: str) -> None:
-    _eval(monte)
+def test_a_crashed_test_eval_has_spent_its_touch(repo: Path, monte, dev0: str) -> None:
     # A process that spends the touch (the `started` record) and dies before reading the split.
     code = (
         "import os\n"
