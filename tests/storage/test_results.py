@@ -3,6 +3,7 @@ laptop and a box) sharing one results bucket."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -113,8 +114,10 @@ def test_gcs_vanishing_mid_push_loses_and_duplicates_nothing(
     runs = append_evals(laptop, 40)
     outage = Outage(emulator.port)  # GCS vanishing from the network (see Outage for why not a kill)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", outage.host)
+    # GCS stays gone until this push ends: a second of retries reaches the same E_STORAGE as five
+    env = {**os.environ, "MONTE_GCS_RETRY_S": "1"}
     proc = subprocess.Popen([sys.executable, "-c", "from monte.cli.main import main; main(['push', '--json'])"],
-                            cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=laptop, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     time.sleep(0.6)
     outage.cut()
     try:
