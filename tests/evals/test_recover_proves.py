@@ -20,7 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.helpers import snapshot_state
+from tests.support.kept import Kept
 
 _KILL = """
 import os, signal, sys
@@ -35,12 +38,18 @@ main(sys.argv[1:])
 """
 
 
-def _killed_after_keeping(repo: Path) -> Path:
-    p = subprocess.run([sys.executable, "-c", _KILL, "eval", "--split", "test", "--yes", "--json"], cwd=repo,
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
-    (kept,) = (repo / ".monte" / "runs" / "exp").glob("*/finish.json")
-    return kept
+@pytest.fixture
+def killed_read(repo: Path, exp: str, tmp_path: Path, kept: Kept) -> Path:
+    """test@0 of ``exp`` killed between its kept result and its finishing record: the kept
+    ``finish.json``. Built once per worker (``kept``): both tests below start here."""
+    def build() -> None:
+        p = subprocess.run([sys.executable, "-c", _KILL, "eval", "--split", "test", "--yes", "--json"], cwd=repo,
+                           capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert p.returncode == -signal.SIGKILL, p.stdout + p.stderr
+
+    kept.restore("killed-test-read", repo, tmp_path, build)
+    (result,) = (repo / ".monte" / "runs" / "exp").glob("*/finish.json")
+    return result
 
 
 def _refused(r: Any, says: str) -> None:
@@ -49,8 +58,8 @@ def _refused(r: Any, says: str) -> None:
     assert err["code"] == "E_INTEGRITY" and says in err["message"] and "nothing was recorded" in err["message"], err
 
 
-def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, monte, exp: str) -> None:
-    kept = _killed_after_keeping(repo)
+def test_recover_grades_the_kept_answers_again_before_recording(repo: Path, monte, killed_read: Path) -> None:
+    kept = killed_read
     honest = kept.read_text()
     result = json.loads(honest)
     run = kept.parent.name
@@ -109,7 +118,8 @@ def _answers_from_the_split(repo: Path, exp: str, honest: dict[str, Any]) -> dic
     return {**honest, "tasks": tasks, "answers": answers}
 
 
-def test_recover_records_nothing_the_runs_process_did_not_generate(repo: Path, monte, exp: str) -> None:
+def test_recover_records_nothing_the_runs_process_did_not_generate(repo: Path, monte, exp: str,
+                                                                  killed_read: Path) -> None:
     """Issue 43, case 2: on main a test read killed right after ``started`` was completed from a
     hand-written ``finish.json`` (answers copied from the sealed split) and recorded as a
     succeeded read. The generating process now stamps the answers' digest, signed with the
@@ -117,7 +127,7 @@ def test_recover_records_nothing_the_runs_process_did_not_generate(repo: Path, m
     when its answers are the stamped ones. A test read with no stamp (or a stamp whose MAC
     fails) is generated again by its model, greedy here, and compared: copied answers are
     refused and nothing is recorded; the run's own answers are recorded, as recovered."""
-    kept = _killed_after_keeping(repo)
+    kept = killed_read
     stamp = kept.parent / "generated.json"
     honest_stamp, honest = stamp.read_text(), json.loads(kept.read_text())
     before = snapshot_state(repo)
