@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.helpers import checkpoint, snapshot_state
+from tests.support.plain_git import plain_git_experiment
 
 
 def _eval(monte, *args: str):
@@ -75,12 +76,10 @@ def test_another_setting_on_the_same_base_and_content_is_no_fresh_budget(repo: P
     assert r.code == 3 and _error(r)["code"] == "E_SEALED", r.out
 
 
-def test_verify_names_a_read_of_another_setting_written_past_the_cli(repo: Path, monte, exp: str,
-                                                                    base_model: Path, tiny_models,
-                                                                    monkeypatch: Any) -> None:
+def test_verify_names_a_read_of_another_setting_written_past_the_cli(repo: Path, monte, claimed: str,
+                                                                    base_model: Path, monkeypatch: Any) -> None:
     from monte.ledger import seal
 
-    _claim(repo, monte, tiny_models, "exp")
     assert monte("ledger", "verify", "--all", "--json").code == 0
     assert monte("experiment", "init", "warm", "--eval", "parity", "--model", str(base_model),
                  "--temperature", "0.7").code == 0
@@ -97,8 +96,12 @@ def test_verify_names_a_read_of_another_setting_written_past_the_cli(repo: Path,
 
 def test_reads_counted_under_the_older_rule_still_verify(repo: Path, monte, exp: str, base_model: Path,
                                                         tiny_models, monkeypatch: Any) -> None:
-    """Two cohorts of one base that differ in temperature, each with test@0 and a final claim,
-    written as the last round's monte wrote them (no ``seal`` field: counted per settings)."""
+    """Two cohorts of one base that differ in an output setting, each with test@0 and a final
+    claim, written as the last round's monte wrote them (no ``seal`` field: counted per settings).
+    The second cohort differs in ``max_new_tokens`` (the measurement written with plain git, as
+    the CLI sets no such flag): a greedy setting, so its four reads are batched, where a sampled
+    one (temperature 0.7) generates item by item, several times slower; both are settings the
+    older rule counted apart."""
     from monte.evals import run
     from monte.ledger import seal
 
@@ -108,8 +111,9 @@ def test_reads_counted_under_the_older_rule_still_verify(repo: Path, monte, exp:
         mp.setattr(seal.Seal, "matches", lambda self, r, key: matches(self, r, key) and  # counted per settings
                    seal.settings_key(r.plan.get("settings") or {}) == key.settings)
         _claim(repo, monte, tiny_models, "exp")
-        assert monte("experiment", "init", "warm", "--eval", "parity", "--model", str(base_model),
-                     "--temperature", "0.7").code == 0
+        plain_git_experiment(repo, "warm", lambda m: m["eval"].update(max_new_tokens=m["eval"]["max_new_tokens"] + 1))
+        settings = [monte("eval", "-e", e, "--dry-run", "--json").json()["plan"]["settings"] for e in ("exp", "warm")]
+        assert seal.settings_key(settings[0]) != seal.settings_key(settings[1])  # two cohorts' settings
         _claim(repo, monte, tiny_models, "warm")
     assert monte("ledger", "verify", "--all", "--json").code == 0
     # the new rule applies to reads from now on: a third experiment on the same base and content

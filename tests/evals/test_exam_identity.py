@@ -16,38 +16,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.helpers import git, snapshot_state
-
-LEDGER = "refs/heads/monte/{}/ledger"
-
-
-def _git_in(repo: Path, *args: str, input_text: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], input=input_text, capture_output=True, text=True,
-                          check=True).stdout
+from tests.support.helpers import snapshot_state
+from tests.support.plain_git import plain_git_experiment
 
 
 def _test0(monte) -> None:
     assert monte("eval", "--yes", "--json", "--split", "test").code == 0
-
-
-def _plain_git_experiment(repo: Path, name: str, edit: Any) -> None:
-    """Experiment ``name`` written with plain git: ``exp``'s first record, its measurement edited."""
-    root = git(repo, "rev-list", "--max-parents=0", LEDGER.format("exp")).strip()
-    meas = json.loads(git(repo, "show", f"{root}:measurement.json"))
-    meas["experiment"] = name
-    edit(meas)
-    blob = _git_in(repo, "hash-object", "-w", "--stdin", input_text=json.dumps(meas, indent=2, sort_keys=True) + "\n")
-    entries = [line for line in git(repo, "ls-tree", root).splitlines() if not line.endswith("\tmeasurement.json")]
-    entries.append(f"100644 blob {blob.strip()}\tmeasurement.json")
-    tree = _git_in(repo, "mktree", input_text="\n".join(entries) + "\n").strip()
-    msg = git(repo, "log", "-1", "--format=%B", root).replace("exp:", f"{name}:").replace(
-        "Monte-Experiment: exp", f"Monte-Experiment: {name}")
-    commit = git(repo, "commit-tree", tree, "-m", msg).strip()
-    git(repo, "update-ref", LEDGER.format(name), commit)
 
 
 def _batch_size(meas: dict[str, Any], n: int) -> None:
@@ -67,9 +44,9 @@ def _refused_sealed(monte, repo: Path, *args: str) -> dict[str, str]:
 
 def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> None:
     _test0(monte)
-    _plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
+    plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
     # the form a measurement had before eval settings were split: batch_size among them
-    _plain_git_experiment(repo, "exp3", lambda m: (m.pop("execution", None), m["eval"].update(batch_size=5)))
+    plain_git_experiment(repo, "exp3", lambda m: (m.pop("execution", None), m["eval"].update(batch_size=5)))
     for other in ("exp2", "exp3"):
         err = _refused_sealed(monte, repo, "-e", other)
         assert "exp/" in err["message"] and "spans the repository" in err["message"]
@@ -77,7 +54,7 @@ def test_an_execution_detail_is_not_a_new_seal(repo: Path, monte, exp: str) -> N
         assert plan["execution"]["batch_size"] in (7, 5) and "batch_size" not in plan["settings"]
     assert monte("ledger", "verify", "--json").code == 0  # both ledgers are well-formed
     # an output setting is another cohort for pairing, never a fresh test budget (issue 42)
-    _plain_git_experiment(repo, "exp4", lambda m: m["eval"].update(max_new_tokens=17))
+    plain_git_experiment(repo, "exp4", lambda m: m["eval"].update(max_new_tokens=17))
     assert "whatever the eval settings" in _refused_sealed(monte, repo, "-e", "exp4")["message"]
 
 
@@ -139,7 +116,7 @@ def test_verify_names_a_second_test0_that_differs_only_in_an_execution_detail(
     from monte.ledger import seal
 
     _test0(monte)
-    _plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
+    plain_git_experiment(repo, "exp2", lambda m: _batch_size(m, 7))
     with monkeypatch.context() as mp:  # the last round's monte: no other ledger is counted at the read
         mp.setattr(seal.Seal, "touches", lambda self, key, own=None: [])
         r = monte("eval", "-e", "exp2", "--split", "test", "--yes", "--json")
