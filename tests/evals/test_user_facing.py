@@ -180,12 +180,10 @@ def test_dataset_add_says_where_the_freeze_went_and_the_vault_list_has_its_colum
 # --- issue 30.11: small mismatches ---------------------------------------------------------------
 
 
-def test_the_final_claims_plan_says_why_that_checkpoint_and_its_strike(repo: Path, monte, exp: str,
+def test_the_final_claims_plan_says_why_that_checkpoint_and_its_strike(repo: Path, monte, baselines: str,
                                                                        tiny_models) -> None:
     """On the code before, the claim's plan named the checkpoint and nothing else: not why it was
     chosen, nor that its dev verdict was STRIKE (other random weights score what the base does)."""
-    assert monte("eval", "--yes").code == 0
-    assert monte("eval", "--split", "test", "--yes").code == 0
     a = checkpoint(repo, tiny_models[1])
     dev = monte("eval", "--checkpoint", f"{a}@50", "--yes", "--json").json()["runs"][0]
     assert dev["delta"]["verdict"] == "STRIKE", dev["delta"]
