@@ -149,13 +149,12 @@ def test_the_loop_a_chunk_then_a_claim_whose_client_is_killed_completes_and_reco
     r = s.agent_monte("train", "--recipe", "sft-tiny", "--source", "parity-sft", "--from-base", "--yes", "--json",
                       check=True)
     first = json.loads(r.stdout)["run"]
-    s.agent_monte("eval", "--yes", check=True)  # dev on the checkpoint
     # a chunk on top of it, across a stage boundary: GRPO on the environment (the claim's lineage is two
-    # chunks deep; a second SFT chunk between them, as the quickstart's continuation, proves nothing more
-    # here: tests/training covers --parent chains)
+    # chunks deep). The quickstart's second SFT chunk between them, and a dev eval of each chunk, prove
+    # nothing more about the grader (dev evals run here; tests/training covers --parent chains)
     a = f"{first['run']}@{first['checkpoints'][-1]['step']}"
     s.agent_monte("train", "--recipe", "grpo-tiny", "--source", "parity", "--parent", a, "--yes", check=True)
-    s.agent_monte("eval", "--yes", check=True)  # dev on the GRPO chunk
+    s.agent_monte("eval", "--yes", check=True)  # dev on the GRPO chunk, before the claim
     env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
     client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
                                *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "--split",
