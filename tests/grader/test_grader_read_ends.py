@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.grader import PYTHON, Setup
+from tests.support.grader import PYTHON, Setup, tiny_model
 
 # the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
 pytestmark = pytest.mark.xdist_group("test_grader_read_ends")
@@ -52,7 +52,7 @@ def _pids(s: Setup, pattern: str) -> list[int]:
 
 
 def _model(s: Setup, name: str, seed: int) -> None:
-    s.agent_monte("model", "init", name, "--size", "tiny", "--seed", str(seed), check=True)
+    tiny_model(s.agent, s.repo / name, seed)  # `monte model init NAME --seed SEED`, as the agent
 
 
 def test_a_new_base_the_grader_cannot_load_is_refused_with_nothing_spent(grader_setup: Setup) -> None:

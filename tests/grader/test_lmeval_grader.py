@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.envs.lmeval_tasks import write_own
-from tests.support.grader import PYTHON, ROOT, Setup
+from tests.support.grader import PYTHON, ROOT, Setup, tiny_model
 
 # the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
 pytestmark = pytest.mark.xdist_group("test_lmeval_grader")
@@ -152,7 +152,7 @@ def test_test_at_0_and_the_claim_are_graded_by_lm_eval_on_the_grader_and_verify(
     assert recorded is not None and {int(t["id"].rsplit("/", 1)[1]): t["score"] for t in recorded} == scores
     # a checkpoint of the cohort (recorded as a finished chunk), its dev eval, then the claim
     other = s.agent.home / "other"
-    s.agent.monte("model", "init", str(other), "--size", "tiny", "--seed", "1", check=True)
+    tiny_model(s.agent, other, 1)  # `monte model init OTHER --seed 1`, as the agent
     made = s.agent.run(PYTHON, "-c", "import sys\nfrom pathlib import Path\n"
                        "from tests.support.helpers import checkpoint\n"
                        f"print(checkpoint(Path({str(s.repo)!r}), Path({str(other)!r}), experiment='lmexp'))",

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.grader import PYTHON, ROOT, Setup, need_root, real_grader
+from tests.support.grader import PYTHON, ROOT, Setup, need_root, real_grader, tiny_model
 from tests.support.nemo_checkout import SERVER, checkout
 
 # the tests build on each other in order: under `-n 2 --dist loadgroup` the module runs whole on one worker
@@ -69,9 +69,10 @@ def nemo_grader() -> Iterator[Setup]:
                      init_args=lambda extra: ("--nemo-gym", str(extra["gym"]))) as setup:
         gym, info = setup.extra["gym"], setup.extra["info"]
         assert info["nemo_gym"] == "0.4.0" and f"--nemo-gym {gym}" in info["authorized_keys"]
+        setup.agent_monte("init", check=True, MONTE_LOCAL=str(gym))
         # seed 2: the tiny model whose answers to these rows differ (seed 0 answers each the same)
-        for args in (("init",), ("model", "init", "base-model", "--size", "tiny", "--seed", "2"),
-                     ("env", "add", "--dev", f"server:{SERVER}", "--test", f"server:{SERVER}", "--as", SERVER),
+        tiny_model(setup.agent, setup.repo / "base-model", 2)  # `monte model init base-model --seed 2`
+        for args in (("env", "add", "--dev", f"server:{SERVER}", "--test", f"server:{SERVER}", "--as", SERVER),
                      ("config", "set", "grader", setup.url, "--key", setup.public_key)):
             setup.agent_monte(*args, check=True, MONTE_LOCAL=str(gym))
         yield setup

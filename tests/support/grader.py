@@ -9,6 +9,7 @@ this machine: its folder is made traversable (o+x, not listable) for the module,
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -97,6 +98,30 @@ class Setup:
         from monte.grader import home as homes
 
         return homes.records(homes.Home(self.home))
+
+
+_MODELS: dict[int, Path] = {}  # seed -> the folder made once in this process
+
+
+def tiny_model(account: Account, dest: Path, seed: int) -> Path:
+    """What ``monte model init DEST --size tiny --seed SEED`` run as ``account`` writes: made once
+    per seed in this process and copied, owned by ``account``. The same size and seed give
+    byte-identical files (tests/models covers the command), and a subprocess of it costs a torch
+    import (seconds, per model, on a busy machine) that none of these tests is about."""
+    if seed not in _MODELS:
+        import torch
+
+        from monte.models.tiny import init_model
+
+        torch.set_num_threads(1)
+        folder = Path(tempfile.mkdtemp(prefix=f"monte-grader-seed{seed}-", dir="/tmp"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        init_model(folder / "model", seed=seed)
+        _MODELS[seed] = folder / "model"
+    shutil.copytree(_MODELS[seed], dest)
+    for p in (dest, *dest.rglob("*")):
+        shutil.chown(p, account.name, account.name)
+    return dest
 
 
 def add_user(name: str, home: Path) -> Account:
