@@ -19,6 +19,10 @@ import pytest
 from monte import claim
 from tests.reliability.conftest import quickstart_copy
 
+#: on one worker under `--dist loadgroup`, with the other module that copies the session's one
+#: quickstart: the second copies it at once instead of waiting on the first's build
+pytestmark = pytest.mark.xdist_group("quickstart")
+
 
 @pytest.fixture(scope="module")
 def built(quickstart_built: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:

@@ -28,6 +28,9 @@ from tests.reliability.conftest import quickstart_copy
 from tests.support.helpers import git, new_machine
 
 EXP = "quickstart"
+#: on one worker under `--dist loadgroup`, with the other module that copies the session's one
+#: quickstart: the second copies it at once instead of waiting on the first's build
+pytestmark = pytest.mark.xdist_group("quickstart")
 
 
 @pytest.fixture(scope="module")
