@@ -17,21 +17,17 @@ from typing import Any
 import pytest
 
 from monte import claim
-from tests.support.helpers import scrubbed
+from tests.reliability.conftest import quickstart_copy
+
+#: on one worker under `--dist loadgroup`, with the other module that copies the session's one
+#: quickstart: the second copies it at once instead of waiting on the first's build
+pytestmark = pytest.mark.xdist_group("quickstart")
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    import torch
-
-    from monte import quickstart
-
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as mp:
-        scrubbed(mp, tmp_path_factory.mktemp("home"))
-        folder = tmp_path_factory.mktemp("machine") / "demo"
-        out = quickstart.run(folder, say=lambda s: None)
-    return {"folder": folder, "claim": out["claim"]}
+def built(quickstart_built: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The session's one quickstart, copied here: this test rewrites its promoted config."""
+    return quickstart_copy(quickstart_built, tmp_path_factory.mktemp("machine") / "demo")
 
 
 def test_the_documented_claim_commands_work_on_a_promoted_folder(built: dict[str, Any], monte, tmp_path: Path,

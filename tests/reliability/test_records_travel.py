@@ -1,6 +1,7 @@
 """Records that travel: a ledger written at one path reads the same at another (issue 21).
 
-The quickstart is built once, in one folder. Each test copies it elsewhere on this machine
+The quickstart is built once (the session's, ``quickstart_built``; its folder is one more whose
+path may not travel) and copied to the original folder. Each test copies that elsewhere on this machine
 (``cp -a``, ``git clone``, or two clones that meet through ``monte push``/``monte sync``) and
 moves the original away, then shows there: ``monte status`` equals the original's, ``monte eval``
 of a checkpoint and of the base model runs against the copy's own folders (proven by hash: a
@@ -15,7 +16,6 @@ about the same model.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -24,24 +24,20 @@ from typing import Any
 
 import pytest
 
-from tests.support.helpers import git, new_machine, scrubbed
+from tests.reliability.conftest import quickstart_copy
+from tests.support.helpers import git, new_machine
 
 EXP = "quickstart"
+#: on one worker under `--dist loadgroup`, with the other module that copies the session's one
+#: quickstart: the second copies it at once instead of waiting on the first's build
+pytestmark = pytest.mark.xdist_group("quickstart")
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The quickstart at ``folder`` (committed, as a user keeps it), and its status there."""
-    import torch
-
-    from monte import quickstart
-
-    torch.set_num_threads(1)
-    with pytest.MonkeyPatch.context() as mp:
-        scrubbed(mp, tmp_path_factory.mktemp("home"))
-        folder = tmp_path_factory.mktemp("machine") / "original"
-        out = quickstart.run(folder, say=lambda s: None)  # it commits main itself
-    return {"folder": folder, "status": json.loads(json.dumps(out["status"])), "claim": out["claim"]}
+def built(quickstart_built: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The quickstart at ``folder`` (committed, as a user keeps it), and its status where it was
+    built (``built_at``, the session's one quickstart, copied here: no path of it may travel either)."""
+    return quickstart_copy(quickstart_built, tmp_path_factory.mktemp("machine") / "original")
 
 
 @pytest.fixture
@@ -124,7 +120,7 @@ def test_a_copy_at_another_path_reads_the_same(original: dict[str, Any], monte: 
     assert _ok(monte("status", "--json")) == original["status"]
     cohort = original["status"]["cohorts"][0]["cohort"]
     _evals_run_here(monte, copy, copy / ".monte", original["claim"], cohort, tiny_models)
-    needles = [str(src), str(copy)]
+    needles = [str(original["built_at"]), str(src), str(copy)]
     assert objects_holding(copy, needles) == []
     assert files_holding(copy / ".monte", needles) == []
     r = monte("ledger", "verify", "--json")
@@ -166,7 +162,7 @@ def test_a_git_clone_with_its_data_root_elsewhere_reads_the_same(original: dict[
     assert _ok(monte("status", "--json")) == original["status"]
     cohort = original["status"]["cohorts"][0]["cohort"]
     _evals_run_here(monte, clone, data, original["claim"], cohort, tiny_models)
-    needles = [str(src), str(clone), str(data)]
+    needles = [str(original["built_at"]), str(src), str(clone), str(data)]
     assert objects_holding(clone, needles) == []
     assert files_holding(data, needles) == []
 
@@ -236,7 +232,7 @@ def test_two_clones_at_different_paths_push_sync_and_agree(original: dict[str, A
 
     assert _same(on_box["plan"]) == _same(on_laptop["plan"]) and on_box["cohort"] == on_laptop["cohort"]
     assert on_box["plan"]["git_sha"] == on_laptop["plan"]["git_sha"] is not None
-    needles = [str(src), str(laptop), str(box)]
+    needles = [str(original["built_at"]), str(src), str(laptop), str(box)]
     for repo in (laptop, box):
         assert objects_holding(repo, needles) == []
         assert files_holding(repo / ".monte", needles) == []

@@ -47,7 +47,7 @@ def test_four_experiments_race_for_one_test0(repo: Path, monte: Any, base_model:
         assert err["code"] == "E_SEALED" and f"{won[0]}/{winner}" in err["message"], err
     reads = 0
     for exp in EXPS:
-        status = json.loads(monte_cli(repo, "status", "-e", exp, "--json").stdout)
+        status = monte("status", "-e", exp, "--json").json()  # in-process: the race is over
         reads += sum(1 for r in status["rows"] if r["kind"] == "eval" and r["role"] == "baseline")
     assert reads == 1
     r = monte("ledger", "verify", "--all", "--json")

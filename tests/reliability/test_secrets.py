@@ -228,7 +228,7 @@ def test_remote_eval_leaks_no_secret(repo: Path, monte: Any, base_model: Path, s
         exit_file = Path(sub["workdir"]) / f"{sub['session']}.log.exit"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not (exit_file.exists() and exit_file.read_text().strip()):
-            time.sleep(0.5)
+            time.sleep(0.05)
         log = Path(sub["workdir"]) / f"{sub['session']}.log"
         assert exit_file.read_text().strip() == "0", log.read_text() if log.exists() else "no log"
         for args in (("sync", "--json"), ("status", "--json"), ("show", sub["runs"][0], "--json"),
