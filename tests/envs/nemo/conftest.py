@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.envs.nemo.gymhelp import alive, site_packages
+from tests.support.kept import Kept, kept_answer
 
 ROOT = Path(__file__).resolve().parents[3]
 VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")
@@ -55,6 +57,25 @@ def gym(gym_python: str, monkeypatch: pytest.MonkeyPatch):
     s = stack.find()
     assert s is not None and s.version == "0.4.0", s
     return s
+
+
+@pytest.fixture
+def frozen(repo: Path, monte: Any, gym: Any, tmp_path: Path, kept: Kept) -> Callable[..., dict[str, Any]]:
+    """``frozen(*args)``: ``monte env add ARGS --json`` in this test's ``repo``, its JSON answer
+    returned. A freeze of NeMo Gym rows starts the exam's server to grade its floor (seconds to a
+    minute each): the first test of a worker to ask for one freezes for real, and the rest get a
+    copy of that repository (``kept``; a freeze is reproducible, test_nemo_freeze proves it).
+    The answer's paths name this test's ``tmp_path``, as a freeze here would have."""
+    def freeze(*args: str) -> dict[str, Any]:
+        def make() -> Any:
+            r = monte("env", "add", *args, "--json")
+            assert r.code == 0, r.out
+            return r.json()
+
+        doc: dict[str, Any] = kept_answer(kept, "gym-env-add" + "-".join(args), repo, tmp_path, make)
+        return doc
+
+    return freeze
 
 
 @pytest.fixture

@@ -95,11 +95,9 @@ def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, g
         assert m["provenance"]["floor"][f"mcqa/{split}"]["field"] == "expected_answer"
 
 
-def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:
+def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, gym: Stack, frozen) -> None:
     """200 generated rows, a third of them syllogisms answered Yes or No: a floor well above 0."""
-    r = monte("env", "add", "--benchmark", "reasoning_gym", "--as", "rg", "--json")
-    assert r.code == 0, r.out
-    folder = Path(r.json()["environment"]["folder"])
+    folder = Path(frozen("--benchmark", "reasoning_gym", "--as", "rg")["environment"]["folder"])
     rows = _rows(folder, "exams/reasoning_gym/dev.jsonl")
     cands = _top(rows, "answer", 3)
     assert cands[0] == "Yes"

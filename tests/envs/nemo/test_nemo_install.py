@@ -65,9 +65,9 @@ def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, che
 
 
 @pytest.mark.parametrize("local", [None, "empty", "missing"])
-def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: Stack, tmp_path: Path,
+def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: Stack, frozen, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch, local: str | None) -> None:
-    assert monte("env", "add", "--benchmark", "mcqa").code == 0
+    frozen("--benchmark", "mcqa")
     if local == "empty":
         (tmp_path / "empty").mkdir()
         monkeypatch.setenv("MONTE_LOCAL", str(tmp_path / "empty"))
