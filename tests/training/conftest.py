@@ -97,3 +97,10 @@ def sft_chunk(repo: Path, monte, ready: str, tmp_path: Path, kept: Kept) -> dict
     with, trained for real once per worker (``kept``) and copied for the rest."""
     return dict(kept_answer(kept, "sft-chunk", repo, tmp_path, lambda: trained(
         monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")))
+
+
+@pytest.fixture
+def prefs_sft_chunk(repo: Path, monte, prefs: str, tmp_path: Path, kept: Kept) -> dict[str, Any]:
+    """``sft_chunk`` on ``prefs`` (the stage an SFT-then-DPO or SFT-then-RLOO test crosses)."""
+    return dict(kept_answer(kept, "prefs-sft-chunk", repo, tmp_path, lambda: trained(
+        monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")))

@@ -20,13 +20,11 @@ from typing import Any
 
 import pytest
 
-from tests.envs.nemo.gymhelp import alive, site_packages
+from tests.envs.nemo.gymhelp import CLEAR, alive, make_checkout
 from tests.support.kept import Kept, kept_answer
 
 ROOT = Path(__file__).resolve().parents[3]
 VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")
-CLEAR = ("MONTE_LOCAL", "MONTE_NEMO_GYM_PYTHON", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MONTE_GYM_SERVER_URL",
-         "MONTE_GYM_PORT")
 
 
 @pytest.fixture(scope="session")
@@ -80,26 +78,8 @@ def frozen(repo: Path, monte: Any, gym: Any, tmp_path: Path, kept: Kept) -> Call
 
 @pytest.fixture
 def checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A NeMo Gym checkout at ``MONTE_LOCAL``: ``nemo_gym/`` linked from the venv, and
-    ``resources_servers/`` and ``benchmarks/`` real folders of links (so a test can add its own
-    servers, and ``env install`` writes into this folder only)."""
-    from monte.envs.nemo import stack
-
-    sp = site_packages(gym_python)
-    root = tmp_path / "Gym"
-    root.mkdir()
-    (root / "nemo_gym").symlink_to(sp / "nemo_gym")
-    for top in ("resources_servers", "benchmarks"):
-        (root / top).mkdir()
-        for child in (sp / top).iterdir():
-            (root / top / child.name).symlink_to(child)
-    for k in CLEAR:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("MONTE_LOCAL", str(root))
-    monkeypatch.setenv("MONTE_NEMO_GYM_PYTHON", gym_python)
-    s = stack.find()
-    assert s is not None and s.root == root and s.origin == "MONTE_LOCAL"
-    return s
+    """A NeMo Gym checkout at ``MONTE_LOCAL`` (:func:`make_checkout`)."""
+    return make_checkout(gym_python, tmp_path, monkeypatch)
 
 
 @pytest.fixture
