@@ -104,3 +104,11 @@ def prefs_sft_chunk(repo: Path, monte, prefs: str, tmp_path: Path, kept: Kept) -
     """``sft_chunk`` on ``prefs`` (the stage an SFT-then-DPO or SFT-then-RLOO test crosses)."""
     return dict(kept_answer(kept, "prefs-sft-chunk", repo, tmp_path, lambda: trained(
         monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")))
+
+
+@pytest.fixture
+def dpo_chunk(repo: Path, monte, prefs: str, tmp_path: Path, kept: Kept) -> dict[str, Any]:
+    """``prefs`` plus one 4-step chunk of ``dpo-t`` on ``parity-pref`` from the base model, on one
+    process (kept as ``sft_chunk`` is)."""
+    return dict(kept_answer(kept, "dpo-chunk", repo, tmp_path, lambda: trained(
+        monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")))

@@ -88,10 +88,10 @@ def test_a_dpo_chunk_from_base_plans_records_and_logs_trls_diagnostics(repo: Pat
         [e["rewards/margins"] for e in logs]
 
 
-def test_a_dpo_continuation_equals_one_longer_chunk_bit_for_bit(repo: Path, monte, prefs: str,
+def test_a_dpo_continuation_equals_one_longer_chunk_bit_for_bit(repo: Path, monte, dpo_chunk: dict[str, Any],
                                                                  base_model: Path) -> None:
     _second_experiment(monte, base_model)
-    a = trained(monte, "-e", "exp", "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")["run"]
+    a = dpo_chunk["run"]  # exp: dpo-t from the base model, 4 steps
     plan = monte("train", "-e", "exp", "--recipe", "dpo-t", "--source", "parity-pref", "--parent", f"{a}@4",
                  "--dry-run", "--json").json()["plan"]
     # built on the stage's start (the reference model stays the base) and resuming the parent's state

@@ -237,14 +237,14 @@ def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
-def test_two_processes_train_a_dpo_chunk_equal_to_one(prefs: str, repo: Path, monte) -> None:
+def test_two_processes_train_a_dpo_chunk_equal_to_one(dpo_chunk: dict[str, Any], repo: Path, monte) -> None:
     """`--processes` works for DPO as for SFT: 2 processes x 8 pairs = 1 process x 16, within the
     stated tolerance, and a DPO continuation may change the process count (it samples nothing)."""
     two = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base", "--processes", "2")
     launch = two["plan"]["launch"]
     assert launch["world_size"] == 2 and launch["per_device_batch"] == 8 and launch["effective_batch"] == 16
     assert launch["generation"] is None  # DPO generates nothing
-    one = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")
+    one = dpo_chunk  # the same chunk on one process (dpo-t from the base model, 4 steps)
     l1, l2 = _losses(repo, one["run"]), _losses(repo, two["run"])
     assert len(l1) == len(l2) == 4
     assert all(abs(a - b) <= LOSS_RTOL * abs(a) for a, b in zip(l1, l2, strict=True)), (l1, l2)
