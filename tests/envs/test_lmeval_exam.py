@@ -24,6 +24,7 @@ import pytest
 
 from tests.envs.lmeval_tasks import write_arc, write_gsm, write_own, write_shared
 from tests.support.helpers import git, snapshot_state
+from tests.support.kept import Kept
 
 pytest.importorskip("lm_eval")
 
@@ -236,13 +237,13 @@ def test_processes_shard_an_lm_eval_exams_generation_with_the_same_results(repo:
                                                                            tmp_path: Path) -> None:
     folder = write_gsm(tmp_path / "tasks", n_test=80)  # dev: 40 documents, two batches of the default 32
     spec, dev, one = _freeze_and_eval(repo, monte, base_model, folder, "gsm_local")
-    r = monte("eval", "--yes", "--processes", "2")
+    before = {x["run"] for x in monte("status", "--json").json()["rows"]}
+    r = monte("eval", "--yes", "--processes", "2")  # one sharded eval (each costs its processes' start-up)
     assert r.code == 0, r.out + r.err
     assert "generated in 2 processes" in r.out
-    r = monte("eval", "--yes", "--json", "--processes", "2")
-    assert r.code == 0, r.out + r.err
-    row = r.json()["runs"][0]
-    assert row["plan"]["processes"] == 2
+    [run] = [x["run"] for x in monte("status", "--json").json()["rows"] if x["run"] not in before]
+    row = monte("show", run, "--json").json()  # the row that eval recorded, as --json would have said it
+    assert row["run"] == run and row["status"] == "succeeded" and row["plan"]["processes"] == 2
     assert _tasks(repo, "e", row["run"]) == one  # every document's score, metrics and answer
     shards = sorted((repo / ".monte").rglob(f"*{row['run']}*/shards/shard-*.json"))
     answered = [json.loads(p.read_text())["indices"] for p in shards if p.name != "job.json"]
@@ -436,20 +437,25 @@ def test_an_lm_eval_task_is_no_curriculum(repo: Path, monte, tmp_path: Path) -> 
     assert r.code == 2 and err["code"] == "E_USAGE" and "monte dataset add" in err["fix"]
 
 
-def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path) -> Path:
-    folder = write_own(tmp_path / "tasks")
-    r = monte("env", "add", "--dev", "lm-eval:own_task", "--test", "lm-eval:own_task", "--as", "own",
-              "--include-path", str(folder), "--json")
-    assert r.code == 0, r.out
-    assert monte("experiment", "init", "exp", "--eval", "own", "--model", str(model)).code == 0
+def _own_experiment(repo: Path, monte, model: Path, tmp_path: Path, kept: Kept) -> Path:
+    """Our own task frozen as ``own`` and experiment ``exp`` on ``model`` (the tiny base model):
+    built once per worker (``kept``, the freeze imports lm-eval's task machinery), then copied."""
+    def build() -> None:
+        folder = write_own(tmp_path / "tasks")
+        r = monte("env", "add", "--dev", "lm-eval:own_task", "--test", "lm-eval:own_task", "--as", "own",
+                  "--include-path", str(folder), "--json")
+        assert r.code == 0, r.out
+        assert monte("experiment", "init", "exp", "--eval", "own", "--model", str(model)).code == 0
+
+    kept.restore("lm-eval-own", repo, tmp_path, build)
     return repo / ".monte/environments/own"
 
 
 def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, monte, tiny_models: dict[int, Path],
-                                                                  tmp_path: Path) -> None:
+                                                                  tmp_path: Path, kept: Kept) -> None:
     from tests.support.helpers import checkpoint
 
-    _own_experiment(repo, monte, tiny_models[0], tmp_path)
+    _own_experiment(repo, monte, tiny_models[0], tmp_path, kept)
     base = monte("eval", "--yes", "--json").json()["runs"][0]
     r = monte("eval", "--yes", "--json", "--split", "test")
     assert r.code == 0 and r.json()["runs"][0]["role"] == "baseline", r.out
@@ -474,9 +480,9 @@ def test_a_test_read_obeys_the_seal_and_dev_deltas_pair_by_doc_id(repo: Path, mo
 
 
 def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: Path, monte, base_model: Path,
-                                                                         tmp_path: Path,
+                                                                         tmp_path: Path, kept: Kept,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    env = _own_experiment(repo, monte, base_model, tmp_path)
+    env = _own_experiment(repo, monte, base_model, tmp_path, kept)
     for split in ("dev", "test"):  # a smoke run takes the first five documents (and grades none of test)
         r = monte("eval", "--smoke", "--yes", "--json", "--split", split)
         assert r.code == 0 and r.json()["runs"][0]["n"] == 5, r.out
@@ -496,14 +502,14 @@ def test_drift_in_rendering_or_in_a_frozen_file_refuses_before_the_touch(repo: P
     # the test documents gone with no grader pinned to hold them: a dev eval, which never opens
     # them, still refuses, naming them (only a grader's custody lets them be away)
     docs = env / "lmeval/own_task/data/test.jsonl"
-    kept = docs.read_bytes()
+    saved = docs.read_bytes()
     docs.unlink()
     before = snapshot_state(repo)
     r = monte("eval", "--yes", "--json")
     err = r.json()["error"]
     assert err["code"] == "E_NOT_FOUND" and "data/test.jsonl" in err["message"], r.out
     assert snapshot_state(repo) == before
-    docs.write_bytes(kept)
+    docs.write_bytes(saved)
     utils = env / "lmeval/own_task/task/utils.py"
     utils.chmod(0o644)
     utils.write_text(utils.read_text().replace("/ len(set(want))", "/ 1"))
@@ -533,11 +539,11 @@ def test_without_the_extra_the_refusal_names_the_pip_line(repo: Path, monte, tmp
 
 
 def test_read_only_commands_on_an_lm_eval_experiment_never_import_it(repo: Path, monte, base_model: Path,
-                                                                     tmp_path: Path) -> None:
+                                                                     tmp_path: Path, kept: Kept) -> None:
     import subprocess
     import sys
 
-    _own_experiment(repo, monte, base_model, tmp_path)
+    _own_experiment(repo, monte, base_model, tmp_path, kept)
     for argv in (["status"], ["env", "list"], ["experiment", "list"], ["ledger", "verify"]):
         code = ("import sys\nfrom monte.cli.main import main\ntry:\n"
                 f"    main({argv!r})\nexcept SystemExit as e:\n    assert not e.code, e.code\n"

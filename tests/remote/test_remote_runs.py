@@ -47,7 +47,7 @@ def _wait_job(workdir: str, session: str, timeout: float = 240) -> str:
     while time.monotonic() < deadline:
         if exit_file.exists() and exit_file.read_text().strip():
             return exit_file.read_text().strip()
-        time.sleep(0.5)
+        time.sleep(0.05)  # a short poll: the test waits on the job, not on its sleep
     log = Path(workdir) / f"{session}.log"
     raise AssertionError(f"the job did not finish: {log.read_text() if log.exists() else 'no log'}")
 

@@ -8,6 +8,7 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 class Kept:
@@ -53,3 +54,21 @@ def _copy(src: Path, dest: Path) -> None:
         shutil.copytree(src, dest, symlinks=True)
     else:
         shutil.copy2(src, dest, follow_symlinks=False)
+
+
+def kept_answer(kept: Kept, name: str, repo: Path, tmp_path: Path, make: Callable[[], object]) -> Any:
+    """``kept.restore`` for a build whose answer a test reads (a command's JSON, a row): the
+    first time ``make()`` builds the state and its answer is kept beside it (JSON); later, that
+    answer comes back with the copy, its paths under the builder's ``tmp_path`` naming this
+    test's, as ``make()`` here would have named them."""
+    out, where = tmp_path / f".kept-{name}.json", tmp_path / f".kept-{name}.tmp"
+
+    def build() -> None:
+        out.write_text(json.dumps(make()))
+        where.write_text(str(tmp_path))
+
+    kept.restore(name, repo, tmp_path, build)
+    answer = json.loads(out.read_text().replace(json.dumps(where.read_text())[1:-1], json.dumps(str(tmp_path))[1:-1]))
+    out.unlink()
+    where.unlink()
+    return answer

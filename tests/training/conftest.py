@@ -8,10 +8,11 @@ torch is imported; torch runs on one thread (two threads on a busy 2-core box is
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.kept import Kept
+from tests.support.kept import Kept, kept_answer
 from tests.support.trainhelp import (
     DPO,
     GRPO,
@@ -19,6 +20,7 @@ from tests.support.trainhelp import (
     SFT,
     curriculum,
     distill,
+    trained,
     write_preference_rows,
     write_recipe,
     write_sft_rows,
@@ -86,3 +88,27 @@ def prefs(repo: Path, monte, ready: str, tmp_path: Path, kept: Kept) -> str:
 
     kept.restore("prefs", repo, tmp_path, build)
     return ready
+
+
+@pytest.fixture
+def sft_chunk(repo: Path, monte, ready: str, tmp_path: Path, kept: Kept) -> dict[str, Any]:
+    """``ready`` plus one 4-step chunk of ``sft-t`` on ``parity-sft`` from the base model, on one
+    process: the row ``monte train --json`` answered. The chunk most tests start from or compare
+    with, trained for real once per worker (``kept``) and copied for the rest."""
+    return dict(kept_answer(kept, "sft-chunk", repo, tmp_path, lambda: trained(
+        monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")))
+
+
+@pytest.fixture
+def prefs_sft_chunk(repo: Path, monte, prefs: str, tmp_path: Path, kept: Kept) -> dict[str, Any]:
+    """``sft_chunk`` on ``prefs`` (the stage an SFT-then-DPO or SFT-then-RLOO test crosses)."""
+    return dict(kept_answer(kept, "prefs-sft-chunk", repo, tmp_path, lambda: trained(
+        monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")))
+
+
+@pytest.fixture
+def dpo_chunk(repo: Path, monte, prefs: str, tmp_path: Path, kept: Kept) -> dict[str, Any]:
+    """``prefs`` plus one 4-step chunk of ``dpo-t`` on ``parity-pref`` from the base model, on one
+    process (kept as ``sft_chunk`` is)."""
+    return dict(kept_answer(kept, "dpo-chunk", repo, tmp_path, lambda: trained(
+        monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")))

@@ -88,10 +88,10 @@ def test_a_dpo_chunk_from_base_plans_records_and_logs_trls_diagnostics(repo: Pat
         [e["rewards/margins"] for e in logs]
 
 
-def test_a_dpo_continuation_equals_one_longer_chunk_bit_for_bit(repo: Path, monte, prefs: str,
+def test_a_dpo_continuation_equals_one_longer_chunk_bit_for_bit(repo: Path, monte, dpo_chunk: dict[str, Any],
                                                                  base_model: Path) -> None:
     _second_experiment(monte, base_model)
-    a = trained(monte, "-e", "exp", "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")["run"]
+    a = dpo_chunk["run"]  # exp: dpo-t from the base model, 4 steps
     plan = monte("train", "-e", "exp", "--recipe", "dpo-t", "--source", "parity-pref", "--parent", f"{a}@4",
                  "--dry-run", "--json").json()["plan"]
     # built on the stage's start (the reference model stays the base) and resuming the parent's state
@@ -108,9 +108,9 @@ def test_a_dpo_continuation_equals_one_longer_chunk_bit_for_bit(repo: Path, mont
     assert _lineage(monte, "exp") == ["lineage: base -dpo:parity-pref-> 4 -dpo:parity-pref-> 8"]
 
 
-def test_sft_then_dpo_is_a_stage_boundary_with_the_sft_checkpoint_as_reference(repo: Path, monte,
-                                                                                  prefs: str) -> None:
-    a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
+def test_sft_then_dpo_is_a_stage_boundary_with_the_sft_checkpoint_as_reference(
+        repo: Path, monte, prefs_sft_chunk: dict[str, Any]) -> None:
+    a = prefs_sft_chunk["run"]  # sft-t from the base model, 4 steps
     r = monte("train", "--recipe", "dpo-t", "--source", "parity-pref", "--parent", f"{a}@4", "--dry-run")
     assert "stage boundary: weights-only warm start" in r.out
     assert f"reference model (beta 0.1): the stage's start, {a}@4 (the parent checkpoint)" in r.out
@@ -159,8 +159,8 @@ def test_rloo_on_parity_plans_records_continues_bit_for_bit_and_logs_kl(repo: Pa
     assert [e["step"] for e in shown if e["event"] == "log" and "kl" in e] == [5, 6, 7, 8]
 
 
-def test_sft_then_rloo_is_a_stage_boundary(repo: Path, monte, prefs: str) -> None:
-    a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
+def test_sft_then_rloo_is_a_stage_boundary(repo: Path, monte, prefs_sft_chunk: dict[str, Any]) -> None:
+    a = prefs_sft_chunk["run"]  # sft-t from the base model, 4 steps
     c = trained(monte, "--recipe", "rloo-t", "--source", "parity", "--parent", f"{a}@4")
     assert c["plan"]["boundary"] is True and c["step"] == 8
     assert json.loads(git(repo, "show", f"monte/exp/lineage/{c['run']}:checkpoint.json"))["stage_start"] == f"{a}@4"

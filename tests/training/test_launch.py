@@ -49,7 +49,7 @@ def _rank_pids(folder: Path) -> list[int]:
 
 
 def test_two_processes_train_an_sft_chunk_equal_to_one_and_the_row_records_the_launch(
-        ready: str, repo: Path, monte) -> None:
+        sft_chunk: dict[str, Any], repo: Path, monte) -> None:
     """One real 2-rank launch (the suite's most expensive part is a rank's start-up), checked
     every way: the launch record, the ranks, `monte show`/`monte rerun`, the cohort, and the
     equivalence with one process of the same effective batch."""
@@ -100,7 +100,7 @@ def test_two_processes_train_an_sft_chunk_equal_to_one_and_the_row_records_the_l
     assert r.returncode == 0 and "HEAVY=\n" in r.stderr, r.stderr
     assert "--processes 2" in r.stdout and "export OMP_NUM_THREADS=1" in r.stdout
     # the process count never enters the cohort: the chunk is in the base model's cohort
-    one = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
+    one = sft_chunk  # the same chunk on one process (sft-t from the base model, 4 steps)
     assert one["cohort"] == row["cohort"] and one["plan"]["launch"]["world_size"] == 1
     assert one["plan"]["launch"]["backend"] is None and one["plan"]["launch"]["effective_batch"] == 16
     # the equivalence: 2 processes x 8 = 1 process x 16, same data order (the stated tolerance)
@@ -205,9 +205,9 @@ WEIGHTS_ATOL = 1e-4
 LOSS_RTOL = 1e-4
 
 
-def test_a_continuation_may_change_the_process_count(ready: str, repo: Path, monte) -> None:
+def test_a_continuation_may_change_the_process_count(sft_chunk: dict[str, Any], repo: Path, monte) -> None:
     """4 steps on 1 process + 4 on 2 = 8 steps on 1 (the resume restores what it must)."""
-    four = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
+    four = sft_chunk  # sft-t from the base model, 4 steps on 1 process
     cont = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{four['run']}@4",
                    "--processes", "2")
     straight = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{four['run']}@4")
@@ -237,14 +237,14 @@ def test_two_processes_train_a_grpo_chunk(ready: str, repo: Path, monte) -> None
     assert [c["step"] for c in row["checkpoints"]] == [4]
 
 
-def test_two_processes_train_a_dpo_chunk_equal_to_one(prefs: str, repo: Path, monte) -> None:
+def test_two_processes_train_a_dpo_chunk_equal_to_one(dpo_chunk: dict[str, Any], repo: Path, monte) -> None:
     """`--processes` works for DPO as for SFT: 2 processes x 8 pairs = 1 process x 16, within the
     stated tolerance, and a DPO continuation may change the process count (it samples nothing)."""
     two = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base", "--processes", "2")
     launch = two["plan"]["launch"]
     assert launch["world_size"] == 2 and launch["per_device_batch"] == 8 and launch["effective_batch"] == 16
     assert launch["generation"] is None  # DPO generates nothing
-    one = trained(monte, "--recipe", "dpo-t", "--source", "parity-pref", "--from-base")
+    one = dpo_chunk  # the same chunk on one process (dpo-t from the base model, 4 steps)
     l1, l2 = _losses(repo, one["run"]), _losses(repo, two["run"])
     assert len(l1) == len(l2) == 4
     assert all(abs(a - b) <= LOSS_RTOL * abs(a) for a, b in zip(l1, l2, strict=True)), (l1, l2)

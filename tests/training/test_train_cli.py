@@ -174,8 +174,9 @@ def test_a_source_holding_sealed_test_items_is_a_leak(repo: Path, monte, ready: 
     assert "2 item(s) also in a dev exam" in r.err
 
 
-def test_a_same_recipe_continuation_keeps_its_parents_source(repo: Path, monte, ready: str, tmp_path: Path) -> None:
-    a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
+def test_a_same_recipe_continuation_keeps_its_parents_source(repo: Path, monte, sft_chunk: dict[str, Any],
+                                                            tmp_path: Path) -> None:
+    a = sft_chunk["run"]
     other = write_sft_rows(tmp_path / "other.jsonl", curriculum(repo)[1000:1256])
     assert monte("dataset", "add", "parity-sft2", "--from-file", str(other), "--kind", "sft").code == 0
     err = refused(monte, repo, "train", "--recipe", "sft-t", "--source", "parity-sft2", "--parent", f"{a}@4",
@@ -198,10 +199,11 @@ def test_a_parent_must_exist(repo: Path, monte, ready: str) -> None:
 # --- lineage as commits --------------------------------------------------------------------------
 
 
-def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: str, base_model: Path) -> None:
+def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, sft_chunk: dict[str, Any],
+                                                      base_model: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    a_row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
+    a_row = sft_chunk
     a, cohort = a_row["run"], a_row["cohort"]
     assert a_row["step"] == 4 and [c["step"] for c in a_row["checkpoints"]] == [4]
     b_row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{a}@4")
@@ -239,7 +241,7 @@ def test_checkpoints_are_lineage_commits_git_can_read(repo: Path, monte, ready: 
     assert AutoTokenizer.from_pretrained(str(folder)).encode("p 12345 =")
 
 
-def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, base_model: Path) -> None:
+def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, sft_chunk: dict[str, Any], base_model: Path) -> None:
     # e8: same base model, dataset and recipe; chunks of 8 instead of 4. Its exam is the dev split
     # alone: the test content with these base weights is sealed across the repository, and exp
     # holds its test@0
@@ -249,7 +251,7 @@ def test_a_continuation_equals_one_longer_chunk(repo: Path, monte, ready: str, b
     assert r.code == 0, r.err
     assert monte("eval", "-e", "e8", "--yes").code == 0
     assert monte("eval", "-e", "e8", "--split", "test", "--yes").code == 4  # no test split here
-    a = trained(monte, "-e", "exp", "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
+    a = sft_chunk["run"]  # exp: sft-t from the base model, 4 steps
     plan = monte("train", "-e", "exp", "--recipe", "sft-t", "--source", "parity-sft", "--parent", f"{a}@4",
                  "--dry-run", "--json").json()["plan"]
     # the trainer is built on the stage's start (the KL reference) and resumes the parent's state
@@ -308,8 +310,8 @@ def test_a_decaying_schedule_continues_across_chunks(repo: Path, monte, ready: s
     assert _lrs(repo, c) == _pytest.approx(_lrs(repo, a), rel=1e-6)
 
 
-def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready: str) -> None:
-    a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
+def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, sft_chunk: dict[str, Any]) -> None:
+    a = sft_chunk["run"]
     plan = monte("train", "--recipe", "grpo-t", "--source", "parity", "--parent", f"{a}@4",
                  "--dry-run", "--json").json()["plan"]
     assert plan["boundary"] is True and plan["resume_from"] is None and plan["resume_step"] == 0
@@ -336,12 +338,12 @@ def test_a_stage_boundary_is_a_weights_only_warm_start(repo: Path, monte, ready:
     assert LEGEND in out and f"{c}@8  grpo:parity  from {a}@4  (stage boundary)" in out
 
 
-def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Path, monte, ready: str, tmp_path: Path,
-                                                                       _template: Path,
+def test_a_boundary_trains_like_a_fresh_trainer_on_the_parents_weights(repo: Path, monte, sft_chunk: dict[str, Any],
+                                                                       tmp_path: Path, _template: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Weights-only, shown by the numbers: a boundary from A equals a from-base chunk whose base
     model is a copy of A's servable folder (no optimizer, scheduler or data position carried)."""
-    a = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")["run"]
+    a = sft_chunk["run"]
     write_recipe(repo, "sft-b", SFT.replace("3.0e-3", "1.0e-3"))
     boundary = trained(monte, "--recipe", "sft-b", "--source", "parity-sft", "--parent", f"{a}@4")
     assert boundary["plan"]["boundary"] is True and boundary["step"] == 8

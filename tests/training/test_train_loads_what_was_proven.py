@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.helpers import snapshot_state
-from tests.support.trainhelp import distill, trained, write_recipe
+from tests.support.trainhelp import distill, write_recipe
 
 SFT_OTHER = """\
 # another SFT recipe: crossing to it from an sft-t checkpoint is a stage boundary
@@ -28,9 +28,9 @@ max_length: 32
 """
 
 
-def _parent(monte: Any) -> str:
-    row = trained(monte, "--recipe", "sft-t", "--source", "parity-sft", "--from-base")
-    return str(row["run"])
+def _parent(sft_chunk: dict[str, Any]) -> str:
+    """The parent: sft-t from the base model, 4 steps (``sft_chunk``, trained once per worker)."""
+    return str(sft_chunk["run"])
 
 
 def _run_folder(repo: Path, run: str) -> Path:
@@ -51,11 +51,11 @@ def _refused_before_started(repo: Path, plan: Any) -> Any:
     raise AssertionError("a chunk trained from weights swapped after its plan proved them")
 
 
-def test_a_parent_swapped_after_the_plan_is_refused_at_a_stage_boundary(ready: str, repo: Path, monte,
+def test_a_parent_swapped_after_the_plan_is_refused_at_a_stage_boundary(sft_chunk: dict[str, Any], repo: Path, monte,
                                                                         tiny_models) -> None:
     from monte import api
 
-    run = _parent(monte)
+    run = _parent(sft_chunk)
     write_recipe(repo, "sft-other", SFT_OTHER)
     plan = api.plan_train(recipe="sft-other", source="parity-sft", parent=f"{run}@4")
     assert plan.boundary  # the parent's servable folder is the initial model
@@ -65,13 +65,13 @@ def test_a_parent_swapped_after_the_plan_is_refused_at_a_stage_boundary(ready: s
     assert getattr(err, "code", None) == "E_INTEGRITY" and "model.safetensors" in str(err), err
 
 
-def test_a_trainer_state_swapped_after_the_plan_is_refused_in_a_continuation(ready: str, repo: Path, monte,
+def test_a_trainer_state_swapped_after_the_plan_is_refused_in_a_continuation(sft_chunk: dict[str, Any], repo: Path, monte,
                                                                              tiny_models) -> None:
     """A same-recipe continuation loads the parent's weights from its trainer state (resume),
     not from the servable folder: those bytes are proven too."""
     from monte import api
 
-    run = _parent(monte)
+    run = _parent(sft_chunk)
     plan = api.plan_train(recipe="sft-t", source="parity-sft", parent=f"{run}@4")
     assert plan.resume_from and not plan.boundary
     state = _run_folder(repo, run) / "trainer" / "checkpoint-4"
@@ -92,10 +92,10 @@ def _corrupt_at_started(paths: list[Path]) -> Any:
     return hook
 
 
-def test_a_continuation_trains_on_the_copy_it_proved_not_the_path(ready: str, repo: Path, monte) -> None:
+def test_a_continuation_trains_on_the_copy_it_proved_not_the_path(sft_chunk: dict[str, Any], repo: Path, monte) -> None:
     from monte import api
 
-    run = _parent(monte)
+    run = _parent(sft_chunk)
     plan = api.plan_train(recipe="sft-t", source="parity-sft", parent=f"{run}@4")
     folder = _run_folder(repo, run)
     ruined = [folder / "trainer" / "checkpoint-4" / "model.safetensors",
@@ -106,12 +106,12 @@ def test_a_continuation_trains_on_the_copy_it_proved_not_the_path(ready: str, re
     assert not list((repo / ".monte" / "tmp").glob("freeze-*"))  # the copies are removed after the chunk
 
 
-def test_every_rank_of_a_launch_loads_the_proven_copy(ready: str, repo: Path, monte) -> None:
+def test_every_rank_of_a_launch_loads_the_proven_copy(sft_chunk: dict[str, Any], repo: Path, monte) -> None:
     """Two ranks under torchrun: each loads the main process's private copy of the parent, so
     a parent ruined after ``started`` is not what either rank trains from."""
     from monte import api
 
-    run = _parent(monte)
+    run = _parent(sft_chunk)
     write_recipe(repo, "sft-other", SFT_OTHER)
     plan = api.plan_train(recipe="sft-other", source="parity-sft", parent=f"{run}@4", processes=2)
     ck = _run_folder(repo, run) / "checkpoints" / "step-4"

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.envs.nemo.gymhelp import alive, site_packages
+from tests.envs.nemo.gymhelp import CLEAR, alive, make_checkout
+from tests.support.kept import Kept, kept_answer
 
 ROOT = Path(__file__).resolve().parents[3]
 VENV = Path(os.environ.get("MONTE_TEST_NEMO_GYM") or ROOT / ".nemo-gym")
-CLEAR = ("MONTE_LOCAL", "MONTE_NEMO_GYM_PYTHON", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MONTE_GYM_SERVER_URL",
-         "MONTE_GYM_PORT")
 
 
 @pytest.fixture(scope="session")
@@ -58,27 +58,28 @@ def gym(gym_python: str, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture
-def checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A NeMo Gym checkout at ``MONTE_LOCAL``: ``nemo_gym/`` linked from the venv, and
-    ``resources_servers/`` and ``benchmarks/`` real folders of links (so a test can add its own
-    servers, and ``env install`` writes into this folder only)."""
-    from monte.envs.nemo import stack
+def frozen(repo: Path, monte: Any, gym: Any, tmp_path: Path, kept: Kept) -> Callable[..., dict[str, Any]]:
+    """``frozen(*args)``: ``monte env add ARGS --json`` in this test's ``repo``, its JSON answer
+    returned. A freeze of NeMo Gym rows starts the exam's server to grade its floor (seconds to a
+    minute each): the first test of a worker to ask for one freezes for real, and the rest get a
+    copy of that repository (``kept``; a freeze is reproducible, test_nemo_freeze proves it).
+    The answer's paths name this test's ``tmp_path``, as a freeze here would have."""
+    def freeze(*args: str) -> dict[str, Any]:
+        def make() -> Any:
+            r = monte("env", "add", *args, "--json")
+            assert r.code == 0, r.out
+            return r.json()
 
-    sp = site_packages(gym_python)
-    root = tmp_path / "Gym"
-    root.mkdir()
-    (root / "nemo_gym").symlink_to(sp / "nemo_gym")
-    for top in ("resources_servers", "benchmarks"):
-        (root / top).mkdir()
-        for child in (sp / top).iterdir():
-            (root / top / child.name).symlink_to(child)
-    for k in CLEAR:
-        monkeypatch.delenv(k, raising=False)
-    monkeypatch.setenv("MONTE_LOCAL", str(root))
-    monkeypatch.setenv("MONTE_NEMO_GYM_PYTHON", gym_python)
-    s = stack.find()
-    assert s is not None and s.root == root and s.origin == "MONTE_LOCAL"
-    return s
+        doc: dict[str, Any] = kept_answer(kept, "gym-env-add" + "-".join(args), repo, tmp_path, make)
+        return doc
+
+    return freeze
+
+
+@pytest.fixture
+def checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A NeMo Gym checkout at ``MONTE_LOCAL`` (:func:`make_checkout`)."""
+    return make_checkout(gym_python, tmp_path, monkeypatch)
 
 
 @pytest.fixture

@@ -8,6 +8,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+CLEAR = ("MONTE_LOCAL", "MONTE_NEMO_GYM_PYTHON", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "MONTE_GYM_SERVER_URL",
+         "MONTE_GYM_PORT")
+
 
 def site_packages(gym_python: str) -> Path:
     venv = Path(gym_python).parent.parent
@@ -55,3 +60,28 @@ def alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def make_checkout(gym_python: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A NeMo Gym checkout at ``MONTE_LOCAL``: ``nemo_gym/`` linked from the venv, and
+    ``resources_servers/`` and ``benchmarks/`` real folders of links (so a test can add its own
+    servers, and ``env install`` writes into this folder only). A test may freeze first (through
+    ``frozen``, with the venv's stack) and make the checkout after, as a user installs on another
+    machine what was frozen on one."""
+    from monte.envs.nemo import stack
+
+    sp = site_packages(gym_python)
+    root = tmp_path / "Gym"
+    root.mkdir()
+    (root / "nemo_gym").symlink_to(sp / "nemo_gym")
+    for top in ("resources_servers", "benchmarks"):
+        (root / top).mkdir()
+        for child in (sp / top).iterdir():
+            (root / top / child.name).symlink_to(child)
+    for k in CLEAR:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("MONTE_LOCAL", str(root))
+    monkeypatch.setenv("MONTE_NEMO_GYM_PYTHON", gym_python)
+    s = stack.find()
+    assert s is not None and s.root == root and s.origin == "MONTE_LOCAL"
+    return s

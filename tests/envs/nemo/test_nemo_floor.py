@@ -49,7 +49,7 @@ def _top(rows: list[dict[str, Any]], field: str, k: int = 3) -> list[str]:
     return sorted(counts, key=lambda a: (-counts[a], a))[:k]
 
 
-def test_dry_run_counts_are_the_rows_the_freeze_takes(repo: Path, monte, gym: Stack) -> None:
+def test_dry_run_counts_are_the_rows_the_freeze_takes(repo: Path, monte, gym: Stack, frozen) -> None:
     """mcqa ships 5 example rows: two exams of them are 2 + 2, not the sizes' 200 + 200."""
     args = ("env", "add", "--dev", "mcqa", "--test", "mcqa", "--as", "two")
     dry = monte(*args, "--dry-run", "--json")
@@ -57,14 +57,15 @@ def test_dry_run_counts_are_the_rows_the_freeze_takes(repo: Path, monte, gym: St
     plan = dry.json()["plan"]
     assert plan["tasks"] == {"mcqa/test": 2, "mcqa/dev": 2}
     assert plan["sizes"] == {"mcqa/test": 2, "mcqa/dev": 2}  # no 200 left to mislead
-    assert not (repo / "data" / "environments" / "two").exists()
+    assert not (repo / ".monte" / "environments" / "two").exists()
     text = monte(*args, "--dry-run")
     assert "200" not in text.out and "'mcqa/test': 2" in text.out
-    real = monte(*args, "--json")
-    assert real.code == 0, real.out
-    assert real.json()["environment"]["tasks"] == plan["tasks"]
-    assert real.json()["plan"]["tasks"] == plan["tasks"]
-    folder = Path(real.json()["environment"]["folder"])
+    assert not (repo / ".monte" / "environments" / "two").exists()
+    real = frozen(*args[2:])  # the freeze itself (kept: the floor test below makes the same one)
+    assert real["environment"]["tasks"] == plan["tasks"]
+    assert real["plan"]["tasks"] == plan["tasks"]
+    folder = Path(real["environment"]["folder"])
+    assert folder == repo / ".monte" / "environments" / "two"
     assert len(_rows(folder, "exams/mcqa/test.jsonl")) == 2 and len(_rows(folder, "exams/mcqa/dev.jsonl")) == 2
 
 
@@ -75,10 +76,9 @@ def test_the_freeze_prints_its_counts_and_floors(repo: Path, monte, gym: Stack) 
     assert "floor mcqa/dev: " in r.out and "floor mcqa/test: " in r.out and "(the constant \"\\boxed{" in r.out
 
 
-def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:
-    r = monte("env", "add", "--dev", "mcqa", "--test", "mcqa", "--as", "two", "--json")
-    assert r.code == 0, r.out
-    folder = Path(r.json()["environment"]["folder"])
+def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, gym: Stack, frozen) -> None:
+    said = frozen("--dev", "mcqa", "--test", "mcqa", "--as", "two")
+    folder = Path(said["environment"]["folder"])
     m = json.loads((folder / "manifest.json").read_text())
     for split in ("dev", "test"):
         rows = _rows(folder, f"exams/mcqa/{split}.jsonl")
@@ -91,15 +91,13 @@ def test_an_mcqa_freeze_records_the_floor_its_server_grades(repo: Path, monte, g
         floor = m["floors"]["mcqa"][split]
         assert floor == {"score": got[best], "answer": best, "n": len(rows), "candidates": len(cands)}
         assert floor["score"] > 0  # each candidate is some row's right answer
-        assert r.json()["floors"][f"mcqa/{split}"] == floor
+        assert said["floors"][f"mcqa/{split}"] == floor
         assert m["provenance"]["floor"][f"mcqa/{split}"]["field"] == "expected_answer"
 
 
-def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, monte, gym: Stack) -> None:
+def test_a_reasoning_gym_freeze_records_the_floor_its_server_grades(repo: Path, gym: Stack, frozen) -> None:
     """200 generated rows, a third of them syllogisms answered Yes or No: a floor well above 0."""
-    r = monte("env", "add", "--benchmark", "reasoning_gym", "--as", "rg", "--json")
-    assert r.code == 0, r.out
-    folder = Path(r.json()["environment"]["folder"])
+    folder = Path(frozen("--benchmark", "reasoning_gym", "--as", "rg")["environment"]["folder"])
     rows = _rows(folder, "exams/reasoning_gym/dev.jsonl")
     cands = _top(rows, "answer", 3)
     assert cands[0] == "Yes"

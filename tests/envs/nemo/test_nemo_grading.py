@@ -34,8 +34,8 @@ def eval_rows(repo: Path, monte, exp: str) -> list[dict]:
 
 
 @pytest.fixture
-def mcqa_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:
-    assert monte("env", "add", "--benchmark", "mcqa").code == 0
+def mcqa_exp(repo: Path, monte, gym: Stack, frozen, base_model: Path) -> str:
+    frozen("--benchmark", "mcqa")
     r = monte("experiment", "init", "g", "--eval", "mcqa", "--model", str(base_model))
     assert r.code == 0, r.err
     return "g"
@@ -199,10 +199,8 @@ class _CountingProxy:
 
 
 @pytest.fixture
-def rg_exp(repo: Path, monte, gym: Stack, base_model: Path) -> str:
-    r = monte("env", "add", "--server", "reasoning_gym", "--dev", "reasoning_gym", "--test", "reasoning_gym",
-              "--as", "rg")
-    assert r.code == 0, r.err
+def rg_exp(repo: Path, monte, gym: Stack, frozen, base_model: Path) -> str:
+    frozen("--server", "reasoning_gym", "--dev", "reasoning_gym", "--test", "reasoning_gym", "--as", "rg")
     assert monte("experiment", "init", "t", "--eval", "rg", "--model", str(base_model)).code == 0
     return "t"
 

@@ -12,6 +12,7 @@ import pytest
 
 from monte.envs.nemo.server import LAUNCHER
 from monte.envs.nemo.stack import Stack
+from tests.envs.nemo.gymhelp import make_checkout
 
 
 def test_install_registers_benchmark_configs_nemo_gym_reads(repo: Path, monte, checkout: Stack) -> None:
@@ -50,8 +51,10 @@ def test_install_registers_benchmark_configs_nemo_gym_reads(repo: Path, monte, c
     assert {p: p.read_bytes() for p in base.rglob("*") if p.is_file()} == before
 
 
-def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, checkout: Stack) -> None:
-    assert monte("env", "add", "--benchmark", "mcqa").code == 0
+def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, frozen, gym_python: str, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    frozen("--benchmark", "mcqa")  # frozen with the venv's stack; installed into a checkout
+    checkout = make_checkout(gym_python, tmp_path, monkeypatch)
     assert monte("env", "install", "mcqa").code == 0
     data = checkout.root / "benchmarks/monte/mcqa/mcqa/data/dev.jsonl"
     data.write_bytes(data.read_bytes()[:-10] + b"\n")
@@ -65,9 +68,9 @@ def test_a_tampered_registration_is_caught_by_its_prepare(repo: Path, monte, che
 
 
 @pytest.mark.parametrize("local", [None, "empty", "missing"])
-def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: Stack, tmp_path: Path,
+def test_install_refuses_where_monte_local_has_no_stack(repo: Path, monte, gym: Stack, frozen, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch, local: str | None) -> None:
-    assert monte("env", "add", "--benchmark", "mcqa").code == 0
+    frozen("--benchmark", "mcqa")
     if local == "empty":
         (tmp_path / "empty").mkdir()
         monkeypatch.setenv("MONTE_LOCAL", str(tmp_path / "empty"))
