@@ -40,7 +40,12 @@ AFTER_BASELINES = {
 # The setup (not timed): its commands one after another in one interpreter, their imports (torch's,
 # for `model init` and the evals) paid once rather than a fresh process a command; ["copy", DEST]
 # copies the repository as it stands then (the refusals before the baselines run in that copy).
+# --constant-answers (--quick): the baseline evals answer "0" to every item rather than generate:
+# the refusals after them need them to exist, not their scores (as bench/io_campaign.py's template).
 SETUP = """import json, shutil, sys
+if "--constant-answers" in sys.argv[2:]:  # a smoke run's baselines gate training, they are no figure
+    import monte.models.generate as g
+    g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
 from monte.cli.main import main
 for args in json.loads(sys.argv[1]):
     if args[0] == "copy":
@@ -54,8 +59,9 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def monte(repo: Path, *commands: list[str]) -> None:
-    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands)], cwd=repo, capture_output=True, text=True)
+def monte(repo: Path, *commands: list[str], constant: bool = False) -> None:
+    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
+                       cwd=repo, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"setup failed: {r.stdout[-1000:]}\n{r.stderr[-2000:]}")
 
@@ -86,7 +92,7 @@ def main() -> None:
               ["env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"],
               ["dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft"],
               ["experiment", "init", "exp", "--eval", "parity", "--model", "base-model"], ["copy", str(before)],
-              ["eval", "--yes"], ["eval", "--split", "test", "--yes"])
+              ["eval", "--yes"], ["eval", "--split", "test", "--yes"], constant=a.quick)
         figures: dict[str, dict[str, float]] = {
             "monte status (baseline)": timed(before, [*MONTE, "status"], rounds, refuses=False),
             "trl.SFTConfig, imported (what a refusal waited for)": timed(
