@@ -36,23 +36,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # monte and tests.support (the loopback sshd, the NeMo Gym checkout)
 
-from grader_overhead import _monte, time_reads  # noqa: E402 - its neighbour in bench/ (sys.path[0] when run as a script)
+from grader_overhead import _batch, _monte, time_reads  # noqa: E402 - its neighbour in bench/ (sys.path[0] when run as a script)
 
 ITEMS = 20  # test rows (and as many dev rows): 40 in the server's example file (--quick: 4)
 
 
-def _repo(path: Path, env: dict[str, str], rounds: int) -> Path:
+def _repo(path: Path, env: dict[str, str], rounds: int, then: tuple[list[str], ...] = ()) -> Path:
+    """grader_overhead's repository on the NeMo Gym server's exam; its setup in one process (``_batch``)."""
     import subprocess
 
     from monte.models.tiny import init_model
     from tests.support.nemo_checkout import SERVER
 
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
-    _monte(path, env, "init", "--no-hooks")
-    _monte(path, env, "env", "add", "--dev", f"server:{SERVER}", "--test", f"server:{SERVER}", "--as", SERVER)
     for k in range(rounds):
         init_model(path / f"base{k}", seed=2 + k)
-        _monte(path, env, "experiment", "init", f"e{k}", "--eval", SERVER, "--model", f"base{k}")
+    _batch(path, env, ["init", "--no-hooks"],
+           ["env", "add", "--dev", f"server:{SERVER}", "--test", f"server:{SERVER}", "--as", SERVER],
+           *(["experiment", "init", f"e{k}", "--eval", SERVER, "--model", f"base{k}"] for k in range(rounds)), *then)
     return path
 
 
@@ -94,10 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         env["MONTE_GRADER_KEY_FILE"] = str(keys.client_key)
         local = _repo(tmp / "local", env, rounds)
-        graded = _repo(tmp / "graded", env, rounds)
-        _monte(graded, env, "config", "set", "grader", f"ssh://{server.user}@127.0.0.1:{server.port}",
-               "--key", info["public_key"])
-        _monte(graded, env, "grader", "take", SERVER)
+        graded = _repo(tmp / "graded", env, rounds, then=(
+            ["config", "set", "grader", f"ssh://{server.user}@127.0.0.1:{server.port}", "--key", info["public_key"]],
+            ["grader", "take", SERVER]))
         times, scores = time_reads(local, graded, env, rounds)
         med = {s: statistics.median(v) for s, v in times.items()}
         result: dict[str, Any] = {

@@ -258,7 +258,7 @@ g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
 from monte.cli.main import main
 sys.path[:0] = [os.environ["MONTE_IO_ROOT"]]
 from tests.support.helpers import checkpoint
-models, repo = sys.argv[1], sys.argv[2]
+models, repo, train = sys.argv[1], sys.argv[2], sys.argv[3] == "train"
 def run(*args):
     try:
         main(list(args))
@@ -276,6 +276,9 @@ with open(os.path.join(repo, ".monte", "environments", "parity", "curriculum.jso
         open(os.path.join(repo, "demos.jsonl"), "w") as out:
     for row in map(json.loads, src):
         out.write(json.dumps({"input": row["prompt"], "output": " " + row["answer"]}) + "\n")
+if not train:  # no train operation in this campaign: its experiment would serve no trial
+    print(ck)
+    sys.exit(0)
 # the train operation's own experiment: 4-step chunks on the same base and exam (it reads no test)
 run("dataset", "add", "parity-sft", "--from-file", os.path.join(repo, "demos.jsonl"), "--kind", "sft")
 # (its own base: the seal spans the repository, and a chunk trains from a base with both baselines)
@@ -286,20 +289,23 @@ print(ck)
 """
 
 
-def build_template(tmp: Path, env: dict[str, str]) -> dict[str, Any]:
+def build_template(tmp: Path, env: dict[str, str], train: bool = True) -> dict[str, Any]:
     """A repository whose final claim is ready: both baselines, a checkpoint (a differently seeded
-    tiny model recorded as a chunk, tests/support/helpers.checkpoint) with its dev eval, nominated. One
+    tiny model recorded as a chunk, tests/support/helpers.checkpoint) with its dev eval, nominated,
+    and (``train``: the campaign has a train operation) the train operation's own experiment. One
     process builds it, generation answering the campaign's constant."""
     from monte.models.tiny import init_model
 
     models = tmp / "models"
     init_model(models / "base", seed=0)
     init_model(models / "ck", seed=1)
-    init_model(models / "base2", seed=2)
+    if train:
+        init_model(models / "base2", seed=2)
     repo = tmp / "template" / "repo"
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True, env=env)
-    r = subprocess.run([sys.executable, "-c", TEMPLATE, str(models), str(repo)], cwd=repo, capture_output=True,
+    r = subprocess.run([sys.executable, "-c", TEMPLATE, str(models), str(repo), "train" if train else "-"],
+                       cwd=repo, capture_output=True,
                        text=True, env={**env, "MONTE_IO_ROOT": str(ROOT)}, timeout=900)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     return {"repo": repo, "run": r.stdout.strip().splitlines()[-1]}
@@ -402,7 +408,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="monte-io-") as td:
         tmp = Path(td)
         env = env_for(tmp / "home")
-        template = build_template(tmp, env)
+        template = build_template(tmp, env, train="train" in ops)
         if not a.no_fork:
             ZYGOTES.append(Zygote(env))
         results: list[dict[str, Any]] = []

@@ -40,9 +40,12 @@ LIMIT = 8192
 RECIPES = {"sft-tiny": "parity-sft", "grpo-tiny": "parity"}
 
 
-def setup(root: Path, steps: int) -> Path:
-    """The repository both sides start from: baselines taken, nothing trained."""
+def setup(root: Path, steps: int, constant: bool = False) -> Path:
+    """The repository both sides start from: baselines taken, nothing trained. ``constant``
+    (``--quick``): the baselines answer "0" to every item rather than generate; a smoke run needs
+    them to exist (a chunk needs both), and its scores are no figure."""
     from monte import api
+    from monte.models import generate as gen
     from monte.workspace import open_workspace
 
     repo = root / "repo"
@@ -59,8 +62,14 @@ def setup(root: Path, steps: int) -> Path:
             out.write(json.dumps({"input": item["prompt"], "output": " " + item["answer"]}) + "\n")
     api.dataset_add(name="parity-sft", from_file=rows, kind="sft", ws=ws)
     api.experiment_init(name="exp", eval_env="parity", model=str(repo / "base-model"), steps_per_chunk=steps, ws=ws)
-    api.evaluate(split="dev", ws=ws)
-    api.evaluate(split="test", ws=ws)
+    real = gen.generate
+    if constant:
+        gen.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
+    try:
+        api.evaluate(split="dev", ws=ws)
+        api.evaluate(split="test", ws=ws)
+    finally:
+        gen.generate = real
     return repo
 
 
@@ -186,7 +195,7 @@ def main() -> None:
     plan = script(a.moves, a.seed)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        base = setup(root, a.steps)
+        base = setup(root, a.steps, constant=a.quick)
         one, two = root / "mcp", root / "cli"
         shutil.copytree(base, one, symlinks=True)
         shutil.copytree(base, two, symlinks=True)

@@ -9,6 +9,9 @@ from the parity curriculum (``monte.quickstart.preference_rows``) against ``trl.
 
     .venv/bin/python bench/train_overhead.py [--algorithm sft|dpo] [--rounds 2] [--steps 50] [--json-out PATH]
     .venv/bin/python bench/train_overhead.py --quick     # 2 steps, 1 round, both algorithms: a smoke run
+
+A smoke run's baselines (setup, not timed) answer a constant rather than generate: they gate the
+chunk and are no figure.
 """
 
 from __future__ import annotations
@@ -72,7 +75,12 @@ DIRECT_DPO = """import json
 
 
 # The setup (not timed) in one interpreter: the commands' imports, torch's above all, paid once.
+# --constant-answers (--quick): the baseline evals answer "0" to every item rather than generate:
+# they only have to exist for `monte train` to start (as bench/io_campaign.py's template does).
 SETUP = """import json, sys
+if "--constant-answers" in sys.argv[2:]:  # a smoke run's baselines gate training, they are no figure
+    import monte.models.generate as g
+    g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
 from monte.cli.main import main
 for args in json.loads(sys.argv[1]):
     try:
@@ -87,9 +95,10 @@ def sh(*args: str, cwd: Path) -> str:
     return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
-def monte(*commands: list[str], cwd: Path) -> None:
+def monte(*commands: list[str], cwd: Path, constant: bool = False) -> None:
     """Run monte commands one after another in one process; fail on the first that fails."""
-    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands)], cwd=cwd, capture_output=True, text=True)
+    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
+                       cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"setup failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
 
@@ -155,7 +164,7 @@ def main() -> int:
     monte(["model", "init", "base"], ["dataset", "add", "parity-sft", "--from-file", str(rows), "--kind", "sft"],
           ["dataset", "add", "parity-pref", "--from-file", str(pairs), "--kind", "preference"],
           ["experiment", "init", "exp", "--eval", "parity", "--model", "base", "--steps-per-chunk", str(a.steps)],
-          ["eval", "--yes"], ["eval", "--split", "test", "--yes"], cwd=repo)
+          ["eval", "--yes"], ["eval", "--split", "test", "--yes"], cwd=repo, constant=a.quick)
     report: dict[str, object] = {"steps": a.steps, "rounds": a.rounds}
     for algo in algorithms:
         figures = _compare(algo, a.steps, a.rounds, repo, root, rows if algo == "sft" else pairs)

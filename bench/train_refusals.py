@@ -37,11 +37,33 @@ AFTER_BASELINES = {
 }
 
 
-def monte(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([*MONTE, *args], cwd=repo, capture_output=True, text=True)
-    if check and r.returncode:
-        raise SystemExit(f"monte {' '.join(args)} exited {r.returncode}: {r.stderr[-2000:]}")
-    return r
+# The setup (not timed): its commands one after another in one interpreter, their imports (torch's,
+# for `model init` and the evals) paid once rather than a fresh process a command; ["copy", DEST]
+# copies the repository as it stands then (the refusals before the baselines run in that copy).
+# --constant-answers (--quick): the baseline evals answer "0" to every item rather than generate:
+# the refusals after them need them to exist, not their scores (as bench/io_campaign.py's template).
+SETUP = """import json, shutil, sys
+if "--constant-answers" in sys.argv[2:]:  # a smoke run's baselines gate training, they are no figure
+    import monte.models.generate as g
+    g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
+from monte.cli.main import main
+for args in json.loads(sys.argv[1]):
+    if args[0] == "copy":
+        shutil.copytree(".", args[1], symlinks=True)
+        continue
+    try:
+        main(args)
+    except SystemExit as e:
+        if e.code:
+            sys.exit(f"monte {' '.join(args)} exited {e.code}")
+"""
+
+
+def monte(repo: Path, *commands: list[str], constant: bool = False) -> None:
+    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
+                       cwd=repo, capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"setup failed: {r.stdout[-1000:]}\n{r.stderr[-2000:]}")
 
 
 def timed(repo: Path, argv: list[str], rounds: int, *, refuses: bool) -> dict[str, float]:
@@ -63,21 +85,21 @@ def main() -> None:
     a = ap.parse_args()
     rounds = 1 if a.quick else a.rounds
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "repo"
+        repo, before = Path(tmp) / "repo", Path(tmp) / "before"
         subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-        for args in (["init"], ["model", "init", "base-model"], ["env", "add", "--server", "parity", "--dev", "parity",
-                     "--test", "parity"], ["dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft"],
-                     ["experiment", "init", "exp", "--eval", "parity", "--model", "base-model"]):
-            monte(repo, *args)
+        # one setup process (one torch import): the repository is copied to `before` ahead of its baselines
+        monte(repo, ["init"], ["model", "init", "base-model"],
+              ["env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"],
+              ["dataset", "add", "parity-sft", "--from-env", "parity", "--kind", "sft"],
+              ["experiment", "init", "exp", "--eval", "parity", "--model", "base-model"], ["copy", str(before)],
+              ["eval", "--yes"], ["eval", "--split", "test", "--yes"], constant=a.quick)
         figures: dict[str, dict[str, float]] = {
-            "monte status (baseline)": timed(repo, [*MONTE, "status"], rounds, refuses=False),
+            "monte status (baseline)": timed(before, [*MONTE, "status"], rounds, refuses=False),
             "trl.SFTConfig, imported (what a refusal waited for)": timed(
-                repo, [PY, "-c", "import trl; trl.SFTConfig"], rounds, refuses=False),
+                before, [PY, "-c", "import trl; trl.SFTConfig"], rounds, refuses=False),
         }
         for label, args in BEFORE_BASELINES.items():
-            figures[label] = timed(repo, [*MONTE, *args, "--yes"], rounds, refuses=True)
-        monte(repo, "eval", "--yes")
-        monte(repo, "eval", "--split", "test", "--yes")
+            figures[label] = timed(before, [*MONTE, *args, "--yes"], rounds, refuses=True)
         for label, args in AFTER_BASELINES.items():
             figures[label] = timed(repo, [*MONTE, *args, "--yes"], rounds, refuses=True)
     base = figures["monte status (baseline)"]["median_s"]

@@ -258,8 +258,11 @@ def _ok(d: Done, what: str) -> Done:
     return d
 
 
-def build_template(root: Path, model: Path | None = None, log: Any = None) -> Template:
-    """Build both repositories, timing each command kind once (the trials' kill window)."""
+def build_template(root: Path, model: Path | None = None, log: Any = None, fresh_only: bool = False) -> Template:
+    """Build both repositories, timing each command kind once (the trials' kill window).
+
+    ``fresh_only``: ``fresh`` alone, with the durations of env-add, dataset-add and eval: enough
+    for trials of env-add and dataset-add, the commands that start from it and not from ``ready``."""
     say = log or (lambda msg: None)
     root.mkdir(parents=True, exist_ok=True)
     env = base_env(root / "home")
@@ -293,6 +296,9 @@ def build_template(root: Path, model: Path | None = None, log: Any = None) -> Te
     tpl.typical["eval"] = d.seconds
     (box / "bucket").mkdir()
     (box / "vault").mkdir()
+    if fresh_only:  # its test read, chunk and pushes would serve no trial
+        tpl.save()
+        return tpl
 
     ready = tpl.ready
     shutil.rmtree(ready, ignore_errors=True)
