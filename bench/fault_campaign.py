@@ -185,15 +185,7 @@ def run(cwd: Path, env: dict[str, str], *args: str, timeout: float = 600, **faul
 
 #: The templates' first commands (not timed, no fault armed) one after another in one interpreter,
 #: rather than a fresh one a command.
-SETUP = """import json, sys
-from monte.cli.main import main
-for args in json.loads(sys.argv[1]):
-    try:
-        main(args)
-    except SystemExit as e:
-        if e.code:
-            sys.exit(f"monte {' '.join(args)} exited {e.code}")
-"""
+SETUP = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "batch.py")  # the commands in one interpreter
 
 
 @dataclass
@@ -218,7 +210,7 @@ def build(root: Path, full: bool, log: Callable[[str], None]) -> Templates:
     args: tuple[str, ...]
     setup = [["init", "--json"], ["env", "add", "--server", "parity", "--dev", "parity", "--test", "parity", "--json"],
              ["experiment", "init", EXP, "--eval", "parity", "--model", str(models / "seed0"), "--json"]]
-    r = subprocess.run([sys.executable, "-c", SETUP, json.dumps(setup)], cwd=repo, env=env, capture_output=True,
+    r = subprocess.run([sys.executable, SETUP, json.dumps(setup)], cwd=repo, env=env, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     ready = root / "ready"

@@ -53,19 +53,11 @@ def _monte(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedP
 
 # Setup commands (not timed) one after another in one interpreter: a fresh one costs a second or
 # more a command on a loaded machine, and the reads timed below are each still a fresh process.
-BATCH = """import json, sys
-from monte.cli.main import main
-for args in json.loads(sys.argv[1]):
-    try:
-        main(args)
-    except SystemExit as e:
-        if e.code:
-            sys.exit(f"monte {' '.join(args)} exited {e.code}")
-"""
+BATCH = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "batch.py")  # the commands in one interpreter
 
 
 def _batch(repo: Path, env: dict[str, str], *commands: list[str]) -> None:
-    r = subprocess.run([sys.executable, "-c", BATCH, json.dumps(commands)], cwd=repo, env=env, capture_output=True,
+    r = subprocess.run([sys.executable, BATCH, json.dumps(commands)], cwd=repo, env=env, capture_output=True,
                        text=True)
     if r.returncode != 0:
         raise SystemExit(f"setup in {repo} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")

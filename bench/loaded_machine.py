@@ -44,15 +44,7 @@ def _env(defaults: bool) -> dict[str, str]:
 
 # The quick run's setup (not timed): its commands one after another in one interpreter, so
 # their imports (torch's, for `model init`) are paid once.
-SETUP = """import json, sys
-from monte.cli.main import main
-for args in json.loads(sys.argv[1]):
-    try:
-        main(args)
-    except SystemExit as e:
-        if e.code:
-            sys.exit(f"monte {' '.join(args)} exited {e.code}")
-"""
+SETUP = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "batch.py")  # the commands in one interpreter
 
 
 def _setup_eval(folder: Path) -> None:
@@ -60,7 +52,7 @@ def _setup_eval(folder: Path) -> None:
     commands = (["init"], ["model", "init", "base-model"],
                 ["env", "add", "--server", "parity", "--dev", "parity", "--test", "parity"],
                 ["experiment", "init", "exp", "--eval", "parity", "--model", "base-model"])
-    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands)], cwd=folder, capture_output=True, text=True)
+    r = subprocess.run([PY, SETUP, json.dumps(commands)], cwd=folder, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"setup failed: {r.stdout[-1000:]}\n{r.stderr[-2000:]}")
 

@@ -28,15 +28,7 @@ from pathlib import Path
 
 PY = sys.executable
 
-SETUP = """import json, sys
-from monte.cli.main import main
-for args in json.loads(sys.argv[1]):
-    try:
-        main(args)
-    except SystemExit as e:
-        if e.code:
-            sys.exit(f"monte {' '.join(args)} exited {e.code}")
-"""
+SETUP = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "batch.py")  # the commands in one interpreter
 
 RECIPE = """algorithm: sft
 learning_rate: 3.0e-3
@@ -84,7 +76,7 @@ def warm(setup: list[list[str]], commands: list[list[str]], cwd: Path) -> list[t
 
 def monte(*commands: list[str], cwd: Path) -> None:
     """Run monte commands one after another in one process (setup: not timed)."""
-    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands)], cwd=cwd, capture_output=True, text=True)
+    r = subprocess.run([PY, SETUP, json.dumps(commands)], cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"setup failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
 

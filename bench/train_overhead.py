@@ -77,18 +77,7 @@ DIRECT_DPO = """import json
 # The setup (not timed) in one interpreter: the commands' imports, torch's above all, paid once.
 # --constant-answers (--quick): the baseline evals answer "0" to every item rather than generate:
 # they only have to exist for `monte train` to start (as bench/io_campaign.py's template does).
-SETUP = """import json, sys
-if "--constant-answers" in sys.argv[2:]:  # a smoke run's baselines gate training, they are no figure
-    import monte.models.generate as g
-    g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
-from monte.cli.main import main
-for args in json.loads(sys.argv[1]):
-    try:
-        main(args)
-    except SystemExit as e:
-        if e.code:
-            sys.exit(f"monte {' '.join(args)} exited {e.code}")
-"""
+SETUP = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "batch.py")  # the commands in one interpreter
 
 
 def sh(*args: str, cwd: Path) -> str:
@@ -97,7 +86,7 @@ def sh(*args: str, cwd: Path) -> str:
 
 def monte(*commands: list[str], cwd: Path, constant: bool = False) -> None:
     """Run monte commands one after another in one process; fail on the first that fails."""
-    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
+    r = subprocess.run([PY, SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
                        cwd=cwd, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"setup failed:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")

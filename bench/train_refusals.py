@@ -42,25 +42,11 @@ AFTER_BASELINES = {
 # copies the repository as it stands then (the refusals before the baselines run in that copy).
 # --constant-answers (--quick): the baseline evals answer "0" to every item rather than generate:
 # the refusals after them need them to exist, not their scores (as bench/io_campaign.py's template).
-SETUP = """import json, shutil, sys
-if "--constant-answers" in sys.argv[2:]:  # a smoke run's baselines gate training, they are no figure
-    import monte.models.generate as g
-    g.generate = lambda model, tok, prompts, **kw: ["0" for _ in prompts]
-from monte.cli.main import main
-for args in json.loads(sys.argv[1]):
-    if args[0] == "copy":
-        shutil.copytree(".", args[1], symlinks=True)
-        continue
-    try:
-        main(args)
-    except SystemExit as e:
-        if e.code:
-            sys.exit(f"monte {' '.join(args)} exited {e.code}")
-"""
+SETUP = str(Path(__file__).resolve().parents[1] / "tests" / "support" / "batch.py")  # the commands in one interpreter
 
 
 def monte(repo: Path, *commands: list[str], constant: bool = False) -> None:
-    r = subprocess.run([PY, "-c", SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
+    r = subprocess.run([PY, SETUP, json.dumps(commands), *(["--constant-answers"] if constant else [])],
                        cwd=repo, capture_output=True, text=True)
     if r.returncode:
         raise SystemExit(f"setup failed: {r.stdout[-1000:]}\n{r.stderr[-2000:]}")
