@@ -110,25 +110,39 @@ def test_a_held_read_whose_cohort_took_its_test_at_0_before_the_go_is_refused_wi
     s.agent_monte("ledger", "verify", "--all", check=True)
 
 
-def test_a_read_whose_worker_is_killed_after_started_is_recorded_failed_by_recover(grader_setup: Setup) -> None:
-    s = grader_setup
-    _model(s, "mortal", 4)
-    s.agent_monte("experiment", "init", "mortal", "--eval", "parity", "--model", "mortal", check=True)
-    s.agent_monte("eval", "-e", "mortal", "--yes", check=True)  # dev@0: the base is known, the read goes at once
+def _test_read_with_its_worker(s: Setup, name: str, seed: int, *, out: bool) -> tuple[subprocess.Popen[str], str, int]:
+    """A known base's test read started by the agent in a session of its own (the base's dev@0
+    first, so the read goes at once), once its worker runs on the grader: (client, run, worker pid).
+    ``out``: the client answers ``--json`` on a pipe."""
+    _model(s, name, seed)
+    s.agent_monte("experiment", "init", name, "--eval", "parity", "--model", name, check=True)
+    s.agent_monte("eval", "-e", name, "--yes", check=True)
     env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
     client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
-                               *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "-e", "mortal",
-                               "--split", "test", "--yes"], cwd=s.repo, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "-e", name,
+                               "--split", "test", "--yes", *(["--json"] if out else [])], cwd=s.repo,
+                              start_new_session=True, text=True,
+                              stdout=subprocess.PIPE if out else subprocess.DEVNULL,
+                              stderr=subprocess.PIPE if out else subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    run, workers = "", list[int]()
+    while time.monotonic() < deadline and not workers:  # its worker starts once `started` is in
+        run = next((r for r, rec in s.grader_reads().items() if rec["started"]["experiment"] == name), "")
+        workers = _pids(s, rf"monte\.grader\.work .* {run}$") if run else []
+        time.sleep(0.05)
+    if not workers:
+        os.killpg(client.pid, signal.SIGKILL)
+        client.wait()
+        pytest.fail("the read's worker never started on the grader")
+    return client, run, workers[0]
+
+
+def test_a_read_whose_worker_is_killed_after_started_is_recorded_failed_by_recover(grader_setup: Setup) -> None:
+    s = grader_setup
+    client, run, worker = _test_read_with_its_worker(s, "mortal", 4, out=False)
+    deadline = time.monotonic() + 300
     try:
-        deadline = time.monotonic() + 300
-        run, workers = "", list[int]()
-        while time.monotonic() < deadline and not workers:  # its worker starts once `started` is in
-            run = next((r for r, rec in s.grader_reads().items() if rec["started"]["experiment"] == "mortal"), "")
-            workers = _pids(s, rf"monte\.grader\.work .* {run}$") if run else []
-            time.sleep(0.05)
-        assert workers, "the read's worker never started on the grader"
-        os.kill(workers[0], signal.SIGSTOP)  # still importing torch: held alive, reading nothing
+        os.kill(worker, signal.SIGSTOP)  # still importing torch: held alive, reading nothing
         # a live worker's read is running: recover records nothing for it
         r = s.agent_monte("recover", "mortal", "--json", check=True)
         assert json.loads(r.stdout) == [{"run": run, "status": "running", "score": None, "n": None, "error": None}]
@@ -138,7 +152,7 @@ def test_a_read_whose_worker_is_killed_after_started_is_recorded_failed_by_recov
         os.killpg(client.pid, signal.SIGKILL)
         for pid in _pids(s, "monte grader serve"):
             os.kill(pid, signal.SIGKILL)
-        os.kill(workers[0], signal.SIGKILL)
+        os.kill(worker, signal.SIGKILL)
         while time.monotonic() < deadline and _pids(s, rf"monte\.grader\.work .* {run}$"):
             time.sleep(0.05)
     finally:
@@ -165,23 +179,9 @@ def test_a_worker_killed_while_its_client_waits_is_recorded_failed_by_the_eval(g
     """The grader's server outlives its worker: it records the read failed with how the worker
     ended, and the waiting `monte eval` records it so in the agent's ledger and says why."""
     s = grader_setup
-    _model(s, "doomed", 5)
-    s.agent_monte("experiment", "init", "doomed", "--eval", "parity", "--model", "doomed", check=True)
-    s.agent_monte("eval", "-e", "doomed", "--yes", check=True)  # dev@0: the base is known, the read goes at once
-    env = s.agent.env(MONTE_GRADER_KEY_FILE=str(s.key_file))
-    client = subprocess.Popen(["runuser", "-u", s.agent.name, "--", "env", "-i",
-                               *(f"{k}={v}" for k, v in env.items()), PYTHON, "-m", "monte", "eval", "-e", "doomed",
-                               "--split", "test", "--yes", "--json"], cwd=s.repo, start_new_session=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    client, run, worker = _test_read_with_its_worker(s, "doomed", 5, out=True)
     try:
-        deadline = time.monotonic() + 300
-        run, workers = "", list[int]()
-        while time.monotonic() < deadline and not workers:
-            run = next((r for r, rec in s.grader_reads().items() if rec["started"]["experiment"] == "doomed"), "")
-            workers = _pids(s, rf"monte\.grader\.work .* {run}$") if run else []
-            time.sleep(0.05)
-        assert workers, "the read's worker never started on the grader"
-        os.kill(workers[0], signal.SIGKILL)
+        os.kill(worker, signal.SIGKILL)
         out, err = client.communicate(timeout=300)
     finally:
         if client.poll() is None:
