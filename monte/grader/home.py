@@ -175,7 +175,8 @@ def records(home: Home) -> dict[str, dict[str, Any]]:
 
 
 def append(home: Home, run: str, files: dict[str, Any], message: str) -> None:
-    """One record: ``reads/<run>/<name>.json`` for each of ``files``, committed on the ref."""
+    """One record: ``reads/<run>/<name>.json`` for each of ``files``, committed on the ref. The
+    caller holds :func:`locked` (the server and the workers write this one ref)."""
     from dulwich.objects import Blob, Commit, ObjectID, Tree
     from dulwich.refs import Ref
     from dulwich.repo import Repo
